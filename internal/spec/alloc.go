@@ -1,0 +1,166 @@
+package spec
+
+import (
+	"fmt"
+	"time"
+)
+
+// An allocation (alloc) is one instance of a group placed on one node.
+//
+// Its two halves have one writer each (DESIGN.md principle 8):
+//
+//	Alloc        desired state   written by the leader's scheduling loop
+//	AllocStatus  observed state  written by the agent on the alloc's node
+//
+// Desired status only moves run -> stop. Client status only moves forward:
+//
+//	pending --> running --> complete
+//	   |           |
+//	   +-----------+------> failed
+//	   +-----------+------> lost      (node gone; set by the leader, issue 3)
+type Alloc struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"` // "job.group[index]"
+	Job        string    `json:"job"`
+	JobVersion uint64    `json:"job_version"`
+	Group      string    `json:"group"`
+	Index      int       `json:"index"`
+	NodeID     string    `json:"node_id"`
+	NodeName   string    `json:"node_name"`
+	Resources  Resources `json:"resources"`
+	// Tasks is the group's tasks as of JobVersion, so that the agent runs
+	// exactly what was placed even while the job changes.
+	Tasks []*Task `json:"tasks"`
+	// JobType tells the agent whether an exit 0 completes the task.
+	JobType JobType `json:"job_type"`
+
+	DesiredStatus DesiredStatus `json:"desired_status"`
+	DesiredReason string        `json:"desired_reason,omitempty"`
+	CreateTime    time.Time     `json:"create_time"`
+	ModifyTime    time.Time     `json:"modify_time"`
+
+	// Status is the agent's report, merged in on read. Nil until the agent
+	// first reports.
+	Status *AllocStatus `json:"status,omitempty"`
+
+	// CreateIndex and ModifyIndex are registry revisions, set on read.
+	CreateIndex int64 `json:"create_index,omitempty"`
+	ModifyIndex int64 `json:"modify_index,omitempty"`
+}
+
+// DesiredStatus is what the leader wants done with an alloc.
+type DesiredStatus string
+
+const (
+	DesiredRun  DesiredStatus = "run"
+	DesiredStop DesiredStatus = "stop"
+)
+
+// ClientStatus is what the agent observes of an alloc as a whole.
+type ClientStatus string
+
+const (
+	ClientPending  ClientStatus = "pending"
+	ClientRunning  ClientStatus = "running"
+	ClientComplete ClientStatus = "complete"
+	ClientFailed   ClientStatus = "failed"
+	ClientLost     ClientStatus = "lost"
+)
+
+// Terminal reports whether the status can no longer change.
+func (s ClientStatus) Terminal() bool {
+	return s == ClientComplete || s == ClientFailed || s == ClientLost
+}
+
+// AllocStatus is the agent's observation of one alloc.
+type AllocStatus struct {
+	ClientStatus ClientStatus          `json:"client_status"`
+	Description  string                `json:"description,omitempty"`
+	Tasks        map[string]*TaskState `json:"tasks,omitempty"`
+	UpdateTime   time.Time             `json:"update_time"`
+}
+
+// TaskStateName is where a task is in its life on the node.
+//
+//	pending --start--> running --exit--> (restart policy) --> running
+//	                                  \-> dead (complete, failed or stopped)
+type TaskStateName string
+
+const (
+	TaskPending TaskStateName = "pending"
+	TaskRunning TaskStateName = "running"
+	TaskDead    TaskStateName = "dead"
+)
+
+// TaskState is one task's observed state and its history of events.
+type TaskState struct {
+	State      TaskStateName `json:"state"`
+	Failed     bool          `json:"failed,omitempty"`
+	Restarts   int           `json:"restarts"`
+	PID        int           `json:"pid,omitempty"`
+	ExitCode   *int          `json:"exit_code,omitempty"`
+	StartedAt  time.Time     `json:"started_at,omitzero"`
+	FinishedAt time.Time     `json:"finished_at,omitzero"`
+	Events     []TaskEvent   `json:"events,omitempty"`
+}
+
+// MaxTaskEvents bounds the events kept per task; the oldest are dropped.
+const MaxTaskEvents = 20
+
+// TaskEvent is one state change of a task, with when and why.
+type TaskEvent struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Message string    `json:"message,omitempty"`
+}
+
+// Task event types.
+const (
+	EventReceived   = "Received"
+	EventStarted    = "Started"
+	EventTerminated = "Terminated"
+	EventRestarting = "Restarting"
+	EventNotRestart = "Not Restarting"
+	EventKilling    = "Killing"
+	EventKilled     = "Killed"
+	EventDriverFail = "Driver Failure"
+	EventCompleted  = "Completed"
+)
+
+// AddEvent appends e and keeps at most MaxTaskEvents.
+func (ts *TaskState) AddEvent(e TaskEvent) {
+	ts.Events = append(ts.Events, e)
+	if n := len(ts.Events); n > MaxTaskEvents {
+		ts.Events = append(ts.Events[:0:0], ts.Events[n-MaxTaskEvents:]...)
+	}
+}
+
+// AllocName is the readable name of an instance: "web.api[2]".
+func AllocName(job, group string, index int) string {
+	return fmt.Sprintf("%s.%s[%d]", job, group, index)
+}
+
+// ClientStatusOr returns the agent's status, or pending before any report.
+func (a *Alloc) ClientStatusOr() ClientStatus {
+	if a.Status == nil || a.Status.ClientStatus == "" {
+		return ClientPending
+	}
+	return a.Status.ClientStatus
+}
+
+// Terminal reports whether the alloc is done: the agent says so, or it was
+// told to stop and never started.
+func (a *Alloc) Terminal() bool {
+	return a.ClientStatusOr().Terminal()
+}
+
+// Restarts is the total restart count over the alloc's tasks.
+func (a *Alloc) Restarts() int {
+	n := 0
+	if a.Status != nil {
+		for _, t := range a.Status.Tasks {
+			n += t.Restarts
+		}
+	}
+	return n
+}

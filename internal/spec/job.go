@@ -1,0 +1,260 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// JobType says how a job's instances are kept.
+type JobType string
+
+const (
+	// JobService instances run until stopped; they are restarted when they exit.
+	JobService JobType = "service"
+	// JobBatch instances run to completion; an exit with status 0 is done.
+	JobBatch JobType = "batch"
+)
+
+// Defaults applied by Canonicalize where a job file leaves a field out.
+const (
+	DefaultPriority    = 50
+	MinPriority        = 1
+	MaxPriority        = 100
+	DefaultCount       = 1
+	MaxCount           = 10000
+	DefaultCPU         = 100 // MHz, as Nomad
+	DefaultMemoryMB    = 300 // MB, as Nomad
+	DefaultKillTimeout = Duration(5 * time.Second)
+)
+
+// Job is what an operator declares: a named set of groups to keep running
+// (service) or to run to completion (batch).
+type Job struct {
+	Name     string            `json:"name"`
+	Type     JobType           `json:"type,omitempty"`
+	Priority int               `json:"priority,omitempty"`
+	Meta     map[string]string `json:"meta,omitempty"`
+	Groups   []*Group          `json:"groups"`
+
+	// Server-owned: set by the server, ignored on submit.
+
+	// Version counts spec changes, starting at 1. Re-submitting an identical
+	// spec does not change it.
+	Version uint64 `json:"version,omitempty"`
+	// Stopped is true after `drover stop`; submitting the job again clears it.
+	Stopped bool `json:"stopped,omitempty"`
+	// SubmitTime is when the current version was submitted.
+	SubmitTime time.Time `json:"submit_time,omitzero"`
+	// ModifyIndex is the registry revision of the last write to the job; pass
+	// it back as a check index to refuse a submit that would overwrite a
+	// change you have not seen.
+	ModifyIndex int64 `json:"modify_index,omitempty"`
+}
+
+// Group is a set of tasks placed together on one node; Count copies of it run.
+type Group struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	// Restart is the default restart policy for the group's tasks.
+	Restart *RestartPolicy    `json:"restart,omitempty"`
+	Meta    map[string]string `json:"meta,omitempty"`
+	Tasks   []*Task           `json:"tasks"`
+}
+
+// UnmarshalJSON fills in Count's default when the field is absent, so that a
+// missing count means 1 while an explicit 0 stays 0. Unknown fields are still
+// refused: the strict decoder that calls this sets the same rule inside.
+func (g *Group) UnmarshalJSON(b []byte) error {
+	type plain Group
+	p := plain{Count: DefaultCount}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	*g = Group(p)
+	return nil
+}
+
+// Task is one process (or, later, container) inside a group.
+type Task struct {
+	Name      string            `json:"name"`
+	Driver    string            `json:"driver"`
+	Config    TaskConfig        `json:"config"`
+	Env       map[string]string `json:"env,omitempty"`
+	Resources Resources         `json:"resources"`
+	// Restart overrides the group's restart policy for this task.
+	Restart     *RestartPolicy    `json:"restart,omitempty"`
+	KillTimeout Duration          `json:"kill_timeout,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+}
+
+// TaskConfig is what the driver runs. For exec and raw_exec: a command and
+// its arguments, run without a shell.
+type TaskConfig struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+}
+
+// Resources are what a task reserves on its node. CPU is in MHz (shares of
+// the node's total cycles), memory in MB, as in Nomad job files.
+type Resources struct {
+	CPU      int `json:"cpu"`
+	MemoryMB int `json:"memory"`
+}
+
+// Add returns r + o.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{CPU: r.CPU + o.CPU, MemoryMB: r.MemoryMB + o.MemoryMB}
+}
+
+// Sub returns r - o.
+func (r Resources) Sub(o Resources) Resources {
+	return Resources{CPU: r.CPU - o.CPU, MemoryMB: r.MemoryMB - o.MemoryMB}
+}
+
+// Fits reports whether need fits into r in every dimension.
+func (r Resources) Fits(need Resources) bool {
+	return need.CPU <= r.CPU && need.MemoryMB <= r.MemoryMB
+}
+
+// RestartMode says what happens when a task has used up its restart attempts
+// within the interval.
+type RestartMode string
+
+const (
+	// RestartFail marks the task, and so its allocation, failed.
+	RestartFail RestartMode = "fail"
+	// RestartDelay waits until the interval is over and starts counting again.
+	RestartDelay RestartMode = "delay"
+)
+
+// RestartPolicy is how the agent restarts a task that exits on its own node.
+// At most Attempts restarts happen within any Interval, each after Delay.
+type RestartPolicy struct {
+	Attempts int         `json:"attempts"`
+	Interval Duration    `json:"interval"`
+	Delay    Duration    `json:"delay"`
+	Mode     RestartMode `json:"mode"`
+}
+
+// DefaultRestart returns Nomad's defaults for the job type: services retry
+// 2 times in 30 minutes, batch jobs 3 times in a day, 15 s apart, then fail.
+func DefaultRestart(t JobType) *RestartPolicy {
+	if t == JobBatch {
+		return &RestartPolicy{Attempts: 3, Interval: Duration(24 * time.Hour), Delay: Duration(15 * time.Second), Mode: RestartFail}
+	}
+	return &RestartPolicy{Attempts: 2, Interval: Duration(30 * time.Minute), Delay: Duration(15 * time.Second), Mode: RestartFail}
+}
+
+// Canonicalize fills in defaults so that two specs that mean the same thing
+// compare equal: type, priority, resources, kill timeout, and each task's
+// restart policy (task's own, else the group's, else the job type's default).
+// It does not validate; call Validate after it.
+func (j *Job) Canonicalize() {
+	if j.Type == "" {
+		j.Type = JobService
+	}
+	if j.Priority == 0 {
+		j.Priority = DefaultPriority
+	}
+	for _, g := range j.Groups {
+		if g == nil {
+			continue
+		}
+		for _, t := range g.Tasks {
+			if t == nil {
+				continue
+			}
+			if t.Resources.CPU == 0 {
+				t.Resources.CPU = DefaultCPU
+			}
+			if t.Resources.MemoryMB == 0 {
+				t.Resources.MemoryMB = DefaultMemoryMB
+			}
+			if t.KillTimeout == 0 {
+				t.KillTimeout = DefaultKillTimeout
+			}
+			if t.Restart == nil {
+				if g.Restart != nil {
+					r := *g.Restart
+					t.Restart = &r
+				} else {
+					t.Restart = DefaultRestart(j.Type)
+				}
+			}
+			if t.Restart.Mode == "" {
+				t.Restart.Mode = RestartFail
+			}
+		}
+	}
+}
+
+// SpecOnly returns a copy of j without the server-owned fields, the part an
+// operator wrote. Two submissions change nothing when their SpecOnly copies
+// are equal.
+func (j *Job) SpecOnly() *Job {
+	c := j.Clone()
+	c.Version, c.Stopped, c.SubmitTime, c.ModifyIndex = 0, false, time.Time{}, 0
+	return c
+}
+
+// Clone returns a deep copy of j.
+func (j *Job) Clone() *Job {
+	b, err := json.Marshal(j)
+	if err != nil {
+		panic("spec: job does not marshal: " + err.Error())
+	}
+	var c Job
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic("spec: job does not unmarshal: " + err.Error())
+	}
+	return &c
+}
+
+// Group returns the group with the given name, or nil.
+func (j *Job) Group(name string) *Group {
+	for _, g := range j.Groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// Resources returns what one instance of the group reserves: the sum of its
+// tasks' resources.
+func (g *Group) Resources() Resources {
+	var r Resources
+	for _, t := range g.Tasks {
+		r = r.Add(t.Resources)
+	}
+	return r
+}
+
+// Drivers returns the drivers the group's tasks need, sorted, without repeats.
+func (g *Group) Drivers() []string {
+	var out []string
+	for _, t := range g.Tasks {
+		dup := false
+		for _, d := range out {
+			dup = dup || d == t.Driver
+		}
+		if !dup {
+			out = append(out, t.Driver)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// Task returns the task with the given name, or nil.
+func (g *Group) Task(name string) *Task {
+	for _, t := range g.Tasks {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}

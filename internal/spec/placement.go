@@ -1,0 +1,70 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PlacementFailure says why some instances of a group could not be placed,
+// per dimension, in a form a person reads in `drover status`:
+//
+//	0/5 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB); missing driver docker on 2
+type PlacementFailure struct {
+	Group string `json:"group"`
+	// Missing is how many instances are waiting for a place.
+	Missing        int `json:"missing"`
+	// NodesEvaluated is how many nodes were considered; none of them fit.
+	NodesEvaluated int                `json:"nodes_evaluated"`
+	Dimensions     []DimensionFailure `json:"dimensions,omitempty"`
+}
+
+// DimensionFailure counts the nodes that ruled themselves out for one reason.
+type DimensionFailure struct {
+	// Dimension is "cpu", "memory", "driver <name>" or "status".
+	Dimension string `json:"dimension"`
+	Nodes     int    `json:"nodes"`
+	// Need and MostFree are set for resource dimensions, in Unit.
+	Need     int    `json:"need,omitempty"`
+	MostFree int    `json:"most_free,omitempty"`
+	Unit     string `json:"unit,omitempty"`
+}
+
+func (d DimensionFailure) String() string {
+	switch {
+	case strings.HasPrefix(d.Dimension, "driver "):
+		return fmt.Sprintf("missing %s on %d", d.Dimension, d.Nodes)
+	case d.Dimension == "status":
+		return fmt.Sprintf("not ready on %d", d.Nodes)
+	case d.Unit != "":
+		return fmt.Sprintf("%s exhausted on %d (need %d %s, most free %d %s)", d.Dimension, d.Nodes, d.Need, d.Unit, d.MostFree, d.Unit)
+	}
+	return fmt.Sprintf("%s on %d", d.Dimension, d.Nodes)
+}
+
+func (f PlacementFailure) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "0/%d nodes fit", f.NodesEvaluated)
+	if f.NodesEvaluated == 0 {
+		b.WriteString(": no ready nodes")
+	}
+	for i, d := range f.Dimensions {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(d.String())
+	}
+	return b.String()
+}
+
+// JobSchedule is the leader's record of what it could not do for a job's
+// current version: the groups with instances still waiting for a place.
+// It is empty when everything is placed.
+type JobSchedule struct {
+	Job        string             `json:"job"`
+	JobVersion uint64             `json:"job_version"`
+	Failures   []PlacementFailure `json:"failures,omitempty"`
+	UpdateTime time.Time          `json:"update_time"`
+}

@@ -1,0 +1,210 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Problem is one thing wrong with an input, located by a field path such as
+// "groups[0].tasks[1].resources.memory". Decoders that know where in a file
+// the problem is fill in Pos ("web.hcl:12:5").
+type Problem struct {
+	Field   string `json:"field,omitempty"`
+	Pos     string `json:"pos,omitempty"`
+	Message string `json:"message"`
+}
+
+func (p Problem) String() string {
+	switch {
+	case p.Pos != "" && p.Field != "":
+		return fmt.Sprintf("%s: %s: %s", p.Pos, p.Field, p.Message)
+	case p.Pos != "":
+		return p.Pos + ": " + p.Message
+	case p.Field != "":
+		return p.Field + ": " + p.Message
+	}
+	return p.Message
+}
+
+// Problems is every problem found in one input. It is an error so that a
+// caller can return it whole; nothing should stop at the first problem.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Add appends a problem at field.
+func (ps *Problems) Add(field, format string, args ...any) {
+	*ps = append(*ps, Problem{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Err returns ps as an error, or nil when there are none.
+func (ps Problems) Err() error {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}
+
+// MaxNameLen bounds names, which become registry key segments and log prefixes.
+const MaxNameLen = 128
+
+// CheckName reports what is wrong with a name used as a key segment (job,
+// group, task, node names and IDs), or "" when it is fine. Names are an
+// allow-list: letters, digits, '-', '_' and '.', starting with a letter or
+// digit, so that '/', "..", spaces and control characters can never address
+// another key.
+func CheckName(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Sprintf("is %d characters long; the limit is %d", len(s), MaxNameLen)
+	}
+	for i, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			(i > 0 && (r == '-' || r == '_' || r == '.'))
+		if !ok {
+			if i == 0 {
+				return fmt.Sprintf("%q must start with a letter or digit", s)
+			}
+			return fmt.Sprintf("%q contains %q; use only letters, digits, '-', '_' and '.'", s, r)
+		}
+	}
+	if strings.Contains(s, "..") {
+		return fmt.Sprintf("%q must not contain \"..\"", s)
+	}
+	return ""
+}
+
+// Drivers known to this build. A node advertises the subset it can run.
+var KnownDrivers = []string{"exec", "raw_exec"}
+
+// Validate returns every problem with a canonicalized job, each with its
+// field path. It checks the job alone; whether some node can run it is the
+// scheduler's question.
+func (j *Job) Validate() Problems {
+	var ps Problems
+	if msg := CheckName(j.Name); msg != "" {
+		ps.Add("name", "job name %s", msg)
+	}
+	switch j.Type {
+	case JobService, JobBatch:
+	case "system":
+		ps.Add("type", "system jobs are not supported yet; use \"service\" or \"batch\"")
+	default:
+		ps.Add("type", "unknown job type %q; use \"service\" or \"batch\"", j.Type)
+	}
+	if j.Priority < MinPriority || j.Priority > MaxPriority {
+		ps.Add("priority", "priority %d is out of range; use %d to %d", j.Priority, MinPriority, MaxPriority)
+	}
+	checkMeta(&ps, "meta", j.Meta)
+	if len(j.Groups) == 0 {
+		ps.Add("groups", "a job needs at least one group")
+	}
+	seen := map[string]int{}
+	for i, g := range j.Groups {
+		path := fmt.Sprintf("groups[%d]", i)
+		if g == nil {
+			ps.Add(path, "group is null")
+			continue
+		}
+		if prev, dup := seen[g.Name]; dup && g.Name != "" {
+			ps.Add(path+".name", "group %q is already defined at groups[%d]", g.Name, prev)
+		}
+		seen[g.Name] = i
+		g.validate(&ps, path, j.Type)
+	}
+	return ps
+}
+
+func (g *Group) validate(ps *Problems, path string, jt JobType) {
+	if msg := CheckName(g.Name); msg != "" {
+		ps.Add(path+".name", "group name %s", msg)
+	}
+	if g.Count < 0 || g.Count > MaxCount {
+		ps.Add(path+".count", "count %d is out of range; use 0 to %d", g.Count, MaxCount)
+	}
+	if g.Restart != nil {
+		g.Restart.validate(ps, path+".restart")
+	}
+	checkMeta(ps, path+".meta", g.Meta)
+	if len(g.Tasks) == 0 {
+		ps.Add(path+".tasks", "group %q needs at least one task", g.Name)
+	}
+	seen := map[string]int{}
+	for i, t := range g.Tasks {
+		tp := fmt.Sprintf("%s.tasks[%d]", path, i)
+		if t == nil {
+			ps.Add(tp, "task is null")
+			continue
+		}
+		if prev, dup := seen[t.Name]; dup && t.Name != "" {
+			ps.Add(tp+".name", "task %q is already defined at %s.tasks[%d]", t.Name, path, prev)
+		}
+		seen[t.Name] = i
+		t.validate(ps, tp)
+	}
+}
+
+func (t *Task) validate(ps *Problems, path string) {
+	if msg := CheckName(t.Name); msg != "" {
+		ps.Add(path+".name", "task name %s", msg)
+	}
+	switch {
+	case t.Driver == "":
+		ps.Add(path+".driver", "task %q needs a driver; use one of %s", t.Name, strings.Join(KnownDrivers, ", "))
+	case t.Driver == "docker":
+		ps.Add(path+".driver", "the docker driver is not supported yet; use one of %s", strings.Join(KnownDrivers, ", "))
+	case !slices.Contains(KnownDrivers, t.Driver):
+		ps.Add(path+".driver", "unknown driver %q; use one of %s", t.Driver, strings.Join(KnownDrivers, ", "))
+	}
+	if t.Config.Command == "" {
+		ps.Add(path+".config.command", "task %q needs a command to run", t.Name)
+	}
+	for k := range t.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			ps.Add(path+".env", "environment variable name %q must not be empty or contain '=' or NUL", k)
+		}
+	}
+	if t.Resources.CPU < 0 {
+		ps.Add(path+".resources.cpu", "cpu %d MHz must not be negative", t.Resources.CPU)
+	}
+	if t.Resources.MemoryMB < 0 {
+		ps.Add(path+".resources.memory", "memory %d MB must not be negative", t.Resources.MemoryMB)
+	}
+	if t.Restart != nil {
+		t.Restart.validate(ps, path+".restart")
+	}
+	checkMeta(ps, path+".meta", t.Meta)
+}
+
+func (r *RestartPolicy) validate(ps *Problems, path string) {
+	if r.Attempts < 0 {
+		ps.Add(path+".attempts", "attempts %d must not be negative", r.Attempts)
+	}
+	switch r.Mode {
+	case "", RestartFail, RestartDelay:
+	default:
+		ps.Add(path+".mode", "unknown restart mode %q; use \"fail\" or \"delay\"", r.Mode)
+	}
+	if r.Attempts > 0 && r.Interval == 0 {
+		ps.Add(path+".interval", "interval must be set when attempts > 0")
+	}
+}
+
+func checkMeta(ps *Problems, path string, m map[string]string) {
+	for k := range m {
+		if k == "" {
+			ps.Add(path, "meta keys must not be empty")
+		}
+	}
+}
+
+func sortStrings(s []string) { slices.Sort(s) }
