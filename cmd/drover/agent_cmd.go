@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/client"
+)
+
+func newAgentCmd() *cobra.Command {
+	var dataDir, serverAddr, httpAddr, logLevel, name string
+	var meta, driverNames []string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run an agent: register this machine and run the tasks placed on it",
+		Long: `Agent registers this machine with a server and runs what is placed on it. It
+speaks only the server's HTTP API. Stopping the agent leaves its tasks running.`,
+		Example: "  drover agent --server http://127.0.0.1:4646 --data-dir /var/lib/drover-agent --meta rack=r1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			if dataDir == "" {
+				return fmt.Errorf("--data-dir is required: the agent keeps its node ID and task directories there")
+			}
+			m, err := parseMeta(meta)
+			if err != nil {
+				return err
+			}
+			drv, err := drivers(driverNames)
+			if err != nil {
+				return err
+			}
+			if serverAddr == "" {
+				serverAddr = os.Getenv("DROVER_ADDR")
+			}
+			c, err := client.New(serverAddr)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name = nodeName()
+			}
+			ln, err := listen(httpAddr)
+			if err != nil {
+				return err
+			}
+			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: "http://" + ln.Addr().String(),
+				Meta: m, Drivers: drv, Client: c, Logger: log})
+			if err != nil {
+				return err
+			}
+			httpSrv := serveHTTP(ln, ag.Handler())
+			defer shutdownHTTP(httpSrv)
+			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): server %s\n", name, ag.NodeID(), c.Address())
+			return ag.Run(signalContext(cmd.Context()))
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the node ID and task directories")
+	cmd.Flags().StringVar(&serverAddr, "server", "", "server address (default $DROVER_ADDR or "+client.DefaultAddress+")")
+	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4647", "this agent's HTTP address (serves task logs to the servers)")
+	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
+	cmd.Flags().StringArrayVar(&meta, "meta", nil, "node metadata key=value (repeatable)")
+	cmd.Flags().StringSliceVar(&driverNames, "drivers", []string{"exec", "raw_exec"}, "task drivers to offer")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}

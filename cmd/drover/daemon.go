@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// newLogger returns the daemons' logger: text on stderr at level.
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("unknown log level %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// signalContext ends on SIGINT or SIGTERM. After the first signal the
+// default handling is back, so a second Ctrl-C exits at once.
+func signalContext(parent context.Context) context.Context {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx
+}
+
+// listen opens the HTTP listener with an error that says what to do.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("cannot listen on %s: the port is in use (another drover?); pass --http-addr 127.0.0.1:0 for any free port", addr)
+		}
+		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func serveHTTP(ln net.Listener, h http.Handler) *http.Server {
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go s.Serve(ln)
+	return s
+}
+
+// shutdownHTTP stops accepting requests and ends open ones (long polls
+// included) within a bounded time.
+func shutdownHTTP(s *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if s.Shutdown(ctx) != nil {
+		s.Close()
+	}
+}
+
+// drivers returns the task drivers this node offers.
+func drivers(names []string) ([]driver.Driver, error) {
+	var out []driver.Driver
+	for _, n := range names {
+		switch n {
+		case "exec", "raw_exec":
+			out = append(out, execdriver.New(n))
+		default:
+			return nil, fmt.Errorf("unknown driver %q: this build has exec and raw_exec", n)
+		}
+	}
+	return out, nil
+}
+
+// nodeName turns the hostname into a valid node name.
+func nodeName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "node"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	s := strings.Trim(string(b), "-_.")
+	if spec.CheckName(s) != "" {
+		return "node"
+	}
+	return s
+}
+
+// parseMeta reads --meta k=v flags.
+func parseMeta(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--meta %q: want key=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}

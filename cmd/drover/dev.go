@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/server"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func newDevCmd() *cobra.Command {
+	var dataDir, httpAddr, logLevel string
+	cmd := &cobra.Command{
+		Use:   "dev [FILE...]",
+		Short: "Run a server, an agent and an embedded etcd in one process, and submit FILEs",
+		Long: `Dev runs all of drover in one process: an embedded etcd member, a server and
+an agent on this machine, with the exec and raw_exec drivers. It submits the
+given job files and runs until Ctrl-C or SIGTERM, which stops the tasks.
+
+Without --data-dir, state lives in a temporary directory removed on exit; with
+it, jobs and their instances survive a restart.`,
+		Example: "  drover dev examples/hello.hcl\n  drover dev --data-dir /tmp/drover --http-addr 127.0.0.1:0",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Read every file first: a typo should not cost a cluster start.
+			var jobs []*spec.Job
+			for _, path := range args {
+				job, err := readJob(path, cmd.InOrStdin())
+				if err != nil {
+					return &exitError{code: exitFailure, err: err}
+				}
+				jobs = append(jobs, job)
+			}
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			if dataDir == "" {
+				tmp, err := os.MkdirTemp("", "drover-dev-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				dataDir = tmp
+			}
+			ctx := signalContext(cmd.Context())
+			emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{
+				DataDir: filepath.Join(dataDir, "etcd"), Logger: log,
+				// Free ports: dev must not collide with an etcd already here.
+				ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+			})
+			if err != nil {
+				return fmt.Errorf("starting the embedded etcd in %s: %w", dataDir, err)
+			}
+			defer emb.Close()
+			reg, err := registry.Open(ctx, emb.Endpoints(), log)
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+
+			ln, err := listen(httpAddr)
+			if err != nil {
+				return err
+			}
+			addr := "http://" + ln.Addr().String()
+			c, err := client.New(addr)
+			if err != nil {
+				return err
+			}
+			drv, _ := drivers([]string{"exec", "raw_exec"})
+			ag, err := agent.New(agent.Config{
+				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
+				Drivers: drv, Client: c, Logger: log, StopTasksOnExit: true,
+			})
+			if err != nil {
+				return err
+			}
+			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log})
+			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()))
+
+			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+			srvDone := make(chan error, 1)
+			go func() { srvDone <- srv.Run(srvCtx) }()
+			agentDone := make(chan error, 1)
+			go func() { agentDone <- ag.Run(ctx) }()
+
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "drover dev: API at %s, data in %s\n", addr, dataDir)
+			fmt.Fprintf(out, "  export DROVER_ADDR=%s\n", addr)
+			for _, job := range jobs {
+				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				res, err := c.SubmitJob(sctx, job, 0)
+				cancel()
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "submitting job %q: %v\n", job.Name, err)
+					continue
+				}
+				fmt.Fprintf(out, "  submitted job %q (version %d): drover status %s\n", res.Job.Name, res.Job.Version, res.Job.Name)
+			}
+			fmt.Fprintln(out, "Press Ctrl-C to stop the tasks and exit.")
+
+			var runErr error
+			select {
+			case <-ctx.Done():
+			case runErr = <-agentDone:
+				agentDone = nil
+			case runErr = <-srvDone:
+				srvDone = nil
+			}
+			fmt.Fprintln(out, "drover dev: stopping tasks...")
+			if agentDone != nil {
+				select {
+				case <-agentDone:
+				case <-time.After(60 * time.Second):
+					fmt.Fprintln(cmd.ErrOrStderr(), "drover dev: tasks did not stop within 60s")
+				}
+			}
+			stopSrv()
+			if srvDone != nil {
+				select {
+				case <-srvDone:
+				case <-time.After(10 * time.Second):
+				}
+			}
+			shutdownHTTP(httpSrv)
+			fmt.Fprintln(out, "drover dev: stopped.")
+			return runErr
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep state here across restarts (default: a temporary directory)")
+	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address (host:port; port 0 picks a free one)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	return cmd
+}

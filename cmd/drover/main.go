@@ -1,0 +1,92 @@
+// Command drover is the whole of drover in one binary: the server, the
+// agent, the all-in-one dev mode, and the CLI verbs. This package is wiring
+// only; each subcommand has its own file.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/client"
+)
+
+// Exit codes, as Nomad's: 0 success, 1 failure, 2 cannot be placed.
+const (
+	exitFailure     = 1
+	exitUnplaceable = 2
+)
+
+// exitError carries a specific exit code. silent means the command already
+// printed what the user needs.
+type exitError struct {
+	code   int
+	err    error
+	silent bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func main() {
+	root := newRoot()
+	if err := root.Execute(); err != nil {
+		code := exitFailure
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+			if ee.silent {
+				os.Exit(code)
+			}
+		}
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(code)
+	}
+}
+
+// globals are the flags every command has.
+type globals struct {
+	address string
+	output  string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "drover",
+		Short: "drover places jobs on machines and keeps them running",
+		Long: `drover is a cluster workload orchestrator: declare jobs (services that run
+until stopped, batch jobs that run to completion), and drover places them on
+machines, restarts what crashes, and says why whenever it cannot.
+
+Start everything on this machine:  drover dev examples/hello.hcl
+Then, in another terminal:         drover status hello`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.address, "address", "", "server address (default $DROVER_ADDR or "+client.DefaultAddress+")")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
+	root.AddCommand(
+		newRunCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newLogsCmd(g), newStopCmd(g),
+		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(),
+	)
+	return root
+}
+
+// client returns an API client for --address, $DROVER_ADDR, or the default.
+func (g *globals) client() (*client.Client, error) {
+	addr := g.address
+	if addr == "" {
+		addr = os.Getenv("DROVER_ADDR")
+	}
+	return client.New(addr)
+}
+
+func (g *globals) checkOutput() error {
+	switch g.output {
+	case "table", "json":
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use -o table or -o json", g.output)
+}

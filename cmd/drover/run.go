@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	var detach bool
+	var timeout time.Duration
+	var checkIndex int64
+	cmd := &cobra.Command{
+		Use:   "run FILE|-",
+		Short: "Submit a job and follow it until it runs, completes or fails",
+		Long: `Run applies a job file (HCL, JSON or YAML; "-" reads stdin). Applying the
+same spec again changes nothing. Then it follows the job until every instance
+runs (a batch job: completes), or something fails.
+
+Exit status: 0 success; 1 failure (an instance failed, or the wait timed out);
+2 the job cannot be placed now (the reasons are printed; it stays registered
+and is placed as soon as room appears).`,
+		Example: `  drover run examples/hello.hcl
+  drover run --detach examples/batch.hcl
+  drover status hello -o json | drover run -`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := readJob(args[0], cmd.InOrStdin())
+			if err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			res, err := c.SubmitJob(ctx, job, checkIndex)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if res.Changed {
+				fmt.Fprintf(out, "Job %q submitted: version %d.\n", res.Job.Name, res.Job.Version)
+			} else {
+				fmt.Fprintf(out, "Job %q unchanged (version %d): nothing to do.\n", res.Job.Name, res.Job.Version)
+			}
+			if detach {
+				fmt.Fprintf(out, "Follow it with: drover status %s\n", res.Job.Name)
+				return nil
+			}
+			return monitor(ctx, c, out, res.Job, isTerminal(os.Stdout))
+		},
+	}
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return after submitting, without following")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to follow before giving up (the job keeps going)")
+	cmd.Flags().Int64Var(&checkIndex, "check-index", 0, "refuse to submit unless the stored job's modify index is this (0: no check)")
+	return cmd
+}
+
+// monitor follows a job with blocking queries until it reaches a verdict.
+// On a terminal it redraws the instance table in place; otherwise it prints
+// one timestamped line per change, which reads well in CI logs.
+func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job, tty bool) error {
+	var index int64
+	seen := map[string]string{} // alloc ID -> last printed state
+	drawn := 0
+	for {
+		st, idx, err := c.Job(ctx, job.Name, &client.QueryOptions{Index: index, Wait: time.Minute})
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+				return &exitError{code: exitFailure, err: fmt.Errorf(
+					"timed out waiting for job %q; it keeps going: drover status %s", job.Name, job.Name)}
+			}
+			return err
+		}
+		index = idx
+		if st.Job.Version > job.Version {
+			return &exitError{code: exitFailure, err: fmt.Errorf("job %q was changed again (now version %d) while following it", job.Name, st.Job.Version)}
+		}
+		current := currentAllocs(st)
+		if tty {
+			if drawn > 0 {
+				fmt.Fprintf(out, "\x1b[%dA\x1b[J", drawn)
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s: %s\n", st.Summary.State, summaryCounts(st.Summary))
+			printAllocTable(&b, current, time.Now(), false)
+			drawn = strings.Count(b.String(), "\n")
+			io.WriteString(out, b.String())
+		} else {
+			for _, a := range current {
+				s := string(a.ClientStatusOr())
+				if seen[a.ID] != s {
+					seen[a.ID] = s
+					fmt.Fprintf(out, "%s  %s  %s on %s\n", time.Now().UTC().Format(time.RFC3339), a.Name, s, dash(a.NodeName))
+				}
+			}
+		}
+		if done, err := verdict(out, st); done {
+			return err
+		}
+	}
+}
+
+// currentAllocs are the instances of the current version, one per index.
+func currentAllocs(st *spec.JobStatus) []*spec.Alloc {
+	var out []*spec.Alloc
+	for _, a := range st.Allocations {
+		if a.DesiredStatus == spec.DesiredRun {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// verdict says whether following is over, with the exit status.
+func verdict(out io.Writer, st *spec.JobStatus) (bool, error) {
+	j, s := st.Job, st.Summary
+	if len(st.Failures) > 0 {
+		var lines []string
+		for _, f := range st.Failures {
+			lines = append(lines, fmt.Sprintf("  %d instance(s) of group %s: %s", f.Missing, f.Group, f.String()))
+		}
+		fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as room appears (drover stop %s withdraws it).\n",
+			j.Name, strings.Join(lines, "\n"), j.Name)
+		return true, &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
+	}
+	switch s.State {
+	case spec.JobRunning:
+		if j.Type == spec.JobBatch {
+			return false, nil // a batch job is done when it completes
+		}
+		fmt.Fprintf(out, "✓ Job %q version %d: %d/%d instances running.\n", j.Name, j.Version, s.Running, s.Desired)
+		return true, nil
+	case spec.JobComplete:
+		fmt.Fprintf(out, "✓ Job %q version %d: %d/%d instances completed.\n", j.Name, j.Version, s.Complete, s.Desired)
+		return true, nil
+	case spec.JobFailed:
+		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q failed: %s (drover status %s; drover logs %s)", j.Name, dash(s.Reason), j.Name, j.Name)}
+	case spec.JobStopped:
+		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q was stopped while following it", j.Name)}
+	}
+	if s.Desired == 0 && s.State != spec.JobPending {
+		fmt.Fprintf(out, "✓ Job %q version %d: no instances wanted.\n", j.Name, j.Version)
+		return true, nil
+	}
+	return false, nil
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/server"
+)
+
+func newServerCmd() *cobra.Command {
+	var dataDir, httpAddr, logLevel, name string
+	var endpoints []string
+	var leaderTTL time.Duration
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a server: the HTTP API and, while leader, the scheduler",
+		Long: `Server serves the HTTP API and takes part in the leader election; the leader
+schedules. State lives in etcd: an embedded member in --data-dir by default,
+or an existing etcd cluster given with --etcd-endpoints.`,
+		Example: "  drover server --data-dir /var/lib/drover\n  drover server --etcd-endpoints http://10.0.0.1:2379 --name s1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			ctx := signalContext(cmd.Context())
+			if len(endpoints) == 0 {
+				if dataDir == "" {
+					return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
+				}
+				emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: filepath.Join(dataDir, "etcd"), Logger: log})
+				if err != nil {
+					return err
+				}
+				defer emb.Close()
+				endpoints = emb.Endpoints()
+			}
+			reg, err := registry.Open(ctx, endpoints, log)
+			if err != nil {
+				return fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(endpoints, ","), err)
+			}
+			defer reg.Close()
+			if name == "" {
+				name = nodeName()
+			}
+			ln, err := listen(httpAddr)
+			if err != nil {
+				return err
+			}
+			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log})
+			httpSrv := serveHTTP(ln, srv.Handler(nil))
+			fmt.Fprintf(os.Stderr, "drover server %s: API at http://%s\n", name, ln.Addr())
+			err = srv.Run(ctx)
+			shutdownHTTP(httpSrv)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
+	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
+	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")
+	cmd.Flags().StringVar(&name, "name", "", "server name in the leader election (default: hostname)")
+	cmd.Flags().DurationVar(&leaderTTL, "leader-ttl", server.DefaultLeaderTTL, "leader election lease TTL")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var events int
+	cmd := &cobra.Command{
+		Use:   "status [JOB]",
+		Short: "Show jobs, or one job's instances, events and why anything is pending",
+		Example: `  drover status
+  drover status hello
+  drover status hello -o json | drover run -`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			out := cmd.OutOrStdout()
+			if len(args) == 0 {
+				jobs, _, err := c.Jobs(ctx, nil)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return printJSON(out, jobs)
+				}
+				leader, _ := c.Leader(ctx)
+				fmt.Fprintf(out, "Server %s, leader %s\n\n", c.Address(), dash(leader))
+				if len(jobs) == 0 {
+					fmt.Fprintln(out, "No jobs. Run one: drover run examples/hello.hcl")
+					return nil
+				}
+				t := newTable(out, "NAME", "TYPE", "PRIORITY", "VERSION", "STATUS", "RUNNING", "REASON")
+				for _, j := range jobs {
+					s := j.Summary
+					t.row(j.Name, string(j.Type), strconv.Itoa(j.Priority), strconv.FormatUint(j.Version, 10),
+						string(s.State), fmt.Sprintf("%d/%d", s.Running+s.Complete, s.Desired), dash(s.Reason))
+				}
+				t.flush()
+				return nil
+			}
+			st, _, err := c.Job(ctx, args[0], nil)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return printJSON(out, st)
+			}
+			printJobStatus(out, st, time.Now(), events)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&events, "events", 10, "how many recent task events to show")
+	return cmd
+}
+
+// printJobStatus renders one job for people: what it is, where each
+// instance runs, why anything is pending, and what happened lately.
+func printJobStatus(w io.Writer, st *spec.JobStatus, now time.Time, events int) {
+	j, s := st.Job, st.Summary
+	fmt.Fprintf(w, "Job        %s\n", j.Name)
+	fmt.Fprintf(w, "Type       %s (priority %d)\n", j.Type, j.Priority)
+	fmt.Fprintf(w, "Version    %d, submitted %s ago\n", j.Version, age(now, j.SubmitTime))
+	fmt.Fprintf(w, "Status     %s: %s\n", s.State, summaryCounts(s))
+	if s.Reason != "" {
+		fmt.Fprintf(w, "Why        %s\n", s.Reason)
+	}
+	for _, f := range st.Failures {
+		fmt.Fprintf(w, "Pending    %d instance(s) of group %s cannot be placed: %s\n", f.Missing, f.Group, f.String())
+	}
+	fmt.Fprintln(w)
+	if len(st.Allocations) == 0 {
+		fmt.Fprintln(w, "No instances yet.")
+	} else {
+		printAllocTable(w, st.Allocations, now, false)
+	}
+	if ev := recentEvents(st.Allocations, events); len(ev) > 0 {
+		fmt.Fprintln(w, "\nRecent events")
+		t := newTable(w, "TIME", "INSTANCE", "TASK", "EVENT", "MESSAGE")
+		for _, e := range ev {
+			t.row(e.Time.Local().Format("15:04:05"), e.alloc, e.task, e.Type, dash(e.Message))
+		}
+		t.flush()
+	}
+}
+
+func summaryCounts(s spec.JobSummary) string {
+	parts := []string{fmt.Sprintf("%d desired", s.Desired)}
+	for _, c := range []struct {
+		n    int
+		name string
+	}{{s.Running, "running"}, {s.Pending, "pending"}, {s.Complete, "complete"}, {s.Failed, "failed"}, {s.Lost, "lost"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printAllocTable lists instances; withJob adds the job column (drover ps).
+func printAllocTable(w io.Writer, allocs []*spec.Alloc, now time.Time, withJob bool) {
+	header := []string{"ID", "INSTANCE", "NODE", "STATE", "DESIRED", "RESTARTS", "VERSION", "AGE"}
+	t := newTable(w, header...)
+	for _, a := range allocs {
+		desired := string(a.DesiredStatus)
+		if a.DesiredStatus == spec.DesiredStop && a.DesiredReason != "" {
+			desired += " (" + a.DesiredReason + ")"
+		}
+		state := string(a.ClientStatusOr())
+		if a.Status != nil && a.Status.Description != "" && a.ClientStatusOr() == spec.ClientFailed {
+			state += ": " + a.Status.Description
+		}
+		t.row(short(a.ID), a.Name, dash(a.NodeName), state, desired, strconv.Itoa(a.Restarts()),
+			strconv.FormatUint(a.JobVersion, 10), age(now, a.CreateTime))
+	}
+	t.flush()
+}
+
+type event struct {
+	spec.TaskEvent
+	alloc, task string
+}
+
+func recentEvents(allocs []*spec.Alloc, n int) []event {
+	var out []event
+	for _, a := range allocs {
+		if a.Status == nil {
+			continue
+		}
+		for task, ts := range a.Status.Tasks {
+			for _, e := range ts.Events {
+				out = append(out, event{TaskEvent: e, alloc: a.Name, task: task})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].Time.Equal(out[j].Time) {
+			return out[i].Time.Before(out[j].Time)
+		}
+		return out[i].alloc < out[j].alloc
+	})
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}

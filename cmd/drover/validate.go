@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/jobfile"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func newValidateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Check job files without a server",
+		Long: `Validate decodes each job file (HCL, JSON or YAML) and checks it, printing
+every problem with its file:line:col. It needs no server.`,
+		Example: "  drover validate examples/hello.hcl\n  cat job.json | drover validate -",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			bad := 0
+			for _, path := range args {
+				job, err := readJob(path, cmd.InOrStdin())
+				if err != nil {
+					bad++
+					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					continue
+				}
+				instances := 0
+				for _, grp := range job.Groups {
+					instances += grp.Count
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid %s job %q: %d group(s), %d instance(s)\n",
+					displayName(path), job.Type, job.Name, len(job.Groups), instances)
+			}
+			if bad > 0 {
+				return &exitError{code: exitFailure, err: fmt.Errorf("%d of %d files are not valid", bad, len(args))}
+			}
+			return nil
+		},
+	}
+}
+
+// readJob decodes a job file, or stdin for "-".
+func readJob(path string, stdin io.Reader) (*spec.Job, error) {
+	if path == "-" {
+		b, err := io.ReadAll(io.LimitReader(stdin, 1<<20+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading stdin: %w", err)
+		}
+		if len(b) > 1<<20 {
+			return nil, fmt.Errorf("stdin: the job is larger than 1 MB")
+		}
+		return jobfile.Decode("<stdin>", b)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("cannot read job file: %w", err)
+	}
+	return jobfile.DecodeFile(path)
+}
+
+func displayName(path string) string {
+	if path == "-" {
+		return "<stdin>"
+	}
+	return path
+}

@@ -1,0 +1,287 @@
+// Package agent is drover's node: it registers the machine, waits on the
+// server for the allocations placed on it, runs them through drivers, and
+// reports what it observes. It speaks only the HTTP API, never etcd.
+//
+// The loop is level-triggered: each answer of the assignment query is the
+// whole desired state of this node, compared with what runs here.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Config is what an agent needs.
+type Config struct {
+	// DataDir holds the node ID and the alloc directories.
+	DataDir string
+	// Name is the node's name; the hostname by default.
+	Name string
+	// Address is this agent's own HTTP address, for log requests.
+	Address string
+	Meta    map[string]string
+	Drivers []driver.Driver
+	Client  *client.Client
+	Logger  *slog.Logger
+	// StopTasksOnExit stops every task when Run returns (drover dev). A
+	// standalone agent leaves them running.
+	StopTasksOnExit bool
+}
+
+// Agent runs one node.
+type Agent struct {
+	cfg       Config
+	client    *client.Client
+	log       *slog.Logger
+	drivers   map[string]driver.Driver
+	allocsDir string
+	nodeID    string
+	nodeName  string
+
+	mu      sync.Mutex
+	runners map[string]*allocRunner
+}
+
+// New prepares an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("agent: no data dir")
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("agent: no server client")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if msg := spec.CheckName(cfg.Name); msg != "" {
+		return nil, fmt.Errorf("agent: node name %s", msg)
+	}
+	a := &Agent{
+		cfg:       cfg,
+		client:    cfg.Client,
+		log:       cfg.Logger,
+		drivers:   map[string]driver.Driver{},
+		allocsDir: filepath.Join(cfg.DataDir, "allocs"),
+		nodeName:  cfg.Name,
+		runners:   map[string]*allocRunner{},
+	}
+	for _, d := range cfg.Drivers {
+		a.drivers[d.Name()] = d
+	}
+	if err := os.MkdirAll(a.allocsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	id, err := loadOrCreateID(filepath.Join(cfg.DataDir, "node-id"))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.nodeID = id
+	return a, nil
+}
+
+// NodeID is this node's ID, stable across restarts with the same data dir.
+func (a *Agent) NodeID() string { return a.nodeID }
+
+func loadOrCreateID(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		id := strings.TrimSpace(string(b))
+		if spec.CheckName(id) == "" {
+			return id, nil
+		}
+	}
+	id := uuid.NewString()
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// Node describes this machine for registration.
+func (a *Agent) Node() *spec.Node {
+	res, attrs := Fingerprint()
+	var drivers []string
+	for name := range a.drivers {
+		drivers = append(drivers, name)
+	}
+	sort.Strings(drivers)
+	return &spec.Node{
+		ID: a.nodeID, Name: a.nodeName, Address: a.cfg.Address,
+		Attributes: attrs, Meta: a.cfg.Meta, Resources: res, Drivers: drivers,
+	}
+}
+
+// Run registers the node and keeps it converged until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	if n := killOrphans(a.allocsDir); n > 0 {
+		a.log.Warn("stopped tasks left running by an earlier agent; they will be started again", "count", n)
+	}
+	// Tasks run under their own context so that the agent stopping does not
+	// stop them, unless configured to (dev mode).
+	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTasks()
+	reportCtx, cancelReports := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReports()
+
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	var index int64
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		qctx, cancel := context.WithTimeout(ctx, assignmentWait+30*time.Second)
+		allocs, idx, err := a.client.NodeAllocs(qctx, a.nodeID, &client.QueryOptions{Index: index, Wait: assignmentWait})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if client.IsStatus(err, http.StatusNotFound) {
+				a.log.Warn("server does not know this node; registering again")
+				if err := a.register(ctx); err != nil {
+					return err
+				}
+				index = 0
+				continue
+			}
+			backoff = min(max(2*backoff, 250*time.Millisecond), 10*time.Second)
+			a.log.Warn("cannot fetch assignments; tasks keep running; will retry", "err", err, "in", backoff)
+			sleep(ctx, backoff)
+			continue
+		}
+		backoff = 0
+		if idx < index {
+			index = 0 // the registry was reset; start over
+		} else {
+			index = idx
+		}
+		a.converge(taskCtx, reportCtx, allocs)
+	}
+	if a.cfg.StopTasksOnExit {
+		// Stop reporting first: the server keeps these allocs as running,
+		// so the next start of this node starts them again rather than the
+		// scheduler replacing them.
+		cancelReports()
+		a.stopAll()
+	}
+	return nil
+}
+
+// assignmentWait bounds one blocking query; the server answers sooner when
+// anything for this node changes.
+const assignmentWait = 5 * time.Minute
+
+func (a *Agent) register(ctx context.Context) error {
+	backoff := time.Duration(0)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := a.client.RegisterNode(rctx, a.Node())
+		cancel()
+		if err == nil {
+			a.log.Info("node registered", "node", a.nodeName, "id", a.nodeID)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var apiErr *client.Error
+		if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
+			return fmt.Errorf("server refused node registration: %w", err)
+		}
+		backoff = min(max(2*backoff, 250*time.Millisecond), 10*time.Second)
+		a.log.Warn("cannot register; will retry", "err", err, "in", backoff)
+		sleep(ctx, backoff)
+	}
+}
+
+// converge compares the server's view of this node with what runs here.
+func (a *Agent) converge(taskCtx, reportCtx context.Context, allocs []*spec.Alloc) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := map[string]bool{}
+	for _, al := range allocs {
+		seen[al.ID] = true
+		ar := a.runners[al.ID]
+		switch {
+		case ar != nil && al.DesiredStatus == spec.DesiredStop:
+			if !ar.stopRequested() {
+				ar.alloc.DesiredReason = al.DesiredReason
+				ar.log.Info("stopping alloc", "reason", al.DesiredReason)
+				ar.stop()
+			}
+		case ar != nil:
+			// Running as asked.
+		case al.DesiredStatus == spec.DesiredRun && !al.Terminal():
+			ar = newAllocRunner(a, al)
+			a.runners[al.ID] = ar
+			ar.log.Info("starting alloc", "version", al.JobVersion)
+			ar.start(taskCtx, reportCtx)
+		case al.DesiredStatus == spec.DesiredStop && !al.Terminal():
+			// Nothing of it runs here (an earlier agent ran it): say so.
+			ar = newAllocRunner(a, al)
+			a.runners[al.ID] = ar
+			for _, t := range al.Tasks {
+				ar.taskDead(t.Name, false, spec.EventKilled, "not running on this node: "+al.DesiredReason)
+			}
+			close(ar.done)
+			go ar.reportLoop(reportCtx)
+		}
+	}
+	// Allocs the server no longer has (garbage collected or purged): stop
+	// what still runs and forget them once done.
+	for id, ar := range a.runners {
+		if seen[id] {
+			continue
+		}
+		ar.stop()
+		select {
+		case <-ar.done:
+			delete(a.runners, id)
+			if err := os.RemoveAll(ar.dir); err != nil {
+				a.log.Warn("cannot remove alloc dir", "dir", ar.dir, "err", err)
+			}
+		default:
+			// Still stopping; the next answer will find it done.
+		}
+	}
+}
+
+func (a *Agent) stopAll() {
+	a.mu.Lock()
+	runners := make([]*allocRunner, 0, len(a.runners))
+	for _, ar := range a.runners {
+		ar.alloc.DesiredReason = "agent shutting down"
+		ar.stop()
+		runners = append(runners, ar)
+	}
+	a.mu.Unlock()
+	for _, ar := range runners {
+		<-ar.done // each stop is bounded by kill_timeout
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

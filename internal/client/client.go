@@ -1,0 +1,299 @@
+// Package client is the Go client of drover's HTTP API. The CLI and the agent
+// both use it: agents speak the same API as operators (DESIGN.md principle 2).
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// DefaultAddress is where the CLI looks for a server when neither
+// --address nor DROVER_ADDR says otherwise.
+const DefaultAddress = "http://127.0.0.1:4646"
+
+// Client talks to one server.
+type Client struct {
+	base string
+	hc   *http.Client
+}
+
+// New returns a client for addr ("http://host:port" or "host:port").
+func New(addr string) (*Client, error) {
+	if addr == "" {
+		addr = DefaultAddress
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("invalid server address %q: want http://host:port", addr)
+	}
+	// No overall timeout: blocking queries and log follows are long by
+	// design; every call takes a context that bounds it.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	return &Client{base: strings.TrimRight(u.String(), "/"), hc: &http.Client{Transport: tr}}, nil
+}
+
+// Address is the server's base URL.
+func (c *Client) Address() string { return c.base }
+
+// Error is a non-2xx answer.
+type Error struct {
+	Status int
+	spec.APIError
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) == 0 {
+		return e.APIError.Error
+	}
+	return e.APIError.Error + "\n" + spec.Problems(e.Problems).Error()
+}
+
+// IsStatus reports whether err is an API answer with the given status.
+func IsStatus(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}
+
+// QueryOptions make a list call a blocking query: it returns when the
+// registry index passes Index, or after Wait.
+type QueryOptions struct {
+	Index int64
+	Wait  time.Duration
+}
+
+func (q *QueryOptions) values(v url.Values) {
+	if q == nil || q.Index == 0 {
+		return
+	}
+	v.Set("index", strconv.FormatInt(q.Index, 10))
+	if q.Wait > 0 {
+		v.Set("wait", q.Wait.String())
+	}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) (int64, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("cannot reach the drover server at %s: %w (is it running? set --address or DROVER_ADDR)", c.base, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	index, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64)
+	if resp.StatusCode/100 != 2 {
+		e := &Error{Status: resp.StatusCode}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
+			e.APIError.Error = fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+		}
+		return index, e
+	}
+	if out == nil {
+		return index, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return index, fmt.Errorf("%s %s: bad response: %w", method, path, err)
+	}
+	return index, nil
+}
+
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// SubmitJob applies a job. checkIndex > 0 refuses the submit (409) unless
+// the stored job's ModifyIndex equals it.
+func (c *Client) SubmitJob(ctx context.Context, job *spec.Job, checkIndex int64) (*spec.SubmitResponse, error) {
+	q := url.Values{}
+	if checkIndex > 0 {
+		q.Set("check_index", strconv.FormatInt(checkIndex, 10))
+	}
+	var out spec.SubmitResponse
+	_, err := c.do(ctx, "POST", "/v1/jobs", q, job, &out)
+	return &out, err
+}
+
+// ValidateJob asks the server to validate a job without storing it.
+func (c *Client) ValidateJob(ctx context.Context, job *spec.Job) (*spec.ValidateResponse, error) {
+	var out spec.ValidateResponse
+	_, err := c.do(ctx, "POST", "/v1/validate/job", nil, job, &out)
+	return &out, err
+}
+
+// Jobs lists jobs.
+func (c *Client) Jobs(ctx context.Context, q *QueryOptions) ([]*spec.JobListEntry, int64, error) {
+	v := url.Values{}
+	q.values(v)
+	var out []*spec.JobListEntry
+	idx, err := c.do(ctx, "GET", "/v1/jobs", v, nil, &out)
+	return out, idx, err
+}
+
+// Job returns a job with its summary, placement failures and allocations.
+func (c *Client) Job(ctx context.Context, name string, q *QueryOptions) (*spec.JobStatus, int64, error) {
+	v := url.Values{}
+	q.values(v)
+	var out spec.JobStatus
+	idx, err := c.do(ctx, "GET", "/v1/jobs/"+url.PathEscape(name), v, nil, &out)
+	return &out, idx, err
+}
+
+// StopJob stops a job; purge also removes it.
+func (c *Client) StopJob(ctx context.Context, name string, purge bool) (*spec.Job, error) {
+	v := url.Values{}
+	if purge {
+		v.Set("purge", "true")
+	}
+	var out struct {
+		Job *spec.Job `json:"job"`
+	}
+	_, err := c.do(ctx, "DELETE", "/v1/jobs/"+url.PathEscape(name), v, nil, &out)
+	return out.Job, err
+}
+
+// Allocs lists allocations, optionally of one job or one node.
+func (c *Client) Allocs(ctx context.Context, job, node string, q *QueryOptions) ([]*spec.Alloc, int64, error) {
+	v := url.Values{}
+	if job != "" {
+		v.Set("job", job)
+	}
+	if node != "" {
+		v.Set("node", node)
+	}
+	q.values(v)
+	var out []*spec.Alloc
+	idx, err := c.do(ctx, "GET", "/v1/allocations", v, nil, &out)
+	return out, idx, err
+}
+
+// Alloc returns one allocation by ID or unique ID prefix.
+func (c *Client) Alloc(ctx context.Context, id string) (*spec.Alloc, error) {
+	var out spec.Alloc
+	_, err := c.do(ctx, "GET", "/v1/allocations/"+url.PathEscape(id), nil, nil, &out)
+	return &out, err
+}
+
+// NodeAllocs is the agent's assignment query: the allocations placed on
+// node, blocking until they change past q.Index.
+func (c *Client) NodeAllocs(ctx context.Context, node string, q *QueryOptions) ([]*spec.Alloc, int64, error) {
+	v := url.Values{}
+	q.values(v)
+	var out []*spec.Alloc
+	idx, err := c.do(ctx, "GET", "/v1/nodes/"+url.PathEscape(node)+"/allocations", v, nil, &out)
+	return out, idx, err
+}
+
+// UpdateAllocStatus reports an allocation's observed state (agents only).
+func (c *Client) UpdateAllocStatus(ctx context.Context, id, node string, st *spec.AllocStatus) error {
+	_, err := c.do(ctx, "PUT", "/v1/allocations/"+url.PathEscape(id)+"/status", nil,
+		&spec.AllocStatusUpdate{NodeID: node, Status: st}, nil)
+	return err
+}
+
+// RegisterNode registers or updates a node (agents only).
+func (c *Client) RegisterNode(ctx context.Context, n *spec.Node) (*spec.Node, error) {
+	var out spec.Node
+	_, err := c.do(ctx, "POST", "/v1/nodes", nil, n, &out)
+	return &out, err
+}
+
+// Nodes lists nodes.
+func (c *Client) Nodes(ctx context.Context, q *QueryOptions) ([]*spec.Node, int64, error) {
+	v := url.Values{}
+	q.values(v)
+	var out []*spec.Node
+	idx, err := c.do(ctx, "GET", "/v1/nodes", v, nil, &out)
+	return out, idx, err
+}
+
+// Node returns one node by ID, unique ID prefix, or name.
+func (c *Client) Node(ctx context.Context, id string) (*spec.Node, error) {
+	var out spec.Node
+	_, err := c.do(ctx, "GET", "/v1/nodes/"+url.PathEscape(id), nil, nil, &out)
+	return &out, err
+}
+
+// Leader returns the current leader's server ID.
+func (c *Client) Leader(ctx context.Context) (string, error) {
+	var out spec.LeaderResponse
+	_, err := c.do(ctx, "GET", "/v1/status/leader", nil, nil, &out)
+	return out.Leader, err
+}
+
+// LogOptions select a task's log stream.
+type LogOptions struct {
+	Task   string
+	Stderr bool
+	Tail   int // last N lines; < 0 for all
+	Follow bool
+}
+
+// Logs streams a task's output. The caller closes the reader; cancelling
+// ctx ends a follow.
+func (c *Client) Logs(ctx context.Context, allocID string, o LogOptions) (io.ReadCloser, error) {
+	v := url.Values{}
+	v.Set("task", o.Task)
+	if o.Stderr {
+		v.Set("type", "stderr")
+	} else {
+		v.Set("type", "stdout")
+	}
+	v.Set("tail", strconv.Itoa(o.Tail))
+	if o.Follow {
+		v.Set("follow", "true")
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/allocations/"+url.PathEscape(allocID)+"/logs?"+v.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the drover server at %s: %w", c.base, unwrapURL(err))
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		e := &Error{Status: resp.StatusCode}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
+			e.APIError.Error = strings.TrimSpace(string(b))
+		}
+		return nil, e
+	}
+	return resp.Body, nil
+}

@@ -1,0 +1,86 @@
+// Package driver defines how the agent runs a task: a Driver starts it and
+// returns a Handle to wait for it and stop it. Drivers live in subpackages
+// (execdriver today; docker comes with the containers issue) so that each
+// outside system has one owning package.
+package driver
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Driver starts tasks of one kind.
+type Driver interface {
+	// Name is the driver name job files use ("exec", "raw_exec").
+	Name() string
+	// Start starts the task and returns once it is running, or fails.
+	Start(ctx context.Context, t Task) (Handle, error)
+}
+
+// Task is what a driver needs to start one task.
+type Task struct {
+	Command string
+	Args    []string
+	// Env is the complete environment, "KEY=value".
+	Env []string
+	// Dir is the working directory; it exists.
+	Dir string
+	// Stdout and Stderr receive the task's output. The driver closes neither.
+	Stdout, Stderr io.Writer
+}
+
+// Handle is a started task.
+type Handle interface {
+	// PID is the task's process ID (for a process group, its leader).
+	PID() int
+	// Wait returns a channel that yields the exit exactly once.
+	Wait() <-chan Exit
+	// Stop asks the task to stop (SIGTERM to its process group), kills it
+	// (SIGKILL) if it is still running after grace, and returns the exit.
+	// It returns early with ctx's error if ctx ends first.
+	Stop(ctx context.Context, grace time.Duration) (Exit, error)
+}
+
+// Exit is how a task ended.
+type Exit struct {
+	Code   int    // exit status, or -1 when killed by a signal
+	Signal string // the signal's name when killed by one
+	Err    error  // set when the driver could not wait for the task
+	Time   time.Time
+}
+
+// Successful reports a clean exit with status 0.
+func (e Exit) Successful() bool { return e.Err == nil && e.Signal == "" && e.Code == 0 }
+
+func (e Exit) String() string {
+	switch {
+	case e.Err != nil:
+		return "wait failed: " + e.Err.Error()
+	case e.Signal != "":
+		return "killed by " + e.Signal
+	}
+	return "exit code " + itoa(e.Code)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// droverBin is the binary under test, built once by TestMain.
+var droverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "drover-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	droverBin = filepath.Join(dir, "drover")
+	build := exec.Command("go", "build", "-o", droverBin, "../../cmd/drover")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building drover:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// devProc is a running `drover dev`.
+type devProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string
+	dataDir string
+	out     *syncBuffer
+	done    chan error
+}
+
+var apiLine = regexp.MustCompile(`API at (http://\S+),`)
+
+// startDev runs `drover dev` on a free port with dataDir and waits until it
+// prints its address and the API answers.
+func startDev(t *testing.T, dataDir string, files ...string) *devProc {
+	t.Helper()
+	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, files...)
+	cmd := exec.Command(droverBin, args...)
+	out := &syncBuffer{}
+	pr, pw, _ := os.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	d := &devProc{t: t, cmd: cmd, dataDir: dataDir, out: out, done: make(chan error, 1)}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out.Write([]byte(sc.Text() + "\n"))
+			if m := apiLine.FindStringSubmatch(sc.Text()); m != nil {
+				addrc <- m[1]
+			}
+		}
+	}()
+	go func() { d.done <- cmd.Wait() }()
+	select {
+	case d.addr = <-addrc:
+	case err := <-d.done:
+		t.Fatalf("drover dev exited early: %v\n%s", err, out)
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("drover dev did not print its address within 60s\n%s", out)
+	}
+	t.Cleanup(func() { d.stop() })
+	return d
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *devProc) stop() error {
+	if d.cmd.ProcessState != nil {
+		return nil
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		return fmt.Errorf("drover dev did not exit within 30s of SIGTERM")
+	}
+}
+
+func (d *devProc) client() *client.Client {
+	c, err := client.New(d.addr)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+// cli runs a drover CLI command against this dev server and returns its
+// stdout, stderr and exit code.
+func (d *devProc) cli(stdin string, args ...string) (string, string, int) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, droverBin, args...)
+	cmd.Env = append(os.Environ(), "DROVER_ADDR="+d.addr)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatalf("drover %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// jobStatus reads a job through the CLI's JSON output, the scripting contract.
+func (d *devProc) jobStatus(name string) *spec.JobStatus {
+	d.t.Helper()
+	out, errOut, code := d.cli("", "status", name, "-o", "json")
+	if code != 0 {
+		d.t.Fatalf("drover status %s: exit %d: %s", name, code, errOut)
+	}
+	var st spec.JobStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		d.t.Fatalf("drover status -o json is not a JobStatus: %v\n%s", err, out)
+	}
+	return &st
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// taskProcs returns the PIDs of task processes (process group leaders)
+// whose environment says they belong to job.
+func taskProcs(job string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	want := []byte("DROVER_JOB_NAME=" + job + "\x00")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !bytes.Contains(env, want) {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && !zombie(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || len(s) < i+3 || s[i+2] == 'Z'
+}
+
+// writeJob writes a job file into dir.
+func writeJob(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,310 @@
+package reconcile
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func TestReconcile(t *testing.T) {
+	web := svc("web", 1, grp("api", 2, "serve"))
+	stoppedWeb := svc("web", 1, grp("api", 2, "serve"))
+	stoppedWeb.Stopped = true
+	web2 := svc("web", 2, grp("api", 1, "serve --v2"))
+	web2Same := svc("web", 2, grp("api", 2, "serve"))
+	one := svc("web", 3, grp("api", 1, "serve"))
+	jobs := batch("jobs", 1, grp("work", 3, "run"))
+
+	p1 := mk("p1", gone, "api", 0, 1, spec.ClientRunning)
+	d1 := mk("d1", web, "api", 0, 5, spec.ClientRunning)
+	d2 := mk("d2", web, "api", 0, 5, spec.ClientRunning)
+	d3 := mk("d3", web, "api", 0, 7, spec.ClientPending)
+	u1 := mk("u1", web2, "api", 0, 1, spec.ClientRunning, ver(1, "serve"))
+	u2 := mk("u2", web2, "api", 0, 2, "", ver(1, "serve"))
+	c1 := mk("c1", one, "api", 1, 2, spec.ClientRunning)
+	c2 := mk("c2", one, "api", 2, 3, "")
+	g1 := mk("g1", web, "cache", 0, 1, spec.ClientRunning)
+	s1 := mk("s1", stoppedWeb, "api", 0, 1, spec.ClientRunning)
+	l1 := mk("l1aaaaaaaaaa", jobs, "work", 0, 1, spec.ClientLost, ago(time.Minute))
+	f1 := mk("f1234567-89ab", web, "api", 0, 1, spec.ClientFailed, ago(31*time.Second))
+	f2 := mk("f2", web2, "api", 0, 4, spec.ClientFailed, ago(50*time.Second))
+
+	var seven []*spec.Alloc
+	for i := range 7 {
+		seven = append(seven, mk(string(rune('a'+i)), one, "api", 0, int64(i+1), spec.ClientFailed, ago(time.Hour)))
+	}
+
+	tests := []struct {
+		name   string
+		jobs   []*spec.Job
+		allocs []*spec.Alloc
+		want   Result
+	}{
+		{
+			name: "a new job places every instance",
+			jobs: []*spec.Job{web},
+			want: Result{Place: []Place{
+				{Job: web, Group: web.Groups[0], Index: 0, Reason: "new instance"},
+				{Job: web, Group: web.Groups[0], Index: 1, Reason: "new instance"},
+			}},
+		},
+		{
+			name: "steady state changes nothing",
+			jobs: []*spec.Job{web},
+			allocs: []*spec.Alloc{
+				mk("a0", web, "api", 0, 1, spec.ClientRunning),
+				mk("a1", web, "api", 1, 2, ""),
+			},
+		},
+		{
+			name: "purged job: live stopped, terminal forgotten, stopping left alone",
+			allocs: []*spec.Alloc{
+				p1,
+				mk("p2", gone, "api", 0, 2, spec.ClientFailed),
+				mk("p3", gone, "api", 0, 3, spec.ClientRunning, stopped),
+				mk("p4", gone, "api", 1, 4, spec.ClientComplete, stopped),
+			},
+			want: Result{Stop: []Stop{{Alloc: p1, Reason: "job purged"}}, GC: []string{"p2", "p4"}},
+		},
+		{
+			name: "stopped job: live stopped, nothing placed",
+			jobs: []*spec.Job{stoppedWeb},
+			allocs: []*spec.Alloc{
+				s1,
+				mk("s2", stoppedWeb, "api", 1, 2, spec.ClientFailed, ago(time.Hour)),
+			},
+			want: Result{Stop: []Stop{{Alloc: s1, Reason: "job stopped"}}},
+		},
+		{
+			name:   "duplicates: the oldest is kept",
+			jobs:   []*spec.Job{web},
+			allocs: []*spec.Alloc{d3, d2, d1, mk("a1", web, "api", 1, 8, spec.ClientRunning)},
+			want: Result{Stop: []Stop{
+				{Alloc: d2, Reason: "duplicate of d1"},
+				{Alloc: d3, Reason: "duplicate of d1"},
+			}},
+		},
+		{
+			name:   "job updated with new tasks: replace",
+			jobs:   []*spec.Job{web2},
+			allocs: []*spec.Alloc{u1},
+			want: Result{
+				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1"}},
+				Stop:  []Stop{{Alloc: u1, Reason: "job updated to version 2"}},
+			},
+		},
+		{
+			name:   "duplicates of an old version: stop the extra, replace the kept",
+			jobs:   []*spec.Job{web2},
+			allocs: []*spec.Alloc{u2, u1},
+			want: Result{
+				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1"}},
+				Stop: []Stop{
+					{Alloc: u1, Reason: "job updated to version 2"},
+					{Alloc: u2, Reason: "duplicate of u1"},
+				},
+			},
+		},
+		{
+			name:   "job updated with the same tasks: keep in place, place the new count",
+			jobs:   []*spec.Job{web2Same},
+			allocs: []*spec.Alloc{mk("u1", web2Same, "api", 0, 1, spec.ClientRunning, ver(1, "serve"))},
+			want: Result{Place: []Place{
+				{Job: web2Same, Group: web2Same.Groups[0], Index: 1, Reason: "new instance"},
+			}},
+		},
+		{
+			name: "count reduced",
+			jobs: []*spec.Job{one},
+			allocs: []*spec.Alloc{
+				mk("c0", one, "api", 0, 1, spec.ClientRunning),
+				c1, c2,
+				mk("c3", one, "api", 3, 4, spec.ClientFailed),
+				mk("c4", one, "api", 4, 5, spec.ClientRunning, stopped),
+			},
+			want: Result{Stop: []Stop{
+				{Alloc: c1, Reason: "count reduced to 1"},
+				{Alloc: c2, Reason: "count reduced to 1"},
+			}},
+		},
+		{
+			name:   "group removed",
+			jobs:   []*spec.Job{web},
+			allocs: []*spec.Alloc{mk("a0", web, "api", 0, 1, spec.ClientRunning), mk("a1", web, "api", 1, 2, spec.ClientRunning), g1},
+			want:   Result{Stop: []Stop{{Alloc: g1, Reason: "group cache removed from the job"}}},
+		},
+		{
+			name: "batch: completed and failed instances are not run again",
+			jobs: []*spec.Job{jobs},
+			allocs: []*spec.Alloc{
+				mk("b0", jobs, "work", 0, 1, spec.ClientComplete, ago(time.Hour)),
+				mk("b1", jobs, "work", 1, 2, spec.ClientFailed, ago(time.Hour)),
+				mk("b2", jobs, "work", 2, 3, spec.ClientComplete, ago(time.Hour)),
+				mk("b3", jobs, "work", 2, 4, spec.ClientFailed, ago(time.Hour)),
+			},
+		},
+		{
+			name: "batch: a lost instance is replaced",
+			jobs: []*spec.Job{jobs},
+			allocs: []*spec.Alloc{
+				l1,
+				mk("b1", jobs, "work", 1, 2, spec.ClientRunning),
+				mk("b2", jobs, "work", 2, 3, spec.ClientComplete),
+			},
+			want: Result{Place: []Place{
+				{Job: jobs, Group: jobs.Groups[0], Index: 0, Reason: "replaces lost alloc l1aaaaaa (attempt 1)", Previous: "l1aaaaaaaaaa"},
+			}},
+		},
+		{
+			name:   "service: a failed instance is replaced once the delay is over",
+			jobs:   []*spec.Job{web},
+			allocs: []*spec.Alloc{f1, mk("a1", web, "api", 1, 2, spec.ClientRunning)},
+			want: Result{Place: []Place{
+				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces failed alloc f1234567 (attempt 1)", Previous: "f1234567-89ab"},
+			}},
+		},
+		{
+			name: "service: due exactly now is placed",
+			jobs: []*spec.Job{one},
+			allocs: []*spec.Alloc{
+				mk("x1", one, "api", 0, 1, spec.ClientFailed, ago(40*time.Second)),
+				mk("x2", one, "api", 0, 2, spec.ClientFailed, ago(time.Minute)), // newest by CreateIndex
+			},
+			want: Result{Place: []Place{
+				{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc x2 (attempt 2)", Previous: "x2"},
+			}},
+		},
+		{
+			name: "service: not yet due sets NextRun to the earliest",
+			jobs: []*spec.Job{web},
+			allocs: []*spec.Alloc{
+				mk("x1", web, "api", 0, 1, spec.ClientFailed, ago(5*time.Minute)),
+				mk("x2", web, "api", 0, 2, spec.ClientFailed, ago(30*time.Second)), // attempt 2: 60s, due in 30s
+				mk("y1", web, "api", 1, 3, spec.ClientFailed, ago(10*time.Second)), // attempt 1: 30s, due in 20s
+			},
+			want: Result{NextRun: now.Add(20 * time.Second)},
+		},
+		{
+			name: "service: failures of older versions do not count",
+			jobs: []*spec.Job{web2},
+			allocs: []*spec.Alloc{
+				mk("o1", web2, "api", 0, 1, spec.ClientFailed, ver(1, "serve"), ago(time.Hour)),
+				mk("o2", web2, "api", 0, 2, spec.ClientFailed, ver(1, "serve"), ago(time.Hour)),
+				mk("o3", web2, "api", 0, 3, spec.ClientFailed, ver(1, "serve"), ago(time.Hour)),
+				f2,
+			},
+			want: Result{Place: []Place{
+				{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "replaces failed alloc f2 (attempt 1)", Previous: "f2"},
+			}},
+		},
+		{
+			name: "service: a completed or lost instance is replaced like a failed one",
+			jobs: []*spec.Job{web},
+			allocs: []*spec.Alloc{
+				mk("e0", web, "api", 0, 1, spec.ClientComplete, ago(time.Minute)),
+				mk("e1", web, "api", 1, 2, spec.ClientLost, ago(time.Minute)),
+			},
+			want: Result{Place: []Place{
+				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces completed alloc e0 (attempt 1)", Previous: "e0"},
+				{Job: web, Group: web.Groups[0], Index: 1, Reason: "replaces lost alloc e1 (attempt 1)", Previous: "e1"},
+			}},
+		},
+		{
+			name: "allocs told to stop are not failures",
+			jobs: []*spec.Job{web},
+			allocs: []*spec.Alloc{
+				mk("a0", web, "api", 0, 1, spec.ClientRunning),
+				mk("a1", web, "api", 1, 2, spec.ClientComplete, stopped),       // count was reduced, now raised again
+				mk("a2", web, "api", 1, 3, spec.ClientFailed, stopped, ago(0)), // killed
+			},
+			want: Result{Place: []Place{{Job: web, Group: web.Groups[0], Index: 1, Reason: "new instance"}}},
+		},
+		{
+			name:   "gc keeps the newest five terminal allocs of an instance",
+			jobs:   []*spec.Job{one},
+			allocs: append(slices.Clone(seven), mk("live", one, "api", 0, 8, spec.ClientRunning), mk("stopping", one, "api", 0, 0, spec.ClientRunning, stopped)),
+			want:   Result{GC: []string{"a", "b"}},
+		},
+		{
+			name:   "gc and replacement together",
+			jobs:   []*spec.Job{one},
+			allocs: seven,
+			want: Result{
+				Place: []Place{{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc g (attempt 7)", Previous: "g"}},
+				GC:    []string{"a", "b"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Reconcile(Input{Jobs: tt.jobs, Allocs: tt.allocs, Now: now})
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Reconcile() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
+	var got []time.Duration
+	for k := 1; k <= len(want); k++ {
+		got = append(got, backoff(k))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("backoff(1..%d) mismatch (-want +got):\n%s", len(want), diff)
+	}
+	if d := backoff(1000); d != time.Hour {
+		t.Errorf("backoff(1000) = %v, want 1h", d)
+	}
+}
+
+// TestTasksEqualCoversEveryField fails when spec.Task gains a field, so that
+// tasksEqual is taught about it; and checks that a change to each field it
+// knows is seen.
+func TestTasksEqualCoversEveryField(t *testing.T) {
+	mutate := map[string]func(*spec.Task){
+		"Name":        func(t *spec.Task) { t.Name = "other" },
+		"Driver":      func(t *spec.Task) { t.Driver = "raw_exec" },
+		"Config":      func(t *spec.Task) { t.Config.Args = []string{"-v"} },
+		"Env":         func(t *spec.Task) { t.Env = map[string]string{"A": "1"} },
+		"Resources":   func(t *spec.Task) { t.Resources.MemoryMB++ },
+		"Restart":     func(t *spec.Task) { t.Restart = &spec.RestartPolicy{Attempts: 1} },
+		"KillTimeout": func(t *spec.Task) { t.KillTimeout++ },
+		"Meta":        func(t *spec.Task) { t.Meta = map[string]string{"k": "v"} },
+	}
+	typ := reflect.TypeFor[spec.Task]()
+	for i := range typ.NumField() {
+		if _, ok := mutate[typ.Field(i).Name]; !ok {
+			t.Errorf("spec.Task has field %s: teach tasksEqual and this test about it", typ.Field(i).Name)
+		}
+	}
+	base := func() *spec.Task {
+		t := task("serve")
+		t.Restart = spec.DefaultRestart(spec.JobService)
+		return t
+	}
+	if !tasksEqual([]*spec.Task{base()}, []*spec.Task{base()}) {
+		t.Errorf("equal tasks reported different")
+	}
+	empty := base()
+	empty.Env, empty.Meta, empty.Config.Args = map[string]string{}, map[string]string{}, []string{}
+	if !tasksEqual([]*spec.Task{base()}, []*spec.Task{empty}) {
+		t.Errorf("nil and empty maps and slices reported different")
+	}
+	for field, m := range mutate {
+		changed := base()
+		m(changed)
+		if tasksEqual([]*spec.Task{base()}, []*spec.Task{changed}) {
+			t.Errorf("a change to %s was not seen", field)
+		}
+	}
+	if tasksEqual([]*spec.Task{base()}, []*spec.Task{base(), base()}) {
+		t.Errorf("different task counts reported equal")
+	}
+}

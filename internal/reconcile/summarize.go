@@ -1,0 +1,160 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Summarize says how a job is doing, for `drover status`: how many
+// instances it wants, what state each one is in, the job's overall state,
+// and why it is not where it should be. allocs are the job's allocs; sched
+// is the leader's record of the job's placement failures, or nil when the
+// leader has not scheduled the job yet.
+//
+// Each wanted instance is represented by one alloc: the live one (the oldest
+// if there are several), else the newest that ended on its own, else none,
+// which counts as pending. Allocs that ended because they were told to stop
+// do not represent an instance.
+func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spec.JobSummary {
+	if job.Stopped {
+		return summarizeStopped(job.Name, allocs)
+	}
+
+	bySlot := map[slot][]*spec.Alloc{}
+	for _, a := range allocs {
+		if a.Job == job.Name {
+			k := slot{a.Job, a.Group, a.Index}
+			bySlot[k] = append(bySlot[k], a)
+		}
+	}
+	var s spec.JobSummary
+	var bad []*spec.Alloc // current allocs that ended other than complete, in group and index order
+	for _, g := range job.Groups {
+		s.Desired += g.Count
+		for i := range g.Count {
+			a := current(bySlot[slot{job.Name, g.Name, i}])
+			switch {
+			case a == nil || a.ClientStatusOr() == spec.ClientPending:
+				s.Pending++
+			case a.ClientStatusOr() == spec.ClientRunning:
+				s.Running++
+			case a.ClientStatusOr() == spec.ClientComplete:
+				s.Complete++
+			case a.ClientStatusOr() == spec.ClientFailed:
+				s.Failed++
+			case a.ClientStatusOr() == spec.ClientLost:
+				s.Lost++
+			}
+			if a != nil && a.Terminal() && (job.Type != spec.JobBatch || a.ClientStatusOr() != spec.ClientComplete) {
+				bad = append(bad, a)
+			}
+		}
+	}
+
+	if sched == nil || sched.JobVersion < job.Version {
+		s.State, s.Reason = spec.JobPending, "waiting for the scheduler"
+		return s
+	}
+	var reasons []string
+	switch {
+	case job.Type == spec.JobBatch && s.Complete == s.Desired:
+		s.State = spec.JobComplete
+		return s
+	case job.Type == spec.JobBatch && s.Failed > 0:
+		// A failed batch instance is not retried, so the job is over.
+		s.State = spec.JobFailed
+		var failed []*spec.Alloc
+		for _, a := range bad {
+			if a.ClientStatusOr() == spec.ClientFailed {
+				failed = append(failed, a)
+			}
+		}
+		s.Reason = endedReason(failed, "")
+		return s
+	case len(bad) > 0:
+		// Services (and lost batch instances) are replaced after a delay.
+		s.State = spec.JobPending
+		reasons = append(reasons, endedReason(bad, ", will be replaced"))
+	case s.Pending == 0:
+		// Every instance is running, except batch instances already done.
+		s.State = spec.JobRunning
+		return s
+	default:
+		s.State = spec.JobPending
+	}
+	if sched.JobVersion == job.Version {
+		for _, f := range sched.Failures {
+			reasons = append(reasons, fmt.Sprintf("%d %s of group %s waiting for room: %s", f.Missing, plural(f.Missing, "instance"), f.Group, f))
+		}
+	}
+	s.Reason = strings.Join(reasons, "; ")
+	return s
+}
+
+// summarizeStopped counts the allocs of a stopped job that have not yet
+// ended: they are being shut down.
+func summarizeStopped(job string, allocs []*spec.Alloc) spec.JobSummary {
+	s := spec.JobSummary{State: spec.JobStopped}
+	for _, a := range allocs {
+		if a.Job != job {
+			continue
+		}
+		switch a.ClientStatusOr() {
+		case spec.ClientPending:
+			s.Pending++
+		case spec.ClientRunning:
+			s.Running++
+		}
+	}
+	if n := s.Pending + s.Running; n > 0 {
+		s.Reason = fmt.Sprintf("%d %s still shutting down", n, plural(n, "instance"))
+	}
+	return s
+}
+
+// current picks the alloc that represents an instance; see Summarize.
+func current(as []*spec.Alloc) *spec.Alloc {
+	var newestEnded *spec.Alloc
+	var oldestLive *spec.Alloc
+	for _, a := range as {
+		switch {
+		case live(a):
+			if oldestLive == nil || oldestFirst(a, oldestLive) < 0 {
+				oldestLive = a
+			}
+		case a.DesiredStatus == spec.DesiredRun && a.Terminal():
+			if newestEnded == nil || oldestFirst(a, newestEnded) > 0 {
+				newestEnded = a
+			}
+		}
+	}
+	if oldestLive != nil {
+		return oldestLive
+	}
+	return newestEnded
+}
+
+// endedReason describes the first of the ended allocs, and counts the rest:
+// "web.api[1] failed: exit code 1, will be replaced (+2 more)".
+func endedReason(ended []*spec.Alloc, suffix string) string {
+	a := ended[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", spec.AllocName(a.Job, a.Group, a.Index), endedWord(a))
+	if d := a.Status.Description; d != "" {
+		b.WriteString(": " + d)
+	}
+	b.WriteString(suffix)
+	if len(ended) > 1 {
+		fmt.Fprintf(&b, " (+%d more)", len(ended)-1)
+	}
+	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

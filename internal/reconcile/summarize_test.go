@@ -1,0 +1,207 @@
+package reconcile
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func TestSummarize(t *testing.T) {
+	web := svc("web", 2, grp("api", 2, "serve"))
+	stoppedWeb := svc("web", 2, grp("api", 2, "serve"))
+	stoppedWeb.Stopped = true
+	two := svc("web", 2, grp("api", 1, "serve"), grp("db", 2, "db"))
+	jobs := batch("jobs", 2, grp("work", 2, "run"))
+	sched := &spec.JobSchedule{Job: "web", JobVersion: 2}
+	bsched := &spec.JobSchedule{Job: "jobs", JobVersion: 2}
+	room := spec.PlacementFailure{Group: "db", Missing: 2, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
+		{Dimension: "memory", Nodes: 3, Need: 900, MostFree: 512, Unit: "MB"},
+	}}
+	room1 := spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
+		{Dimension: "driver docker", Nodes: 3},
+	}}
+
+	running := func(j *spec.Job, g string, i int, ci int64) *spec.Alloc {
+		return mk("r", j, g, i, ci, spec.ClientRunning)
+	}
+
+	tests := []struct {
+		name   string
+		job    *spec.Job
+		allocs []*spec.Alloc
+		sched  *spec.JobSchedule
+		want   spec.JobSummary
+	}{
+		{
+			name: "stopped job counts what is still shutting down",
+			job:  stoppedWeb,
+			allocs: []*spec.Alloc{
+				mk("a", stoppedWeb, "api", 0, 1, spec.ClientRunning, stopped),
+				mk("b", stoppedWeb, "api", 1, 2, spec.ClientComplete, stopped),
+			},
+			sched: sched,
+			want:  spec.JobSummary{State: spec.JobStopped, Running: 1, Reason: "1 instance still shutting down"},
+		},
+		{
+			name:  "stopped job, all gone",
+			job:   stoppedWeb,
+			sched: sched,
+			want:  spec.JobSummary{State: spec.JobStopped},
+		},
+		{
+			name: "not scheduled yet",
+			job:  web,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Pending: 2, Reason: "waiting for the scheduler"},
+		},
+		{
+			name:   "scheduled for an older version",
+			job:    web,
+			allocs: []*spec.Alloc{running(web, "api", 0, 1), running(web, "api", 1, 2)},
+			sched:  &spec.JobSchedule{Job: "web", JobVersion: 1},
+			want:   spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 2, Reason: "waiting for the scheduler"},
+		},
+		{
+			name:   "service all running",
+			job:    web,
+			allocs: []*spec.Alloc{running(web, "api", 0, 1), running(web, "api", 1, 2)},
+			sched:  sched,
+			want:   spec.JobSummary{State: spec.JobRunning, Desired: 2, Running: 2},
+		},
+		{
+			name:   "service starting",
+			job:    web,
+			allocs: []*spec.Alloc{running(web, "api", 0, 1), mk("p", web, "api", 1, 2, "")},
+			sched:  sched,
+			want:   spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Pending: 1},
+		},
+		{
+			name: "service: a failed instance will be replaced",
+			job:  web,
+			allocs: []*spec.Alloc{
+				running(web, "api", 0, 1),
+				mk("f", web, "api", 1, 2, spec.ClientFailed, desc("exit code 1 after 2 restarts")),
+			},
+			sched: sched,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
+				Reason: "web.api[1] failed: exit code 1 after 2 restarts, will be replaced"},
+		},
+		{
+			name: "service: several ended instances",
+			job:  web,
+			allocs: []*spec.Alloc{
+				mk("l", web, "api", 0, 1, spec.ClientLost, desc("node n1 is down")),
+				mk("c", web, "api", 1, 2, spec.ClientComplete),
+			},
+			sched: sched,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Complete: 1, Lost: 1,
+				Reason: "web.api[0] lost: node n1 is down, will be replaced (+1 more)"},
+		},
+		{
+			name: "service: the live replacement is what counts",
+			job:  web,
+			allocs: []*spec.Alloc{
+				mk("f", web, "api", 0, 1, spec.ClientFailed),
+				mk("r2", web, "api", 0, 3, spec.ClientRunning),
+				mk("r1", web, "api", 0, 2, spec.ClientPending), // oldest live
+				running(web, "api", 1, 4),
+				mk("s", web, "api", 1, 5, spec.ClientFailed, stopped), // told to stop: not an instance
+			},
+			sched: sched,
+			want:  spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Pending: 1},
+		},
+		{
+			name:   "waiting for room",
+			job:    two,
+			allocs: []*spec.Alloc{running(two, "api", 0, 1)},
+			sched:  &spec.JobSchedule{Job: "web", JobVersion: 2, Failures: []spec.PlacementFailure{room}},
+			want: spec.JobSummary{State: spec.JobPending, Desired: 3, Running: 1, Pending: 2,
+				Reason: "2 instances of group db waiting for room: 0/3 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB)"},
+		},
+		{
+			name:  "waiting for room in two groups",
+			job:   two,
+			sched: &spec.JobSchedule{Job: "web", JobVersion: 2, Failures: []spec.PlacementFailure{room1, room}},
+			want: spec.JobSummary{State: spec.JobPending, Desired: 3, Pending: 3,
+				Reason: "1 instance of group api waiting for room: 0/3 nodes fit: missing driver docker on 3; " +
+					"2 instances of group db waiting for room: 0/3 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB)"},
+		},
+		{
+			name: "failed instance and waiting for room",
+			job:  two,
+			allocs: []*spec.Alloc{
+				mk("f", two, "api", 0, 1, spec.ClientFailed, desc("exit code 2")),
+			},
+			sched: &spec.JobSchedule{Job: "web", JobVersion: 2, Failures: []spec.PlacementFailure{room}},
+			want: spec.JobSummary{State: spec.JobPending, Desired: 3, Pending: 2, Failed: 1,
+				Reason: "web.api[0] failed: exit code 2, will be replaced; " +
+					"2 instances of group db waiting for room: 0/3 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB)"},
+		},
+		{
+			name: "batch complete",
+			job:  jobs,
+			allocs: []*spec.Alloc{
+				mk("a", jobs, "work", 0, 1, spec.ClientComplete),
+				mk("b", jobs, "work", 1, 2, spec.ClientComplete),
+			},
+			sched: bsched,
+			want:  spec.JobSummary{State: spec.JobComplete, Desired: 2, Complete: 2},
+		},
+		{
+			name: "batch running: the rest is done",
+			job:  jobs,
+			allocs: []*spec.Alloc{
+				mk("a", jobs, "work", 0, 1, spec.ClientComplete),
+				mk("b", jobs, "work", 1, 2, spec.ClientRunning),
+			},
+			sched: bsched,
+			want:  spec.JobSummary{State: spec.JobRunning, Desired: 2, Complete: 1, Running: 1},
+		},
+		{
+			name: "batch pending",
+			job:  jobs,
+			allocs: []*spec.Alloc{
+				mk("a", jobs, "work", 0, 1, spec.ClientComplete),
+			},
+			sched: bsched,
+			want:  spec.JobSummary{State: spec.JobPending, Desired: 2, Complete: 1, Pending: 1},
+		},
+		{
+			name: "batch failed",
+			job:  jobs,
+			allocs: []*spec.Alloc{
+				mk("a", jobs, "work", 0, 1, spec.ClientRunning),
+				mk("b", jobs, "work", 1, 2, spec.ClientFailed, desc("exit code 3 after 3 restarts")),
+			},
+			sched: bsched,
+			want: spec.JobSummary{State: spec.JobFailed, Desired: 2, Running: 1, Failed: 1,
+				Reason: "jobs.work[1] failed: exit code 3 after 3 restarts"},
+		},
+		{
+			name: "batch lost is replaced",
+			job:  jobs,
+			allocs: []*spec.Alloc{
+				mk("a", jobs, "work", 0, 1, spec.ClientComplete),
+				mk("b", jobs, "work", 1, 2, spec.ClientLost),
+			},
+			sched: bsched,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Complete: 1, Lost: 1,
+				Reason: "jobs.work[1] lost, will be replaced"},
+		},
+		{
+			name:  "no instances wanted",
+			job:   svc("web", 2, grp("api", 0, "serve")),
+			sched: sched,
+			want:  spec.JobSummary{State: spec.JobRunning},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Summarize(tt.job, tt.allocs, tt.sched)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Summarize() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,220 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// referencePlace is the obvious placer: for each request in order, look at
+// every node. Place must agree with it exactly.
+func referencePlace(in Input) (placements []Placement, failed []Request) {
+	reqs := slices.Clone(in.Requests)
+	sort.SliceStable(reqs, func(i, j int) bool {
+		a, b := reqs[i], reqs[j]
+		if a.Job.Priority != b.Job.Priority {
+			return a.Job.Priority > b.Job.Priority
+		}
+		if a.Job.Name != b.Job.Name {
+			return a.Job.Name < b.Job.Name
+		}
+		if a.Group.Name != b.Group.Name {
+			return a.Group.Name < b.Group.Name
+		}
+		return a.Index < b.Index
+	})
+	used := map[string]spec.Resources{}
+	for _, a := range in.Allocs {
+		if !a.Terminal() && !in.Freed[a.ID] {
+			used[a.NodeID] = used[a.NodeID].Add(a.Resources)
+		}
+	}
+	frac := func(u, t int) float64 {
+		if t <= 0 {
+			return 1
+		}
+		return float64(u) / float64(t)
+	}
+	gave := map[[2]string]bool{}
+	for _, r := range reqs {
+		key := [2]string{r.Job.Name, r.Group.Name}
+		if gave[key] {
+			failed = append(failed, r)
+			continue
+		}
+		need := r.Group.Resources()
+		var best *spec.Node
+		var bestLoad float64
+		for _, n := range in.Nodes {
+			if n.Status != spec.NodeReady {
+				continue
+			}
+			ok := true
+			for _, t := range r.Group.Tasks {
+				ok = ok && n.HasDriver(t.Driver)
+			}
+			u := used[n.ID]
+			free := spec.Resources{CPU: n.Resources.CPU - u.CPU, MemoryMB: n.Resources.MemoryMB - u.MemoryMB}
+			if !ok || need.CPU > free.CPU || need.MemoryMB > free.MemoryMB {
+				continue
+			}
+			load := (frac(u.CPU, n.Resources.CPU) + frac(u.MemoryMB, n.Resources.MemoryMB)) / 2
+			if best == nil || load < bestLoad || load == bestLoad && n.ID < best.ID {
+				best, bestLoad = n, load
+			}
+		}
+		if best == nil {
+			gave[key] = true
+			failed = append(failed, r)
+			continue
+		}
+		used[best.ID] = used[best.ID].Add(need)
+		placements = append(placements, Placement{Request: r, NodeID: best.ID, NodeName: best.Name})
+	}
+	return placements, failed
+}
+
+var allDrivers = []string{"docker", "exec", "raw_exec"}
+
+func genDrivers(t *rapid.T, label string, min int) []string {
+	var ds []string
+	for _, d := range allDrivers {
+		if rapid.Bool().Draw(t, label+"."+d) {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) < min {
+		ds = append(ds, rapid.SampledFrom(allDrivers).Draw(t, label+".any"))
+	}
+	return ds
+}
+
+func genInput(t *rapid.T) Input {
+	var in Input
+	nNodes := rapid.IntRange(0, 12).Draw(t, "nodes")
+	capacity := rapid.SampledFrom([]int{0, 300, 500, 1000, 2000, 4000})
+	for _, i := range rapid.Permutation(seq(nNodes)).Draw(t, "nodeOrder") {
+		n := node(fmt.Sprintf("n%02d", i), capacity.Draw(t, "cpu"), capacity.Draw(t, "mem"), genDrivers(t, "nodeDrivers", 0)...)
+		if rapid.IntRange(0, 4).Draw(t, "down") == 0 {
+			n.Status = spec.NodeDown
+		}
+		in.Nodes = append(in.Nodes, n)
+	}
+
+	statuses := rapid.SampledFrom([]spec.ClientStatus{"", spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed, spec.ClientLost})
+	small := rapid.SampledFrom([]int{0, 50, 100, 250, 500, 1000})
+	in.Freed = map[string]bool{}
+	for i := range rapid.IntRange(0, 15).Draw(t, "allocs") {
+		nodeID := "ghost"
+		if nNodes > 0 && rapid.IntRange(0, 9).Draw(t, "onGhost") > 0 {
+			nodeID = fmt.Sprintf("n%02d", rapid.IntRange(0, nNodes-1).Draw(t, "allocNode"))
+		}
+		a := alloc(fmt.Sprintf("a%02d", i), nodeID, small.Draw(t, "allocCPU"), small.Draw(t, "allocMem"), statuses.Draw(t, "status"))
+		in.Allocs = append(in.Allocs, a)
+		if rapid.IntRange(0, 4).Draw(t, "freed") == 0 {
+			in.Freed[a.ID] = true
+		}
+	}
+
+	for _, name := range []string{"a", "b", "c"}[:rapid.IntRange(0, 3).Draw(t, "jobs")] {
+		j := job(name, rapid.SampledFrom([]int{10, 50, 90}).Draw(t, "priority"))
+		for gi := range rapid.IntRange(1, 2).Draw(t, "groups") {
+			g := group(fmt.Sprintf("g%d", gi), small.Draw(t, "needCPU"), small.Draw(t, "needMem"), genDrivers(t, "groupDrivers", 1)...)
+			j.Groups = append(j.Groups, g)
+			for idx := range rapid.IntRange(0, 5).Draw(t, "count") {
+				in.Requests = append(in.Requests, Request{Job: j, Group: g, Index: idx, Reason: "new instance", Previous: fmt.Sprint("prev-", idx)})
+			}
+		}
+	}
+	order := rapid.Permutation(seq(len(in.Requests))).Draw(t, "requestOrder")
+	shuffled := make([]Request, len(order))
+	for i, k := range order {
+		shuffled[i] = in.Requests[k]
+	}
+	in.Requests = shuffled
+	return in
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+func requestKey(r Request) string {
+	return fmt.Sprintf("%s.%s[%d]", r.Job.Name, r.Group.Name, r.Index)
+}
+
+func TestPlaceMatchesReference(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := genInput(t)
+		got := Place(in)
+		wantPlacements, wantFailed := referencePlace(in)
+
+		if diff := gocmp.Diff(wantPlacements, got.Placements); diff != "" {
+			t.Fatalf("placements differ from the reference (-want +got):\n%s", diff)
+		}
+		var gotFailed []Request
+		for _, f := range got.Failures {
+			if f.Missing != len(f.Requests) || f.NodesEvaluated != len(in.Nodes) {
+				t.Fatalf("failure %+v: Missing %d, %d requests; NodesEvaluated %d, %d nodes", f, f.Missing, len(f.Requests), f.NodesEvaluated, len(in.Nodes))
+			}
+			if len(f.Dimensions) == 0 && len(in.Nodes) > 0 {
+				t.Fatalf("failure with no reason: %s", f)
+			}
+			gotFailed = append(gotFailed, f.Requests...)
+		}
+		byKey := func(a, b Request) int { return strings.Compare(requestKey(a), requestKey(b)) }
+		slices.SortFunc(gotFailed, byKey)
+		slices.SortFunc(wantFailed, byKey)
+		if diff := gocmp.Diff(wantFailed, gotFailed); diff != "" {
+			t.Fatalf("failed requests differ from the reference (-want +got):\n%s", diff)
+		}
+		if n := len(got.Placements) + len(gotFailed); n != len(in.Requests) {
+			t.Fatalf("%d requests in, %d placed or failed", len(in.Requests), n)
+		}
+
+		// Invariants, checked against the final use of each node.
+		nodes := map[string]*spec.Node{}
+		for _, n := range in.Nodes {
+			nodes[n.ID] = n
+		}
+		used := map[string]spec.Resources{}
+		for _, a := range in.Allocs {
+			if !a.Terminal() && !in.Freed[a.ID] {
+				used[a.NodeID] = used[a.NodeID].Add(a.Resources)
+			}
+		}
+		for _, p := range got.Placements {
+			n := nodes[p.NodeID]
+			if n == nil || n.Status != spec.NodeReady {
+				t.Fatalf("%s placed on missing or not-ready node %s", requestKey(p.Request), p.NodeID)
+			}
+			for _, d := range p.Request.Group.Drivers() {
+				if !n.HasDriver(d) {
+					t.Fatalf("%s placed on %s, which lacks driver %s", requestKey(p.Request), n.ID, d)
+				}
+			}
+			used[n.ID] = used[n.ID].Add(p.Request.Group.Resources())
+		}
+		for _, p := range got.Placements {
+			if n := nodes[p.NodeID]; !n.Resources.Fits(used[n.ID]) {
+				t.Fatalf("node %s over-committed: capacity %+v, used %+v", n.ID, n.Resources, used[n.ID])
+			}
+		}
+		for i := 1; i < len(got.Placements); i++ {
+			if compareRequests(got.Placements[i-1].Request, got.Placements[i].Request) > 0 {
+				t.Fatalf("placements out of order at %d", i)
+			}
+		}
+	})
+}

@@ -1,0 +1,128 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Request asks for one instance of a group to be placed.
+type Request struct {
+	Job   *spec.Job   // name and priority; must not be nil
+	Group *spec.Group // resources and drivers; must not be nil
+	Index int
+	// Reason is the reconciler's reason for the placement, carried through
+	// untouched so that the plan can say why each alloc exists.
+	Reason string
+	// Previous is the ID of the alloc this one replaces, carried through
+	// untouched.
+	Previous string
+}
+
+// Input is a snapshot of the cluster and the instances to place.
+type Input struct {
+	Nodes []*spec.Node
+	// Allocs are the existing allocs. A non-terminal alloc reserves its
+	// Resources on its NodeID unless its ID is in Freed.
+	Allocs []*spec.Alloc
+	// Freed holds the IDs of allocs that the same plan stops, so that their
+	// room can be reused by the placements in it.
+	Freed    map[string]bool
+	Requests []Request
+}
+
+// Placement puts one request on one node.
+type Placement struct {
+	Request  Request
+	NodeID   string
+	NodeName string
+}
+
+// Failure gathers the requests of one (job, group) that found no node, and
+// why. PlacementFailure.Missing is len(Requests).
+type Failure struct {
+	Job      string
+	Requests []Request
+	spec.PlacementFailure
+}
+
+// Result is what Place decided: placements in the order they were made
+// (see Place), and one Failure per (job, group) with unplaced requests, in
+// the order of each group's first failure.
+type Result struct {
+	Placements []Placement
+	Failures   []Failure
+}
+
+// Place puts each request on the least loaded feasible ready node.
+//
+// Requests are handled by priority (highest first), then job name, group
+// name and index, so that when room runs out it is the lower priority work
+// that waits, and the outcome does not depend on the order of the input.
+// Each placement adds to its node's use before the next request is handled.
+//
+// Once a request of a (job, group) finds no node, the later requests of the
+// same (job, group) are not tried: they join its Failure. All instances of a
+// group are alike, so index 3 taking room that index 2 could not use would
+// only mean that some other, smaller group got it instead; keeping a group's
+// instances together also keeps the failure readable and costs one scan of
+// the nodes per failing group rather than per failing request.
+//
+// Place does not modify its input.
+func Place(in Input) Result {
+	reqs := slices.Clone(in.Requests)
+	slices.SortStableFunc(reqs, compareRequests)
+
+	s := newState(in)
+	var res Result
+	failed := map[groupKey]int{} // index into res.Failures
+	for _, r := range reqs {
+		key := groupKey{r.Job.Name, r.Group.Name}
+		if i, ok := failed[key]; ok {
+			f := &res.Failures[i]
+			f.Requests = append(f.Requests, r)
+			f.Missing = len(f.Requests)
+			continue
+		}
+		g := s.group(r.Group)
+		if n := s.pick(g); n != nil {
+			res.Placements = append(res.Placements, Placement{Request: r, NodeID: n.node.ID, NodeName: n.node.Name})
+			continue
+		}
+		pf := s.explain(g)
+		pf.Group = r.Group.Name
+		pf.Missing = 1
+		failed[key] = len(res.Failures)
+		res.Failures = append(res.Failures, Failure{Job: r.Job.Name, Requests: []Request{r}, PlacementFailure: pf})
+	}
+	return res
+}
+
+type groupKey struct{ job, group string }
+
+// compareRequests orders requests by priority desc, then job name, group
+// name and index.
+func compareRequests(a, b Request) int {
+	return cmp.Or(
+		cmp.Compare(b.Job.Priority, a.Job.Priority),
+		strings.Compare(a.Job.Name, b.Job.Name),
+		strings.Compare(a.Group.Name, b.Group.Name),
+		cmp.Compare(a.Index, b.Index),
+	)
+}
+
+// loadOf is how busy a node is, from 0 (idle) to 1 (full): the mean of the
+// used fractions of cpu and memory. A dimension with no capacity counts as
+// full, so that such a node is tried last.
+func loadOf(total, used spec.Resources) float64 {
+	return (fraction(used.CPU, total.CPU) + fraction(used.MemoryMB, total.MemoryMB)) / 2
+}
+
+func fraction(used, total int) float64 {
+	if total <= 0 {
+		return 1
+	}
+	return float64(used) / float64(total)
+}

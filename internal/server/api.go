@@ -1,0 +1,535 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/jobfile"
+	"github.com/drover-org/drover/internal/reconcile"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// routes lists the API. Every handler goes through wrap.
+func (s *Server) routes(mux *http.ServeMux) {
+	h := func(pattern string, f handlerFunc) { mux.Handle(pattern, s.wrap(f)) }
+	h("POST /v1/jobs", s.submitJob)
+	h("GET /v1/jobs", s.listJobs)
+	h("GET /v1/jobs/{name}", s.getJob)
+	h("DELETE /v1/jobs/{name}", s.stopJob)
+	h("GET /v1/jobs/{name}/allocations", s.jobAllocs)
+	h("POST /v1/validate/job", s.validateJob)
+	h("GET /v1/allocations", s.listAllocs)
+	h("GET /v1/allocations/{id}", s.getAlloc)
+	h("PUT /v1/allocations/{id}/status", s.putAllocStatus)
+	h("GET /v1/allocations/{id}/logs", s.allocLogs)
+	h("GET /v1/nodes", s.listNodes)
+	h("POST /v1/nodes", s.registerNode)
+	h("GET /v1/nodes/{id}", s.getNode)
+	h("GET /v1/nodes/{id}/allocations", s.nodeAllocs)
+	h("GET /v1/status/leader", s.leader)
+	mux.Handle("/v1/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return notFound("no API endpoint %s %s", r.Method, r.URL.Path)
+	}))
+}
+
+// decodeJob reads a job body: malformed JSON, unknown fields and wrong types
+// are a 400; a well-formed job that breaks the rules is a 422 listing every
+// problem. Nothing is written in either case.
+func decodeJob(w http.ResponseWriter, r *http.Request) (*spec.Job, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := strictShape(body); err != nil {
+		return nil, err
+	}
+	job, err := jobfile.DecodeJSONBody(body)
+	if err != nil {
+		var ps spec.Problems
+		if errors.As(err, &ps) {
+			return nil, &apiError{status: http.StatusUnprocessableEntity, msg: "the job is not valid", problems: ps}
+		}
+		return nil, badRequest("%v", err)
+	}
+	return job, nil
+}
+
+// strictShape checks the body is one JSON object of the job's schema (a Job
+// or a JobStatus wrapping one) with no unknown fields, wrong types or
+// trailing data.
+func strictShape(body []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return &apiError{status: http.StatusBadRequest, msg: "the body is not a JSON object: " + jsonErr(body, err)}
+	}
+	var target any = &spec.Job{}
+	if _, ok := top["job"]; ok {
+		target = &spec.JobStatus{}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(target); err != nil {
+		return &apiError{status: http.StatusBadRequest, msg: "the body does not match the job schema: " + jsonErr(body, err)}
+	}
+	if dec.More() {
+		return badRequest("the body has data after the JSON object")
+	}
+	return nil
+}
+
+// jsonErr adds a line:col to a JSON error when it knows the offset.
+func jsonErr(body []byte, err error) string {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off < 0 || off > int64(len(body)) {
+		return err.Error()
+	}
+	line, col := 1, 1
+	for _, c := range body[:off] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Sprintf("%d:%d: %v", line, col, err)
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
+	var check int64
+	if v := r.URL.Query().Get("check_index"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("check_index must be a non-negative integer, got %q", v)
+		}
+		check = n
+	}
+	job, err := decodeJob(w, r)
+	if err != nil {
+		return err
+	}
+	stored, changed, err := s.reg.PutJob(r.Context(), job, check)
+	if errors.Is(err, registry.ErrConflict) {
+		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+			"job %q changed since index %d: %v; read it again (drover status %s) and resubmit", job.Name, check, err, job.Name)}
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
+}
+
+func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) error {
+	job, err := decodeJob(w, r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 0, &spec.ValidateResponse{Valid: true, Job: job})
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	return s.blockingQuery(r, func() error {
+		snap, err := s.reg.Snapshot(r.Context())
+		if err != nil {
+			return err
+		}
+		byJob := allocsByJob(snap.Allocs)
+		out := make([]*spec.JobListEntry, 0, len(snap.Jobs))
+		for _, j := range snap.Jobs {
+			out = append(out, &spec.JobListEntry{
+				Name: j.Name, Type: j.Type, Priority: j.Priority, Version: j.Version, Stopped: j.Stopped,
+				Summary:     reconcile.Summarize(j, byJob[j.Name], snap.Schedules[j.Name]),
+				ModifyIndex: j.ModifyIndex,
+			})
+		}
+		return writeJSON(w, snap.Rev, out)
+	}, "jobs")
+}
+
+func allocsByJob(allocs []*spec.Alloc) map[string][]*spec.Alloc {
+	m := map[string][]*spec.Alloc{}
+	for _, a := range allocs {
+		m[a.Job] = append(m[a.Job], a)
+	}
+	return m
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathName(r, "name", "job name")
+	if err != nil {
+		return err
+	}
+	return s.blockingQuery(r, func() error {
+		st, rev, err := s.jobStatus(r, name)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, rev, st)
+	}, "job/"+name)
+}
+
+func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64, error) {
+	job, err := s.reg.GetJob(r.Context(), name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, 0, notFound("no job named %q; see drover status for the jobs there are", name)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{Job: name})
+	if err != nil {
+		return nil, 0, err
+	}
+	sched, err := s.reg.GetSchedule(r.Context(), name)
+	if err != nil {
+		return nil, 0, err
+	}
+	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, sched), Allocations: allocs}
+	if sched != nil && sched.JobVersion == job.Version {
+		st.Failures = sched.Failures
+	}
+	if st.Allocations == nil {
+		st.Allocations = []*spec.Alloc{}
+	}
+	return st, max(rev, job.ModifyIndex), nil
+}
+
+func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathName(r, "name", "job name")
+	if err != nil {
+		return err
+	}
+	job, err := s.reg.StopJob(r.Context(), name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return notFound("no job named %q", name)
+	}
+	if err != nil {
+		return err
+	}
+	if r.URL.Query().Get("purge") == "true" {
+		if err := s.reg.PurgeJob(r.Context(), name); err != nil {
+			return err
+		}
+	}
+	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
+}
+
+func (s *Server) jobAllocs(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathName(r, "name", "job name")
+	if err != nil {
+		return err
+	}
+	return s.blockingQuery(r, func() error {
+		allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{Job: name})
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, rev, nonNil(allocs))
+	}, "job/"+name)
+}
+
+func nonNil(a []*spec.Alloc) []*spec.Alloc {
+	if a == nil {
+		return []*spec.Alloc{}
+	}
+	return a
+}
+
+func (s *Server) listAllocs(w http.ResponseWriter, r *http.Request) error {
+	f := registry.AllocFilter{Job: r.URL.Query().Get("job"), NodeID: r.URL.Query().Get("node")}
+	topic := "allocs"
+	for _, v := range []struct{ val, what string }{{f.Job, "job name"}, {f.NodeID, "node id"}} {
+		if v.val != "" {
+			if msg := spec.CheckName(v.val); msg != "" {
+				return badRequest("%s %s", v.what, msg)
+			}
+		}
+	}
+	return s.blockingQuery(r, func() error {
+		allocs, rev, err := s.reg.ListAllocs(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, rev, nonNil(allocs))
+	}, topic)
+}
+
+// findAlloc accepts a full ID or a unique prefix of at least 4 characters.
+func (s *Server) findAlloc(r *http.Request, id string) (*spec.Alloc, error) {
+	a, err := s.reg.GetAlloc(r.Context(), id)
+	if err == nil || !errors.Is(err, registry.ErrNotFound) {
+		return a, err
+	}
+	if len(id) < 4 {
+		return nil, notFound("no allocation %q (give at least 4 characters of an ID)", id)
+	}
+	all, _, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{})
+	if err != nil {
+		return nil, err
+	}
+	var match []*spec.Alloc
+	for _, a := range all {
+		if strings.HasPrefix(a.ID, id) {
+			match = append(match, a)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return nil, notFound("no allocation with ID or prefix %q", id)
+	case 1:
+		return match[0], nil
+	}
+	ids := make([]string, len(match))
+	for i, m := range match {
+		ids[i] = m.ID
+	}
+	sort.Strings(ids)
+	return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("prefix %q matches %d allocations: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
+}
+
+func (s *Server) getAlloc(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "id", "allocation id")
+	if err != nil {
+		return err
+	}
+	a, err := s.findAlloc(r, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, a.ModifyIndex, a)
+}
+
+func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "id", "allocation id")
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var u spec.AllocStatusUpdate
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&u); err != nil {
+		return badRequest("the body is not an allocation status update: %s", jsonErr(body, err))
+	}
+	if msg := spec.CheckName(u.NodeID); msg != "" {
+		return badRequest("node_id %s", msg)
+	}
+	if u.Status == nil {
+		return badRequest("status is missing")
+	}
+	switch u.Status.ClientStatus {
+	case spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed:
+	default:
+		return badRequest("client_status %q is not one an agent reports (pending, running, complete, failed)", u.Status.ClientStatus)
+	}
+	if err := s.reg.PutAllocStatus(r.Context(), id, u.NodeID, u.Status); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
+	return s.blockingQuery(r, func() error {
+		nodes, rev, err := s.reg.ListNodes(r.Context())
+		if err != nil {
+			return err
+		}
+		if nodes == nil {
+			nodes = []*spec.Node{}
+		}
+		return writeJSON(w, rev, nodes)
+	}, "nodes")
+}
+
+func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var n spec.Node
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&n); err != nil {
+		return badRequest("the body is not a node: %s", jsonErr(body, err))
+	}
+	var ps spec.Problems
+	if msg := spec.CheckName(n.ID); msg != "" {
+		ps.Add("id", "node id %s", msg)
+	}
+	if msg := spec.CheckName(n.Name); msg != "" {
+		ps.Add("name", "node name %s", msg)
+	}
+	if n.Resources.CPU < 0 || n.Resources.MemoryMB < 0 {
+		ps.Add("resources", "resources must not be negative")
+	}
+	if n.Address != "" {
+		if u, err := url.Parse(n.Address); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			ps.Add("address", "address %q must be http://host:port", n.Address)
+		}
+	}
+	if len(ps) > 0 {
+		return &apiError{status: http.StatusUnprocessableEntity, msg: "the node is not valid", problems: ps}
+	}
+	n.Status = spec.NodeReady
+	n.RegisterTime = time.Now().UTC()
+	stored, err := s.reg.PutNode(r.Context(), &n)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, stored.ModifyIndex, stored)
+}
+
+// findNode accepts an ID, a unique ID prefix, or a node name.
+func (s *Server) findNode(r *http.Request, id string) (*spec.Node, error) {
+	n, err := s.reg.GetNode(r.Context(), id)
+	if err == nil || !errors.Is(err, registry.ErrNotFound) {
+		return n, err
+	}
+	nodes, _, err := s.reg.ListNodes(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	var match []*spec.Node
+	for _, n := range nodes {
+		if n.Name == id || (len(id) >= 4 && strings.HasPrefix(n.ID, id)) {
+			match = append(match, n)
+		}
+	}
+	if len(match) == 1 {
+		return match[0], nil
+	}
+	if len(match) > 1 {
+		return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("%q matches %d nodes; give the node ID", id, len(match))}
+	}
+	return nil, notFound("no node %q; see drover nodes", id)
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "id", "node id")
+	if err != nil {
+		return err
+	}
+	n, err := s.findNode(r, id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, n.ModifyIndex, n)
+}
+
+// nodeAllocs is the agent's assignment query: it wakes only when something
+// placed on this node changes.
+func (s *Server) nodeAllocs(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "id", "node id")
+	if err != nil {
+		return err
+	}
+	if _, err := s.reg.GetNode(r.Context(), id); err != nil {
+		if errors.Is(err, registry.ErrNotFound) {
+			return notFound("node %q is not registered", id)
+		}
+		return err
+	}
+	return s.blockingQuery(r, func() error {
+		allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{NodeID: id})
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, rev, nonNil(allocs))
+	}, "node/"+id)
+}
+
+func (s *Server) leader(w http.ResponseWriter, r *http.Request) error {
+	id, err := s.reg.LeaderID(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 0, &spec.LeaderResponse{Leader: id})
+}
+
+// allocLogs proxies to the agent of the alloc's node, so a client reads
+// logs by job name without knowing where the task runs.
+func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "id", "allocation id")
+	if err != nil {
+		return err
+	}
+	a, err := s.findAlloc(r, id)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	task := q.Get("task")
+	if task == "" && len(a.Tasks) == 1 {
+		task = a.Tasks[0].Name
+	}
+	found := false
+	for _, t := range a.Tasks {
+		found = found || t.Name == task
+	}
+	if !found {
+		names := make([]string, len(a.Tasks))
+		for i, t := range a.Tasks {
+			names[i] = t.Name
+		}
+		return badRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
+	}
+	node, err := s.reg.GetNode(r.Context(), a.NodeID)
+	if err != nil {
+		return err
+	}
+	if node.Address == "" {
+		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to fetch logs from", node.Name)}
+	}
+	q.Set("task", task)
+	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/logs?" + q.Encode()
+	req, err := http.NewRequestWithContext(r.Context(), "GET", u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("cannot reach node %s at %s for logs: %v", node.Name, node.Address, err)}
+	}
+	defer resp.Body.Close()
+	for _, k := range []string{"Content-Type", "X-Content-Type-Options"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			rc.Flush()
+		}
+		if err == io.EOF || err != nil {
+			return nil
+		}
+	}
+}

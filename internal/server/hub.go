@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/drover-org/drover/internal/registry"
+)
+
+// hub turns the registry's change feed into wake-ups for blocking queries
+// and for the leader loop. It keeps, per topic, the revision of the last
+// change, so a query with index N returns as soon as its topic moves past
+// N, and only the waiters of that topic wake: a change to node A's allocs
+// wakes node A's agent, not every agent (fleet's mistake, DESIGN.md).
+//
+// Topics: "jobs", "allocs", "nodes", "schedules", "job/<name>", "node/<id>".
+type hub struct {
+	mu      sync.Mutex
+	rev     int64            // last revision seen
+	start   int64            // revision the hub started from (or last resync)
+	topics  map[string]int64 // topic -> revision of its last change
+	waiters map[string]map[chan struct{}]struct{}
+	kick    chan struct{} // leader loop wake-up, coalesced
+}
+
+func newHub(rev int64) *hub {
+	return &hub{rev: rev, start: rev, topics: map[string]int64{}, waiters: map[string]map[chan struct{}]struct{}{}, kick: make(chan struct{}, 1)}
+}
+
+// topicRev is the revision of the topic's last change; before any change
+// seen, the hub's starting revision (so old indexes return at once).
+func (h *hub) topicRev(topic string) int64 {
+	if r, ok := h.topics[topic]; ok {
+		return r
+	}
+	return h.start
+}
+
+func (h *hub) publish(changes []registry.Change) {
+	h.mu.Lock()
+	var wake []chan struct{}
+	touch := func(topic string, rev int64) {
+		h.topics[topic] = rev
+		for ch := range h.waiters[topic] {
+			wake = append(wake, ch)
+		}
+		delete(h.waiters, topic)
+	}
+	for _, c := range changes {
+		if c.Rev > h.rev {
+			h.rev = c.Rev
+		}
+		switch c.Kind {
+		case registry.KindJob:
+			touch("jobs", c.Rev)
+			touch("job/"+c.ID, c.Rev)
+		case registry.KindAlloc, registry.KindAllocStatus:
+			touch("allocs", c.Rev)
+			touch("jobs", c.Rev) // job list rows carry summaries
+			touch("job/"+c.Job, c.Rev)
+			touch("node/"+c.NodeID, c.Rev)
+		case registry.KindNode:
+			touch("nodes", c.Rev)
+		case registry.KindSchedule:
+			touch("schedules", c.Rev)
+			touch("jobs", c.Rev)
+			touch("job/"+c.ID, c.Rev)
+		case registry.KindResync:
+			// Something may have been missed: every topic moved.
+			h.start = c.Rev
+			for t := range h.topics {
+				h.topics[t] = c.Rev
+			}
+			for t, ws := range h.waiters {
+				for ch := range ws {
+					wake = append(wake, ch)
+				}
+				delete(h.waiters, t)
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, ch := range wake {
+		close(ch)
+	}
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wait blocks until one of topics changes past index, or d passes, or ctx
+// ends. It returns at once when a topic already has.
+func (h *hub) wait(ctx context.Context, index int64, d time.Duration, topics ...string) {
+	h.mu.Lock()
+	for _, t := range topics {
+		if h.topicRev(t) > index {
+			h.mu.Unlock()
+			return
+		}
+	}
+	ch := make(chan struct{})
+	for _, t := range topics {
+		if h.waiters[t] == nil {
+			h.waiters[t] = map[chan struct{}]struct{}{}
+		}
+		h.waiters[t][ch] = struct{}{}
+	}
+	h.mu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	for _, t := range topics {
+		delete(h.waiters[t], ch)
+		if len(h.waiters[t]) == 0 {
+			delete(h.waiters, t)
+		}
+	}
+	h.mu.Unlock()
+}

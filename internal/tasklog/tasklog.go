@@ -1,0 +1,250 @@
+// Package tasklog writes a task's output to size-rotated files and reads it
+// back: the last N lines, and following new lines as they are written.
+//
+// Files for a stream named "stdout" in dir:
+//
+//	stdout.log      the current file, appended to
+//	stdout.log.1    the previous one (then .2, ... up to Keep)
+//
+// Rotation renames; a follower notices that the current file was replaced
+// and reopens it, so following survives rotation.
+package tasklog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Defaults: 10 MB a file, 3 old files kept, as Nomad's logs block.
+const (
+	DefaultMaxBytes = 10 << 20
+	DefaultKeep     = 3
+)
+
+// Writer appends to dir/name.log and rotates it when it passes MaxBytes.
+type Writer struct {
+	mu       sync.Mutex
+	path     string
+	maxBytes int64
+	keep     int
+	f        *os.File
+	size     int64
+}
+
+// NewWriter opens (appending) dir/name.log.
+func NewWriter(dir, name string, maxBytes int64, keep int) (*Writer, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if keep < 0 {
+		keep = DefaultKeep
+	}
+	w := &Writer{path: filepath.Join(dir, name+".log"), maxBytes: maxBytes, keep: keep}
+	if err := w.open(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Path is the current file's path.
+func Path(dir, name string) string { return filepath.Join(dir, name+".log") }
+
+func (w *Writer) open() error {
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	w.f, w.size = f, fi.Size()
+	return nil
+}
+
+// Write appends p, rotating first if p would take the file past MaxBytes.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return 0, errors.New("tasklog: write to closed writer")
+	}
+	if w.size > 0 && w.size+int64(len(p)) > w.maxBytes {
+		if err := w.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.f.Write(p)
+	w.size += int64(n)
+	return n, err
+}
+
+func (w *Writer) rotate() error {
+	w.f.Close()
+	w.f = nil
+	for i := w.keep; i >= 1; i-- {
+		src := w.path
+		if i > 1 {
+			src = fmt.Sprintf("%s.%d", w.path, i-1)
+		}
+		os.Rename(src, fmt.Sprintf("%s.%d", w.path, i))
+	}
+	if w.keep == 0 {
+		os.Remove(w.path)
+	}
+	return w.open()
+}
+
+// Close closes the current file.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}
+
+// Tail returns the last n lines of the stream (all of it when n < 0),
+// reading back into rotated files when the current one holds fewer.
+func Tail(dir, name string, n int) ([]byte, error) {
+	base := Path(dir, name)
+	files := []string{base}
+	for i := 1; ; i++ {
+		p := fmt.Sprintf("%s.%d", base, i)
+		if _, err := os.Stat(p); err != nil {
+			break
+		}
+		files = append(files, p)
+	}
+	var out []byte
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return nil, err
+		}
+		out = append(b, out...)
+		if n >= 0 && bytes.Count(out, []byte("\n")) > n {
+			break
+		}
+	}
+	if n < 0 {
+		return out, nil
+	}
+	return lastLines(out, n), nil
+}
+
+func lastLines(b []byte, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	end := len(b)
+	if end > 0 && b[end-1] == '\n' {
+		end--
+	}
+	count := 0
+	for i := end - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			count++
+			if count == n {
+				return b[i+1:]
+			}
+		}
+	}
+	return b
+}
+
+// PollInterval is how often Follow looks for new output. 100 ms keeps
+// `drover logs -f` feeling live without measurable cost.
+const PollInterval = 100 * time.Millisecond
+
+// Follow writes everything appended to the stream after offset bytes of the
+// current file to out, until ctx ends. It reopens the file when rotation
+// replaces it. Output is written in whole lines where possible.
+func Follow(ctx context.Context, dir, name string, offset int64, out io.Writer) error {
+	path := Path(dir, name)
+	var f *os.File
+	var ino uint64
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	t := time.NewTicker(PollInterval)
+	defer t.Stop()
+	for {
+		if f == nil {
+			nf, err := os.Open(path)
+			if err == nil {
+				f, ino = nf, inode(nf)
+				if _, err := f.Seek(offset, io.SeekStart); err != nil {
+					return err
+				}
+			}
+		}
+		if f != nil {
+			for {
+				n, err := f.Read(buf)
+				if n > 0 {
+					if _, werr := out.Write(buf[:n]); werr != nil {
+						return werr
+					}
+					if fl, ok := out.(interface{ Flush() }); ok {
+						fl.Flush()
+					}
+				}
+				if err != nil || n == 0 {
+					break
+				}
+			}
+			// Rotated: the path now names another file. Finish the old
+			// one (done above), then start the new one from its beginning.
+			if fi, err := os.Stat(path); err == nil && inodeOf(fi) != ino {
+				f.Close()
+				f, offset = nil, 0
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Size returns the current file's size, the offset at which following
+// starts when only new output is wanted.
+func Size(dir, name string) int64 {
+	fi, err := os.Stat(Path(dir, name))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// Lines splits b into lines for prefixing; a final partial line is kept.
+func Lines(b []byte) [][]byte {
+	var out [][]byte
+	s := bufio.NewScanner(bytes.NewReader(b))
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		out = append(out, append([]byte(nil), s.Bytes()...))
+	}
+	return out
+}
