@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -64,6 +65,14 @@ func shutdownHTTP(s *http.Server) {
 	if s.Shutdown(ctx) != nil {
 		s.Close()
 	}
+}
+
+// servePprof serves Go's profiles for performance work (hidden flag).
+func servePprof(addr string) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go http.ListenAndServe(addr, mux)
 }
 
 // drivers returns the task drivers this node offers.

@@ -17,7 +17,7 @@ import (
 )
 
 func newDevCmd() *cobra.Command {
-	var dataDir, httpAddr, logLevel string
+	var dataDir, httpAddr, logLevel, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "dev [FILE...]",
 		Short: "Run a server, an agent and an embedded etcd in one process, and submit FILEs",
@@ -51,6 +51,9 @@ it, jobs and their instances survive a restart.`,
 				dataDir = tmp
 			}
 			ctx := signalContext(cmd.Context())
+			if pprofAddr != "" {
+				servePprof(pprofAddr)
+			}
 			emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{
 				DataDir: filepath.Join(dataDir, "etcd"), Logger: log,
 				// Free ports: dev must not collide with an etcd already here.
@@ -138,5 +141,7 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep state here across restarts (default: a temporary directory)")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
+	cmd.Flags().MarkHidden("pprof-addr")
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -55,6 +56,13 @@ type Agent struct {
 
 	mu      sync.Mutex
 	runners map[string]*allocRunner
+
+	// startSlots bounds how many tasks are being set up and forked at once.
+	startSlots chan struct{}
+
+	repMu    sync.Mutex
+	repDirty map[string]*allocRunner // allocs whose status changed since last sent
+	repKick  chan struct{}
 }
 
 // New prepares an agent; Run starts it.
@@ -82,6 +90,12 @@ func New(cfg Config) (*Agent, error) {
 		allocsDir: filepath.Join(cfg.DataDir, "allocs"),
 		nodeName:  cfg.Name,
 		runners:   map[string]*allocRunner{},
+		repDirty:  map[string]*allocRunner{},
+		repKick:   make(chan struct{}, 1),
+		// A few at a time: each start is file system calls and a fork that
+		// block a thread; a hundred at once only makes the runtime spawn a
+		// hundred threads that then queue on the same kernel locks.
+		startSlots: make(chan struct{}, 2*runtime.NumCPU()),
 	}
 	for _, d := range cfg.Drivers {
 		a.drivers[d.Name()] = d
@@ -130,7 +144,7 @@ func (a *Agent) Node() *spec.Node {
 
 // Run registers the node and keeps it converged until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
-	if n := killOrphans(a.allocsDir); n > 0 {
+	if n := killOrphans(a.nodeID); n > 0 {
 		a.log.Warn("stopped tasks left running by an earlier agent; they will be started again", "count", n)
 	}
 	// Tasks run under their own context so that the agent stopping does not
@@ -143,6 +157,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.register(ctx); err != nil {
 		return err
 	}
+	go a.reportLoop(reportCtx)
 	var index int64
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
@@ -172,7 +187,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		} else {
 			index = idx
 		}
-		a.converge(taskCtx, reportCtx, allocs)
+		a.converge(taskCtx, allocs)
 	}
 	if a.cfg.StopTasksOnExit {
 		// Stop reporting first: the server keeps these allocs as running,
@@ -212,7 +227,7 @@ func (a *Agent) register(ctx context.Context) error {
 }
 
 // converge compares the server's view of this node with what runs here.
-func (a *Agent) converge(taskCtx, reportCtx context.Context, allocs []*spec.Alloc) {
+func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	seen := map[string]bool{}
@@ -232,7 +247,7 @@ func (a *Agent) converge(taskCtx, reportCtx context.Context, allocs []*spec.Allo
 			ar = newAllocRunner(a, al)
 			a.runners[al.ID] = ar
 			ar.log.Info("starting alloc", "version", al.JobVersion)
-			ar.start(taskCtx, reportCtx)
+			ar.start(taskCtx)
 		case al.DesiredStatus == spec.DesiredStop && !al.Terminal():
 			// Nothing of it runs here (an earlier agent ran it): say so.
 			ar = newAllocRunner(a, al)
@@ -241,7 +256,6 @@ func (a *Agent) converge(taskCtx, reportCtx context.Context, allocs []*spec.Allo
 				ar.taskDead(t.Name, false, spec.EventKilled, "not running on this node: "+al.DesiredReason)
 			}
 			close(ar.done)
-			go ar.reportLoop(reportCtx)
 		}
 	}
 	// Allocs the server no longer has (garbage collected or purged): stop

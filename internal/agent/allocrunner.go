@@ -3,15 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -25,14 +22,14 @@ type allocRunner struct {
 
 	mu     sync.Mutex
 	status *spec.AllocStatus
-	state  allocState
 	tasks  []*taskRunner
+
+	dirOnce sync.Once
+	dirErr  error
 
 	stopOnce sync.Once
 	stopping chan struct{}
 	done     chan struct{} // closed when every task has finished
-	dirty    chan struct{} // a status change waits to be reported
-	reported chan struct{} // closed once a terminal status reached the server
 }
 
 func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
@@ -42,11 +39,8 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 		dir:      filepath.Join(a.allocsDir, alloc.ID),
 		log:      a.log.With("alloc", alloc.ID[:8], "name", alloc.Name),
 		status:   &spec.AllocStatus{ClientStatus: spec.ClientPending, Tasks: map[string]*spec.TaskState{}},
-		state:    allocState{Tasks: map[string]procRecord{}},
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
-		dirty:    make(chan struct{}, 1),
-		reported: make(chan struct{}),
 	}
 	for _, t := range alloc.Tasks {
 		ts := &spec.TaskState{State: spec.TaskPending}
@@ -60,36 +54,35 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 	return ar
 }
 
-// start launches the tasks and the reporter. Tasks run under taskCtx, which
-// ends only when the agent itself stops; stop() is how a task is stopped.
-func (ar *allocRunner) start(taskCtx, reportCtx context.Context) {
-	logDir := filepath.Join(ar.dir, "logs")
-	err := mkdirs(ar.dir, logDir)
+// start launches the tasks. They run under taskCtx, which ends only when the
+// agent itself stops; stop() is how a task is stopped. Directories are made
+// in the tasks' goroutines, so starting many allocs at once is not held up
+// by one another's file system calls.
+func (ar *allocRunner) start(taskCtx context.Context) {
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {
 		tr := &taskRunner{ar: ar, task: t, drv: ar.agent.drivers[t.Driver],
-			dir: filepath.Join(ar.dir, t.Name), logDir: logDir, stop: ar.stopping}
-		if err == nil {
-			err = mkdirs(tr.dir)
-		}
+			dir: filepath.Join(ar.dir, t.Name), logDir: ar.dir, stop: ar.stopping}
 		ar.tasks = append(ar.tasks, tr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Logs live in the alloc dir itself: <alloc>/<task>.stdout.log.
+			ar.agent.startSlots <- struct{}{}
+			ar.dirOnce.Do(func() { ar.dirErr = mkdir(ar.dir) })
+			err := ar.dirErr
+			if err == nil {
+				err = mkdir(tr.dir)
+			}
+			<-ar.agent.startSlots
+			if err != nil {
+				ar.taskDead(t.Name, true, spec.EventDriverFail, "cannot create the task directory: "+err.Error())
+				return
+			}
+			tr.run(taskCtx)
+		}()
 	}
-	if err != nil {
-		for _, t := range ar.alloc.Tasks {
-			ar.taskDead(t.Name, true, spec.EventDriverFail, "cannot create the alloc directory: "+err.Error())
-		}
-		close(ar.done)
-	} else {
-		for _, tr := range ar.tasks {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				tr.run(taskCtx)
-			}()
-		}
-		go func() { wg.Wait(); close(ar.done) }()
-	}
-	go ar.reportLoop(reportCtx)
+	go func() { wg.Wait(); close(ar.done) }()
 }
 
 // stop asks every task to stop; it does not wait.
@@ -114,10 +107,7 @@ func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	failedTask := ar.recompute()
 	ar.status.UpdateTime = time.Now().UTC()
 	ar.mu.Unlock()
-	select {
-	case ar.dirty <- struct{}{}:
-	default:
-	}
+	ar.agent.markDirty(ar)
 	// A failed task fails the alloc: stop its siblings, as Nomad does.
 	if failedTask != "" && !ar.stopRequested() {
 		ar.log.Info("task failed; stopping the alloc's other tasks", "task", failedTask)
@@ -202,21 +192,6 @@ func (ar *allocRunner) taskDead(task string, failed bool, typ, msg string) {
 	})
 }
 
-// recordPID remembers (or, with pid 0, forgets) a task's process group so
-// that a later agent can find it.
-func (ar *allocRunner) recordPID(task string, pid int) {
-	ar.mu.Lock()
-	defer ar.mu.Unlock()
-	if pid == 0 {
-		delete(ar.state.Tasks, task)
-	} else {
-		ar.state.Tasks[task] = procRecord{PID: pid, StartTime: procStartTime(pid)}
-	}
-	if err := writeAllocState(ar.dir, &ar.state); err != nil {
-		ar.log.Warn("cannot record task pid", "err", err)
-	}
-}
-
 func (ar *allocRunner) snapshot() *spec.AllocStatus {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
@@ -224,48 +199,4 @@ func (ar *allocRunner) snapshot() *spec.AllocStatus {
 	var c spec.AllocStatus
 	json.Unmarshal(b, &c)
 	return &c
-}
-
-// reportLoop sends the latest status whenever it changes, coalescing bursts
-// and retrying while the server is unreachable. Tasks keep running
-// meanwhile: losing the server never stops work.
-func (ar *allocRunner) reportLoop(ctx context.Context) {
-	backoff := time.Duration(0)
-	for {
-		select {
-		case <-ar.dirty:
-		case <-ctx.Done():
-			return
-		}
-		for {
-			st := ar.snapshot()
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := ar.agent.client.UpdateAllocStatus(rctx, ar.alloc.ID, ar.agent.nodeID, st)
-			cancel()
-			if err == nil || client.IsStatus(err, http.StatusNotFound) || client.IsStatus(err, http.StatusConflict) {
-				if err != nil {
-					ar.log.Info("server refused status report", "err", err)
-				}
-				backoff = 0
-				if st.ClientStatus.Terminal() {
-					select {
-					case <-ar.reported:
-					default:
-						close(ar.reported)
-					}
-				}
-				break
-			}
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-				return
-			}
-			backoff = min(max(2*backoff, 250*time.Millisecond), 10*time.Second)
-			ar.log.Warn("cannot report status; will retry", "err", err, "in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
 }

@@ -49,7 +49,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = n
 	}
-	dir := filepath.Join(a.allocsDir, id, "logs")
+	dir := filepath.Join(a.allocsDir, id)
 	if _, err := os.Stat(filepath.Join(a.allocsDir, id)); err != nil {
 		httpError(w, http.StatusNotFound, "alloc "+id+" has no directory on node "+a.nodeName)
 		return

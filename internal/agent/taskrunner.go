@@ -113,6 +113,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	defer closeAll(stdout, stderr)
 
+	tr.ar.agent.startSlots <- struct{}{}
 	h, err := tr.drv.Start(ctx, driver.Task{
 		Command: tr.task.Config.Command,
 		Args:    tr.task.Config.Args,
@@ -121,19 +122,18 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		Stdout:  stdout,
 		Stderr:  stderr,
 	})
+	<-tr.ar.agent.startSlots
 	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
 	started := time.Now()
-	tr.ar.recordPID(name, h.PID())
 	tr.ar.taskEvent(name, spec.EventStarted, "pid "+strconv.Itoa(h.PID()), func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, h.PID(), started, nil
 	})
 
 	select {
 	case exit := <-h.Wait():
-		tr.ar.recordPID(name, 0)
 		code := exit.Code
 		tr.ar.taskEvent(name, spec.EventTerminated, exit.String(), func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, &code, exit.Time
@@ -150,7 +150,6 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	sctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	exit, err := h.Stop(sctx, grace)
 	cancel()
-	tr.ar.recordPID(name, 0)
 	msg := exit.String()
 	if err != nil {
 		msg = "stop did not finish: " + err.Error()
@@ -203,11 +202,11 @@ func closeAll(ws ...*tasklog.Writer) {
 	}
 }
 
-func mkdirs(dirs ...string) error {
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
+// mkdir makes one directory whose parent exists; one that is already
+// there (an alloc started again after an agent restart) is fine.
+func mkdir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		return err
 	}
 	return nil
 }

@@ -226,6 +226,14 @@ func (c *Client) UpdateAllocStatus(ctx context.Context, id, node string, st *spe
 	return err
 }
 
+// ReportAllocStatuses sends a node's reports for many allocs in one request
+// (agents only); at most spec.MaxStatusBatch at a time.
+func (c *Client) ReportAllocStatuses(ctx context.Context, node string, r *spec.NodeStatusReport) (*spec.NodeStatusResult, error) {
+	var out spec.NodeStatusResult
+	_, err := c.do(ctx, "PUT", "/v1/nodes/"+url.PathEscape(node)+"/allocations/status", nil, r, &out)
+	return &out, err
+}
+
 // RegisterNode registers or updates a node (agents only).
 func (c *Client) RegisterNode(ctx context.Context, n *spec.Node) (*spec.Node, error) {
 	var out spec.Node

@@ -36,6 +36,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h("POST /v1/nodes", s.registerNode)
 	h("GET /v1/nodes/{id}", s.getNode)
 	h("GET /v1/nodes/{id}/allocations", s.nodeAllocs)
+	h("PUT /v1/nodes/{id}/allocations/status", s.putNodeStatuses)
 	h("GET /v1/status/leader", s.leader)
 	mux.Handle("/v1/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no API endpoint %s %s", r.Method, r.URL.Path)
@@ -337,16 +338,72 @@ func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
 	if u.Status == nil {
 		return badRequest("status is missing")
 	}
-	switch u.Status.ClientStatus {
-	case spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed:
-	default:
-		return badRequest("client_status %q is not one an agent reports (pending, running, complete, failed)", u.Status.ClientStatus)
+	if msg := checkClientStatus(u.Status.ClientStatus); msg != "" {
+		return badRequest("%s", msg)
 	}
 	if err := s.reg.PutAllocStatus(r.Context(), id, u.NodeID, u.Status); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// putNodeStatuses takes an agent's batched reports: one registry
+// transaction for the batch. Per-alloc refusals come back in the answer.
+func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
+	node, err := pathName(r, "id", "node id")
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var rep spec.NodeStatusReport
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		return badRequest("the body is not a status report: %s", jsonErr(body, err))
+	}
+	if len(rep.Allocs) > spec.MaxStatusBatch {
+		return badRequest("a report holds at most %d allocations, got %d", spec.MaxStatusBatch, len(rep.Allocs))
+	}
+	var ps spec.Problems
+	updates := make([]registry.StatusUpdate, len(rep.Allocs))
+	for i, e := range rep.Allocs {
+		if msg := spec.CheckName(e.ID); msg != "" {
+			ps.Add(fmt.Sprintf("allocs[%d].id", i), "alloc id %s", msg)
+		}
+		if e.Status == nil {
+			ps.Add(fmt.Sprintf("allocs[%d].status", i), "status is missing")
+		} else if msg := checkClientStatus(e.Status.ClientStatus); msg != "" {
+			ps.Add(fmt.Sprintf("allocs[%d].status.client_status", i), "%s", msg)
+		}
+		updates[i] = registry.StatusUpdate{ID: e.ID, Status: e.Status}
+	}
+	if len(ps) > 0 {
+		return &apiError{status: http.StatusBadRequest, msg: "the status report is not valid", problems: ps}
+	}
+	errs, err := s.reg.PutAllocStatuses(r.Context(), node, updates)
+	if err != nil {
+		return err
+	}
+	var res spec.NodeStatusResult
+	for i, e := range errs {
+		if e != nil {
+			status, msg, _ := statusOf(e)
+			res.Refused = append(res.Refused, spec.RefusedStatus{ID: updates[i].ID, Status: status, Error: msg})
+		}
+	}
+	return writeJSON(w, 0, &res)
+}
+
+func checkClientStatus(cs spec.ClientStatus) string {
+	switch cs {
+	case spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed:
+		return ""
+	}
+	return fmt.Sprintf("client_status %q is not one an agent reports (pending, running, complete, failed)", cs)
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {

@@ -55,11 +55,17 @@ func (h *hub) publish(changes []registry.Change) {
 		case registry.KindJob:
 			touch("jobs", c.Rev)
 			touch("job/"+c.ID, c.Rev)
-		case registry.KindAlloc, registry.KindAllocStatus:
+		case registry.KindAlloc:
 			touch("allocs", c.Rev)
 			touch("jobs", c.Rev) // job list rows carry summaries
 			touch("job/"+c.Job, c.Rev)
 			touch("node/"+c.NodeID, c.Rev)
+		case registry.KindAllocStatus:
+			// Not "node/": an agent's own reports must not wake its
+			// assignment query; it waits only on what it is told to run.
+			touch("allocs", c.Rev)
+			touch("jobs", c.Rev)
+			touch("job/"+c.Job, c.Rev)
 		case registry.KindNode:
 			touch("nodes", c.Rev)
 		case registry.KindSchedule:

@@ -37,3 +37,32 @@ type ValidateResponse struct {
 type LeaderResponse struct {
 	Leader string `json:"leader"`
 }
+
+// NodeStatusReport is the body of PUT /v1/nodes/{id}/allocations/status:
+// one agent's reports for many of its allocs at once.
+type NodeStatusReport struct {
+	Allocs []AllocStatusEntry `json:"allocs"`
+}
+
+// AllocStatusEntry is one alloc's status in a NodeStatusReport.
+type AllocStatusEntry struct {
+	ID     string       `json:"id"`
+	Status *AllocStatus `json:"status"`
+}
+
+// NodeStatusResult answers a NodeStatusReport: the allocs whose report was
+// refused, and why (gone: 404, or not this node's / moving backwards: 409).
+type NodeStatusResult struct {
+	Refused []RefusedStatus `json:"refused,omitempty"`
+}
+
+// RefusedStatus is one refused alloc report.
+type RefusedStatus struct {
+	ID     string `json:"id"`
+	Status int    `json:"status"`
+	Error  string `json:"error"`
+}
+
+// MaxStatusBatch bounds a NodeStatusReport so that its transaction stays
+// under etcd's default limit of 128 operations (3 per alloc).
+const MaxStatusBatch = 40

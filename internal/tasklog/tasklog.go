@@ -37,9 +37,13 @@ type Writer struct {
 	keep     int
 	f        *os.File
 	size     int64
+	closed   bool
 }
 
-// NewWriter opens (appending) dir/name.log.
+// NewWriter returns a writer appending to dir/name.log. The file is opened
+// on the first write, so a task that prints nothing costs no file, and a
+// task's start never waits on creating its log files (its output waits in
+// the pipe meanwhile).
 func NewWriter(dir, name string, maxBytes int64, keep int) (*Writer, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
@@ -47,11 +51,7 @@ func NewWriter(dir, name string, maxBytes int64, keep int) (*Writer, error) {
 	if keep < 0 {
 		keep = DefaultKeep
 	}
-	w := &Writer{path: filepath.Join(dir, name+".log"), maxBytes: maxBytes, keep: keep}
-	if err := w.open(); err != nil {
-		return nil, err
-	}
-	return w, nil
+	return &Writer{path: filepath.Join(dir, name+".log"), maxBytes: maxBytes, keep: keep}, nil
 }
 
 // Path is the current file's path.
@@ -75,8 +75,13 @@ func (w *Writer) open() error {
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.f == nil {
+	if w.closed {
 		return 0, errors.New("tasklog: write to closed writer")
+	}
+	if w.f == nil {
+		if err := w.open(); err != nil {
+			return 0, err
+		}
 	}
 	if w.size > 0 && w.size+int64(len(p)) > w.maxBytes {
 		if err := w.rotate(); err != nil {
@@ -108,6 +113,7 @@ func (w *Writer) rotate() error {
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closed = true
 	if w.f == nil {
 		return nil
 	}
@@ -198,23 +204,18 @@ func Follow(ctx context.Context, dir, name string, offset int64, out io.Writer) 
 			}
 		}
 		if f != nil {
-			for {
-				n, err := f.Read(buf)
-				if n > 0 {
-					if _, werr := out.Write(buf[:n]); werr != nil {
-						return werr
-					}
-					if fl, ok := out.(interface{ Flush() }); ok {
-						fl.Flush()
-					}
-				}
-				if err != nil || n == 0 {
-					break
-				}
+			if err := copyToEOF(f, buf, out); err != nil {
+				return err
 			}
 			// Rotated: the path now names another file. Finish the old
-			// one (done above), then start the new one from its beginning.
+			// one, then start the new one from its beginning. The old one
+			// is read again here: lines may have reached it after the read
+			// above and before the rotation. The writer closed it before
+			// renaming it, so this read is its last.
 			if fi, err := os.Stat(path); err == nil && inodeOf(fi) != ino {
+				if err := copyToEOF(f, buf, out); err != nil {
+					return err
+				}
 				f.Close()
 				f, offset = nil, 0
 				continue
@@ -224,6 +225,24 @@ func Follow(ctx context.Context, dir, name string, offset int64, out io.Writer) 
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// copyToEOF copies what f holds past its offset to out, flushing out.
+func copyToEOF(f *os.File, buf []byte, out io.Writer) error {
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if _, werr := out.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if fl, ok := out.(interface{ Flush() }); ok {
+				fl.Flush()
+			}
+		}
+		if err != nil || n == 0 {
+			return nil
 		}
 	}
 }

@@ -155,14 +155,18 @@ func (h *handle) waitLoop(stdout, stderr *pipe) {
 	}
 	// Give output a moment to drain, but never wait on a grandchild that
 	// holds the pipe open: its output keeps flowing in the background.
-	drain := time.NewTimer(200 * time.Millisecond)
+	// One deadline for both pipes, as a channel that stays closed: a
+	// timer's channel fires once, so a second wait on it would block until
+	// the grandchild exits.
+	drained := make(chan struct{})
+	drain := time.AfterFunc(200*time.Millisecond, func() { close(drained) })
 	select {
 	case <-stdout.done:
-	case <-drain.C:
+	case <-drained:
 	}
 	select {
 	case <-stderr.done:
-	case <-drain.C:
+	case <-drained:
 	}
 	drain.Stop()
 	h.exit = e

@@ -1,0 +1,163 @@
+package archtest
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/drover-org/drover"
+
+// pure packages decide; they take a snapshot (including now) and return
+// data. They may import only these standard packages and drover's spec.
+var pure = map[string]bool{
+	"internal/scheduler": true,
+	"internal/reconcile": true,
+	"internal/spec":      true,
+}
+
+var pureStd = []string{
+	"bytes", "cmp", "container/heap", "encoding/json", "errors", "fmt", "maps", "math",
+	"slices", "sort", "strconv", "strings", "time", "unicode", "unicode/utf8",
+}
+
+// clockAndChance are the calls a pure package must not make: time is an
+// input, and randomness would make decisions unrepeatable.
+var clockAndChance = map[string][]string{
+	"time": {"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "Tick", "NewTimer", "NewTicker"},
+}
+
+// owners: an import path prefix that only one package may import.
+var owners = map[string]string{
+	"go.etcd.io/":                 "internal/registry",
+	"github.com/moby/moby/":       "internal/driver/docker",
+	"github.com/docker/docker/":   "internal/driver/docker",
+	"github.com/hashicorp/hcl/v2": "internal/jobfile",
+}
+
+// violations returns every rule a package's non-test file breaks.
+func violations(pkg, filename string, f *ast.File) []string {
+	var out []string
+	aliases := map[string]string{} // local name -> import path
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		aliases[name] = path
+		for prefix, owner := range owners {
+			if strings.HasPrefix(path, prefix) && pkg != owner && !strings.HasPrefix(pkg, owner+"/") {
+				out = append(out, fmt.Sprintf("%s imports %s; only %s may", filename, path, owner))
+			}
+		}
+		if pure[pkg] {
+			internal := strings.HasPrefix(path, module+"/")
+			if internal && path != module+"/internal/spec" {
+				out = append(out, fmt.Sprintf("%s (pure) imports %s; pure packages import only internal/spec", filename, path))
+			}
+			if !internal && !slices.Contains(pureStd, path) {
+				out = append(out, fmt.Sprintf("%s (pure) imports %s, which is not on the pure allow-list", filename, path))
+			}
+		}
+	}
+	if pure[pkg] {
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			id, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			if banned := clockAndChance[aliases[id.Name]]; slices.Contains(banned, sel.Sel.Name) {
+				out = append(out, fmt.Sprintf("%s (pure) calls %s.%s; take time as an input", filename, aliases[id.Name], sel.Sel.Name))
+			}
+			return true
+		})
+	}
+	return out
+}
+
+func TestArchitecture(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := map[string]bool{}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		pkg := filepath.ToSlash(filepath.Dir(rel))
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		if pure[pkg] {
+			if f, err = parser.ParseFile(fset, path, nil, parser.SkipObjectResolution); err != nil {
+				return err
+			}
+		}
+		checked[pkg] = true
+		for _, v := range violations(pkg, rel, f) {
+			t.Error(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range pure {
+		if !checked[p] {
+			t.Errorf("pure package %s was not found; update the rules", p)
+		}
+	}
+	if !checked["internal/registry"] {
+		t.Error("internal/registry was not found; update the rules")
+	}
+}
+
+// The checker must be able to fail: feed it files that break each rule.
+func TestArchitectureCatchesViolations(t *testing.T) {
+	cases := []struct {
+		pkg, src, want string
+	}{
+		{"internal/scheduler", "package s\nimport \"time\"\nvar _ = time.Now()", "calls time.Now"},
+		{"internal/reconcile", "package r\nimport t \"time\"\nfunc f() { t.Sleep(1) }", "calls time.Sleep"},
+		{"internal/scheduler", "package s\nimport \"os\"\nvar _ = os.Args", "imports os"},
+		{"internal/scheduler", "package s\nimport \"math/rand\"\nvar _ = rand.Int", "imports math/rand"},
+		{"internal/reconcile", "package r\nimport \"" + module + "/internal/registry\"\nvar _ = registry.X", "pure packages import only internal/spec"},
+		{"internal/server", "package s\nimport \"go.etcd.io/etcd/client/v3\"\nvar _ = clientv3.New", "only internal/registry may"},
+	}
+	for _, c := range cases {
+		f, err := parser.ParseFile(token.NewFileSet(), "x.go", c.src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(violations(c.pkg, "x.go", f), "\n")
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q: want a violation containing %q, got %q", c.pkg, c.src, c.want, got)
+		}
+	}
+	f, _ := parser.ParseFile(token.NewFileSet(), "x.go", "package s\nimport \"time\"\nvar _ time.Duration", 0)
+	if v := violations("internal/scheduler", "x.go", f); len(v) != 0 {
+		t.Errorf("time types are allowed in pure packages, got %v", v)
+	}
+}

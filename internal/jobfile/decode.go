@@ -1,0 +1,254 @@
+package jobfile
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Decode parses src as a job file named filename. The format comes from the
+// extension (.hcl, .nomad: HCL; .json: JSON; .yaml, .yml: YAML). For any other
+// name (such as "-" for stdin) it is sniffed: a first non-space byte '{'
+// means JSON, else a file that parses as HCL with a job block is HCL, else
+// YAML.
+//
+// On success the job is canonicalized and valid. Otherwise the error is a
+// spec.Problems holding every problem found, decoding and validation
+// together, each with its position ("web.hcl:12:5") where it is known.
+// Positions use filename as given.
+func Decode(filename string, src []byte) (*spec.Job, error) {
+	name := filename
+	if name == "-" || name == "" {
+		name = "<stdin>"
+	}
+	switch strings.ToLower(filepath.Ext(filename)) {
+	case ".hcl", ".nomad":
+		return decodeHCL(name, src)
+	case ".json":
+		return decodeJSON(name, src, true)
+	case ".yaml", ".yml":
+		return decodeYAML(name, src)
+	}
+	trimmed := bytes.TrimSpace(src)
+	switch {
+	case len(trimmed) == 0:
+		return nil, spec.Problems{{Pos: name, Message: "the job file is empty"}}
+	case trimmed[0] == '{':
+		return decodeJSON(name, src, true)
+	case looksLikeHCL(name, src):
+		return decodeHCL(name, src)
+	}
+	return decodeYAML(name, src)
+}
+
+// DecodeFile reads the file at path and decodes it with Decode.
+func DecodeFile(path string) (*spec.Job, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading job file %s: %w", path, err)
+	}
+	return Decode(path, src)
+}
+
+// DecodeJSONBody decodes an HTTP request body: strict JSON holding either a
+// Job or a JobStatus-shaped wrapper {"job": {...}, ...}, of which only the
+// job is used. The job comes back canonicalized and valid; otherwise the
+// error is a spec.Problems with field paths, and "line:col" positions.
+func DecodeJSONBody(src []byte) (*spec.Job, error) {
+	return decodeJSON("", src, true)
+}
+
+// pos is a place in a file; line 0 means unknown, col 0 means "the line".
+type pos struct{ line, col int }
+
+// located is a problem before its position is rendered, kept apart so that
+// problems sort by line and column rather than by text.
+type located struct {
+	at    pos
+	field string
+	msg   string
+}
+
+// collector gathers every problem of one decode.
+type collector struct {
+	file     string
+	problems []located
+	// reported holds field paths that already have a decoding problem, so
+	// that validation does not report the same mistake again in other words
+	// (a count that was not a number is not also "out of range").
+	reported map[string]bool
+}
+
+func newCollector(file string) *collector {
+	return &collector{file: file, reported: map[string]bool{}}
+}
+
+func (c *collector) add(at pos, field, format string, args ...any) {
+	c.problems = append(c.problems, located{at: at, field: field, msg: fmt.Sprintf(format, args...)})
+}
+
+// markReported records that field (and everything under it) has a problem.
+func (c *collector) markReported(field string) {
+	c.reported[field] = true
+}
+
+// suppressed reports whether field or one of its parents was marked.
+func (c *collector) suppressed(field string) bool {
+	for f := field; ; f = parentPath(f) {
+		if c.reported[f] {
+			return true
+		}
+		if f == "" {
+			return false
+		}
+	}
+}
+
+func (c *collector) render(at pos) string {
+	switch {
+	case at.line == 0:
+		// The file is still worth naming when the place in it is not
+		// known (YAML loses positions on its way to JSON).
+		return c.file
+	case c.file == "" && at.col == 0:
+		return fmt.Sprintf("%d", at.line)
+	case c.file == "":
+		return fmt.Sprintf("%d:%d", at.line, at.col)
+	case at.col == 0:
+		return fmt.Sprintf("%s:%d", c.file, at.line)
+	}
+	return fmt.Sprintf("%s:%d:%d", c.file, at.line, at.col)
+}
+
+// result returns the problems sorted by position (unknown positions last),
+// then field, without repeats, or nil.
+func (c *collector) result() spec.Problems {
+	ps := slices.Clone(c.problems)
+	slices.SortStableFunc(ps, func(a, b located) int {
+		if (a.at.line == 0) != (b.at.line == 0) {
+			if a.at.line == 0 {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.at.line, b.at.line), cmp.Compare(a.at.col, b.at.col),
+			cmp.Compare(a.field, b.field), cmp.Compare(a.msg, b.msg))
+	})
+	var out spec.Problems
+	seen := map[[2]string]bool{}
+	for _, p := range ps {
+		where := c.render(p.at)
+		// The same message at the same place says nothing new: a group's
+		// restart policy copied into each task fails validation once per
+		// copy, but the user wrote it once.
+		key := [2]string{where, p.msg}
+		if where != "" && seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, spec.Problem{Field: p.field, Pos: where, Message: p.msg})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// parentPath strips the last segment of a field path:
+// "groups[0].tasks[1].config" -> "groups[0].tasks[1]" -> "groups[0]" ->
+// "groups" -> "".
+func parentPath(f string) string {
+	i := strings.LastIndexAny(f, ".[")
+	if i < 0 {
+		return ""
+	}
+	return f[:i]
+}
+
+// positions maps field paths to where in the file they were written.
+type positions map[string]pos
+
+// lookup returns the position of field, or of its nearest written parent: a
+// missing command is reported at the config block, a missing config block
+// at the task.
+func (m positions) lookup(field string) pos {
+	for f := field; ; f = parentPath(f) {
+		if p, ok := m[f]; ok {
+			return p
+		}
+		if f == "" {
+			return pos{}
+		}
+	}
+}
+
+// finish canonicalizes and validates job, adds the validation problems to
+// those already found, and returns the job or every problem.
+func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
+	job.Canonicalize()
+	inheritRestartPositions(job, at)
+	// A task whose driver is not supported cannot be checked for a command:
+	// what its config needs depends on the driver, and the driver problem
+	// already says what to change.
+	for i, g := range job.Groups {
+		if g == nil {
+			continue
+		}
+		for j, t := range g.Tasks {
+			if t != nil && t.Driver != "" && !slices.Contains(spec.KnownDrivers, t.Driver) {
+				c.markReported(fmt.Sprintf("groups[%d].tasks[%d].config", i, j))
+			}
+		}
+	}
+	for _, p := range job.Validate() {
+		if c.suppressed(p.Field) {
+			continue
+		}
+		c.add(at.lookup(p.Field), p.Field, "%s", p.Message)
+	}
+	if ps := c.result(); ps != nil {
+		return nil, ps
+	}
+	return job, nil
+}
+
+// inheritRestartPositions points each task that has no restart policy of its
+// own at its group's, which Canonicalize copied into it, so that a bad group
+// policy is reported where it was written.
+func inheritRestartPositions(job *spec.Job, at positions) {
+	for i, g := range job.Groups {
+		if g == nil {
+			continue
+		}
+		gp := fmt.Sprintf("groups[%d].restart", i)
+		if _, ok := at[gp]; !ok {
+			continue
+		}
+		for j := range g.Tasks {
+			tp := fmt.Sprintf("groups[%d].tasks[%d].restart", i, j)
+			if _, ok := at[tp]; ok {
+				continue
+			}
+			for f, p := range at {
+				if f == gp || strings.HasPrefix(f, gp+".") {
+					at[tp+strings.TrimPrefix(f, gp)] = p
+				}
+			}
+		}
+	}
+}
+
+// lineCol converts a byte offset in src to a 1-based line and column, the
+// column counted in characters.
+func lineCol(src []byte, off int) pos {
+	off = min(max(off, 0), len(src))
+	line := 1 + bytes.Count(src[:off], []byte("\n"))
+	start := bytes.LastIndexByte(src[:off], '\n') + 1
+	return pos{line: line, col: 1 + len([]rune(string(src[start:off])))}
+}

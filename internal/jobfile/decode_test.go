@@ -1,0 +1,234 @@
+package jobfile
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func goodFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/good/*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no good files: %v", err)
+	}
+	return files
+}
+
+// decodeTestFile decodes a test file under its base name, so that positions
+// in messages do not depend on where the repository is.
+func decodeTestFile(t *testing.T, path string) (*spec.Job, error) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Decode(filepath.Base(path), src)
+}
+
+func TestGoodFilesRoundTrip(t *testing.T) {
+	for _, path := range goodFiles(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			job, err := decodeTestFile(t, path)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			b, err := json.MarshalIndent(job, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := Decode("roundtrip.json", b)
+			if err != nil {
+				t.Fatalf("decoding the job's own JSON: %v\n%s", err, b)
+			}
+			if diff := cmp.Diff(job, again); diff != "" {
+				t.Errorf("JSON round trip changed the job (-first +second):\n%s", diff)
+			}
+			// The same JSON through the API's decoder, and inside the
+			// wrapper `drover status -o json` prints.
+			body, err := DecodeJSONBody(b)
+			if err != nil {
+				t.Fatalf("DecodeJSONBody: %v", err)
+			}
+			if diff := cmp.Diff(job, body); diff != "" {
+				t.Errorf("DecodeJSONBody differs (-Decode +DecodeJSONBody):\n%s", diff)
+			}
+			status, _ := json.Marshal(spec.JobStatus{Job: job, Summary: spec.JobSummary{State: spec.JobRunning}})
+			wrapped, err := DecodeJSONBody(status)
+			if err != nil {
+				t.Fatalf("DecodeJSONBody(JobStatus): %v", err)
+			}
+			if diff := cmp.Diff(job, wrapped); diff != "" {
+				t.Errorf("JobStatus wrapper differs (-job +wrapped):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFormatsAgree(t *testing.T) {
+	var jobs []*spec.Job
+	for _, name := range []string{"web.hcl", "web.json", "web.yaml"} {
+		job, err := decodeTestFile(t, filepath.Join("testdata/good", name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		jobs = append(jobs, job)
+	}
+	for i, name := range []string{"web.json", "web.yaml"} {
+		if diff := cmp.Diff(jobs[0], jobs[i+1]); diff != "" {
+			t.Errorf("web.hcl and %s differ (-hcl +%s):\n%s", name, name, diff)
+		}
+	}
+}
+
+func TestSniffing(t *testing.T) {
+	want, err := decodeTestFile(t, "testdata/good/web.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web.hcl", "web.json", "web.yaml"} {
+		src, err := os.ReadFile(filepath.Join("testdata/good", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, as := range []string{"-", "<stdin>", "jobfile"} {
+			got, err := Decode(as, src)
+			if err != nil {
+				t.Errorf("%s as %q: %v", name, as, err)
+				continue
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s as %q differs (-want +got):\n%s", name, as, diff)
+			}
+		}
+	}
+	// A broken HCL file on stdin is still reported as HCL, not as YAML.
+	_, err = Decode("-", []byte("job \"x\" {\n  group \"g\" {\n"))
+	if err == nil || !strings.Contains(err.Error(), "<stdin>:") || strings.Contains(err.Error(), "YAML") {
+		t.Errorf("broken HCL on stdin: got %v", err)
+	}
+}
+
+func TestExamples(t *testing.T) {
+	for name, src := range map[string]string{"Example": Example, "ExampleShort": ExampleShort} {
+		job, err := Decode("example.hcl", []byte(src))
+		if err != nil {
+			t.Errorf("%s does not decode:\n%v", name, err)
+			continue
+		}
+		if job.Name != "example" || len(job.Groups) == 0 {
+			t.Errorf("%s decoded to %+v", name, job)
+		}
+	}
+}
+
+// TestRepoExamples decodes every job file in the repository's examples/.
+func TestRepoExamples(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, path := range files {
+		switch filepath.Ext(path) {
+		case ".hcl", ".json", ".yaml":
+		default:
+			continue
+		}
+		n++
+		if _, err := DecodeFile(path); err != nil {
+			t.Errorf("%s:\n%v", path, err)
+		}
+	}
+	if n < 4 {
+		t.Errorf("found %d example job files in ../../examples, want at least 4", n)
+	}
+	// hello in its three formats is one job.
+	var jobs []*spec.Job
+	for _, name := range []string{"hello.hcl", "hello.json", "hello.yaml"} {
+		job, err := DecodeFile(filepath.Join("../../examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, job)
+	}
+	for i := 1; i < len(jobs); i++ {
+		if diff := cmp.Diff(jobs[0], jobs[i]); diff != "" {
+			t.Errorf("examples/hello.hcl and its equivalent %d differ:\n%s", i, diff)
+		}
+	}
+}
+
+func TestDecodeFileNamesUnreadablePath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.hcl")
+	_, err := DecodeFile(path)
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("got %v, want an error naming %s", err, path)
+	}
+}
+
+func TestErrorsAreProblems(t *testing.T) {
+	for _, src := range []string{"", "{", "job {", "name: [", `{"name": 1}`, `job "x" {}`} {
+		for _, name := range []string{"f.hcl", "f.json", "f.yaml", "-"} {
+			_, err := Decode(name, []byte(src))
+			var ps spec.Problems
+			if !errors.As(err, &ps) || len(ps) == 0 {
+				t.Errorf("Decode(%q, %q) = %v, want spec.Problems", name, src, err)
+			}
+		}
+	}
+}
+
+func TestDecodeJSONBody(t *testing.T) {
+	_, err := DecodeJSONBody([]byte(`{"job": {"name": "x", "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "exec", "config": {"command": "c"}, "colour": 1}]}]}, "extra": 1}`))
+	want := spec.Problems{
+		{Field: "extra", Pos: "1:136", Message: `unknown field "extra" in job status; expected one of: allocations, job, placement_failures, summary`},
+		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: config, driver, env, kill_timeout, meta, name, resources, restart`},
+	}
+	slices.SortFunc(want, func(a, b spec.Problem) int { return strings.Compare(a.Pos, b.Pos) })
+	var got spec.Problems
+	if !errors.As(err, &got) {
+		t.Fatalf("got %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestJSONSchemaMatchesSpec keeps the JSON checker's field lists in step
+// with the spec structs' json tags: a field added to spec must be added
+// there too, or JSON job files using it would be refused.
+func TestJSONSchemaMatchesSpec(t *testing.T) {
+	for _, c := range []struct {
+		schema *jschema
+		typ    reflect.Type
+	}{
+		{jobJSON, reflect.TypeFor[spec.Job]()},
+		{groupJSON, reflect.TypeFor[spec.Group]()},
+		{taskJSON, reflect.TypeFor[spec.Task]()},
+		{configJSON, reflect.TypeFor[spec.TaskConfig]()},
+		{resourcesJSON, reflect.TypeFor[spec.Resources]()},
+		{restartJSON, reflect.TypeFor[spec.RestartPolicy]()},
+		{statusJSON, reflect.TypeFor[spec.JobStatus]()},
+	} {
+		var tags []string
+		for f := range c.typ.Fields() {
+			tags = append(tags, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+		slices.Sort(tags)
+		if diff := cmp.Diff(tags, c.schema.names()); diff != "" {
+			t.Errorf("%s: schema fields differ from json tags (-spec +schema):\n%s", c.typ, diff)
+		}
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

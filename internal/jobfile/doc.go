@@ -1,0 +1,24 @@
+// Package jobfile turns job files into *spec.Job values.
+//
+// Three formats are read, all into the same spec structs:
+//
+//   - HCL (.hcl, .nomad), shaped like a Nomad job file for the exec and
+//     raw_exec drivers: job "web" { group "api" { task "server" { ... } } }.
+//     The body is walked by hand rather than with gohcl, so that every
+//     problem has a file:line:col, a name the user typed, and, for typos, a
+//     did-you-mean. Nomad features drover does not have yet (template,
+//     service, network, ...) are named as "not supported yet" rather than
+//     "unknown", so a real Nomad file fails with a list of what to remove.
+//     datacenters is accepted and ignored: every Nomad file has it and drover
+//     has no datacenters.
+//   - JSON (.json): the spec structs' own JSON, strictly (unknown fields and
+//     wrong types are errors), either a Job or the JobStatus wrapper that
+//     `drover status JOB -o json` prints, of which only "job" is used.
+//   - YAML (.yaml, .yml): converted to JSON and read like JSON. YAML syntax
+//     errors keep their line; other YAML problems carry field paths only.
+//
+// Nothing stops at the first problem. Decoding problems and the job's own
+// validation problems (spec.Job.Validate) come back together as one
+// spec.Problems, sorted by position, with validation problems mapped back to
+// the place in the file that produced the field.
+package jobfile

@@ -1,0 +1,78 @@
+package jobfile
+
+// Example is the job file `drover init` writes: a small service with every
+// field drover reads, each explained. It must decode cleanly (a test checks).
+const Example = `# A drover job file. Run it with:  drover run example.hcl
+# The format follows Nomad's job files for the exec and raw_exec drivers.
+
+job "example" {
+  # "service" tasks are restarted when they exit and run until stopped;
+  # "batch" tasks run to completion (exit 0 means done).
+  type = "service"
+
+  # 1 (lowest) to 100 (highest); higher-priority jobs are placed first.
+  priority = 50
+
+  # Accepted and ignored: drover has no datacenters. Nomad files always
+  # have this line, so it is allowed here to keep them working.
+  datacenters = ["dc1"]
+
+  # Free-form key/value pairs, for people and tools.
+  meta {
+    owner = "team-a"
+  }
+
+  # A group is a set of tasks placed together on one node.
+  group "web" {
+    # How many copies of the group to run.
+    count = 2
+
+    # What to do when a task exits on its own (a task may override it).
+    restart {
+      attempts = 2     # restarts allowed within the interval...
+      interval = "30m"
+      delay    = "15s" # ...each after this wait
+      mode     = "fail" # then "fail" the task, or "delay" until the interval ends
+    }
+
+    task "server" {
+      # exec runs the command isolated on the node; raw_exec runs it as is.
+      driver = "exec"
+
+      # The command and its arguments, run without a shell.
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "while true; do echo \"hello from $DROVER_ALLOC_NAME\"; sleep 5; done"]
+      }
+
+      # Environment variables for the task.
+      env {
+        GREETING = "hello"
+      }
+
+      # What the task reserves on its node: cpu in MHz, memory in MB.
+      resources {
+        cpu    = 100
+        memory = 64
+      }
+
+      # How long to wait after SIGTERM before SIGKILL on stop.
+      kill_timeout = "10s"
+    }
+  }
+}
+`
+
+// ExampleShort is the smallest useful job file: one group, one task.
+const ExampleShort = `job "example" {
+  group "web" {
+    task "server" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+    }
+  }
+}
+`

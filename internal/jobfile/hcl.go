@@ -1,0 +1,488 @@
+package jobfile
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// member says how a name may appear in an HCL body.
+type member uint8
+
+const (
+	asAttr member = 1 << iota
+	asBlock
+)
+
+// bodySchema is what one kind of HCL body may hold.
+type bodySchema struct {
+	members map[string]member
+	// ignored names are accepted and dropped without a word.
+	ignored []string
+}
+
+func (s bodySchema) names() []string {
+	var out []string
+	for n := range s.members {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var (
+	topSchema = bodySchema{members: map[string]member{"job": asBlock}}
+	// datacenters is in every Nomad job file; drover has no datacenters,
+	// and refusing the line would make every Nomad file fail for nothing.
+	jobSchema = bodySchema{
+		members: map[string]member{"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "group": asBlock},
+		ignored: []string{"datacenters"},
+	}
+	groupSchema = bodySchema{members: map[string]member{
+		"count": asAttr, "restart": asBlock, "meta": asAttr | asBlock, "task": asBlock,
+	}}
+	taskSchema = bodySchema{members: map[string]member{
+		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
+		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock,
+	}}
+	restartSchema = bodySchema{members: map[string]member{
+		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "mode": asAttr,
+	}}
+	resourcesSchema  = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr}}
+	execConfigSchema = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
+)
+
+// labelled block types take exactly one label, their name.
+var labelled = map[string]bool{"job": true, "group": true, "task": true}
+
+// homes says where a name drover knows does belong, for a name written in
+// the wrong block ("count belongs in a group block").
+var homes = map[string]string{
+	"type": "job", "priority": "job", "group": "job", "datacenters": "job",
+	"count": "group", "task": "group",
+	"driver": "task", "config": "task", "env": "task", "resources": "task", "kill_timeout": "task",
+	"restart":  "group or task",
+	"attempts": "restart", "interval": "restart", "delay": "restart", "mode": "restart",
+	"cpu": "resources", "memory": "resources",
+	"command": "config", "args": "config",
+}
+
+// unsupported are Nomad job-file names drover does not implement yet. They
+// get their own message so that a Nomad file fails with a list of what to
+// remove, not with "unknown".
+var unsupported = map[string]bool{}
+
+func init() {
+	for _, n := range strings.Fields(`
+		template artifact service network constraint affinity spread update migrate
+		reschedule vault volume volume_mount check check_restart lifecycle logs scaling
+		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
+		csi_plugin consul connect device disconnect variable variables locals numa
+		action schedule secret ui sidecar_service sidecar_task port dns
+		namespace region all_at_once vault_token consul_token user leader
+		shutdown_delay kill_signal node_pool stop_after_client_disconnect
+		max_client_disconnect prevent_reschedule_on_lost memory_max cores disk iops
+		render_templates max_kill_timeout kind id`) {
+		unsupported[n] = true
+	}
+}
+
+// looksLikeHCL reports whether src parses as HCL far enough to show a job
+// block; it is how a file without an extension is sniffed.
+func looksLikeHCL(name string, src []byte) bool {
+	f, _ := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	if f == nil {
+		return false
+	}
+	body, ok := f.Body.(*hclsyntax.Body)
+	if !ok {
+		return false
+	}
+	for _, b := range body.Blocks {
+		if b.Type == "job" {
+			return true
+		}
+	}
+	return false
+}
+
+func decodeHCL(name string, src []byte) (*spec.Job, error) {
+	c := newCollector(name)
+	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	fatal := f == nil
+	for _, dg := range diags {
+		if dg.Severity != hcl.DiagError {
+			continue
+		}
+		c.add(rangePos(dg.Subject), "", "%s", diagMessage(c, dg))
+		// A redefined attribute leaves the rest of the file intact, so
+		// keep going and report the rest too; after a real syntax error
+		// the parser's guess at the structure would only add noise.
+		if dg.Summary != "Attribute redefined" {
+			fatal = true
+		}
+	}
+	if fatal {
+		return nil, failed(c)
+	}
+	body, ok := f.Body.(*hclsyntax.Body)
+	if !ok {
+		c.add(pos{}, "", "internal error: unexpected HCL body type %T", f.Body)
+		return nil, failed(c)
+	}
+	d := &hclDecoder{c: c, at: positions{}}
+	job := d.file(body)
+	if job == nil {
+		return nil, failed(c)
+	}
+	return finish(job, c, d.at)
+}
+
+// failed returns the collected problems as an error, never a nil one.
+func failed(c *collector) error {
+	if ps := c.result(); ps != nil {
+		return ps
+	}
+	return spec.Problems{{Pos: c.file, Message: "the job file could not be decoded"}}
+}
+
+func rangePos(r *hcl.Range) pos {
+	if r == nil {
+		return pos{}
+	}
+	return pos{line: r.Start.Line, col: r.Start.Column}
+}
+
+// redefined reads the attribute name and first position out of HCL's
+// "Attribute redefined" detail, which has its own position format.
+var redefined = regexp.MustCompile(`^The argument "([^"]+)" was already set at .*:(\d+),(\d+)-`)
+
+// diagMessage renders an HCL diagnostic on one line.
+func diagMessage(c *collector, dg *hcl.Diagnostic) string {
+	if m := redefined.FindStringSubmatch(dg.Detail); m != nil && dg.Summary == "Attribute redefined" {
+		line, _ := strconv.Atoi(m[2])
+		col, _ := strconv.Atoi(m[3])
+		return fmt.Sprintf("%s is already set at %s; set it once", m[1], c.render(pos{line: line, col: col}))
+	}
+	msg := dg.Summary
+	if dg.Detail != "" {
+		msg += ": " + strings.TrimSuffix(dg.Detail, ".")
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+// hclDecoder walks an HCL job file into a spec.Job, reporting every problem
+// and remembering where each field was written.
+type hclDecoder struct {
+	c  *collector
+	at positions
+}
+
+func (d *hclDecoder) errAt(r hcl.Range, format string, args ...any) {
+	d.c.add(rangePos(&r), "", format, args...)
+}
+
+func (d *hclDecoder) mark(field string, r hcl.Range) {
+	d.at[field] = rangePos(&r)
+}
+
+func (d *hclDecoder) where(r hcl.Range) string {
+	return d.c.render(rangePos(&r))
+}
+
+// item is one attribute or block of a body.
+type item struct {
+	name  string
+	attr  *hclsyntax.Attribute
+	block *hclsyntax.Block
+}
+
+func (it item) nameRange() hcl.Range {
+	if it.attr != nil {
+		return it.attr.NameRange
+	}
+	return it.block.TypeRange
+}
+
+// content returns the attributes and blocks of body that s allows, in file
+// order, after reporting every other one. in names the body for messages:
+// `in task "server"`, `at the top level`; path is its field path. A name
+// that is written the wrong way (a block as an attribute) or is a likely
+// typo of an allowed one marks that field as reported, so that validation
+// does not add "needs a driver" to `did you mean "driver"?`. A name s allows once but that is
+// written twice is reported and dropped, except job, group and task blocks,
+// which repeat.
+func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string) []item {
+	var all []item
+	for name, a := range body.Attributes {
+		all = append(all, item{name: name, attr: a})
+	}
+	for _, b := range body.Blocks {
+		all = append(all, item{name: b.Type, block: b})
+	}
+	slices.SortFunc(all, func(a, b item) int { return a.nameRange().Start.Byte - b.nameRange().Start.Byte })
+
+	var out []item
+	first := map[string]item{}
+	for _, it := range all {
+		m := s.members[it.name]
+		isBlock := it.block != nil
+		switch {
+		case isBlock && m&asBlock != 0, !isBlock && m&asAttr != 0:
+			if prev, dup := first[it.name]; dup && !labelled[it.name] {
+				if isBlock && prev.block != nil {
+					d.errAt(it.nameRange(), "only one %s block is allowed %s; the first is at %s", it.name, in, d.where(prev.nameRange()))
+				} else {
+					d.errAt(it.nameRange(), "%s is already set %s at %s", it.name, in, d.where(prev.nameRange()))
+				}
+				continue
+			}
+			first[it.name] = it
+			out = append(out, it)
+		case isBlock && m != 0:
+			d.errAt(it.nameRange(), "%s is an attribute; write %s = ... instead of a block", it.name, it.name)
+			d.c.markReported(join(path, it.name))
+		case m != 0 && labelled[it.name]:
+			d.errAt(it.nameRange(), "%s is a block; write %s \"name\" { ... } without '='", it.name, it.name)
+		case m != 0:
+			d.errAt(it.nameRange(), "%s is a block; write %s { ... } without '='", it.name, it.name)
+			d.c.markReported(join(path, it.name))
+		case slices.Contains(s.ignored, it.name):
+		case unsupported[it.name] && isBlock:
+			d.errAt(it.nameRange(), "%s blocks are not supported yet", it.name)
+		case unsupported[it.name]:
+			d.errAt(it.nameRange(), "%s is not supported yet", it.name)
+		case it.name == "job":
+			d.errAt(it.nameRange(), "job blocks belong at the top level of the file, not %s", in)
+		case homes[it.name] != "":
+			d.errAt(it.nameRange(), "%s belongs in a %s block, not %s", it.name, homes[it.name], in)
+		default:
+			kind := "attribute"
+			if isBlock {
+				kind = "block"
+			}
+			d.errAt(it.nameRange(), "unknown %s %q %s; %s", kind, it.name, in, hint(it.name, s.names()))
+			if sug := suggest(it.name, s.names()); sug != "" && !labelled[sug] {
+				d.c.markReported(join(path, sug))
+			}
+		}
+	}
+	return out
+}
+
+// label returns the name label of a job, group or task block, recording its
+// position as field.
+func (d *hclDecoder) label(b *hclsyntax.Block, field string) string {
+	if len(b.Labels) == 0 {
+		d.errAt(b.TypeRange, "%s block needs a name: %s \"name\" { ... }", b.Type, b.Type)
+		d.mark(field, b.TypeRange)
+		d.c.markReported(field)
+		return ""
+	}
+	if len(b.Labels) > 1 {
+		d.errAt(b.LabelRanges[1], "%s block takes one label, its name; found %d", b.Type, len(b.Labels))
+	}
+	d.mark(field, b.LabelRanges[0])
+	return b.Labels[0]
+}
+
+// noLabels reports labels on a block that takes none.
+func (d *hclDecoder) noLabels(b *hclsyntax.Block) {
+	if len(b.Labels) > 0 {
+		d.errAt(b.LabelRanges[0], "%s blocks take no labels; write %s { ... }", b.Type, b.Type)
+	}
+}
+
+func (d *hclDecoder) file(body *hclsyntax.Body) *spec.Job {
+	if len(body.Attributes) == 0 && len(body.Blocks) == 0 {
+		d.errAt(body.SrcRange, "the job file is empty; it needs a job \"name\" { ... } block")
+		return nil
+	}
+	before := len(d.c.problems)
+	var job *spec.Job
+	var first hcl.Range
+	for _, it := range d.content(body, topSchema, "at the top level", "") {
+		if job != nil {
+			d.errAt(it.block.TypeRange, "only one job block is allowed per file; the first is at %s", d.where(first))
+			continue
+		}
+		first = it.block.TypeRange
+		job = d.job(it.block)
+	}
+	if job == nil && len(d.c.problems) == before {
+		d.errAt(body.SrcRange, "no job block; a job file needs a job \"name\" { ... } block")
+	}
+	return job
+}
+
+func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
+	job := &spec.Job{}
+	d.mark("", b.TypeRange)
+	job.Name = d.label(b, "name")
+	in := fmt.Sprintf("in job %q", job.Name)
+	for _, it := range d.content(b.Body, jobSchema, in, "") {
+		switch it.name {
+		case "type":
+			if s, ok := d.str(it.attr, "type"); ok {
+				job.Type = spec.JobType(s)
+			}
+		case "priority":
+			if n, ok := d.int(it.attr, "priority"); ok {
+				job.Priority = n
+			}
+		case "meta":
+			job.Meta = d.stringMap(it, "meta")
+		case "group":
+			job.Groups = append(job.Groups, d.group(it.block, fmt.Sprintf("groups[%d]", len(job.Groups))))
+		}
+	}
+	return job
+}
+
+func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
+	g := &spec.Group{Count: spec.DefaultCount}
+	d.mark(path, b.TypeRange)
+	g.Name = d.label(b, path+".name")
+	in := fmt.Sprintf("in group %q", g.Name)
+	for _, it := range d.content(b.Body, groupSchema, in, path) {
+		switch it.name {
+		case "count":
+			if n, ok := d.int(it.attr, path+".count"); ok {
+				g.Count = n
+			}
+		case "restart":
+			g.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of group %q", g.Name))
+		case "meta":
+			g.Meta = d.stringMap(it, path+".meta")
+		case "task":
+			g.Tasks = append(g.Tasks, d.task(it.block, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks))))
+		}
+	}
+	return g
+}
+
+func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
+	t := &spec.Task{}
+	d.mark(path, b.TypeRange)
+	t.Name = d.label(b, path+".name")
+	in := fmt.Sprintf("in task %q", t.Name)
+	var config *hclsyntax.Block
+	for _, it := range d.content(b.Body, taskSchema, in, path) {
+		switch it.name {
+		case "driver":
+			if s, ok := d.str(it.attr, path+".driver"); ok {
+				t.Driver = s
+			}
+		case "config":
+			// What config may hold depends on the driver, which may
+			// come after it.
+			config = it.block
+		case "env":
+			t.Env = d.stringMap(it, path+".env")
+		case "resources":
+			t.Resources = d.resources(it.block, path+".resources", fmt.Sprintf("in the resources block of task %q", t.Name))
+		case "restart":
+			t.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of task %q", t.Name))
+		case "kill_timeout":
+			if v, ok := d.duration(it.attr, path+".kill_timeout"); ok {
+				t.KillTimeout = v
+			}
+		case "meta":
+			t.Meta = d.stringMap(it, path+".meta")
+		}
+	}
+	if config != nil {
+		t.Config = d.config(config, path+".config", t.Driver)
+	}
+	return t
+}
+
+// config decodes a task's config block. For the drivers drover has (and
+// when the driver is missing), only command and args are allowed. For a
+// driver it does not have, the keys are not checked (they depend on the
+// driver, and the driver itself is already reported), but command and args
+// are still read.
+func (d *hclDecoder) config(b *hclsyntax.Block, path, driver string) spec.TaskConfig {
+	var tc spec.TaskConfig
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	var items []item
+	switch {
+	case slices.Contains(spec.KnownDrivers, driver):
+		items = d.content(b.Body, execConfigSchema, fmt.Sprintf("in the config block for the %s driver", driver), path)
+	case driver == "":
+		items = d.content(b.Body, execConfigSchema, "in the config block", path)
+	default:
+		for _, name := range []string{"command", "args"} {
+			if a, ok := b.Body.Attributes[name]; ok {
+				items = append(items, item{name: name, attr: a})
+			}
+		}
+	}
+	for _, it := range items {
+		switch it.name {
+		case "command":
+			if s, ok := d.str(it.attr, path+".command"); ok {
+				tc.Command = s
+			}
+		case "args":
+			tc.Args = d.stringList(it.attr, path+".args")
+		}
+	}
+	return tc
+}
+
+func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartPolicy {
+	r := &spec.RestartPolicy{}
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, restartSchema, in, path) {
+		field := path + "." + it.name
+		switch it.name {
+		case "attempts":
+			if n, ok := d.int(it.attr, field); ok {
+				r.Attempts = n
+			}
+		case "interval":
+			if v, ok := d.duration(it.attr, field); ok {
+				r.Interval = v
+			}
+		case "delay":
+			if v, ok := d.duration(it.attr, field); ok {
+				r.Delay = v
+			}
+		case "mode":
+			if s, ok := d.str(it.attr, field); ok {
+				r.Mode = spec.RestartMode(s)
+			}
+		}
+	}
+	return r
+}
+
+func (d *hclDecoder) resources(b *hclsyntax.Block, path, in string) spec.Resources {
+	var r spec.Resources
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, resourcesSchema, in, path) {
+		field := path + "." + it.name
+		switch it.name {
+		case "cpu":
+			if n, ok := d.int(it.attr, field); ok {
+				r.CPU = n
+			}
+		case "memory":
+			if n, ok := d.int(it.attr, field); ok {
+				r.MemoryMB = n
+			}
+		}
+	}
+	return r
+}

@@ -1,0 +1,279 @@
+package jobfile
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Attribute values are literals: they are evaluated without an
+// EvalContext, and an expression that needs one (a variable, a function
+// call) is reported before evaluation, with a message that says so rather
+// than HCL's "variables not allowed".
+
+// dynamicPart returns the range of the first variable reference or function
+// call in expr, whether it is interpolated into a string ("${NOMAD_...}"),
+// and whether there is one.
+func dynamicPart(expr hclsyntax.Expression) (hcl.Range, bool, bool) {
+	// A bare key in an object constructor ({ owner = "x" }) parses as a
+	// variable reference wrapped in a key expression; it is a literal.
+	keys := map[hclsyntax.Node]bool{}
+	interpolated := map[hclsyntax.Node]bool{}
+	hclsyntax.VisitAll(expr, func(n hclsyntax.Node) hcl.Diagnostics {
+		switch n := n.(type) {
+		case *hclsyntax.ObjectConsKeyExpr:
+			if !n.ForceNonLiteral && hcl.ExprAsKeyword(n.Wrapped) != "" {
+				keys[n.Wrapped] = true
+			}
+		case *hclsyntax.TemplateExpr:
+			for _, p := range n.Parts {
+				interpolated[p] = true
+			}
+		case *hclsyntax.TemplateWrapExpr:
+			interpolated[n.Wrapped] = true
+		}
+		return nil
+	})
+	var found hclsyntax.Node
+	hclsyntax.VisitAll(expr, func(n hclsyntax.Node) hcl.Diagnostics {
+		if found != nil || keys[n] {
+			return nil
+		}
+		switch n.(type) {
+		case *hclsyntax.ScopeTraversalExpr, *hclsyntax.FunctionCallExpr:
+			found = n
+		}
+		return nil
+	})
+	if found == nil {
+		return hcl.Range{}, false, false
+	}
+	return found.Range(), interpolated[found], true
+}
+
+// eval returns the value of a, recording its position as field. On failure
+// it reports why and marks field as reported.
+func (d *hclDecoder) eval(a *hclsyntax.Attribute, field string) (cty.Value, bool) {
+	d.mark(field, a.Expr.Range())
+	if r, template, ok := dynamicPart(a.Expr); ok {
+		msg := "variables and functions are not supported yet; write a literal value for " + a.Name
+		if template {
+			msg += ` (to keep "${...}" as text, write "$${...}")`
+		}
+		d.errAt(r, "%s", msg)
+		d.c.markReported(field)
+		return cty.NilVal, false
+	}
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() {
+		for _, dg := range diags {
+			if dg.Severity == hcl.DiagError {
+				d.c.add(rangePos(dg.Subject), "", "%s: %s", a.Name, diagMessage(d.c, dg))
+			}
+		}
+		d.c.markReported(field)
+		return cty.NilVal, false
+	}
+	if !v.IsWhollyKnown() {
+		d.errAt(a.Expr.Range(), "%s has no known value; write a literal value", a.Name)
+		d.c.markReported(field)
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+// typeName names v's type as a job file author thinks of it.
+func typeName(v cty.Value) string {
+	if v.IsNull() {
+		return "null"
+	}
+	t := v.Type()
+	switch {
+	case t == cty.String:
+		return "string"
+	case t == cty.Number:
+		return "number"
+	case t == cty.Bool:
+		return "bool"
+	case t.IsObjectType() || t.IsMapType():
+		return "map"
+	case t.IsTupleType() || t.IsListType() || t.IsSetType():
+		return "list"
+	}
+	return t.FriendlyName()
+}
+
+func (d *hclDecoder) wrongType(a *hclsyntax.Attribute, field, want string, v cty.Value) {
+	got := typeName(v)
+	if got == "string" {
+		got = fmt.Sprintf("string %q", v.AsString())
+	}
+	d.errAt(a.Expr.Range(), "%s must be %s, got %s", a.Name, want, got)
+	d.c.markReported(field)
+}
+
+func (d *hclDecoder) str(a *hclsyntax.Attribute, field string) (string, bool) {
+	v, ok := d.eval(a, field)
+	if !ok {
+		return "", false
+	}
+	if v.IsNull() || v.Type() != cty.String {
+		d.wrongType(a, field, "a string", v)
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+// int accepts whole numbers that fit in 32 bits, whatever int's size, so that
+// a job file means the same on every platform.
+func (d *hclDecoder) int(a *hclsyntax.Attribute, field string) (int, bool) {
+	v, ok := d.eval(a, field)
+	if !ok {
+		return 0, false
+	}
+	if v.IsNull() || v.Type() != cty.Number {
+		d.wrongType(a, field, "a number", v)
+		return 0, false
+	}
+	f := v.AsBigFloat()
+	if f.IsInf() || !f.IsInt() {
+		d.errAt(a.Expr.Range(), "%s must be a whole number, got %s", a.Name, f.Text('g', 10))
+		d.c.markReported(field)
+		return 0, false
+	}
+	n, acc := f.Int64()
+	if acc != big.Exact || n > math.MaxInt32 || n < math.MinInt32 {
+		d.errAt(a.Expr.Range(), "%s %s is too large", a.Name, f.Text('g', 10))
+		d.c.markReported(field)
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (d *hclDecoder) duration(a *hclsyntax.Attribute, field string) (spec.Duration, bool) {
+	v, ok := d.eval(a, field)
+	if !ok {
+		return 0, false
+	}
+	if v.IsNull() || v.Type() != cty.String {
+		d.wrongType(a, field, `a duration string such as "30s"`, v)
+		return 0, false
+	}
+	dur, err := spec.ParseDuration(v.AsString())
+	if err != nil {
+		d.errAt(a.Expr.Range(), "%s: %v", a.Name, err)
+		d.c.markReported(field)
+		return 0, false
+	}
+	return dur, true
+}
+
+func (d *hclDecoder) stringList(a *hclsyntax.Attribute, field string) []string {
+	v, ok := d.eval(a, field)
+	if !ok {
+		return nil
+	}
+	t := v.Type()
+	if v.IsNull() || !(t.IsTupleType() || t.IsListType() || t.IsSetType()) {
+		d.wrongType(a, field, "a list of strings", v)
+		return nil
+	}
+	var elems []hclsyntax.Expression
+	if tuple, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
+		elems = tuple.Exprs
+	}
+	out := []string{}
+	bad := false
+	for i, e := 0, v.ElementIterator(); e.Next(); i++ {
+		_, ev := e.Element()
+		if ev.IsNull() || ev.Type() != cty.String {
+			r := a.Expr.Range()
+			if i < len(elems) {
+				r = elems[i].Range()
+			}
+			d.errAt(r, "%s[%d] must be a string, got %s", a.Name, i, typeName(ev))
+			bad = true
+			continue
+		}
+		out = append(out, ev.AsString())
+	}
+	if bad {
+		d.c.markReported(field)
+	}
+	return out
+}
+
+// stringMap decodes meta and env, which Nomad allows both as a block
+// (meta { owner = "a" }) and as an attribute (meta = { "team.owner" = "a" }).
+// Numbers and bools are taken as their text, as Nomad does.
+func (d *hclDecoder) stringMap(it item, field string) map[string]string {
+	out := map[string]string{}
+	if it.attr != nil {
+		v, ok := d.eval(it.attr, field)
+		if !ok {
+			return nil
+		}
+		t := v.Type()
+		if v.IsNull() || !(t.IsObjectType() || t.IsMapType()) {
+			d.wrongType(it.attr, field, fmt.Sprintf("a map such as %s = { key = \"value\" }", it.name), v)
+			return nil
+		}
+		for e := v.ElementIterator(); e.Next(); {
+			k, ev := e.Element()
+			key := k.AsString()
+			if s, ok := mapValue(ev); ok {
+				out[key] = s
+			} else {
+				d.errAt(it.attr.Expr.Range(), "%s.%s must be a string, got %s", it.name, key, typeName(ev))
+				d.c.markReported(field)
+			}
+		}
+		return out
+	}
+	b := it.block
+	d.mark(field, b.TypeRange)
+	d.noLabels(b)
+	for _, nb := range b.Body.Blocks {
+		d.errAt(nb.TypeRange, "%s blocks hold only key = \"value\" lines; found a block %q", it.name, nb.Type)
+		d.c.markReported(field)
+	}
+	for key, a := range b.Body.Attributes {
+		v, ok := d.eval(a, field)
+		if !ok {
+			continue
+		}
+		if s, ok := mapValue(v); ok {
+			out[key] = s
+		} else {
+			d.errAt(a.Expr.Range(), "%s.%s must be a string, got %s", it.name, key, typeName(v))
+			d.c.markReported(field)
+		}
+	}
+	d.mark(field, b.TypeRange)
+	return out
+}
+
+func mapValue(v cty.Value) (string, bool) {
+	if v.IsNull() {
+		return "", false
+	}
+	switch v.Type() {
+	case cty.String:
+		return v.AsString(), true
+	case cty.Number:
+		return strings.TrimSuffix(v.AsBigFloat().Text('f', -1), ".0"), true
+	case cty.Bool:
+		if v.True() {
+			return "true", true
+		}
+		return "false", true
+	}
+	return "", false
+}

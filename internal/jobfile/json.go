@@ -1,0 +1,547 @@
+package jobfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// JSON is read in two passes. The first builds a tree that remembers where
+// each value starts and checks it against the spec structs' JSON shape,
+// reporting every unknown field and wrong type with its path and position
+// (encoding/json stops at the first). Bad values are cut from the tree; the
+// second pass hands what is left to encoding/json, strictly, so that the
+// job means exactly what the API's own unmarshalling makes of it, and so
+// validation can still run and report the rest.
+
+// jnode is one JSON value and where it starts.
+type jnode struct {
+	kind  byte // 'o' object, 'a' array, 's' string, 'n' number, 'b' bool, 'z' null
+	off   int
+	text  string // string value, or number literal
+	truth bool
+	keys  []string
+	koffs []int    // where each key starts
+	vals  []*jnode // object values (parallel to keys) or array elements
+}
+
+// jsonSyntaxError is a syntax error at a byte offset.
+type jsonSyntaxError struct {
+	off int
+	msg string
+}
+
+func (e *jsonSyntaxError) Error() string { return e.msg }
+
+type jparser struct {
+	src     []byte
+	dec     *json.Decoder
+	started bool // a token has been read
+}
+
+// parseJSON builds the tree for src, which must hold exactly one value.
+func parseJSON(src []byte) (*jnode, error) {
+	p := &jparser{src: src, dec: json.NewDecoder(bytes.NewReader(src))}
+	p.dec.UseNumber()
+	n, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	off := p.start()
+	if _, err := p.dec.Token(); err != io.EOF {
+		return nil, &jsonSyntaxError{off: off, msg: "unexpected text after the end of the top-level value"}
+	}
+	return n, nil
+}
+
+// start is the offset of the next value: the decoder's offset is just past
+// the previous token, before any separator.
+func (p *jparser) start() int {
+	off := int(p.dec.InputOffset())
+	for off < len(p.src) {
+		switch p.src[off] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			off++
+			continue
+		}
+		break
+	}
+	return off
+}
+
+func (p *jparser) token() (json.Token, int, error) {
+	off := p.start()
+	tok, err := p.dec.Token()
+	first := !p.started
+	p.started = true
+	if err == nil {
+		return tok, off, nil
+	}
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		// Offset is just past the offending byte.
+		return nil, 0, &jsonSyntaxError{off: max(int(se.Offset)-1, 0), msg: se.Error()}
+	case err == io.EOF && first:
+		return nil, 0, &jsonSyntaxError{off: 0, msg: "the job file is empty"}
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return nil, 0, &jsonSyntaxError{off: len(p.src), msg: "unexpected end of JSON input"}
+	}
+	return nil, 0, &jsonSyntaxError{off: off, msg: err.Error()}
+}
+
+func (p *jparser) value() (*jnode, error) {
+	tok, off, err := p.token()
+	if err != nil {
+		return nil, err
+	}
+	n := &jnode{off: off}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			n.kind = 'o'
+			for p.dec.More() {
+				ktok, koff, err := p.token()
+				if err != nil {
+					return nil, err
+				}
+				key, _ := ktok.(string)
+				v, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, key)
+				n.koffs = append(n.koffs, koff)
+				n.vals = append(n.vals, v)
+			}
+		case '[':
+			n.kind = 'a'
+			for p.dec.More() {
+				v, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.vals = append(n.vals, v)
+			}
+		default:
+			return nil, &jsonSyntaxError{off: off, msg: fmt.Sprintf("unexpected %q", rune(t))}
+		}
+		if _, _, err := p.token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+	case string:
+		n.kind, n.text = 's', t
+	case json.Number:
+		n.kind, n.text = 'n', string(t)
+	case bool:
+		n.kind, n.truth = 'b', t
+	case nil:
+		n.kind = 'z'
+	}
+	return n, nil
+}
+
+func (n *jnode) typeName() string {
+	switch n.kind {
+	case 'o':
+		return "object"
+	case 'a':
+		return "array"
+	case 's':
+		return fmt.Sprintf("string %q", n.text)
+	case 'n':
+		return "number " + n.text
+	case 'b':
+		return "bool"
+	}
+	return "null"
+}
+
+// appendJSON writes n back out as JSON.
+func (n *jnode) appendJSON(b []byte) []byte {
+	switch n.kind {
+	case 'o':
+		b = append(b, '{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, k)
+			b = append(b, ':')
+			b = n.vals[i].appendJSON(b)
+		}
+		return append(b, '}')
+	case 'a':
+		b = append(b, '[')
+		for i, v := range n.vals {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = v.appendJSON(b)
+		}
+		return append(b, ']')
+	case 's':
+		q, _ := json.Marshal(n.text)
+		return append(b, q...)
+	case 'n':
+		return append(b, n.text...)
+	case 'b':
+		return strconv.AppendBool(b, n.truth)
+	}
+	return append(b, "null"...)
+}
+
+// jkind is the JSON shape a field must have.
+type jkind int
+
+const (
+	jString jkind = iota
+	jInt
+	jUint
+	jBool
+	jDuration
+	jTime
+	jStringMap
+	jStringList
+	jObject
+	jObjectList
+	jAny
+)
+
+type jfield struct {
+	kind jkind
+	obj  *jschema // for jObject and jObjectList
+}
+
+// jschema is the JSON shape of one spec struct. It must follow the struct's
+// json tags; TestJSONSchemaMatchesSpec checks that it does.
+type jschema struct {
+	what   string // "task", for messages
+	fields map[string]jfield
+}
+
+var (
+	restartJSON   = &jschema{"restart policy", map[string]jfield{"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration}, "mode": {kind: jString}}}
+	resourcesJSON = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}}}
+	configJSON    = &jschema{"config", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
+	taskJSON      = &jschema{"task", map[string]jfield{
+		"name": {kind: jString}, "driver": {kind: jString}, "config": {jObject, configJSON},
+		"env": {kind: jStringMap}, "resources": {jObject, resourcesJSON}, "restart": {jObject, restartJSON},
+		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap},
+	}}
+	groupJSON = &jschema{"group", map[string]jfield{
+		"name": {kind: jString}, "count": {kind: jInt}, "restart": {jObject, restartJSON},
+		"meta": {kind: jStringMap}, "tasks": {jObjectList, taskJSON},
+	}}
+	jobJSON = &jschema{"job", map[string]jfield{
+		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
+		"meta": {kind: jStringMap}, "groups": {jObjectList, groupJSON},
+		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
+		"modify_index": {kind: jInt},
+	}}
+	// statusJSON is spec.JobStatus; only its job is read.
+	statusJSON = &jschema{"job status", map[string]jfield{
+		"job": {kind: jAny}, "summary": {kind: jAny}, "placement_failures": {kind: jAny},
+		"allocations": {kind: jAny},
+	}}
+)
+
+func (s *jschema) names() []string {
+	var out []string
+	for k := range s.fields {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// jchecker checks a tree against a schema.
+type jchecker struct {
+	c   *collector
+	src []byte // nil when positions mean nothing (JSON made from YAML)
+	at  positions
+}
+
+func (k *jchecker) pos(n *jnode) pos {
+	if k.src == nil {
+		return pos{}
+	}
+	return lineCol(k.src, n.off)
+}
+
+func (k *jchecker) fail(n *jnode, field, format string, args ...any) {
+	k.c.add(k.pos(n), field, format, args...)
+	k.c.markReported(field)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// object checks n against s and cuts out every key that is unknown or has a
+// bad value. In a task, the driver decides what its config may hold.
+func (k *jchecker) object(n *jnode, s *jschema, path string) {
+	k.at[path] = k.pos(n)
+	seen := map[string]int{} // key -> offset of its first occurrence
+	var keys []string
+	var koffs []int
+	var vals []*jnode
+	driver := ""
+	if s == taskJSON {
+		for i, key := range n.keys {
+			if key == "driver" && n.vals[i].kind == 's' {
+				driver = n.vals[i].text
+			}
+		}
+	}
+	for i, key := range n.keys {
+		v := n.vals[i]
+		field := join(path, key)
+		f, ok := s.fields[key]
+		keyNode := &jnode{off: n.koffs[i]}
+		switch {
+		case !ok:
+			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, hint(key, s.names()))
+			// A likely typo of a field stands in for it: "needs a
+			// driver" would only repeat `did you mean "driver"?`.
+			if sug := suggest(key, s.names()); sug != "" {
+				k.c.markReported(join(path, sug))
+			}
+			continue
+		case seen[key] > 0:
+			k.fail(keyNode, field, "%s is already set at %s", key, k.c.render(k.pos(&jnode{off: seen[key] - 1})))
+			continue
+		}
+		seen[key] = n.koffs[i] + 1
+		if k.value(v, f, field, driver) {
+			keys, koffs, vals = append(keys, key), append(koffs, n.koffs[i]), append(vals, v)
+		}
+	}
+	n.keys, n.koffs, n.vals = keys, koffs, vals
+}
+
+// value checks v against f and reports whether to keep it.
+func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
+	k.at[field] = k.pos(v)
+	name := field
+	if v.kind == 'z' {
+		return true // encoding/json leaves the field as it is
+	}
+	want := func(what string) bool {
+		k.fail(v, field, "%s must be %s, got %s", lastSegment(name), what, v.typeName())
+		return false
+	}
+	switch f.kind {
+	case jAny:
+		return true
+	case jString:
+		if v.kind != 's' {
+			return want("a string")
+		}
+	case jBool:
+		if v.kind != 'b' {
+			return want("true or false")
+		}
+	case jInt, jUint:
+		if v.kind != 'n' {
+			return want("a number")
+		}
+		var err error
+		if f.kind == jUint {
+			_, err = strconv.ParseUint(v.text, 10, 64)
+		} else {
+			_, err = strconv.ParseInt(v.text, 10, 32)
+		}
+		if err != nil {
+			if _, ferr := strconv.ParseFloat(v.text, 64); ferr == nil && !isWhole(v.text) {
+				return want("a whole number")
+			}
+			k.fail(v, field, "%s %s is out of range", lastSegment(name), v.text)
+			return false
+		}
+	case jDuration:
+		if v.kind != 's' {
+			return want(`a duration string such as "30s"`)
+		}
+		if _, err := spec.ParseDuration(v.text); err != nil {
+			k.fail(v, field, "%s: %v", lastSegment(name), err)
+			return false
+		}
+	case jTime:
+		var t time.Time
+		if v.kind != 's' || t.UnmarshalJSON(v.appendJSON(nil)) != nil {
+			return want("a time such as \"2006-01-02T15:04:05Z\"")
+		}
+	case jStringMap:
+		if v.kind != 'o' {
+			return want("an object of strings")
+		}
+		ok := true
+		for i, key := range v.keys {
+			if ev := v.vals[i]; ev.kind != 's' {
+				k.fail(ev, field+"."+key, "%s must be a string, got %s", key, ev.typeName())
+				ok = false
+			}
+		}
+		return ok
+	case jStringList:
+		if v.kind != 'a' {
+			return want("an array of strings")
+		}
+		ok := true
+		for i, ev := range v.vals {
+			if ev.kind != 's' {
+				k.fail(ev, fmt.Sprintf("%s[%d]", field, i), "%s[%d] must be a string, got %s", lastSegment(name), i, ev.typeName())
+				ok = false
+			}
+		}
+		return ok
+	case jObject:
+		if v.kind != 'o' {
+			return want("an object")
+		}
+		if f.obj == configJSON {
+			k.configObject(v, field, driver)
+		} else {
+			k.object(v, f.obj, field)
+		}
+	case jObjectList:
+		if v.kind != 'a' {
+			return want("an array of objects")
+		}
+		for i, ev := range v.vals {
+			ep := fmt.Sprintf("%s[%d]", field, i)
+			switch ev.kind {
+			case 'o':
+				k.object(ev, f.obj, ep)
+			case 'z':
+				k.at[ep] = k.pos(ev)
+			default:
+				k.fail(ev, ep, "%s must be an object, got %s", lastSegment(ep), ev.typeName())
+				v.vals[i] = &jnode{kind: 'z', off: ev.off}
+			}
+		}
+	}
+	return true
+}
+
+// configObject checks a task's config, whose keys depend on the driver.
+func (k *jchecker) configObject(v *jnode, field, driver string) {
+	k.at[field] = k.pos(v)
+	var keys []string
+	var koffs []int
+	var vals []*jnode
+	for i, key := range v.keys {
+		ev := v.vals[i]
+		kf := field + "." + key
+		f, ok := configJSON.fields[key]
+		switch {
+		case !ok && driver != "" && !slices.Contains(spec.KnownDrivers, driver):
+			continue
+		case !ok:
+			forDriver := ""
+			if driver != "" {
+				forDriver = " for the " + driver + " driver"
+			}
+			k.fail(&jnode{off: v.koffs[i]}, kf, "unknown config key %q%s; %s", key, forDriver, hint(key, configJSON.names()))
+			if sug := suggest(key, configJSON.names()); sug != "" {
+				k.c.markReported(join(field, sug))
+			}
+			continue
+		}
+		if k.value(ev, f, kf, "") {
+			keys, koffs, vals = append(keys, key), append(koffs, v.koffs[i]), append(vals, ev)
+		}
+	}
+	v.keys, v.koffs, v.vals = keys, koffs, vals
+}
+
+func isWhole(lit string) bool {
+	f, err := strconv.ParseFloat(lit, 64)
+	return err == nil && f == float64(int64(f))
+}
+
+// lastSegment is the name a field goes by in a message: "tasks[1]" for
+// "groups[0].tasks[1]", "args" for "groups[0].tasks[0].config.args".
+func lastSegment(field string) string {
+	return field[strings.LastIndex(field, ".")+1:]
+}
+
+// decodeJSON decodes src as a Job or JobStatus in JSON. withPos says whether
+// byte offsets in src mean anything to the user.
+func decodeJSON(name string, src []byte, withPos bool) (*spec.Job, error) {
+	c := newCollector(name)
+	root, err := parseJSON(src)
+	if err != nil {
+		var se *jsonSyntaxError
+		errors.As(err, &se)
+		at := pos{}
+		if withPos {
+			at = lineCol(src, se.off)
+		}
+		c.add(at, "", "%s", jsonMessage(se.msg))
+		return nil, failed(c)
+	}
+	k := &jchecker{c: c, at: positions{}}
+	if withPos {
+		k.src = src
+	}
+	return decodeTree(root, k)
+}
+
+// decodeTree checks a parsed JSON tree, decodes what is left of it and
+// validates the job.
+func decodeTree(root *jnode, k *jchecker) (*spec.Job, error) {
+	c := k.c
+	if root.kind != 'o' {
+		c.add(k.pos(root), "", "a job file must hold an object, got %s", root.typeName())
+		return nil, failed(c)
+	}
+	jobNode := root
+	if slices.Contains(root.keys, "job") {
+		// A JobStatus: check its own keys, then use only the job, with
+		// paths relative to it as validation's are.
+		k.object(root, statusJSON, "")
+		for i, key := range root.keys {
+			if key == "job" {
+				jobNode = root.vals[i]
+			}
+		}
+		if jobNode.kind != 'o' {
+			k.fail(jobNode, "job", "job must be an object, got %s", jobNode.typeName())
+			return nil, failed(c)
+		}
+		k.at = positions{}
+	}
+	k.object(jobNode, jobJSON, "")
+	var job spec.Job
+	dec := json.NewDecoder(bytes.NewReader(jobNode.appendJSON(nil)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&job); err != nil {
+		// The check above should have caught everything encoding/json
+		// refuses; say what it said rather than nothing.
+		c.add(k.pos(jobNode), "", "%v", err)
+		return nil, failed(c)
+	}
+	return finish(&job, c, k.at)
+}
+
+// jsonMessage rewords encoding/json's syntax errors for a person.
+func jsonMessage(msg string) string {
+	if msg == "the job file is empty" {
+		return msg
+	}
+	return "JSON syntax error: " + msg
+}

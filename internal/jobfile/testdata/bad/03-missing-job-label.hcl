@@ -1,0 +1,10 @@
+job {
+  group "api" {
+    task "server" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+      }
+    }
+  }
+}

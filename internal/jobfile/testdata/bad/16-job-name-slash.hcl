@@ -1,0 +1,8 @@
+job "team/web" {
+  group "api" {
+    task "server" {
+      driver = "exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}

@@ -1,0 +1,3 @@
+jobb "web" {
+  group "api" {}
+}

@@ -1,0 +1,10 @@
+job "tiny" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}

@@ -1,0 +1,52 @@
+// Package registry is drover's store: jobs, allocations, nodes and schedules
+// kept in etcd, and the leader election over the same etcd. It is the only
+// package in drover that imports etcd (DESIGN.md principle 1); everything
+// else sees spec structs, sentinel errors and revisions.
+//
+// # Key layout
+//
+// Every key lives under the prefix "/drover/". Values are the JSON encoding
+// of the spec structs (encoding/json); registry revisions (CreateIndex,
+// ModifyIndex) are never stored, they are filled in from etcd on read.
+//
+//	jobs/<name>                  current spec.Job (API writes; optimistic txn on the key's mod revision)
+//	job_versions/<name>/<%020d>  every submitted version of the job, by Version (history for `job history`/revert)
+//	allocs/<id>                  spec.Alloc, desired half only (Status stripped); written only by the leader, fenced
+//	alloc_status/<id>            spec.AllocStatus, written by the API on behalf of the alloc's agent;
+//	                             the object also carries "job" and "node_id" (copied from the alloc) so
+//	                             that watchers learn whom a status change concerns
+//	nodes/<id>                   spec.Node
+//	schedules/<job>              spec.JobSchedule (leader-written, fenced)
+//	leader/<lease id, hex>       election keys (concurrency.Election); the value is the server's id
+//
+// Every key segment is checked with spec.CheckName before use and refused
+// with ErrInvalid otherwise, so that "/", ".." or an empty name can never
+// address another key.
+//
+// # Writers (principle 8)
+//
+// Jobs and nodes are written by the API on behalf of operators and agents.
+// The desired half of an alloc (allocs/) and schedules are written only by the
+// leader, through Leader.Commit. The observed half of an alloc
+// (alloc_status/) is written only through PutAllocStatus, which refuses a
+// node that does not own the alloc and a terminal status that would move.
+//
+// # Leadership and fencing (principle 4)
+//
+// Campaign creates an etcd session (a lease) with an explicit, short TTL and
+// campaigns on leader/. The election key's create revision is the leader's
+// epoch. Every transaction Leader.Commit sends is
+//
+//	If(CreateRevision(electionKey) == epoch).Then(ops...)
+//
+// so once the lease is lost (expired, revoked, or resigned) the key is gone
+// and etcd itself refuses the write: the deposed leader gets ErrNotLeader and
+// nothing it sent is applied, even if it has not noticed yet.
+//
+// # Changes
+//
+// Watch reports what changed (kind, id, job, node) for the servers' wake-ups.
+// It is not a message bus: the values themselves are read from the registry,
+// and after a compaction or a broken watch a KindResync change tells the
+// caller to list again.
+package registry

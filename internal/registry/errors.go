@@ -1,0 +1,69 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Sentinel errors. Functions wrap them with context; test with errors.Is.
+var (
+	// ErrNotFound: the job, alloc or node does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a check index did not match, a concurrent writer won, or
+	// the write would break a rule of ownership or of forward-only states.
+	ErrConflict = errors.New("conflict")
+	// ErrNotLeader: the caller is not (or no longer) the leader; the
+	// transaction was refused by etcd and wrote nothing.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrInvalid: an id or name is not a valid key segment, or an argument
+	// is missing. Nothing was written.
+	ErrInvalid = errors.New("invalid")
+	// ErrUnavailable: etcd could not be reached or has no leader.
+	ErrUnavailable = errors.New("registry unavailable")
+)
+
+// checkName returns ErrInvalid, with the reason, when s cannot be a key
+// segment.
+func checkName(what, s string) error {
+	if msg := spec.CheckName(s); msg != "" {
+		return fmt.Errorf("registry: %s %s: %w", what, msg, ErrInvalid)
+	}
+	return nil
+}
+
+// wrap adds context to an error from etcd and marks the ones that mean etcd
+// is unreachable with ErrUnavailable.
+func wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isUnavailable(err) {
+		return fmt.Errorf("registry: %s: %w: %w", what, ErrUnavailable, err)
+	}
+	return fmt.Errorf("registry: %s: %w", what, err)
+}
+
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,672 @@
+package registry
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Prefix is where drover's keys live.
+const Prefix = "/drover/"
+
+const (
+	dirJobs        = "jobs/"
+	dirJobVersions = "job_versions/"
+	dirAllocs      = "allocs/"
+	dirAllocStatus = "alloc_status/"
+	dirNodes       = "nodes/"
+	dirSchedules   = "schedules/"
+	dirLeader      = "leader" // concurrency.NewElection appends "/"
+
+	dialTimeout = 5 * time.Second
+	// opTimeout bounds a call whose context has no deadline, so that an
+	// unreachable etcd yields ErrUnavailable instead of a hang.
+	opTimeout   = 15 * time.Second
+	casAttempts = 5
+	maxTxnOps   = 256
+	maxTxnBytes = 1 << 20 // under etcd's default 1.5 MiB request limit
+)
+
+// Registry is a client of drover's keyspace in etcd. It is safe for
+// concurrent use.
+type Registry struct {
+	cli    *clientv3.Client
+	log    *slog.Logger
+	prefix string
+	now    func() time.Time
+	ownCli bool
+}
+
+// Open connects to etcd at endpoints and checks that it answers; when it
+// does not, the error wraps ErrUnavailable.
+func Open(ctx context.Context, endpoints []string, log *slog.Logger) (*Registry, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("registry: no etcd endpoints: %w", ErrInvalid)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: dialTimeout,
+		Logger:      zapToSlog(log.With("component", "etcd-client"), zapcore.ErrorLevel, nil),
+		Context:     context.WithoutCancel(ctx),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", endpoints, ErrUnavailable, err)
+	}
+	r := newRegistry(cli, log)
+	r.ownCli = true
+	cctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if _, err := r.Revision(cctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("registry: etcd %v does not answer: %w: %w", endpoints, ErrUnavailable, err)
+	}
+	return r, nil
+}
+
+func newRegistry(cli *clientv3.Client, log *slog.Logger) *Registry {
+	return &Registry{cli: cli, log: log, prefix: Prefix, now: time.Now}
+}
+
+// opCtx gives ctx a deadline of opTimeout when it has none.
+func (r *Registry) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, opTimeout)
+}
+
+// Close closes the connection to etcd.
+func (r *Registry) Close() error {
+	if !r.ownCli {
+		return nil
+	}
+	return r.cli.Close()
+}
+
+// Revision returns etcd's current revision.
+func (r *Registry) Revision(ctx context.Context) (int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.prefix+"revision", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, wrap("read revision", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// key builds prefix+dir+segs joined by "/", checking each segment.
+func (r *Registry) key(dir, what string, segs ...string) (string, error) {
+	k := r.prefix + dir
+	for i, s := range segs {
+		if err := checkName(what, s); err != nil {
+			return "", err
+		}
+		if i > 0 {
+			k += "/"
+		}
+		k += s
+	}
+	return k, nil
+}
+
+func versionKey(prefix, name string, v uint64) string {
+	return fmt.Sprintf("%s%s%s/%020d", prefix, dirJobVersions, name, v)
+}
+
+// ---- Jobs ----
+
+func decodeJob(kv *mvccpb.KeyValue) (*spec.Job, error) {
+	var j spec.Job
+	if err := json.Unmarshal(kv.Value, &j); err != nil {
+		return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+	}
+	j.ModifyIndex = kv.ModRevision
+	return &j, nil
+}
+
+func (r *Registry) getJob(ctx context.Context, key string) (*spec.Job, int64, error) {
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return nil, 0, wrap("read job", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	j, err := decodeJob(resp.Kvs[0])
+	if err != nil {
+		return nil, 0, err
+	}
+	return j, resp.Kvs[0].ModRevision, nil
+}
+
+func specBytes(j *spec.Job) []byte {
+	b, err := json.Marshal(j.SpecOnly())
+	if err != nil {
+		panic("registry: job does not marshal: " + err.Error())
+	}
+	return b
+}
+
+// PutJob stores a canonicalized, validated job. When the stored job has the
+// same spec and is not stopped, nothing is written and changed is false.
+// Otherwise the job is written with its Version bumped when the spec changed
+// (1 for a new job; unchanged when only un-stopping the same spec), along
+// with a job_versions entry for a new version, in one transaction guarded by
+// the job's mod revision. checkIndex > 0 requires the stored job's
+// ModifyIndex to equal it (ErrConflict otherwise).
+func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (stored *spec.Job, changed bool, err error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	if job == nil {
+		return nil, false, fmt.Errorf("registry: put job: no job: %w", ErrInvalid)
+	}
+	key, err := r.key(dirJobs, "job name", job.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	want := specBytes(job)
+	for range casAttempts {
+		cur, modRev, err := r.getJob(ctx, key)
+		if err != nil {
+			return nil, false, err
+		}
+		if checkIndex > 0 && (cur == nil || cur.ModifyIndex != checkIndex) {
+			have := int64(0)
+			if cur != nil {
+				have = cur.ModifyIndex
+			}
+			return nil, false, fmt.Errorf("registry: job %q: check index %d does not match modify index %d: %w", job.Name, checkIndex, have, ErrConflict)
+		}
+		sameSpec := cur != nil && bytes.Equal(specBytes(cur), want)
+		if sameSpec && !cur.Stopped {
+			return cur, false, nil
+		}
+		next := job.SpecOnly()
+		next.Version = 1
+		if cur != nil {
+			next.Version = cur.Version
+			if !sameSpec {
+				next.Version++
+			}
+		}
+		next.SubmitTime = r.now().UTC()
+		val, err := json.Marshal(next)
+		if err != nil {
+			return nil, false, fmt.Errorf("registry: encode job %q: %w", job.Name, err)
+		}
+		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
+		if !sameSpec {
+			ops = append(ops, clientv3.OpPut(versionKey(r.prefix, job.Name, next.Version), string(val)))
+		}
+		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
+		if err != nil {
+			return nil, false, wrap("write job "+job.Name, err)
+		}
+		if resp.Succeeded {
+			next.ModifyIndex = resp.Header.Revision
+			return next, true, nil
+		}
+		// Someone else wrote the job between our read and write; look again.
+	}
+	return nil, false, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", job.Name, ErrConflict)
+}
+
+// StopJob marks the job stopped; it is a no-op when it already is.
+func (r *Registry) StopJob(ctx context.Context, name string) (*spec.Job, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	key, err := r.key(dirJobs, "job name", name)
+	if err != nil {
+		return nil, err
+	}
+	for range casAttempts {
+		cur, modRev, err := r.getJob(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("registry: job %q: %w", name, ErrNotFound)
+		}
+		if cur.Stopped {
+			return cur, nil
+		}
+		cur.Stopped = true
+		cur.ModifyIndex = 0
+		val, err := json.Marshal(cur)
+		if err != nil {
+			return nil, fmt.Errorf("registry: encode job %q: %w", name, err)
+		}
+		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpPut(key, string(val))).Commit()
+		if err != nil {
+			return nil, wrap("stop job "+name, err)
+		}
+		if resp.Succeeded {
+			cur.ModifyIndex = resp.Header.Revision
+			return cur, nil
+		}
+	}
+	return nil, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", name, ErrConflict)
+}
+
+// PurgeJob deletes the job and its version history. Its allocs are the
+// leader's to stop and delete.
+func (r *Registry) PurgeJob(ctx context.Context, name string) error {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	key, err := r.key(dirJobs, "job name", name)
+	if err != nil {
+		return err
+	}
+	resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(r.prefix+dirJobVersions+name+"/", clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return wrap("purge job "+name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("registry: job %q: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+// GetJob returns the job; ModifyIndex is the revision of its last write.
+func (r *Registry) GetJob(ctx context.Context, name string) (*spec.Job, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	key, err := r.key(dirJobs, "job name", name)
+	if err != nil {
+		return nil, err
+	}
+	j, _, err := r.getJob(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if j == nil {
+		return nil, fmt.Errorf("registry: job %q: %w", name, ErrNotFound)
+	}
+	return j, nil
+}
+
+// JobVersions returns every stored version of the job, oldest first.
+func (r *Registry) JobVersions(ctx context.Context, name string) ([]*spec.Job, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	if err := checkName("job name", name); err != nil {
+		return nil, err
+	}
+	resp, err := r.cli.Get(ctx, r.prefix+dirJobVersions+name+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, wrap("read job versions", err)
+	}
+	out := make([]*spec.Job, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		j, err := decodeJob(kv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// ListJobs returns every job sorted by name, and the revision read at.
+func (r *Registry) ListJobs(ctx context.Context) ([]*spec.Job, int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.prefix+dirJobs, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, wrap("list jobs", err)
+	}
+	jobs, err := decodeJobs(resp.Kvs)
+	return jobs, resp.Header.Revision, err
+}
+
+func decodeJobs(kvs []*mvccpb.KeyValue) ([]*spec.Job, error) {
+	out := make([]*spec.Job, 0, len(kvs))
+	for _, kv := range kvs {
+		j, err := decodeJob(kv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *spec.Job) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ---- Allocs ----
+
+// AllocFilter selects allocs; an empty field matches any.
+type AllocFilter struct {
+	Job, NodeID string
+}
+
+func (f AllocFilter) match(a *spec.Alloc) bool {
+	return (f.Job == "" || a.Job == f.Job) && (f.NodeID == "" || a.NodeID == f.NodeID)
+}
+
+// statusRecord is what alloc_status/<id> holds: the AllocStatus with the
+// alloc's job and node alongside, so a watcher can tell whom it concerns.
+type statusRecord struct {
+	Job    string `json:"job"`
+	NodeID string `json:"node_id"`
+	spec.AllocStatus
+}
+
+// mergeAllocs decodes desired halves and attaches status halves by id.
+// CreateIndex is the desired key's create revision; ModifyIndex is the
+// later of the two halves' mod revisions.
+func mergeAllocs(allocKVs, statusKVs []*mvccpb.KeyValue, prefix string) ([]*spec.Alloc, error) {
+	statuses := make(map[string]*mvccpb.KeyValue, len(statusKVs))
+	for _, kv := range statusKVs {
+		statuses[string(kv.Key[len(prefix+dirAllocStatus):])] = kv
+	}
+	out := make([]*spec.Alloc, 0, len(allocKVs))
+	for _, kv := range allocKVs {
+		var a spec.Alloc
+		if err := json.Unmarshal(kv.Value, &a); err != nil {
+			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+		}
+		a.CreateIndex, a.ModifyIndex = kv.CreateRevision, kv.ModRevision
+		a.Status = nil
+		if skv := statuses[string(kv.Key[len(prefix+dirAllocs):])]; skv != nil {
+			var rec statusRecord
+			if err := json.Unmarshal(skv.Value, &rec); err != nil {
+				return nil, fmt.Errorf("registry: decode %s: %w", skv.Key, err)
+			}
+			a.Status = &rec.AllocStatus
+			a.ModifyIndex = max(a.ModifyIndex, skv.ModRevision)
+		}
+		out = append(out, &a)
+	}
+	sortAllocs(out)
+	return out, nil
+}
+
+func sortAllocs(as []*spec.Alloc) {
+	slices.SortFunc(as, func(a, b *spec.Alloc) int {
+		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Index, b.Index),
+			cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// ListAllocs returns the allocs matching f, with their status, read at one
+// revision (returned).
+func (r *Registry) ListAllocs(ctx context.Context, f AllocFilter) ([]*spec.Alloc, int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpGet(r.prefix+dirAllocs, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirAllocStatus, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, 0, wrap("list allocs", err)
+	}
+	all, err := mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, r.prefix)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := all[:0]
+	for _, a := range all {
+		if f.match(a) {
+			out = append(out, a)
+		}
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// GetAlloc returns one alloc with its status.
+func (r *Registry) GetAlloc(ctx context.Context, id string) (*spec.Alloc, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	akey, err := r.key(dirAllocs, "alloc id", id)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(akey), clientv3.OpGet(r.prefix+dirAllocStatus+id)).Commit()
+	if err != nil {
+		return nil, wrap("read alloc "+id, err)
+	}
+	as, err := mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, r.prefix)
+	if err != nil {
+		return nil, err
+	}
+	if len(as) == 0 {
+		return nil, fmt.Errorf("registry: alloc %q: %w", id, ErrNotFound)
+	}
+	return as[0], nil
+}
+
+var knownClientStatus = []spec.ClientStatus{spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed, spec.ClientLost}
+
+// PutAllocStatus stores the status an agent reports for an alloc on its
+// node. ErrNotFound: no such alloc. ErrConflict: the alloc is on another
+// node, or its stored status is terminal and st would change it.
+func (r *Registry) PutAllocStatus(ctx context.Context, id, nodeID string, st *spec.AllocStatus) error {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	akey, err := r.key(dirAllocs, "alloc id", id)
+	if err != nil {
+		return err
+	}
+	if err := checkName("node id", nodeID); err != nil {
+		return err
+	}
+	if st == nil {
+		return fmt.Errorf("registry: alloc %q: no status: %w", id, ErrInvalid)
+	}
+	if !slices.Contains(knownClientStatus, st.ClientStatus) {
+		return fmt.Errorf("registry: alloc %q: unknown client status %q: %w", id, st.ClientStatus, ErrInvalid)
+	}
+	skey := r.prefix + dirAllocStatus + id
+	for range casAttempts {
+		resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(akey), clientv3.OpGet(skey)).Commit()
+		if err != nil {
+			return wrap("read alloc "+id, err)
+		}
+		akvs, skvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(akvs) == 0 {
+			return fmt.Errorf("registry: alloc %q: %w", id, ErrNotFound)
+		}
+		var a spec.Alloc
+		if err := json.Unmarshal(akvs[0].Value, &a); err != nil {
+			return fmt.Errorf("registry: decode %s: %w", akvs[0].Key, err)
+		}
+		if a.NodeID != nodeID {
+			return fmt.Errorf("registry: alloc %q belongs to node %q, not %q: %w", id, a.NodeID, nodeID, ErrConflict)
+		}
+		var statusRev int64
+		if len(skvs) > 0 {
+			statusRev = skvs[0].ModRevision
+			var old statusRecord
+			if err := json.Unmarshal(skvs[0].Value, &old); err != nil {
+				return fmt.Errorf("registry: decode %s: %w", skvs[0].Key, err)
+			}
+			if old.ClientStatus.Terminal() && st.ClientStatus != old.ClientStatus {
+				return fmt.Errorf("registry: alloc %q is %s; it cannot become %s: %w", id, old.ClientStatus, st.ClientStatus, ErrConflict)
+			}
+		}
+		val, err := json.Marshal(statusRecord{Job: a.Job, NodeID: a.NodeID, AllocStatus: *st})
+		if err != nil {
+			return fmt.Errorf("registry: encode status of alloc %q: %w", id, err)
+		}
+		// Guarded on both halves: the alloc still exists unchanged (a purge
+		// cannot leave an orphan status) and no other status came in between.
+		tresp, err := r.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(akey), "=", akvs[0].ModRevision),
+			clientv3.Compare(clientv3.ModRevision(skey), "=", statusRev),
+		).Then(clientv3.OpPut(skey, string(val))).Commit()
+		if err != nil {
+			return wrap("write status of alloc "+id, err)
+		}
+		if tresp.Succeeded {
+			return nil
+		}
+	}
+	return fmt.Errorf("registry: alloc %q keeps changing under concurrent writes: %w", id, ErrConflict)
+}
+
+// ---- Nodes ----
+
+func decodeNode(kv *mvccpb.KeyValue) (*spec.Node, error) {
+	var n spec.Node
+	if err := json.Unmarshal(kv.Value, &n); err != nil {
+		return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+	}
+	n.ModifyIndex = kv.ModRevision
+	return &n, nil
+}
+
+// PutNode stores the node and returns it with its new ModifyIndex.
+func (r *Registry) PutNode(ctx context.Context, n *spec.Node) (*spec.Node, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	if n == nil {
+		return nil, fmt.Errorf("registry: put node: no node: %w", ErrInvalid)
+	}
+	key, err := r.key(dirNodes, "node id", n.ID)
+	if err != nil {
+		return nil, err
+	}
+	c := *n
+	c.ModifyIndex = 0
+	val, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("registry: encode node %q: %w", n.ID, err)
+	}
+	resp, err := r.cli.Put(ctx, key, string(val))
+	if err != nil {
+		return nil, wrap("write node "+n.ID, err)
+	}
+	// Return a copy decoded from what was stored, sharing nothing with n.
+	out, err := decodeNode(&mvccpb.KeyValue{Key: []byte(key), Value: val, ModRevision: resp.Header.Revision})
+	return out, err
+}
+
+// GetNode returns one node.
+func (r *Registry) GetNode(ctx context.Context, id string) (*spec.Node, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	key, err := r.key(dirNodes, "node id", id)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return nil, wrap("read node "+id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, fmt.Errorf("registry: node %q: %w", id, ErrNotFound)
+	}
+	return decodeNode(resp.Kvs[0])
+}
+
+// ListNodes returns every node sorted by name, then id, and the revision.
+func (r *Registry) ListNodes(ctx context.Context) ([]*spec.Node, int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.prefix+dirNodes, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, wrap("list nodes", err)
+	}
+	nodes, err := decodeNodes(resp.Kvs)
+	return nodes, resp.Header.Revision, err
+}
+
+func decodeNodes(kvs []*mvccpb.KeyValue) ([]*spec.Node, error) {
+	out := make([]*spec.Node, 0, len(kvs))
+	for _, kv := range kvs {
+		n, err := decodeNode(kv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *spec.Node) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
+// ---- Schedules ----
+
+// GetSchedule returns the leader's schedule record for a job, or nil, nil.
+func (r *Registry) GetSchedule(ctx context.Context, job string) (*spec.JobSchedule, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	key, err := r.key(dirSchedules, "job name", job)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.cli.Get(ctx, key)
+	if err != nil {
+		return nil, wrap("read schedule "+job, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	var s spec.JobSchedule
+	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
+		return nil, fmt.Errorf("registry: decode %s: %w", resp.Kvs[0].Key, err)
+	}
+	return &s, nil
+}
+
+// ---- Snapshot ----
+
+// Snapshot is the whole registry at one revision: the leader's input.
+type Snapshot struct {
+	Rev       int64
+	Jobs      []*spec.Job
+	Allocs    []*spec.Alloc
+	Nodes     []*spec.Node
+	Schedules map[string]*spec.JobSchedule
+}
+
+// Snapshot reads jobs, allocs (with status), nodes and schedules in one
+// transaction, so all of them are as of the same revision.
+func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpGet(r.prefix+dirJobs, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirAllocs, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirAllocStatus, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirSchedules, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, wrap("read snapshot", err)
+	}
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
+	s := &Snapshot{Rev: resp.Header.Revision, Schedules: map[string]*spec.JobSchedule{}}
+	if s.Jobs, err = decodeJobs(kvs(0)); err != nil {
+		return nil, err
+	}
+	if s.Allocs, err = mergeAllocs(kvs(1), kvs(2), r.prefix); err != nil {
+		return nil, err
+	}
+	if s.Nodes, err = decodeNodes(kvs(3)); err != nil {
+		return nil, err
+	}
+	for _, kv := range kvs(4) {
+		var js spec.JobSchedule
+		if err := json.Unmarshal(kv.Value, &js); err != nil {
+			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+		}
+		s.Schedules[string(kv.Key[len(r.prefix+dirSchedules):])] = &js
+	}
+	return s, nil
+}

@@ -1,0 +1,261 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// testServer runs a real server on a real embedded etcd.
+func testServer(t *testing.T) (*httptest.Server, *registry.Registry) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Open(ctx, emb.Endpoints(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Registry: reg, ID: "test", Logger: log})
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	hs := httptest.NewServer(srv.Handler(nil))
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		<-done
+		reg.Close()
+		emb.Close()
+	})
+	// Settle: the election key is a write; measure after it.
+	deadline := time.Now().Add(10 * time.Second)
+	for !srv.IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not become leader within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return hs, reg
+}
+
+const goodJob = `{"name":"web","groups":[{"name":"g","count":2,"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":10}}]}]}`
+
+func do(t *testing.T, method, url, body string) (int, spec.APIError, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e spec.APIError
+	b, _ := io.ReadAll(resp.Body)
+	json.Unmarshal(b, &e)
+	return resp.StatusCode, e, resp.Header
+}
+
+func TestBadInputIs4xxAndWritesNothing(t *testing.T) {
+	hs, reg := testServer(t)
+	ctx := context.Background()
+	before, err := reg.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := `{"name":"web","meta":{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"},"groups":[]}`
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		contains                 []string
+	}{
+		{"oversize body", "POST", "/v1/jobs", huge, 413, []string{"limit"}},
+		{"not json", "POST", "/v1/jobs", "job web {", 400, []string{"not a JSON object"}},
+		{"syntax error position", "POST", "/v1/jobs", "{\n\"name\": \"web\",,\n}", 400, []string{"2:"}},
+		{"unknown field", "POST", "/v1/jobs", `{"name":"web","colour":"red","groups":[]}`, 400, []string{"colour"}},
+		{"unknown nested field", "POST", "/v1/jobs", strings.Replace(goodJob, `"count":2`, `"count":2,"cnt":3`, 1), 400, []string{"cnt"}},
+		{"wrong type", "POST", "/v1/jobs", strings.Replace(goodJob, `"count":2`, `"count":"two"`, 1), 400, []string{"count"}},
+		{"trailing data", "POST", "/v1/jobs", goodJob + `{}`, 400, nil},
+		{"invalid job, every problem", "POST", "/v1/jobs",
+			strings.Replace(strings.Replace(goodJob, `"count":2`, `"count":-1`, 1), `"exec"`, `"nope"`, 1), 422,
+			[]string{"groups[0].count", "groups[0].tasks[0].driver"}},
+		{"job name with slash", "POST", "/v1/jobs", strings.Replace(goodJob, `"web"`, `"a/b"`, 1), 422, []string{"name"}},
+		{"job name with dots", "POST", "/v1/jobs", strings.Replace(goodJob, `"web"`, `"a..b"`, 1), 422, []string{"name"}},
+		{"bad check index", "POST", "/v1/jobs?check_index=x", goodJob, 400, []string{"check_index"}},
+		{"path id with slash", "DELETE", "/v1/jobs/a%2Fb", "", 400, []string{"job name"}},
+		{"path id with space", "GET", "/v1/jobs/a%20b", "", 400, []string{"job name"}},
+		{"path id dotdot", "DELETE", "/v1/jobs/%2E%2E", "", 400, []string{"job name"}},
+		{"path id control char", "GET", "/v1/jobs/a%00b", "", 400, []string{"job name"}},
+		{"path id too long", "GET", "/v1/jobs/" + strings.Repeat("a", 200), "", 400, []string{"limit"}},
+		{"unknown job", "DELETE", "/v1/jobs/ghost", "", 404, []string{"ghost"}},
+		{"bad index", "GET", "/v1/jobs?index=-3", "", 400, []string{"index"}},
+		{"bad wait", "GET", "/v1/jobs?index=1&wait=soon", "", 400, []string{"wait"}},
+		{"status for unknown alloc", "PUT", "/v1/allocations/abc123/status", `{"node_id":"n1","status":{"client_status":"running"}}`, 404, nil},
+		{"status with bad client status", "PUT", "/v1/allocations/abc123/status", `{"node_id":"n1","status":{"client_status":"lost"}}`, 400, []string{"client_status"}},
+		{"node with bad id", "POST", "/v1/nodes", `{"id":"../x","name":"n","resources":{"cpu":1,"memory":1},"drivers":[]}`, 422, []string{"id"}},
+		{"node with unknown field", "POST", "/v1/nodes", `{"id":"n","name":"n","cores":3}`, 400, []string{"cores"}},
+		{"no such endpoint", "GET", "/v1/nope", "", 404, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, e, _ := do(t, c.method, hs.URL+c.path, c.body)
+			if status != c.status {
+				t.Fatalf("status %d, want %d (%+v)", status, c.status, e)
+			}
+			all := e.Error
+			for _, p := range e.Problems {
+				all += "\n" + p.Field + ": " + p.Message
+			}
+			if e.Error == "" {
+				t.Errorf("no error message in the body")
+			}
+			for _, want := range c.contains {
+				if !strings.Contains(all, want) {
+					t.Errorf("error %q does not mention %q", all, want)
+				}
+			}
+		})
+	}
+	after, _ := reg.Revision(ctx)
+	if after != before {
+		t.Fatalf("bad requests wrote to the registry: revision %d -> %d", before, after)
+	}
+}
+
+func TestSubmitIsIdempotentAndCheckIndexConflicts(t *testing.T) {
+	hs, reg := testServer(t)
+	post := func(path, body string) (int, spec.SubmitResponse) {
+		resp, err := http.Post(hs.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r spec.SubmitResponse
+		json.NewDecoder(resp.Body).Decode(&r)
+		return resp.StatusCode, r
+	}
+	status, first := post("/v1/jobs", goodJob)
+	if status != 200 || !first.Changed || first.Job.Version != 1 {
+		t.Fatalf("first submit: %d %+v", status, first)
+	}
+	// Let the leader's pass for version 1 land, then measure.
+	time.Sleep(300 * time.Millisecond)
+	rev, _ := reg.Revision(context.Background())
+	status, again := post("/v1/jobs", goodJob)
+	if status != 200 || again.Changed || again.Job.Version != 1 {
+		t.Fatalf("same spec again: %d %+v, want unchanged version 1", status, again)
+	}
+	if r2, _ := reg.Revision(context.Background()); r2 != rev {
+		t.Fatalf("an unchanged submit wrote to the registry: revision %d -> %d", rev, r2)
+	}
+	changed := strings.Replace(goodJob, `"count":2`, `"count":3`, 1)
+	status, _ = post("/v1/jobs?check_index=1", changed)
+	if status != http.StatusConflict {
+		t.Fatalf("stale check_index: status %d, want 409", status)
+	}
+	status, v2 := post("/v1/jobs?check_index="+strconv.FormatInt(again.Job.ModifyIndex, 10), changed)
+	if status != 200 || v2.Job.Version != 2 {
+		t.Fatalf("matching check_index: %d %+v", status, v2)
+	}
+}
+
+func TestBlockingQueryWakesOnChange(t *testing.T) {
+	hs, _ := testServer(t)
+	resp, err := http.Get(hs.URL + "/v1/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	index, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64)
+	if index == 0 {
+		t.Fatal("no X-Drover-Index on a list")
+	}
+
+	// Nothing changes: the query returns after its wait, not before.
+	start := time.Now()
+	resp, err = http.Get(fmt.Sprintf("%s/v1/jobs?index=%d&wait=300ms", hs.URL, index))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("blocking query returned after %s with no change; want ~300ms", d)
+	}
+
+	// A submit wakes it long before its 30 s wait.
+	got := make(chan []spec.JobListEntry, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("%s/v1/jobs?index=%d&wait=30s", hs.URL, index))
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer resp.Body.Close()
+		var jobs []spec.JobListEntry
+		json.NewDecoder(resp.Body).Decode(&jobs)
+		got <- jobs
+	}()
+	time.Sleep(100 * time.Millisecond)
+	http.Post(hs.URL+"/v1/jobs", "application/json", bytes.NewReader([]byte(goodJob)))
+	select {
+	case jobs := <-got:
+		if len(jobs) != 1 || jobs[0].Name != "web" {
+			t.Fatalf("woken query returned %+v", jobs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocking query did not wake on a submit")
+	}
+}
+
+// With no node, a job is pending and says why; a node that fits arrives and
+// the job is placed without being submitted again.
+func TestPlacedAsSoonAsCapacityAppears(t *testing.T) {
+	hs, reg := testServer(t)
+	http.Post(hs.URL+"/v1/jobs", "application/json", strings.NewReader(goodJob))
+	var st spec.JobStatus
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, _ := http.Get(hs.URL + "/v1/jobs/web")
+		st = spec.JobStatus{}
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if len(st.Failures) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(st.Failures) != 1 || st.Failures[0].String() != "0/0 nodes fit: no ready nodes" || st.Failures[0].Missing != 2 {
+		t.Fatalf("want a failure saying no nodes, got %+v", st.Failures)
+	}
+	node := `{"id":"n1","name":"n1","resources":{"cpu":1000,"memory":1000},"drivers":["exec"]}`
+	if status, e, _ := do(t, "POST", hs.URL+"/v1/nodes", node); status != 200 {
+		t.Fatalf("register node: %d %+v", status, e)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		allocs, _, _ := reg.ListAllocs(context.Background(), registry.AllocFilter{Job: "web"})
+		if len(allocs) == 2 {
+			for _, a := range allocs {
+				if a.NodeID != "n1" || a.DesiredStatus != spec.DesiredRun {
+					t.Fatalf("alloc %+v", a)
+				}
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the job was not placed after a node appeared")
+}
