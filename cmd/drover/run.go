@@ -20,6 +20,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	var detach bool
 	var timeout time.Duration
 	var checkIndex int64
+	var minHealthy time.Duration
 	cmd := &cobra.Command{
 		Use:   "run FILE|-",
 		Short: "Submit a job and follow it until it runs, completes or fails",
@@ -59,24 +60,26 @@ and is placed as soon as room appears).`,
 				fmt.Fprintf(out, "Follow it with: drover status %s\n", res.Job.Name)
 				return nil
 			}
-			return monitor(ctx, c, out, res.Job, isTerminal(os.Stdout))
+			return monitor(ctx, c, out, res.Job, isTerminal(os.Stdout), minHealthy)
 		},
 	}
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return after submitting, without following")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to follow before giving up (the job keeps going)")
 	cmd.Flags().Int64Var(&checkIndex, "check-index", 0, "refuse to submit unless the stored job's modify index is this (0: no check)")
+	cmd.Flags().DurationVar(&minHealthy, "min-healthy-time", 5*time.Second, "a service counts as running once every instance has stayed up this long")
 	return cmd
 }
 
 // monitor follows a job with blocking queries until it reaches a verdict.
 // On a terminal it redraws the instance table in place; otherwise it prints
 // one timestamped line per change, which reads well in CI logs.
-func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job, tty bool) error {
+func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job, tty bool, minHealthy time.Duration) error {
 	var index int64
+	wait := time.Minute
 	seen := map[string]string{} // alloc ID -> last printed state
 	drawn := 0
 	for {
-		st, idx, err := c.Job(ctx, job.Name, &client.QueryOptions{Index: index, Wait: time.Minute})
+		st, idx, err := c.Job(ctx, job.Name, &client.QueryOptions{Index: index, Wait: wait})
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 				return &exitError{code: exitFailure, err: fmt.Errorf(
@@ -107,8 +110,13 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 				}
 			}
 		}
-		if done, err := verdict(out, st); done {
+		done, err, recheck := verdict(out, st, minHealthy, time.Now())
+		if done {
 			return err
+		}
+		wait = time.Minute
+		if recheck > 0 {
+			wait = recheck
 		}
 	}
 }
@@ -125,8 +133,11 @@ func currentAllocs(st *spec.JobStatus) []*spec.Alloc {
 	return out
 }
 
-// verdict says whether following is over, with the exit status.
-func verdict(out io.Writer, st *spec.JobStatus) (bool, error) {
+// verdict says whether following is over, with the exit status. A service
+// is declared running only once every instance has stayed up minHealthy
+// since its last start: a task that crashes at once must not pass. recheck
+// says when to look again if nothing changes.
+func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now time.Time) (done bool, err error, recheck time.Duration) {
 	j, s := st.Job, st.Summary
 	if len(st.Failures) > 0 {
 		var lines []string
@@ -135,26 +146,58 @@ func verdict(out io.Writer, st *spec.JobStatus) (bool, error) {
 		}
 		fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as room appears (drover stop %s withdraws it).\n",
 			j.Name, strings.Join(lines, "\n"), j.Name)
-		return true, &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
+		return true, &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}, 0
+	}
+	// An instance of this version failed for good: say so now rather than
+	// wait for its delayed replacement (drover status shows that too).
+	for _, a := range st.Allocations {
+		if a.DesiredStatus == spec.DesiredRun && a.JobVersion == j.Version && a.ClientStatusOr() == spec.ClientFailed {
+			desc := ""
+			if a.Status != nil {
+				desc = a.Status.Description
+			}
+			return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q: instance %s failed: %s (drover logs %s --stderr)", j.Name, a.Name, dash(desc), j.Name)}, 0
+		}
 	}
 	switch s.State {
 	case spec.JobRunning:
 		if j.Type == spec.JobBatch {
-			return false, nil // a batch job is done when it completes
+			return false, nil, 0 // a batch job is done when it completes
+		}
+		if left := untilHealthy(st, minHealthy, now); left > 0 {
+			return false, nil, left
 		}
 		fmt.Fprintf(out, "✓ Job %q version %d: %d/%d instances running.\n", j.Name, j.Version, s.Running, s.Desired)
-		return true, nil
+		return true, nil, 0
 	case spec.JobComplete:
 		fmt.Fprintf(out, "✓ Job %q version %d: %d/%d instances completed.\n", j.Name, j.Version, s.Complete, s.Desired)
-		return true, nil
+		return true, nil, 0
 	case spec.JobFailed:
-		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q failed: %s (drover status %s; drover logs %s)", j.Name, dash(s.Reason), j.Name, j.Name)}
+		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q failed: %s (drover status %s; drover logs %s)", j.Name, dash(s.Reason), j.Name, j.Name)}, 0
 	case spec.JobStopped:
-		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q was stopped while following it", j.Name)}
+		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q was stopped while following it", j.Name)}, 0
 	}
 	if s.Desired == 0 && s.State != spec.JobPending {
 		fmt.Fprintf(out, "✓ Job %q version %d: no instances wanted.\n", j.Name, j.Version)
-		return true, nil
+		return true, nil, 0
 	}
-	return false, nil
+	return false, nil, 0
+}
+
+// untilHealthy is how long until every running instance has been up
+// minHealthy since its tasks' latest start; 0 when they all have.
+func untilHealthy(st *spec.JobStatus, minHealthy time.Duration, now time.Time) time.Duration {
+	var left time.Duration
+	for _, a := range currentAllocs(st) {
+		if a.Status == nil {
+			return minHealthy
+		}
+		for _, ts := range a.Status.Tasks {
+			if ts.State != spec.TaskRunning {
+				return minHealthy
+			}
+			left = max(left, ts.StartedAt.Add(minHealthy).Sub(now))
+		}
+	}
+	return left
 }

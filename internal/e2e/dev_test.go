@@ -249,3 +249,27 @@ job "x" {
 		t.Fatalf("validate examples/hello.hcl: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+func TestDevRunExitsOneWhenAnInstanceFails(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	failing := strings.NewReplacer("e2ebatch", "e2efail", `type = "batch"`, `type = "service"`,
+		`"echo done $DROVER_ALLOC_INDEX"`, `"echo boom >&2; exit 7"`,
+		`group "work" {`, `group "work" {
+    restart {
+      attempts = 1
+      interval = "1m"
+      delay    = "100ms"
+    }`).Replace(batchJob)
+	out, errOut, code := d.cli("", "run", "--timeout", "60s", writeJob(t, dir, "fail.hcl", failing))
+	if code != 1 {
+		t.Fatalf("drover run of a failing service: exit %d, want 1\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "exit code 7") || !strings.Contains(errOut, "exceeded 1 restarts") {
+		t.Fatalf("the failure does not say why:\n%s", errOut)
+	}
+	logs, _, _ := d.cli("", "logs", "e2efail", "--stderr")
+	if !strings.Contains(logs, "boom") {
+		t.Fatalf("stderr of the failing task:\n%s", logs)
+	}
+}

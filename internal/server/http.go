@@ -82,6 +82,9 @@ func (s *Server) wrap(h handlerFunc) http.Handler {
 			return
 		}
 		if err := h(w, r); err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away (or we are shutting down): nobody to answer
+			}
 			status, msg, problems := statusOf(err)
 			if status >= 500 {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
