@@ -70,4 +70,3 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
 }
-

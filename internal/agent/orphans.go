@@ -19,6 +19,8 @@ import (
 // issue; until then the agent stops them at start, so that a restart never
 // leaves two copies of an instance running.
 func killOrphans(nodeID string) int {
+	// Whole entries only: DROVER_ names are reserved (spec validation), so
+	// a task cannot set or fake this one.
 	want := []byte("DROVER_NODE_ID=" + nodeID + "\x00")
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -35,7 +37,7 @@ func killOrphans(nodeID string) int {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, want) {
+		if err != nil || !(bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))) {
 			continue
 		}
 		if syscall.Kill(-pid, syscall.SIGKILL) == nil {

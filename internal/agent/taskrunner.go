@@ -114,6 +114,12 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	defer closeAll(stdout, stderr)
 
 	tr.ar.agent.startSlots <- struct{}{}
+	tr.ar.dirOnce.Do(func() { tr.ar.dirErr = mkdir(tr.ar.dir) })
+	if err := tr.ar.dirErr; err != nil {
+		<-tr.ar.agent.startSlots
+		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot create the alloc directory: "+err.Error(), nil)
+		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	}
 	h, err := tr.drv.Start(ctx, driver.Task{
 		Command: tr.task.Config.Command,
 		Args:    tr.task.Config.Args,

@@ -42,6 +42,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+var sourcesOnce sync.Once
+
+// touchSources stats every Go source file of the module. `go test` caches
+// results keyed on the files a test opens; the binary is built in a
+// subprocess it cannot see, so this tells it the test depends on them all.
+// It must run inside a test (m.Run installs the file log), not in TestMain.
+func touchSources(root string) {
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
+			os.Stat(path)
+		}
+		return nil
+	})
+}
+
 // devProc is a running `drover dev`.
 type devProc struct {
 	t       *testing.T
@@ -58,6 +73,7 @@ var apiLine = regexp.MustCompile(`API at (http://\S+),`)
 // prints its address and the API answers.
 func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 	t.Helper()
+	sourcesOnce.Do(func() { touchSources("../..") })
 	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, files...)
 	cmd := exec.Command(droverBin, args...)
 	out := &syncBuffer{}

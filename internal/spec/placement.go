@@ -13,7 +13,7 @@ import (
 type PlacementFailure struct {
 	Group string `json:"group"`
 	// Missing is how many instances are waiting for a place.
-	Missing        int `json:"missing"`
+	Missing int `json:"missing"`
 	// NodesEvaluated is how many nodes were considered; none of them fit.
 	NodesEvaluated int                `json:"nodes_evaluated"`
 	Dimensions     []DimensionFailure `json:"dimensions,omitempty"`

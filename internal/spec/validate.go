@@ -169,8 +169,11 @@ func (t *Task) validate(ps *Problems, path string) {
 		ps.Add(path+".config.command", "task %q needs a command to run", t.Name)
 	}
 	for k := range t.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
 			ps.Add(path+".env", "environment variable name %q must not be empty or contain '=' or NUL", k)
+		case strings.HasPrefix(k, "DROVER_"):
+			ps.Add(path+".env", "%s: names starting with DROVER_ are set by drover and cannot be overridden", k)
 		}
 	}
 	if t.Resources.CPU < 0 {

@@ -136,6 +136,9 @@ func (h *handle) Wait() <-chan driver.Exit { return h.wait }
 
 func (h *handle) waitLoop(stdout, stderr *pipe) {
 	err := h.cmd.Wait()
+	// The task is over when its main process is: take down whatever it
+	// left in its process group, so a restart does not pile up strays.
+	syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
 	e := driver.Exit{Time: time.Now()}
 	var ee *exec.ExitError
 	switch {
