@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -271,5 +273,55 @@ func TestDevRunExitsOneWhenAnInstanceFails(t *testing.T) {
 	logs, _, _ := d.cli("", "logs", "e2efail", "--stderr")
 	if !strings.Contains(logs, "boom") {
 		t.Fatalf("stderr of the failing task:\n%s", logs)
+	}
+}
+
+// Every read command speaks -o json (the API's JSON), --address wins over
+// $DROVER_ADDR, and an unknown format is refused.
+func TestReadCommandsJSONAndAddress(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	if _, errOut, code := d.cli("", "run", writeJob(t, dir, "batch.hcl", batchJob)); code != 0 {
+		t.Fatalf("run: %s", errOut)
+	}
+	decode := func(args []string, v any) {
+		t.Helper()
+		out, errOut, code := d.cli("", args...)
+		if code != 0 {
+			t.Fatalf("drover %v: exit %d: %s", args, code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("drover %v: not JSON: %v\n%s", args, err, out)
+		}
+	}
+	var jobs []spec.JobListEntry
+	decode([]string{"status", "-o", "json"}, &jobs)
+	var st spec.JobStatus
+	decode([]string{"status", "e2ebatch", "-o", "json"}, &st)
+	var allocs []spec.Alloc
+	decode([]string{"ps", "--all", "-o", "json"}, &allocs)
+	var nodes []spec.Node
+	decode([]string{"nodes", "-o", "json"}, &nodes)
+	if len(jobs) != 1 || st.Job.Name != "e2ebatch" || len(allocs) != 2 || len(nodes) != 1 {
+		t.Fatalf("json outputs: %d jobs, job %q, %d allocs, %d nodes", len(jobs), st.Job.Name, len(allocs), len(nodes))
+	}
+	if nodes[0].Resources.MemoryMB <= 0 || len(nodes[0].Drivers) != 2 || nodes[0].Attributes["kernel"] == "" {
+		t.Fatalf("node not fingerprinted: %+v", nodes[0])
+	}
+
+	// --address beats a wrong $DROVER_ADDR.
+	cmd := exec.Command(droverBin, "status", "--address", d.addr)
+	cmd.Env = append(os.Environ(), "DROVER_ADDR=http://127.0.0.1:1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "e2ebatch") {
+		t.Fatalf("--address did not win over DROVER_ADDR: %v\n%s", err, out)
+	}
+	// A wrong address says what to do.
+	cmd = exec.Command(droverBin, "status", "--address", "http://127.0.0.1:1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot reach the drover server") || !strings.Contains(string(out), "DROVER_ADDR") {
+		t.Fatalf("unreachable server: %v\n%s", err, out)
+	}
+	if _, errOut, code := d.cli("", "ps", "-o", "xml"); code != 1 || !strings.Contains(errOut, "unknown output format") {
+		t.Fatalf("-o xml: exit %d: %s", code, errOut)
 	}
 }

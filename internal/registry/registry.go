@@ -46,6 +46,7 @@ type Registry struct {
 	prefix string
 	now    func() time.Time
 	ownCli bool
+	cache  decodeCache
 }
 
 // Open connects to etcd at endpoints and checks that it answers; when it
@@ -370,25 +371,41 @@ type statusRecord struct {
 // mergeAllocs decodes desired halves and attaches status halves by id.
 // CreateIndex is the desired key's create revision; ModifyIndex is the
 // later of the two halves' mod revisions.
-func mergeAllocs(allocKVs, statusKVs []*mvccpb.KeyValue, prefix string) ([]*spec.Alloc, error) {
+//
+// Decoded values come from r.cache: the returned allocs are fresh structs,
+// but their Tasks and Status are shared with the cache and must be treated
+// as read-only (every caller today only reads them or copies first).
+func (r *Registry) mergeAllocs(allocKVs, statusKVs []*mvccpb.KeyValue, full bool) ([]*spec.Alloc, error) {
+	prefix := r.prefix
 	statuses := make(map[string]*mvccpb.KeyValue, len(statusKVs))
 	for _, kv := range statusKVs {
 		statuses[string(kv.Key[len(prefix+dirAllocStatus):])] = kv
 	}
+	seen := r.cache.begin(full)
+	defer r.cache.end(seen)
 	out := make([]*spec.Alloc, 0, len(allocKVs))
 	for _, kv := range allocKVs {
-		var a spec.Alloc
-		if err := json.Unmarshal(kv.Value, &a); err != nil {
+		v, err := r.cache.get(kv, seen, func(b []byte) (any, error) {
+			var a spec.Alloc
+			err := json.Unmarshal(b, &a)
+			return &a, err
+		})
+		if err != nil {
 			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
 		}
+		a := *v.(*spec.Alloc)
 		a.CreateIndex, a.ModifyIndex = kv.CreateRevision, kv.ModRevision
 		a.Status = nil
 		if skv := statuses[string(kv.Key[len(prefix+dirAllocs):])]; skv != nil {
-			var rec statusRecord
-			if err := json.Unmarshal(skv.Value, &rec); err != nil {
+			v, err := r.cache.get(skv, seen, func(b []byte) (any, error) {
+				var rec statusRecord
+				err := json.Unmarshal(b, &rec)
+				return &rec.AllocStatus, err
+			})
+			if err != nil {
 				return nil, fmt.Errorf("registry: decode %s: %w", skv.Key, err)
 			}
-			a.Status = &rec.AllocStatus
+			a.Status = v.(*spec.AllocStatus)
 			a.ModifyIndex = max(a.ModifyIndex, skv.ModRevision)
 		}
 		out = append(out, &a)
@@ -416,7 +433,7 @@ func (r *Registry) ListAllocs(ctx context.Context, f AllocFilter) ([]*spec.Alloc
 	if err != nil {
 		return nil, 0, wrap("list allocs", err)
 	}
-	all, err := mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, r.prefix)
+	all, err := r.mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, true)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -441,7 +458,7 @@ func (r *Registry) GetAlloc(ctx context.Context, id string) (*spec.Alloc, error)
 	if err != nil {
 		return nil, wrap("read alloc "+id, err)
 	}
-	as, err := mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, r.prefix)
+	as, err := r.mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -655,7 +672,7 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if s.Jobs, err = decodeJobs(kvs(0)); err != nil {
 		return nil, err
 	}
-	if s.Allocs, err = mergeAllocs(kvs(1), kvs(2), r.prefix); err != nil {
+	if s.Allocs, err = r.mergeAllocs(kvs(1), kvs(2), true); err != nil {
 		return nil, err
 	}
 	if s.Nodes, err = decodeNodes(kvs(3)); err != nil {

@@ -109,9 +109,9 @@ func writeJSON(w http.ResponseWriter, index int64, v any) error {
 	if index > 0 {
 		w.Header().Set("X-Drover-Index", strconv.FormatInt(index, 10))
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	// Compact: indenting doubles the encoding cost of large lists; the CLI
+	// pretty-prints its own -o json.
+	return json.NewEncoder(w).Encode(v)
 }
 
 // readBody reads a request body up to MaxBodyBytes; a larger body is a 413.
