@@ -4,9 +4,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -82,6 +84,23 @@ func (g *globals) client() (*client.Client, error) {
 	}
 	return client.New(addr)
 }
+
+// readCommand is the start of every read command: a valid -o, a client,
+// and a context that bounds the call.
+func (g *globals) readCommand(cmd *cobra.Command) (context.Context, context.CancelFunc, *client.Client, error) {
+	if err := g.checkOutput(); err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := g.client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), readTimeout)
+	return ctx, cancel, c, nil
+}
+
+// readTimeout bounds a read command's calls: every wait has a timeout.
+const readTimeout = 30 * time.Second
 
 func (g *globals) checkOutput() error {
 	switch g.output {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,14 +17,10 @@ func newNodesCmd(g *globals) *cobra.Command {
 		Example: "  drover nodes\n  drover nodes -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(); err != nil {
-				return err
-			}
-			c, err := g.client()
+			ctx, cancel, c, err := g.readCommand(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			nodes, _, err := c.Nodes(ctx, nil)
 			if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -19,14 +18,10 @@ func newPsCmd(g *globals) *cobra.Command {
 		Example: "  drover ps\n  drover ps --all --job hello -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(); err != nil {
-				return err
-			}
-			c, err := g.client()
+			ctx, cancel, c, err := g.readCommand(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			allocs, _, err := c.Allocs(ctx, job, "", nil)
 			if err != nil {

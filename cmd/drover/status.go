@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -24,14 +23,10 @@ func newStatusCmd(g *globals) *cobra.Command {
   drover status hello -o json | drover run -`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(); err != nil {
-				return err
-			}
-			c, err := g.client()
+			ctx, cancel, c, err := g.readCommand(cmd)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
 			out := cmd.OutOrStdout()
 			if len(args) == 0 {
