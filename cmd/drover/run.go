@@ -78,6 +78,7 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 	wait := time.Minute
 	seen := map[string]string{} // alloc ID -> last printed state
 	drawn := 0
+	announced := false
 	for {
 		st, idx, err := c.Job(ctx, job.Name, &client.QueryOptions{Index: index, Wait: wait})
 		if err != nil {
@@ -113,6 +114,11 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 		done, err, recheck := verdict(out, st, minHealthy, time.Now())
 		if done {
 			return err
+		}
+		if recheck > 0 && st.Summary.State == spec.JobRunning && !announced {
+			announced = true
+			fmt.Fprintf(out, "All instances running; checking they stay up for %s (--min-healthy-time).\n", minHealthy)
+			drawn = 0 // keep the line: redraw below it
 		}
 		wait = time.Minute
 		if recheck > 0 {
