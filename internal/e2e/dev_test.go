@@ -325,3 +325,22 @@ func TestReadCommandsJSONAndAddress(t *testing.T) {
 		t.Fatalf("-o xml: exit %d: %s", code, errOut)
 	}
 }
+
+func TestInitWritesAValidExampleAndNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	cli := (&devProc{t: t}).cli
+	for _, args := range [][]string{{"init", dir + "/a.hcl"}, {"init", "--short", dir + "/b.hcl"}} {
+		if out, errOut, code := cli("", args...); code != 0 {
+			t.Fatalf("drover %v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if out, errOut, code := cli("", "validate", dir+"/a.hcl", dir+"/b.hcl"); code != 0 {
+		t.Fatalf("the examples drover init writes do not validate:\n%s%s", out, errOut)
+	}
+	before, _ := os.ReadFile(dir + "/a.hcl")
+	_, errOut, code := cli("", "init", dir+"/a.hcl")
+	after, _ := os.ReadFile(dir + "/a.hcl")
+	if code != 1 || !strings.Contains(errOut, "already exists") || string(before) != string(after) {
+		t.Fatalf("init over an existing file: exit %d: %s", code, errOut)
+	}
+}
