@@ -3,22 +3,26 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
 )
 
 func newAgentCmd() *cobra.Command {
-	var dataDir, serverAddr, httpAddr, logLevel, name string
-	var meta, driverNames []string
+	var dataDir, httpAddr, logLevel, name string
+	var meta, driverNames, serverAddrs []string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run an agent: register this machine and run the tasks placed on it",
 		Long: `Agent registers this machine with a server and runs what is placed on it. It
-speaks only the server's HTTP API. Stopping the agent leaves its tasks running.`,
-		Example: "  drover agent --server http://127.0.0.1:4646 --data-dir /var/lib/drover-agent --meta rack=r1",
+speaks only the servers' HTTP API; given several (--servers a,b,c), it moves
+to the next when one cannot be reached. Stopping the agent leaves its tasks
+running.`,
+		Example: "  drover agent --servers http://10.0.0.1:4646,http://10.0.0.2:4646 --data-dir /var/lib/drover-agent --meta rack=r1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := newLogger(logLevel)
@@ -36,10 +40,11 @@ speaks only the server's HTTP API. Stopping the agent leaves its tasks running.`
 			if err != nil {
 				return err
 			}
-			if serverAddr == "" {
-				serverAddr = os.Getenv("DROVER_ADDR")
+			addrs := client.SplitAddrs(serverAddrs...)
+			if len(addrs) == 0 {
+				addrs = client.SplitAddrs(os.Getenv("DROVER_ADDR"))
 			}
-			c, err := client.New(serverAddr)
+			c, err := client.NewMulti(addrs)
 			if err != nil {
 				return err
 			}
@@ -57,12 +62,19 @@ speaks only the server's HTTP API. Stopping the agent leaves its tasks running.`
 			}
 			httpSrv := serveHTTP(ln, ag.Handler())
 			defer shutdownHTTP(httpSrv)
-			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): server %s\n", name, ag.NodeID(), c.Address())
+			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): servers %s\n", name, ag.NodeID(), strings.Join(c.Addresses(), ","))
 			return ag.Run(signalContext(cmd.Context()))
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the node ID and task directories")
-	cmd.Flags().StringVar(&serverAddr, "server", "", "server address (default $DROVER_ADDR or "+client.DefaultAddress+")")
+	cmd.Flags().StringSliceVar(&serverAddrs, "servers", nil, "server addresses, comma-separated or repeated; --server is an alias (default $DROVER_ADDR or "+client.DefaultAddress+")")
+	// --server is the same flag under its old name.
+	cmd.Flags().SetNormalizeFunc(func(f *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "server" {
+			name = "servers"
+		}
+		return pflag.NormalizedName(name)
+	})
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4647", "this agent's HTTP address (serves task logs to the servers)")
 	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "node metadata key=value (repeatable)")

@@ -18,6 +18,7 @@ import (
 
 func newDevCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, pprofAddr string
+	var nodeTTL time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev [FILE...]",
 		Short: "Run a server, an agent and an embedded etcd in one process, and submit FILEs",
@@ -86,7 +87,7 @@ it, jobs and their instances survive a restart.`,
 			if err != nil {
 				return err
 			}
-			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log})
+			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL})
 			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()))
 
 			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
@@ -141,6 +142,7 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep state here across restarts (default: a temporary directory)")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	cmd.Flags().DurationVar(&nodeTTL, "node-ttl", server.DefaultNodeTTL, "a node without a heartbeat this long is down and its work is placed elsewhere")
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")
 	return cmd

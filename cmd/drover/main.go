@@ -67,22 +67,23 @@ Then, in another terminal:         drover status hello`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.address, "address", "", "server address (default $DROVER_ADDR or "+client.DefaultAddress+")")
+	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.AddCommand(
 		newRunCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newLogsCmd(g), newStopCmd(g),
-		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(),
+		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 	)
 	return root
 }
 
-// client returns an API client for --address, $DROVER_ADDR, or the default.
+// client returns an API client for --address, $DROVER_ADDR, or the default;
+// each may be a comma-separated list of servers.
 func (g *globals) client() (*client.Client, error) {
 	addr := g.address
 	if addr == "" {
 		addr = os.Getenv("DROVER_ADDR")
 	}
-	return client.New(addr)
+	return client.NewMulti(client.SplitAddrs(addr)) // a comma list fails over
 }
 
 // readCommand is the start of every read command: a valid -o, a client,

@@ -15,6 +15,8 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name string
+	var etcdClientAddr, etcdPeerAddr, etcdNote string
+	var apiOnly bool
 	var endpoints []string
 	var leaderTTL time.Duration
 	cmd := &cobra.Command{
@@ -35,12 +37,16 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 				if dataDir == "" {
 					return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
 				}
-				emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: filepath.Join(dataDir, "etcd"), Logger: log})
+				emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: filepath.Join(dataDir, "etcd"), Logger: log,
+					ClientAddr: etcdClientAddr, PeerAddr: etcdPeerAddr})
 				if err != nil {
 					return err
 				}
 				defer emb.Close()
 				endpoints = emb.Endpoints()
+				etcdNote = "embedded etcd at " + strings.Join(endpoints, ",")
+			} else {
+				etcdNote = "etcd at " + strings.Join(endpoints, ",")
 			}
 			reg, err := registry.Open(ctx, endpoints, log)
 			if err != nil {
@@ -54,9 +60,10 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			if err != nil {
 				return err
 			}
-			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log})
+			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly})
 			httpSrv := serveHTTP(ln, srv.Handler(nil))
-			fmt.Fprintf(os.Stderr, "drover server %s: API at http://%s\n", name, ln.Addr())
+			// One parseable line: other servers join with --etcd-endpoints.
+			fmt.Fprintf(os.Stderr, "drover server %s: API at http://%s, %s\n", name, ln.Addr(), etcdNote)
 			err = srv.Run(ctx)
 			shutdownHTTP(httpSrv)
 			return err
@@ -65,7 +72,10 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")
-	cmd.Flags().StringVar(&name, "name", "", "server name in the leader election (default: hostname)")
+	cmd.Flags().StringVar(&name, "name", "", "server name in the leader election; unique per server (default: hostname)")
+	cmd.Flags().StringVar(&etcdClientAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd's client address (host:port; port 0 picks a free one)")
+	cmd.Flags().StringVar(&etcdPeerAddr, "etcd-peer-addr", "127.0.0.1:2380", "embedded etcd's peer address (host:port; port 0 picks a free one)")
+	cmd.Flags().BoolVar(&apiOnly, "api-only", false, "serve the API but never lead (for a server whose embedded etcd others use)")
 	cmd.Flags().DurationVar(&leaderTTL, "leader-ttl", server.DefaultLeaderTTL, "leader election lease TTL")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,6 +57,10 @@ type Agent struct {
 
 	mu      sync.Mutex
 	runners map[string]*allocRunner
+
+	// heartbeatEvery is the interval the server asked for, in nanoseconds.
+	heartbeatEvery atomic.Int64
+	regMu          sync.Mutex // one registration at a time
 
 	// startSlots bounds how many tasks are being set up and forked at once.
 	startSlots chan struct{}
@@ -158,6 +163,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	go a.reportLoop(reportCtx)
+	go a.heartbeatLoop(ctx)
 	var index int64
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
@@ -204,13 +210,18 @@ func (a *Agent) Run(ctx context.Context) error {
 const assignmentWait = 5 * time.Minute
 
 func (a *Agent) register(ctx context.Context) error {
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
 	backoff := time.Duration(0)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := a.client.RegisterNode(rctx, a.Node())
+		reg, err := a.client.RegisterNode(rctx, a.Node())
 		cancel()
 		if err == nil {
-			a.log.Info("node registered", "node", a.nodeName, "id", a.nodeID)
+			if iv := reg.HeartbeatInterval.Std(); iv > 0 {
+				a.heartbeatEvery.Store(int64(iv))
+			}
+			a.log.Info("node registered", "node", a.nodeName, "id", a.nodeID, "heartbeat", reg.HeartbeatInterval)
 			return nil
 		}
 		if ctx.Err() != nil {

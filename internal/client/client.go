@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -22,14 +23,28 @@ import (
 // --address nor DROVER_ADDR says otherwise.
 const DefaultAddress = "http://127.0.0.1:4646"
 
-// Client talks to one server.
+// Client talks to one server, or fails over between several (NewMulti).
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	bases []string     // NewMulti's addresses; nil for New
+	cur   atomic.Int32 // index in bases of the address in use
 }
 
 // New returns a client for addr ("http://host:port" or "host:port").
 func New(addr string) (*Client, error) {
+	base, err := normalize(addr)
+	if err != nil {
+		return nil, err
+	}
+	// No overall timeout: blocking queries and log follows are long by
+	// design; every call takes a context that bounds it.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	return &Client{base: base, hc: &http.Client{Transport: tr}}, nil
+}
+
+func normalize(addr string) (string, error) {
 	if addr == "" {
 		addr = DefaultAddress
 	}
@@ -38,17 +53,18 @@ func New(addr string) (*Client, error) {
 	}
 	u, err := url.Parse(addr)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("invalid server address %q: want http://host:port", addr)
+		return "", fmt.Errorf("invalid server address %q: want http://host:port", addr)
 	}
-	// No overall timeout: blocking queries and log follows are long by
-	// design; every call takes a context that bounds it.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	return &Client{base: strings.TrimRight(u.String(), "/"), hc: &http.Client{Transport: tr}}, nil
+	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// Address is the server's base URL.
-func (c *Client) Address() string { return c.base }
+// Address is the base URL of the server in use.
+func (c *Client) Address() string {
+	if len(c.bases) > 0 {
+		return c.bases[int(c.cur.Load())%len(c.bases)]
+	}
+	return c.base
+}
 
 // Error is a non-2xx answer.
 type Error struct {
@@ -87,28 +103,30 @@ func (q *QueryOptions) values(v url.Values) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) (int64, error) {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return 0, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(b)
+		}
+		u := base + path
+		if len(query) > 0 {
+			u += "?" + query.Encode()
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u, rd)
+		if err == nil && body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	})
 	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("cannot reach the drover server at %s: %w (is it running? set --address or DROVER_ADDR)", c.base, unwrapURL(err))
+		return 0, fmt.Errorf("cannot reach the drover server at %s: %w (is it running? set --address or DROVER_ADDR)", c.where(), err)
 	}
 	defer resp.Body.Close()
 	index, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64)
@@ -234,11 +252,19 @@ func (c *Client) ReportAllocStatuses(ctx context.Context, node string, r *spec.N
 	return &out, err
 }
 
-// RegisterNode registers or updates a node (agents only).
-func (c *Client) RegisterNode(ctx context.Context, n *spec.Node) (*spec.Node, error) {
-	var out spec.Node
+// RegisterNode registers or updates a node and starts its liveness
+// (agents only).
+func (c *Client) RegisterNode(ctx context.Context, n *spec.Node) (*spec.NodeRegistration, error) {
+	var out spec.NodeRegistration
 	_, err := c.do(ctx, "POST", "/v1/nodes", nil, n, &out)
 	return &out, err
+}
+
+// Heartbeat keeps a node up (agents only). A 404 means its liveness ran
+// out: register again.
+func (c *Client) Heartbeat(ctx context.Context, node string) error {
+	_, err := c.do(ctx, "PUT", "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, nil, nil)
+	return err
 }
 
 // Nodes lists nodes.
@@ -286,13 +312,11 @@ func (c *Client) Logs(ctx context.Context, allocID string, o LogOptions) (io.Rea
 	if o.Follow {
 		v.Set("follow", "true")
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/allocations/"+url.PathEscape(allocID)+"/logs?"+v.Encode(), nil)
+	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
+		return http.NewRequestWithContext(ctx, "GET", base+"/v1/allocations/"+url.PathEscape(allocID)+"/logs?"+v.Encode(), nil)
+	})
 	if err != nil {
-		return nil, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the drover server at %s: %w", c.base, unwrapURL(err))
+		return nil, fmt.Errorf("cannot reach the drover server at %s: %w", c.where(), err)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()

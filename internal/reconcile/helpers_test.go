@@ -72,6 +72,9 @@ func ago(d time.Duration) opt {
 	return func(a *spec.Alloc) { a.Status.UpdateTime = now.Add(-d) }
 }
 
+// down puts the alloc on a node that stopped heartbeating.
+func down(a *spec.Alloc) { a.NodeDown, a.NodeName = true, "n1" }
+
 func desc(s string) opt {
 	return func(a *spec.Alloc) { a.Status.Description = s }
 }

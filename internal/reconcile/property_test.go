@@ -38,6 +38,7 @@ func genReconcileInput(t *rapid.T) Input {
 		if rapid.Bool().Draw(t, "stopped") {
 			a.DesiredStatus = spec.DesiredStop
 		}
+		a.NodeDown = rapid.IntRange(0, 3).Draw(t, "nodeDown") == 0
 		if a.Status != nil {
 			a.Status.UpdateTime = now.Add(time.Duration(rapid.IntRange(-3600, 60).Draw(t, "updated")) * time.Second)
 		}
@@ -78,8 +79,8 @@ func TestReconcileProperties(t *testing.T) {
 		}
 		stopping := map[string]bool{}
 		for _, s := range res.Stop {
-			if !live(s.Alloc) {
-				t.Fatalf("stop of %s, which is not live", s.Alloc.ID)
+			if !live(s.Alloc) && !lostNow(s.Alloc) {
+				t.Fatalf("stop of %s, which is neither live nor lost", s.Alloc.ID)
 			}
 			if stopping[s.Alloc.ID] {
 				t.Fatalf("%s stopped twice", s.Alloc.ID)
@@ -91,8 +92,8 @@ func TestReconcileProperties(t *testing.T) {
 			byID[a.ID] = a
 		}
 		for _, id := range res.GC {
-			if a := byID[id]; a == nil || !a.Terminal() {
-				t.Fatalf("GC of %s, which is not terminal", id)
+			if a := byID[id]; a == nil || !ended(a) {
+				t.Fatalf("GC of %s, which has not ended", id)
 			}
 		}
 		if !res.NextRun.IsZero() && !res.NextRun.After(in.Now) {

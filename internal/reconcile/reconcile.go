@@ -16,9 +16,9 @@ type Input struct {
 	// Allocs is every alloc in the registry, terminal ones included, with
 	// their Status merged in.
 	Allocs []*spec.Alloc
-	// Nodes is the cluster's nodes. The rules do not use them yet: the
-	// leader marks the allocs of a gone node lost before reconciling, and
-	// lost allocs are replaced like failed ones.
+	// Nodes is the cluster's nodes. The rules read node loss from the
+	// allocs themselves (Alloc.NodeDown, set by the leader from node
+	// liveness after its grace period), so they do not use Nodes yet.
 	Nodes []*spec.Node
 	// Now is the time the decisions are made at; delayed replacements that
 	// are due at or before Now are placed.
@@ -85,6 +85,7 @@ func Reconcile(in Input) Result {
 			continue
 		}
 		r.gc(as)
+		r.stopLost(as)
 		g := j.Group(k.group)
 		switch {
 		case j.Stopped:
@@ -148,10 +149,21 @@ func (r *reconciler) stopLive(as []*spec.Alloc, reason string) {
 func (r *reconciler) purged(as []*spec.Alloc) {
 	for _, a := range as {
 		switch {
-		case live(a):
+		case live(a) || lostNow(a):
 			r.stop(a, "job purged")
-		case a.Terminal():
+		case ended(a):
 			r.res.GC = append(r.res.GC, a.ID)
+		}
+	}
+}
+
+// stopLost tells every alloc on a down node to stop, so that if its node
+// comes back, the agent stops the old copy: the replacement stays (the rule
+// is deterministic: work placed after a node was declared down wins).
+func (r *reconciler) stopLost(as []*spec.Alloc) {
+	for _, a := range as {
+		if lostNow(a) {
+			r.stop(a, "node "+a.NodeName+" is down (no heartbeat)")
 		}
 	}
 }
@@ -161,7 +173,7 @@ func (r *reconciler) purged(as []*spec.Alloc) {
 func (r *reconciler) gc(as []*spec.Alloc) {
 	terminal := 0
 	for _, a := range as {
-		if a.Terminal() {
+		if ended(a) {
 			terminal++
 		}
 	}
@@ -169,7 +181,7 @@ func (r *reconciler) gc(as []*spec.Alloc) {
 		if terminal <= keepTerminal {
 			return
 		}
-		if a.Terminal() {
+		if ended(a) {
 			r.res.GC = append(r.res.GC, a.ID)
 			terminal--
 		}
@@ -196,6 +208,15 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 			r.place(j, g, index, reason, kept.ID)
 		}
 		return
+	}
+
+	// Lost with its node in this pass: replace at once (a batch instance
+	// too); the node's failure is not the program's.
+	for i := len(as) - 1; i >= 0; i-- {
+		if a := as[i]; lostNow(a) {
+			r.place(j, g, index, fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName), a.ID)
+			return
+		}
 	}
 
 	// No live alloc. Look at the ones that ended on their own: an alloc
@@ -282,9 +303,24 @@ func endedWord(a *spec.Alloc) string {
 	return "failed"
 }
 
-// live reports whether a is meant to run and may still be running.
+// live reports whether a is meant to run and may still be running on a
+// node that is up.
 func live(a *spec.Alloc) bool {
-	return a.DesiredStatus == spec.DesiredRun && !a.Terminal()
+	return a.DesiredStatus == spec.DesiredRun && !a.Terminal() && !a.NodeDown
+}
+
+// lostNow reports whether a was meant to run on a node that is now down,
+// and has not yet been told to stop.
+func lostNow(a *spec.Alloc) bool {
+	return a.DesiredStatus == spec.DesiredRun && !a.Terminal() && a.NodeDown
+}
+
+// ended reports whether a will not run again here: terminal, or told to
+// stop while its node is down (it may never report again). Such allocs
+// count toward the history kept per instance and may be forgotten; an
+// agent that comes back stops whatever the server no longer lists.
+func ended(a *spec.Alloc) bool {
+	return a.Terminal() || (a.NodeDown && a.DesiredStatus == spec.DesiredStop)
 }
 
 // oldestFirst orders allocs by CreateIndex, then ID.

@@ -39,12 +39,47 @@ func TestReconcile(t *testing.T) {
 		seven = append(seven, mk(string(rune('a'+i)), one, "api", 0, int64(i+1), spec.ClientFailed, ago(time.Hour)))
 	}
 
+	lost1 := mk("lost1aaaaaaa", web, "api", 0, 1, spec.ClientRunning, down)
+	lostB := mk("lostbbbbbbbb", jobs, "work", 1, 1, spec.ClientRunning, down)
+	lostDone := mk("lostdone", jobs, "work", 2, 1, spec.ClientComplete, down)
+	lostStopped := mk("lost2", web, "api", 1, 1, spec.ClientRunning, down, stopped)
+
 	tests := []struct {
 		name   string
 		jobs   []*spec.Job
 		allocs []*spec.Alloc
 		want   Result
 	}{
+		{
+			name:   "an instance on a down node is stopped and replaced at once, batch too; a completed one is not",
+			jobs:   []*spec.Job{web, jobs},
+			allocs: []*spec.Alloc{lost1, mk("a1", web, "api", 1, 2, spec.ClientRunning), lostB, lostDone, mk("j0", jobs, "work", 0, 1, spec.ClientRunning)},
+			want: Result{
+				Place: []Place{
+					{Job: jobs, Group: jobs.Groups[0], Index: 1, Reason: "replaces alloc lostbbbb lost with node n1", Previous: "lostbbbbbbbb"},
+					{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces alloc lost1aaa lost with node n1", Previous: "lost1aaaaaaa"},
+				},
+				Stop: []Stop{
+					{Alloc: lost1, Reason: "node n1 is down (no heartbeat)"},
+					{Alloc: lostB, Reason: "node n1 is down (no heartbeat)"},
+				},
+			},
+		},
+		{
+			name:   "a lost alloc already told to stop is history: its replacement runs, nothing more happens",
+			jobs:   []*spec.Job{web},
+			allocs: []*spec.Alloc{lostStopped, mk("a0", web, "api", 0, 2, spec.ClientRunning), mk("r1", web, "api", 1, 3, spec.ClientRunning)},
+			want:   Result{},
+		},
+		{
+			name:   "a purged job's alloc on a down node is stopped, and forgotten once told",
+			jobs:   nil,
+			allocs: []*spec.Alloc{mk("pl", gone, "api", 0, 1, spec.ClientRunning, down), mk("pm", gone, "api", 0, 2, spec.ClientRunning, down, stopped)},
+			want: Result{
+				Stop: []Stop{{Alloc: mk("pl", gone, "api", 0, 1, spec.ClientRunning, down), Reason: "job purged"}},
+				GC:   []string{"pm"},
+			},
+		},
 		{
 			name: "a new job places every instance",
 			jobs: []*spec.Job{web},

@@ -36,6 +36,8 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 		for i := range g.Count {
 			a := current(bySlot[slot{job.Name, g.Name, i}])
 			switch {
+			case a != nil && a.NodeDown && !a.Terminal():
+				s.Lost++
 			case a == nil || a.ClientStatusOr() == spec.ClientPending:
 				s.Pending++
 			case a.ClientStatusOr() == spec.ClientRunning:
@@ -124,7 +126,7 @@ func current(as []*spec.Alloc) *spec.Alloc {
 			if oldestLive == nil || oldestFirst(a, oldestLive) < 0 {
 				oldestLive = a
 			}
-		case a.DesiredStatus == spec.DesiredRun && a.Terminal():
+		case a.DesiredStatus == spec.DesiredRun && (a.Terminal() || a.NodeDown):
 			if newestEnded == nil || oldestFirst(a, newestEnded) > 0 {
 				newestEnded = a
 			}

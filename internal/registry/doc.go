@@ -15,7 +15,8 @@
 //	alloc_status/<id>            spec.AllocStatus, written by the API on behalf of the alloc's agent;
 //	                             the object also carries "job" and "node_id" (copied from the alloc) so
 //	                             that watchers learn whom a status change concerns
-//	nodes/<id>                   spec.Node
+//	nodes/<id>                   spec.Node (Status is not stored: it is read from node_alive/)
+//	node_alive/<id>              empty, under the node's liveness lease (see nodealive.go): present = ready
 //	schedules/<job>              spec.JobSchedule (leader-written, fenced)
 //	leader/<lease id, hex>       election keys (concurrency.Election); the value is the server's id
 //

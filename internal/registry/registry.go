@@ -47,6 +47,7 @@ type Registry struct {
 	now    func() time.Time
 	ownCli bool
 	cache  decodeCache
+	leases leaseCache
 }
 
 // Open connects to etcd at endpoints and checks that it answers; when it
@@ -582,26 +583,39 @@ func (r *Registry) GetNode(ctx context.Context, id string) (*spec.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := r.cli.Get(ctx, key)
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.prefix+dirNodeAlive+id)).Commit()
 	if err != nil {
 		return nil, wrap("read node "+id, err)
 	}
-	if len(resp.Kvs) == 0 {
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
 		return nil, fmt.Errorf("registry: node %q: %w", id, ErrNotFound)
 	}
-	return decodeNode(resp.Kvs[0])
+	n, err := decodeNode(kvs[0])
+	if err != nil {
+		return nil, err
+	}
+	r.applyAlive([]*spec.Node{n}, resp.Responses[1].GetResponseRange().Kvs)
+	return n, nil
 }
 
 // ListNodes returns every node sorted by name, then id, and the revision.
 func (r *Registry) ListNodes(ctx context.Context) ([]*spec.Node, int64, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
-	resp, err := r.cli.Get(ctx, r.prefix+dirNodes, clientv3.WithPrefix())
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
 	if err != nil {
 		return nil, 0, wrap("list nodes", err)
 	}
-	nodes, err := decodeNodes(resp.Kvs)
-	return nodes, resp.Header.Revision, err
+	nodes, err := decodeNodes(resp.Responses[0].GetResponseRange().Kvs)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.applyAlive(nodes, resp.Responses[1].GetResponseRange().Kvs)
+	return nodes, resp.Header.Revision, nil
 }
 
 func decodeNodes(kvs []*mvccpb.KeyValue) ([]*spec.Node, error) {
@@ -663,6 +677,7 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 		clientv3.OpGet(r.prefix+dirAllocStatus, clientv3.WithPrefix()),
 		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
 		clientv3.OpGet(r.prefix+dirSchedules, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return nil, wrap("read snapshot", err)
@@ -678,6 +693,7 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if s.Nodes, err = decodeNodes(kvs(3)); err != nil {
 		return nil, err
 	}
+	r.applyAlive(s.Nodes, kvs(5))
 	for _, kv := range kvs(4) {
 		var js spec.JobSchedule
 		if err := json.Unmarshal(kv.Value, &js); err != nil {

@@ -360,12 +360,19 @@ func TestNodesAndSchedules(t *testing.T) {
 	r.PutNode(ctx, &spec.Node{ID: "id-1", Name: "b"})
 	r.PutNode(ctx, &spec.Node{ID: "id-0", Name: "c"})
 	r.PutNode(ctx, &spec.Node{ID: "id-3", Name: "a"})
+	if err := r.NodeAlive(ctx, "id-2", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	got, err := r.GetNode(ctx, "id-2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(n, got); diff != "" {
 		t.Fatalf("GetNode (-put +get):\n%s", diff)
+	}
+	// Status is read from liveness, whatever was stored.
+	if got, _ := r.GetNode(ctx, "id-1"); got.Status != spec.NodeDown {
+		t.Fatalf("a node that never heartbeat is %q, want down", got.Status)
 	}
 	_, err = r.GetNode(ctx, "id-9")
 	wantErr(t, err, ErrNotFound)
@@ -986,4 +993,66 @@ func TestUnavailableAfterEtcdStops(t *testing.T) {
 	defer cancel()
 	_, err := r.GetJob(ctx, "web")
 	wantErr(t, err, ErrUnavailable)
+}
+
+// A node is up while its liveness lease is renewed, and down (with a watch
+// event saying so) once the heartbeats stop for its TTL.
+func TestNodeLiveness(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx := context.Background()
+	if _, err := r.PutNode(ctx, &spec.Node{ID: "n1", Name: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, r.Heartbeat(ctx, "n1"), ErrNotFound) // never registered alive
+	wantErr(t, r.Heartbeat(ctx, "../x"), ErrInvalid)
+	rev, _ := r.Revision(ctx)
+	changes := r.Watch(ctx, rev)
+	if err := r.NodeAlive(ctx, "n1", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	status := func() spec.NodeStatus {
+		n, err := r.GetNode(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Status
+	}
+	// Heartbeats every 500 ms over 3 s (longer than the TTL) keep it up.
+	for range 6 {
+		if err := r.Heartbeat(ctx, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		if s := status(); s != spec.NodeReady {
+			t.Fatalf("heartbeating node is %q", s)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Silence: down within TTL plus etcd's expiry check.
+	deadline := time.Now().Add(6 * time.Second)
+	for status() != spec.NodeDown {
+		if time.Now().After(deadline) {
+			t.Fatal("node still ready 6 s after its heartbeats stopped (TTL 2 s)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantErr(t, r.Heartbeat(ctx, "n1"), ErrNotFound)
+	snap, err := r.Snapshot(ctx)
+	if err != nil || len(snap.Nodes) != 1 || snap.Nodes[0].Status != spec.NodeDown {
+		t.Fatalf("snapshot nodes %+v, %v", snap.Nodes, err)
+	}
+	// The watch said so: a node change for n1 that is a delete.
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case batch := <-changes:
+			for _, c := range batch {
+				if c.Kind == KindNode && c.NodeID == "n1" && c.Deleted {
+					return
+				}
+			}
+		case <-timeout:
+			t.Fatal("no watch event for the node going down")
+		}
+	}
 }

@@ -149,7 +149,7 @@ func (r *Registry) changes(evs []*clientv3.Event) []Change {
 			c.Kind, c.Job = KindJob, id
 		case dirSchedules:
 			c.Kind, c.Job = KindSchedule, id
-		case dirNodes:
+		case dirNodes, dirNodeAlive: // liveness coming or going is a node change
 			c.Kind, c.NodeID = KindNode, id
 		case dirAllocs, dirAllocStatus:
 			c.Kind = KindAlloc

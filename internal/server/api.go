@@ -37,6 +37,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h("GET /v1/nodes/{id}", s.getNode)
 	h("GET /v1/nodes/{id}/allocations", s.nodeAllocs)
 	h("PUT /v1/nodes/{id}/allocations/status", s.putNodeStatuses)
+	h("PUT /v1/nodes/{id}/heartbeat", s.heartbeat)
 	h("GET /v1/status/leader", s.leader)
 	mux.Handle("/v1/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no API endpoint %s %s", r.Method, r.URL.Path)
@@ -151,6 +152,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		markNodeDown(snap.Allocs, snap.Nodes)
 		byJob := allocsByJob(snap.Allocs)
 		out := make([]*spec.JobListEntry, 0, len(snap.Jobs))
 		for _, j := range snap.Jobs {
@@ -196,6 +198,9 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	}
 	allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{Job: name})
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.markDown(r, allocs); err != nil {
 		return nil, 0, err
 	}
 	sched, err := s.reg.GetSchedule(r.Context(), name)
@@ -266,6 +271,9 @@ func (s *Server) listAllocs(w http.ResponseWriter, r *http.Request) error {
 	return s.blockingQuery(r, func() error {
 		allocs, rev, err := s.reg.ListAllocs(r.Context(), f)
 		if err != nil {
+			return err
+		}
+		if err := s.markDown(r, allocs); err != nil {
 			return err
 		}
 		return writeJSON(w, rev, nonNil(allocs))
@@ -454,7 +462,44 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, stored.ModifyIndex, stored)
+	if err := s.reg.NodeAlive(r.Context(), n.ID, s.cfg.NodeTTL); err != nil {
+		return err
+	}
+	stored.Status = spec.NodeReady
+	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
+		Node: stored, NodeTTL: spec.Duration(s.cfg.NodeTTL), HeartbeatInterval: spec.Duration(s.cfg.NodeTTL / 5),
+	})
+}
+
+// heartbeat keeps a node up. It writes nothing: it renews the node's
+// liveness lease in etcd. 404 tells the agent to register again.
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "id", "node id")
+	if err != nil {
+		return err
+	}
+	if err := s.reg.Heartbeat(r.Context(), id); err != nil {
+		if errors.Is(err, registry.ErrNotFound) {
+			return notFound("node %q is not alive (its heartbeats stopped for longer than %s); register again", id, s.cfg.NodeTTL)
+		}
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// markDown flags, for display, the allocs whose node is down: `drover
+// status` shows them as lost.
+func (s *Server) markDown(r *http.Request, allocs []*spec.Alloc) error {
+	if len(allocs) == 0 {
+		return nil
+	}
+	nodes, _, err := s.reg.ListNodes(r.Context())
+	if err != nil {
+		return err
+	}
+	markNodeDown(allocs, nodes)
+	return nil
 }
 
 // findNode accepts an ID, a unique ID prefix, or a node name.

@@ -15,12 +15,15 @@ import (
 // schedule is one pass of the leader's loop: snapshot -> reconcile ->
 // place -> one fenced commit. It returns when the reconciler next wants to
 // run (a delayed replacement), or zero.
-func (s *Server) schedule(ctx context.Context, l *registry.Leader) (time.Time, error) {
+func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown bool) (time.Time, error) {
 	snap, err := s.reg.Snapshot(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
 	now := time.Now().UTC()
+	if actOnDown {
+		markNodeDown(snap.Allocs, snap.Nodes)
+	}
 	res := reconcile.Reconcile(reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now})
 	plan := &registry.Plan{DeleteAllocs: res.GC}
 
@@ -93,6 +96,17 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader) (time.Time, e
 	s.log.Debug("plan committed", "placed", len(out.Placements), "stopped", len(res.Stop),
 		"gc", len(res.GC), "unplaced", len(out.Failures))
 	return res.NextRun, nil
+}
+
+// markNodeDown flags the allocs whose node is down or unknown.
+func markNodeDown(allocs []*spec.Alloc, nodes []*spec.Node) {
+	up := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		up[n.ID] = n.Status == spec.NodeReady
+	}
+	for _, a := range allocs {
+		a.NodeDown = !up[a.NodeID]
+	}
 }
 
 func sameSchedule(a, b *spec.JobSchedule) bool {

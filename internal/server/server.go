@@ -29,7 +29,18 @@ type Config struct {
 	// Resync is how often the leader re-reads everything even when no
 	// change arrived: the level-triggered safety net.
 	Resync time.Duration
+	// NodeTTL is how long a node may go without a heartbeat before it is
+	// down and its allocations are replaced. Agents heartbeat 5 times per TTL.
+	NodeTTL time.Duration
+	// NodeGrace is how long a newly elected leader waits before it acts on
+	// nodes being down, so that agents cut off by a control-plane outage
+	// can register again first. Default 2 x NodeTTL.
+	NodeGrace time.Duration
 	Logger *slog.Logger
+	// APIOnly serves the API but never campaigns, so this server never
+	// leads (fleet's disable_engine): for a server that carries the
+	// embedded etcd, whose loss would stop every server anyway.
+	APIOnly bool
 }
 
 // DefaultLeaderTTL: 3 s keeps a failover near the 3 s target while staying
@@ -39,6 +50,11 @@ const DefaultLeaderTTL = 3 * time.Second
 
 // DefaultResync is the leader's full re-read period when nothing changes.
 const DefaultResync = 5 * time.Second
+
+// DefaultNodeTTL: with a heartbeat every second, five missed in a row mark
+// a node down, which keeps machine loss -> replacement running under the
+// 8 s target while riding out a few slow heartbeats on a loaded machine.
+const DefaultNodeTTL = 5 * time.Second
 
 // Server serves the API and, while leader, schedules.
 type Server struct {
@@ -61,6 +77,12 @@ func New(cfg Config) *Server {
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync
 	}
+	if cfg.NodeTTL <= 0 {
+		cfg.NodeTTL = DefaultNodeTTL
+	}
+	if cfg.NodeGrace <= 0 {
+		cfg.NodeGrace = 2 * cfg.NodeTTL
+	}
 	return &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0)}
 }
 
@@ -82,7 +104,11 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}()
 	s.ready.Store(true)
-	s.runElections(ctx)
+	if s.cfg.APIOnly {
+		<-ctx.Done()
+	} else {
+		s.runElections(ctx)
+	}
 	s.ready.Store(false)
 	<-done
 	return nil
@@ -119,6 +145,7 @@ func (s *Server) runElections(ctx context.Context) {
 // level-triggered: a change only makes it run sooner; every pass re-reads
 // the whole state.
 func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
+	elected := time.Now()
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
 	var due *time.Timer
@@ -129,7 +156,7 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		return due.C
 	}
 	for {
-		next, err := s.schedule(ctx, l)
+		next, err := s.schedule(ctx, l, time.Since(elected) >= s.cfg.NodeGrace)
 		switch {
 		case errors.Is(err, registry.ErrNotLeader):
 			return err
@@ -143,6 +170,9 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		}
 		if !next.IsZero() {
 			due = time.NewTimer(max(time.Until(next), 0))
+		} else if time.Since(elected) < s.cfg.NodeGrace {
+			// Look again when the grace ends, in case nodes are down.
+			due = time.NewTimer(s.cfg.NodeGrace - time.Since(elected))
 		}
 		select {
 		case <-ctx.Done():

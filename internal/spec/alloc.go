@@ -43,6 +43,12 @@ type Alloc struct {
 	// first reports.
 	Status *AllocStatus `json:"status,omitempty"`
 
+	// NodeDown is set on read, never stored: the alloc's node has stopped
+	// heartbeating (its liveness lease ran out), so whatever the agent last
+	// reported is no longer known. The reconciler counts such an alloc as
+	// lost and replaces it.
+	NodeDown bool `json:"node_down,omitempty"`
+
 	// CreateIndex and ModifyIndex are registry revisions, set on read.
 	CreateIndex int64 `json:"create_index,omitempty"`
 	ModifyIndex int64 `json:"modify_index,omitempty"`

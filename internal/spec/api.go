@@ -27,6 +27,16 @@ type AllocStatusUpdate struct {
 	Status *AllocStatus `json:"status"`
 }
 
+// NodeRegistration answers POST /v1/nodes: the stored node, and how often
+// its agent must heartbeat (PUT /v1/nodes/{id}/heartbeat) to stay up.
+type NodeRegistration struct {
+	Node              *Node    `json:"node"`
+	HeartbeatInterval Duration `json:"heartbeat_interval"`
+	// NodeTTL is how long without a heartbeat before the node is down and
+	// its allocations are replaced elsewhere.
+	NodeTTL Duration `json:"node_ttl"`
+}
+
 // ValidateResponse answers POST /v1/validate/job when the job is valid.
 type ValidateResponse struct {
 	Valid bool `json:"valid"`

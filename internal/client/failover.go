@@ -1,0 +1,141 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// NewMulti returns a client for several servers. A call goes to the current
+// address; when it cannot connect there (refused, reset or closed before
+// any answer, dial error), it moves to the next address and retries at
+// once, trying each address at most once per call. The address that last
+// answered stays current. An HTTP error status is an answer: it is returned,
+// never retried elsewhere. New(addr) is the one-address case.
+//
+// A request that failed to connect was not processed by that server, so
+// the retry is safe. A reset after the request was sent but before the
+// answer is retried too: every API write is idempotent (the same job spec
+// twice changes nothing; status reports are states, not increments).
+func NewMulti(addrs []string) (*Client, error) {
+	var bases []string
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		b, err := normalize(a)
+		if err != nil {
+			return nil, err
+		}
+		bases = append(bases, b)
+	}
+	if len(bases) == 0 {
+		b, _ := normalize(DefaultAddress)
+		bases = []string{b}
+	}
+	c, err := New(bases[0])
+	if err != nil {
+		return nil, err
+	}
+	c.bases = bases
+	return c, nil
+}
+
+// SplitAddrs splits comma-separated addresses (as --servers, --address and
+// DROVER_ADDR take them), dropping empty ones.
+func SplitAddrs(list ...string) []string {
+	var out []string
+	for _, l := range list {
+		for _, a := range strings.Split(l, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// Addresses returns every server address this client knows, in order.
+func (c *Client) Addresses() []string {
+	if len(c.bases) == 0 {
+		return []string{c.base}
+	}
+	return append([]string(nil), c.bases...)
+}
+
+// addr returns the address for the k-th try of a call that began at start.
+func (c *Client) addrAt(start, k int) (int, string) {
+	if len(c.bases) == 0 {
+		return 0, c.base
+	}
+	i := (start + k) % len(c.bases)
+	return i, c.bases[i]
+}
+
+// tries is how many addresses one call may try.
+func (c *Client) tries() int { return max(1, len(c.bases)) }
+
+// send runs one request, failing over on connection failures. build makes
+// the request for a base URL (called again per try, so bodies are fresh).
+func (c *Client) send(ctx context.Context, build func(base string) (*http.Request, error)) (*http.Response, string, error) {
+	start := int(c.cur.Load())
+	var errs []string
+	for k := 0; k < c.tries(); k++ {
+		i, base := c.addrAt(start, k)
+		req, err := build(base)
+		if err != nil {
+			return nil, base, err
+		}
+		resp, err := c.hc.Do(req)
+		if err == nil {
+			c.cur.Store(int32(i))
+			return resp, base, nil
+		}
+		err = unwrapURL(err)
+		if ctx.Err() != nil || !connectFailure(err) || k == c.tries()-1 {
+			if len(errs) > 0 {
+				return nil, base, fmt.Errorf("%w (also tried %s)", err, strings.Join(errs, "; "))
+			}
+			return nil, base, err
+		}
+		errs = append(errs, base+": "+err.Error())
+		if len(c.bases) > 0 {
+			c.cur.CompareAndSwap(int32(i), int32((i+1)%len(c.bases)))
+		}
+	}
+	panic("unreachable")
+}
+
+// connectFailure reports whether err means the server never answered: it
+// could not be reached, or it closed or reset the connection before any
+// response. Context errors and timeouts of a live server are not.
+func connectFailure(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return false
+}
+
+// where names the server(s) for an error message.
+func (c *Client) where() string {
+	if len(c.bases) > 1 {
+		return strings.Join(c.bases, ", ")
+	}
+	return c.Address()
+}
