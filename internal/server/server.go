@@ -36,7 +36,7 @@ type Config struct {
 	// nodes being down, so that agents cut off by a control-plane outage
 	// can register again first. Default 2 x NodeTTL.
 	NodeGrace time.Duration
-	Logger *slog.Logger
+	Logger    *slog.Logger
 	// APIOnly serves the API but never campaigns, so this server never
 	// leads (fleet's disable_engine): for a server that carries the
 	// embedded etcd, whose loss would stop every server anyway.
