@@ -2,6 +2,7 @@
 // prints the figures the README quotes.
 //
 //	go run ./cmd/drover-bench -instances 100 -runs 3
+//	go run ./cmd/drover-bench failover -trials 20   # leader loss (failover.go)
 //
 // It builds drover, starts `drover dev` (real server, agent and embedded etcd
 // with fsync), submits an exec job of N instances of /bin/sleep, and reads
@@ -29,6 +30,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "failover" { // failover.go
+		os.Exit(failoverMain(os.Args[2:]))
+	}
 	instances := flag.Int("instances", 100, "instances per job")
 	runs := flag.Int("runs", 3, "jobs to submit, one after the other")
 	bin := flag.String("drover", "", "drover binary (default: go build ./cmd/drover)")

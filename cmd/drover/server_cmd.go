@@ -17,6 +17,7 @@ func newServerCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name string
 	var etcdClientAddr, etcdPeerAddr, etcdNote string
 	var apiOnly bool
+	var etcdTLS etcdTLSFlags
 	var endpoints []string
 	var leaderTTL time.Duration
 	cmd := &cobra.Command{
@@ -33,6 +34,9 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 				return err
 			}
 			ctx := signalContext(cmd.Context())
+			if len(endpoints) == 0 && etcdTLS.set() {
+				return fmt.Errorf("--etcd-ca, --etcd-cert and --etcd-key are for an existing etcd cluster: give --etcd-endpoints too")
+			}
 			if len(endpoints) == 0 {
 				if dataDir == "" {
 					return fmt.Errorf("--data-dir is required with the embedded etcd (or give --etcd-endpoints)")
@@ -48,9 +52,9 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			} else {
 				etcdNote = "etcd at " + strings.Join(endpoints, ",")
 			}
-			reg, err := registry.Open(ctx, endpoints, log)
+			reg, err := openRegistry(ctx, endpoints, etcdTLS, log)
 			if err != nil {
-				return fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(endpoints, ","), err)
+				return err
 			}
 			defer reg.Close()
 			if name == "" {
@@ -72,6 +76,7 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")
+	etcdTLS.register(cmd.Flags())
 	cmd.Flags().StringVar(&name, "name", "", "server name in the leader election; unique per server (default: hostname)")
 	cmd.Flags().StringVar(&etcdClientAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd's client address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&etcdPeerAddr, "etcd-peer-addr", "127.0.0.1:2380", "embedded etcd's peer address (host:port; port 0 picks a free one)")

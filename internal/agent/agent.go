@@ -108,6 +108,9 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(a.allocsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, "node-secret")); err == nil {
+		cfg.Client.SetNodeSecret(strings.TrimSpace(string(b)))
+	}
 	id, err := loadOrCreateID(filepath.Join(cfg.DataDir, "node-id"))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -217,6 +220,13 @@ func (a *Agent) register(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		reg, err := a.client.RegisterNode(rctx, a.Node())
 		cancel()
+		if err == nil && reg.Secret != "" {
+			// First registration: keep the node's credential with its ID.
+			if werr := os.WriteFile(filepath.Join(a.cfg.DataDir, "node-secret"), []byte(reg.Secret+"\n"), 0o600); werr != nil {
+				return fmt.Errorf("cannot keep the node secret in %s: %w", a.cfg.DataDir, werr)
+			}
+			a.client.SetNodeSecret(reg.Secret)
+		}
 		if err == nil {
 			if iv := reg.HeartbeatInterval.Std(); iv > 0 {
 				a.heartbeatEvery.Store(int64(iv))

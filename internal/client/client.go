@@ -29,7 +29,15 @@ type Client struct {
 	hc    *http.Client
 	bases []string     // NewMulti's addresses; nil for New
 	cur   atomic.Int32 // index in bases of the address in use
+	// nodeSecret, when set, proves the caller is its node (agents only).
+	nodeSecret atomic.Pointer[string]
 }
+
+// NodeSecretHeader carries a node's secret on its own requests.
+const NodeSecretHeader = "X-Drover-Node-Secret"
+
+// SetNodeSecret makes every later request carry the node's secret.
+func (c *Client) SetNodeSecret(s string) { c.nodeSecret.Store(&s) }
 
 // New returns a client for addr ("http://host:port" or "host:port").
 func New(addr string) (*Client, error) {
@@ -122,6 +130,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		req, err := http.NewRequestWithContext(ctx, method, u, rd)
 		if err == nil && body != nil {
 			req.Header.Set("Content-Type", "application/json")
+		}
+		if s := c.nodeSecret.Load(); err == nil && s != nil && *s != "" {
+			req.Header.Set(NodeSecretHeader, *s)
 		}
 		return req, err
 	})

@@ -17,6 +17,7 @@
 //	                             that watchers learn whom a status change concerns
 //	nodes/<id>                   spec.Node (Status is not stored: it is read from node_alive/)
 //	node_alive/<id>              empty, under the node's liveness lease (see nodealive.go): present = ready
+//	node_secrets/<id>            hex SHA-256 of the node's secret (see nodesecret.go); never returned by the API
 //	schedules/<job>              spec.JobSchedule (leader-written, fenced)
 //	leader/<lease id, hex>       election keys (concurrency.Election); the value is the server's id
 //

@@ -12,7 +12,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -52,31 +51,9 @@ type Registry struct {
 
 // Open connects to etcd at endpoints and checks that it answers; when it
 // does not, the error wraps ErrUnavailable.
+// It is OpenWithOptions without TLS.
 func Open(ctx context.Context, endpoints []string, log *slog.Logger) (*Registry, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("registry: no etcd endpoints: %w", ErrInvalid)
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: dialTimeout,
-		Logger:      zapToSlog(log.With("component", "etcd-client"), zapcore.ErrorLevel, nil),
-		Context:     context.WithoutCancel(ctx),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", endpoints, ErrUnavailable, err)
-	}
-	r := newRegistry(cli, log)
-	r.ownCli = true
-	cctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if _, err := r.Revision(cctx); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("registry: etcd %v does not answer: %w: %w", endpoints, ErrUnavailable, err)
-	}
-	return r, nil
+	return OpenWithOptions(ctx, Options{Endpoints: endpoints}, log)
 }
 
 func newRegistry(cli *clientv3.Client, log *slog.Logger) *Registry {

@@ -349,6 +349,9 @@ func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
 	if msg := checkClientStatus(u.Status.ClientStatus); msg != "" {
 		return badRequest("%s", msg)
 	}
+	if err := s.checkNode(r, u.NodeID); err != nil {
+		return err
+	}
 	if err := s.reg.PutAllocStatus(r.Context(), id, u.NodeID, u.Status); err != nil {
 		return err
 	}
@@ -361,6 +364,9 @@ func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 	node, err := pathName(r, "id", "node id")
 	if err != nil {
+		return err
+	}
+	if err := s.checkNode(r, node); err != nil {
 		return err
 	}
 	body, err := readBody(w, r)
@@ -456,6 +462,10 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	if len(ps) > 0 {
 		return &apiError{status: http.StatusUnprocessableEntity, msg: "the node is not valid", problems: ps}
 	}
+	secret, err := s.admitRegistration(r, n.ID)
+	if err != nil {
+		return err
+	}
 	n.Status = spec.NodeReady
 	n.RegisterTime = time.Now().UTC()
 	stored, err := s.reg.PutNode(r.Context(), &n)
@@ -468,6 +478,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	stored.Status = spec.NodeReady
 	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
 		Node: stored, NodeTTL: spec.Duration(s.cfg.NodeTTL), HeartbeatInterval: spec.Duration(s.cfg.NodeTTL / 5),
+		Secret: secret,
 	})
 }
 
@@ -476,6 +487,9 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathName(r, "id", "node id")
 	if err != nil {
+		return err
+	}
+	if err := s.checkNode(r, id); err != nil {
 		return err
 	}
 	if err := s.reg.Heartbeat(r.Context(), id); err != nil {
@@ -546,10 +560,7 @@ func (s *Server) nodeAllocs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.reg.GetNode(r.Context(), id); err != nil {
-		if errors.Is(err, registry.ErrNotFound) {
-			return notFound("node %q is not registered", id)
-		}
+	if err := s.checkNode(r, id); err != nil {
 		return err
 	}
 	return s.blockingQuery(r, func() error {

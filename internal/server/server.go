@@ -64,6 +64,7 @@ type Server struct {
 	hub      *hub
 	isLeader atomic.Bool
 	ready    atomic.Bool
+	secrets  nodeSecrets
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.

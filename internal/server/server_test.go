@@ -259,3 +259,72 @@ func TestPlacedAsSoonAsCapacityAppears(t *testing.T) {
 	}
 	t.Fatal("the job was not placed after a node appeared")
 }
+
+// A node's secret: given once, required after, and a node cannot act as
+// another (issue 3: "Node secret misuse: 403").
+func TestNodeSecretMisuseIs403(t *testing.T) {
+	hs, _ := testServer(t)
+	req := func(method, path, secret, body string) (int, []byte) {
+		t.Helper()
+		r, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		if secret != "" {
+			r.Header.Set("X-Drover-Node-Secret", secret)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	register := func(id, secret string) (int, spec.NodeRegistration) {
+		status, b := req("POST", "/v1/nodes", secret, `{"id":"`+id+`","name":"`+id+`","resources":{"cpu":1000,"memory":1000},"drivers":["exec"]}`)
+		var reg spec.NodeRegistration
+		json.Unmarshal(b, &reg)
+		return status, reg
+	}
+	status, a := register("node-a", "")
+	if status != 200 || len(a.Secret) < 32 {
+		t.Fatalf("first registration: %d, secret %q", status, a.Secret)
+	}
+	_, b := register("node-b", "")
+	if b.Secret == "" || b.Secret == a.Secret {
+		t.Fatalf("node-b's secret %q", b.Secret)
+	}
+	// The secret is never shown again, nor anywhere in the API.
+	if status, again := register("node-a", a.Secret); status != 200 || again.Secret != "" {
+		t.Fatalf("re-registration with the secret: %d, secret shown again: %q", status, again.Secret)
+	}
+	for _, path := range []string{"/v1/nodes", "/v1/nodes/node-a"} {
+		if _, body := req("GET", path, "", ""); strings.Contains(string(body), a.Secret) || strings.Contains(string(body), hashSecret(a.Secret)) {
+			t.Fatalf("%s reveals the secret or its hash", path)
+		}
+	}
+	forbidden := []struct {
+		name, method, path, secret, body string
+	}{
+		{"register node-a without its secret", "POST", "/v1/nodes", "", `{"id":"node-a","name":"x","resources":{"cpu":1,"memory":1},"drivers":[]}`},
+		{"register node-a with node-b's secret", "POST", "/v1/nodes", b.Secret, `{"id":"node-a","name":"x","resources":{"cpu":1,"memory":1},"drivers":[]}`},
+		{"heartbeat without a secret", "PUT", "/v1/nodes/node-a/heartbeat", "", ""},
+		{"heartbeat as node-a with node-b's secret", "PUT", "/v1/nodes/node-a/heartbeat", b.Secret, ""},
+		{"read node-a's assignments as node-b", "GET", "/v1/nodes/node-a/allocations", b.Secret, ""},
+		{"report for node-a as node-b", "PUT", "/v1/nodes/node-a/allocations/status", b.Secret, `{"allocs":[]}`},
+		{"single report for node-a as node-b", "PUT", "/v1/allocations/abcd1234/status", b.Secret, `{"node_id":"node-a","status":{"client_status":"running"}}`},
+	}
+	for _, c := range forbidden {
+		if status, body := req(c.method, c.path, c.secret, c.body); status != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403: %s", c.name, status, body)
+		}
+	}
+	// The right secret works.
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/v1/nodes/node-a/heartbeat", ""},
+		{"GET", "/v1/nodes/node-a/allocations", ""},
+		{"PUT", "/v1/nodes/node-a/allocations/status", `{"allocs":[]}`},
+	} {
+		if status, body := req(c.method, c.path, a.Secret, c.body); status/100 != 2 {
+			t.Errorf("%s %s with node-a's secret: %d %s", c.method, c.path, status, body)
+		}
+	}
+}

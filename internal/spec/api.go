@@ -35,6 +35,10 @@ type NodeRegistration struct {
 	// NodeTTL is how long without a heartbeat before the node is down and
 	// its allocations are replaced elsewhere.
 	NodeTTL Duration `json:"node_ttl"`
+	// Secret is the node's credential, given once, at its first
+	// registration: the agent keeps it and sends it (X-Drover-Node-Secret)
+	// on its own requests. The server keeps only its hash.
+	Secret string `json:"secret,omitempty"`
 }
 
 // ValidateResponse answers POST /v1/validate/job when the job is valid.

@@ -1,0 +1,21 @@
+// Package etcdcluster runs drover against an existing, external etcd
+// cluster: three real etcd members (Debian's etcd-server, /usr/bin/etcd
+// 3.4) on 127.0.0.1 with free ports, two `drover server --etcd-endpoints`
+// and three `drover agent` processes, and then takes etcd members away.
+//
+// The package has no code of its own, only tests:
+//
+//   - TestEtcdFollowerKilled and TestEtcdLeaderKilled SIGKILL one etcd
+//     member (a follower, or etcd's raft leader found with
+//     POST /v3/maintenance/status) under a running service job, and check
+//     that no task process dies or restarts, that `drover status` answers
+//     within a few seconds, and that a job submitted afterwards runs.
+//   - TestEtcdTLS starts the members with TLS and client-certificate
+//     authentication on their client URLs (a CA and certificates generated
+//     in the test) and checks that `drover server --etcd-ca --etcd-cert
+//     --etcd-key` works and that a server without a client certificate
+//     fails with a clear error.
+//
+// Without an etcd binary (/usr/bin/etcd, or etcd in PATH) the tests skip,
+// except when CI=true, where they fail: .ci/run installs etcd-server.
+package etcdcluster

@@ -1,0 +1,129 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zapcore"
+)
+
+// Options says how to reach an existing etcd cluster.
+type Options struct {
+	// Endpoints are etcd client URLs (http://host:port or https://host:port).
+	// Required.
+	Endpoints []string
+	// TLS, when set, is used for every connection to etcd: give it the
+	// cluster's CA in RootCAs and, when etcd checks client certificates
+	// (--client-cert-auth), a client certificate. See TLSFromFiles.
+	TLS *tls.Config
+	// DialTimeout bounds connecting and the first request; default 5s.
+	DialTimeout time.Duration
+}
+
+// OpenWithOptions connects to etcd as opts says and checks that it answers;
+// when it does not, the error wraps ErrUnavailable.
+func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Registry, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if len(opts.Endpoints) == 0 {
+		return nil, fmt.Errorf("registry: no etcd endpoints: %w", ErrInvalid)
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = dialTimeout
+	}
+	if opts.TLS != nil {
+		for _, ep := range opts.Endpoints {
+			if strings.HasPrefix(ep, "http://") {
+				return nil, fmt.Errorf("registry: etcd endpoint %s is plain http but TLS options were given; use https://: %w", ep, ErrInvalid)
+			}
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   opts.Endpoints,
+		DialTimeout: opts.DialTimeout,
+		TLS:         opts.TLS,
+		Logger:      zapToSlog(log.With("component", "etcd-client"), zapcore.ErrorLevel, nil),
+		Context:     context.WithoutCancel(ctx),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", opts.Endpoints, ErrUnavailable, err)
+	}
+	r := newRegistry(cli, log)
+	r.ownCli = true
+	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancel()
+	if _, err := r.Revision(cctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("registry: etcd %v does not answer: %w: %w", opts.Endpoints, ErrUnavailable, err)
+	}
+	return r, nil
+}
+
+// TLSFromFiles builds the TLS configuration for etcd from PEM files: caFile
+// holds the CA certificate(s) that signed etcd's serving certificates
+// (empty: the system's roots), and certFile with keyFile a client
+// certificate (both or neither). Errors name the file at fault.
+func TLSFromFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("etcd CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("etcd CA file %s: no PEM certificate found in it: %w", caFile, ErrInvalid)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case certFile == "" && keyFile == "":
+	case certFile == "":
+		return nil, fmt.Errorf("etcd client key %s given without a client certificate (--etcd-cert): %w", keyFile, ErrInvalid)
+	case keyFile == "":
+		return nil, fmt.Errorf("etcd client certificate %s given without its key (--etcd-key): %w", certFile, ErrInvalid)
+	default:
+		certPEM, err := readPEM("etcd client certificate", certFile, "CERTIFICATE")
+		if err != nil {
+			return nil, err
+		}
+		keyPEM, err := readPEM("etcd client key", keyFile, "PRIVATE KEY")
+		if err != nil {
+			return nil, err
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("etcd client certificate %s with key %s: %w: %w", certFile, keyFile, ErrInvalid, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// readPEM reads file and checks that it holds a PEM block whose type ends
+// in kind ("CERTIFICATE", "PRIVATE KEY").
+func readPEM(what, file, kind string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return nil, fmt.Errorf("%s %s: no PEM %s block in it: %w", what, file, kind, ErrInvalid)
+		}
+		if strings.HasSuffix(blk.Type, kind) {
+			return b, nil
+		}
+	}
+}
