@@ -35,7 +35,7 @@ func failoverMain(args []string) int {
 	fs := flag.NewFlagSet("drover-bench failover", flag.ExitOnError)
 	trials := fs.Int("trials", 20, "leader kills")
 	count := fs.Int("instances", 5, "instances of the job submitted after each kill")
-	ttl := fs.Duration("leader-ttl", 3*time.Second, "the servers' --leader-ttl (drover's default is 3s)")
+	ttl := fs.Duration("leader-ttl", 2*time.Second, "the servers' --leader-ttl (drover's default is 2s)")
 	bin := fs.String("drover", "", "drover binary (default: go build ./cmd/drover)")
 	fs.Parse(args)
 	if err := failover(*bin, *trials, *count, *ttl); err != nil {

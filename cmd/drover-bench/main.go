@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/drover-bench -instances 100 -runs 3
 //	go run ./cmd/drover-bench failover -trials 20   # leader loss (failover.go)
+//	go run ./cmd/drover-bench machineloss -trials 20  # machine loss (machineloss.go)
 //
 // It builds drover, starts `drover dev` (real server, agent and embedded etcd
 // with fsync), submits an exec job of N instances of /bin/sleep, and reads
@@ -32,6 +33,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "failover" { // failover.go
 		os.Exit(failoverMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "machineloss" { // machineloss.go
+		os.Exit(machineLossMain(os.Args[2:]))
 	}
 	instances := flag.Int("instances", 100, "instances per job")
 	runs := flag.Int("runs", 3, "jobs to submit, one after the other")

@@ -43,10 +43,13 @@ type Config struct {
 	APIOnly bool
 }
 
-// DefaultLeaderTTL: 3 s keeps a failover near the 3 s target while staying
-// above etcd's minimum lease TTL (1.5 x election timeout, about 2 s) with
-// room for a slow fsync.
-const DefaultLeaderTTL = 3 * time.Second
+// DefaultLeaderTTL is the shortest lease etcd grants with its default
+// timing (1.5 x the 1 s election timeout, rounded up to 2 s): a crashed
+// leader blocks scheduling for at most about this long plus etcd's expiry
+// check (every 500 ms), inside the 3 s failover target. The session renews
+// it every TTL/3; a leader that misses renewals only loses leadership, and
+// its writes are fenced, so a short TTL costs at worst a needless election.
+const DefaultLeaderTTL = 2 * time.Second
 
 // DefaultResync is the leader's full re-read period when nothing changes.
 const DefaultResync = 5 * time.Second
