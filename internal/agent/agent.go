@@ -57,10 +57,15 @@ type Agent struct {
 
 	mu      sync.Mutex
 	runners map[string]*allocRunner
+	// left holds, by alloc ID, the task processes an earlier agent left
+	// running, until the first assignments decide their fate (adopt.go).
+	left map[string][]leftTask
 
 	// heartbeatEvery is the interval the server asked for, in nanoseconds.
 	heartbeatEvery atomic.Int64
 	regMu          sync.Mutex // one registration at a time
+	queryMu        sync.Mutex
+	queryCancel    context.CancelFunc // of the assignment query in flight
 
 	// startSlots bounds how many tasks are being set up and forked at once.
 	startSlots chan struct{}
@@ -152,9 +157,17 @@ func (a *Agent) Node() *spec.Node {
 
 // Run registers the node and keeps it converged until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
-	if n := killOrphans(a.nodeID); n > 0 {
-		a.log.Warn("stopped tasks left running by an earlier agent; they will be started again", "count", n)
+	// Tasks an earlier agent left running are adopted, stopped or killed
+	// once the server says what this node should run (adopt.go).
+	a.mu.Lock()
+	a.left = map[string][]leftTask{}
+	for _, l := range findLeftTasks(a.nodeID) {
+		a.left[l.alloc] = append(a.left[l.alloc], l)
 	}
+	if len(a.left) > 0 {
+		a.log.Info("found tasks left running by an earlier agent", "allocs", len(a.left))
+	}
+	a.mu.Unlock()
 	// Tasks run under their own context so that the agent stopping does not
 	// stop them, unless configured to (dev mode).
 	taskCtx, cancelTasks := context.WithCancel(context.WithoutCancel(ctx))
@@ -170,7 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var index int64
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		qctx, cancel := context.WithTimeout(ctx, assignmentWait+30*time.Second)
+		qctx, cancel := a.queryContext(ctx)
 		allocs, idx, err := a.client.NodeAllocs(qctx, a.nodeID, &client.QueryOptions{Index: index, Wait: assignmentWait})
 		cancel()
 		if err != nil {
@@ -204,6 +217,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		// scheduler replacing them.
 		cancelReports()
 		a.stopAll()
+	} else {
+		// Leave the tasks running for the next agent to adopt: stop
+		// reading their output first, so that none is in flight.
+		cancelTasks()
+		a.waitDetached(5 * time.Second)
 	}
 	return nil
 }
@@ -267,17 +285,32 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		case al.DesiredStatus == spec.DesiredRun && !al.Terminal():
 			ar = newAllocRunner(a, al)
 			a.runners[al.ID] = ar
-			ar.log.Info("starting alloc", "version", al.JobVersion)
-			ar.start(taskCtx)
+			adopt := a.adoptLeft(al)
+			if len(adopt) > 0 {
+				ar.log.Info("adopting alloc left running by an earlier agent", "version", al.JobVersion, "tasks", len(adopt))
+			} else {
+				ar.log.Info("starting alloc", "version", al.JobVersion)
+			}
+			ar.start(taskCtx, adopt)
 		case al.DesiredStatus == spec.DesiredStop && !al.Terminal():
-			// Nothing of it runs here (an earlier agent ran it): say so.
 			ar = newAllocRunner(a, al)
 			a.runners[al.ID] = ar
+			if adopt := a.adoptLeft(al); len(adopt) > 0 {
+				// Still running from an earlier agent: adopt and stop it.
+				ar.log.Info("stopping alloc left running by an earlier agent", "reason", al.DesiredReason)
+				ar.stop()
+				ar.start(taskCtx, adopt)
+				continue
+			}
+			// Nothing of it runs here (an earlier agent ran it): say so.
 			for _, t := range al.Tasks {
 				ar.taskDead(t.Name, false, spec.EventKilled, "not running on this node: "+al.DesiredReason)
 			}
 			close(ar.done)
 		}
+	}
+	if a.left != nil {
+		a.settleLeft(allocs)
 	}
 	// Allocs the server no longer has (garbage collected or purged): stop
 	// what still runs and forget them once done.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -320,46 +319,6 @@ func TestJobEnvOverridesPath(t *testing.T) {
 	a := c.alloc("override", 10*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
 	if got, want := logs(t, c.client, a.ID, "t", false), bin+":/usr/bin:/bin|t|hi\n"; got != want {
 		t.Errorf("output = %q, want %q", got, want)
-	}
-}
-
-func TestRestartedAgentKillsOrphansAndStartsOneCopy(t *testing.T) {
-	t.Parallel()
-	c := newCluster(t)
-	dataDir := t.TempDir()
-	first := c.startAgent(dataDir, false)
-	task := shTask("t", "sleep 1000")
-	task.KillTimeout = spec.Duration(time.Second)
-	c.submit(job("orphan", spec.JobService, task))
-
-	a := c.alloc("orphan", 10*time.Second, "task running", running("t"))
-	oldPID := taskState(a, "t").PID
-	if got := allocProcs(a.ID); !slices.Equal(got, []int{oldPID}) {
-		t.Fatalf("processes of the alloc = %v, want [%d]", got, oldPID)
-	}
-
-	// A standalone agent going away leaves its tasks running.
-	first.stop(t)
-	if !alive(oldPID) {
-		t.Fatalf("task pid %d died with the agent; it should outlive it", oldPID)
-	}
-
-	second := c.startAgent(dataDir, true)
-	if second.NodeID() != first.NodeID() {
-		t.Fatalf("node ID changed across restart: %s -> %s", first.NodeID(), second.NodeID())
-	}
-	waitFor(t, 5*time.Second, "the orphan to be killed", func() bool { return !alive(oldPID) })
-	a = c.alloc("orphan", 10*time.Second, "task running again with a new pid", func(a *spec.Alloc) bool {
-		ts := taskState(a, "t")
-		return ts != nil && ts.State == spec.TaskRunning && ts.PID > 0 && ts.PID != oldPID
-	})
-	newPID := taskState(a, "t").PID
-	waitFor(t, 5*time.Second, "exactly one process for the alloc", func() bool {
-		return slices.Equal(allocProcs(a.ID), []int{newPID})
-	})
-	// History carries over: two starts, the alloc still the same one.
-	if n := len(events(taskState(a, "t"), spec.EventStarted)); n != 2 {
-		t.Errorf("%d Started events, want 2 (one per agent)\n%s", n, describe(a))
 	}
 }
 

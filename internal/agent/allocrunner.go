@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -54,12 +55,14 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 	return ar
 }
 
-// start launches the tasks. They run under taskCtx, which ends only when the
-// agent itself stops; stop() is how a task is stopped. The alloc directory
-// is made by the first task to start (taskRunner.runOnce), in its goroutine,
-// so that starting many allocs at once pipelines one's mkdir with another's
-// fork instead of doing all of one, then all of the other.
-func (ar *allocRunner) start(taskCtx context.Context) {
+// start launches the tasks, or adopts the processes in adopt (by task name)
+// that an earlier agent left running. They run under taskCtx, which ends
+// only when the agent itself stops; stop() is how a task is stopped. The
+// alloc directory is made by the first task to start (taskRunner.runOnce),
+// in its goroutine, so that starting many allocs at once pipelines one's
+// mkdir with another's fork instead of doing all of one, then all of the
+// other.
+func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process) {
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {
 		// One directory per alloc, which is its tasks' working directory and
@@ -67,6 +70,9 @@ func (ar *allocRunner) start(taskCtx context.Context) {
 		// mkdir is the largest single cost of starting a task.
 		tr := &taskRunner{ar: ar, task: t, drv: ar.agent.drivers[t.Driver],
 			dir: ar.dir, logDir: ar.dir, stop: ar.stopping}
+		if p, ok := adopt[t.Name]; ok {
+			tr.adopt = &p
+		}
 		ar.tasks = append(ar.tasks, tr)
 		wg.Add(1)
 		go func() {

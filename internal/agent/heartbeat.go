@@ -17,18 +17,43 @@ const defaultHeartbeat = time.Second
 // across a control-plane outage), the agent registers again. Failing to
 // reach any server changes nothing here: tasks keep running.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
+	failed := 0
 	for {
 		every := time.Duration(a.heartbeatEvery.Load())
 		if every <= 0 {
 			every = defaultHeartbeat
 		}
-		sleep(ctx, every)
+		if failed == 0 {
+			sleep(ctx, every)
+		} else {
+			sleep(ctx, every/4) // not a spin when servers refuse at once
+		}
 		if ctx.Err() != nil {
 			return
 		}
-		hctx, cancel := context.WithTimeout(ctx, every*3)
+		// A heartbeat gives up after one interval, and a failed one is
+		// retried a quarter interval later: two failures and a move to the
+		// next server fit well inside the node TTL (5 intervals), so a stuck
+		// server never costs this node its liveness.
+		hctx, cancel := context.WithTimeout(ctx, every)
 		err := a.client.Heartbeat(hctx, a.nodeID)
 		cancel()
+		if err != nil && !client.IsStatus(err, http.StatusNotFound) {
+			failed++
+		} else {
+			failed = 0
+		}
+		quiet := failed > 1 && failed%20 != 0 // log a long outage now and then
+		// Two heartbeats in a row without an answer: the server may be
+		// alive but stuck (a stopped process still accepts connections), so
+		// move to the next one, assignment query included.
+		if failed >= 2 && failed%2 == 0 && len(a.client.Addresses()) > 1 {
+			to := a.client.Rotate()
+			if !quiet || failed == 2 {
+				a.log.Warn("server not answering heartbeats; moving to the next one", "server", to)
+			}
+			a.cancelQuery()
+		}
 		switch {
 		case err == nil:
 		case client.IsStatus(err, http.StatusNotFound):
@@ -36,8 +61,26 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			if err := a.register(ctx); err != nil && ctx.Err() == nil {
 				a.log.Error("registering again failed", "err", err)
 			}
-		case ctx.Err() == nil:
-			a.log.Warn("heartbeat failed; tasks keep running; will retry", "err", err)
+		case ctx.Err() == nil && !quiet:
+			a.log.Warn("heartbeat failed; tasks keep running; will retry", "err", err, "failures", failed)
 		}
+	}
+}
+
+// queryContext bounds one assignment query and remembers how to cancel it,
+// so that the heartbeat loop can move a stuck query to another server.
+func (a *Agent) queryContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	qctx, cancel := context.WithTimeout(ctx, assignmentWait+30*time.Second)
+	a.queryMu.Lock()
+	a.queryCancel = cancel
+	a.queryMu.Unlock()
+	return qctx, cancel
+}
+
+func (a *Agent) cancelQuery() {
+	a.queryMu.Lock()
+	defer a.queryMu.Unlock()
+	if a.queryCancel != nil {
+		a.queryCancel()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/tasklog"
 )
@@ -27,12 +28,20 @@ type taskRunner struct {
 	dir    string // working directory
 	logDir string
 	stop   chan struct{} // closed to ask the task to stop
+	// adopt is the task's process left running by an earlier agent, to
+	// take over instead of starting the task; nil for a fresh start.
+	adopt *driver.Process
 }
 
 func (tr *taskRunner) run(ctx context.Context) {
 	name := tr.task.Name
-	tr.ar.taskEvent(name, spec.EventReceived, "task received by node "+tr.ar.agent.nodeName, nil)
+	if tr.adopt == nil {
+		tr.ar.taskEvent(name, spec.EventReceived, "task received by node "+tr.ar.agent.nodeName, nil)
+	}
 	if tr.drv == nil {
+		if tr.adopt != nil {
+			killLeft(leftTask{Process: *tr.adopt})
+		}
 		tr.ar.taskDead(name, true, spec.EventDriverFail, fmt.Sprintf("driver %q is not available on this node", tr.task.Driver))
 		return
 	}
@@ -42,7 +51,14 @@ func (tr *taskRunner) run(ctx context.Context) {
 	}
 	var window []time.Time // restarts within the current interval
 	for {
-		exit, stopped := tr.runOnce(ctx)
+		var exit driver.Exit
+		var stopped bool
+		if tr.adopt != nil {
+			exit, stopped = tr.runAdopted(ctx)
+			tr.adopt = nil
+		} else {
+			exit, stopped = tr.runOnce(ctx)
+		}
 		if stopped {
 			return
 		}
@@ -100,14 +116,8 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		return driver.Exit{}, true
 	default:
 	}
-	stdout, err1 := tasklog.NewWriter(tr.logDir, name+".stdout", tasklog.DefaultMaxBytes, tasklog.DefaultKeep)
-	stderr, err2 := tasklog.NewWriter(tr.logDir, name+".stderr", tasklog.DefaultMaxBytes, tasklog.DefaultKeep)
-	if err1 != nil || err2 != nil {
-		closeAll(stdout, stderr)
-		err := err1
-		if err == nil {
-			err = err2
-		}
+	stdout, stderr, err := tr.openLogs()
+	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot open log files: "+err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
@@ -137,18 +147,30 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	tr.ar.taskEvent(name, spec.EventStarted, "pid "+strconv.Itoa(h.PID()), func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, h.PID(), started, nil
 	})
+	return tr.supervise(ctx, h)
+}
 
+// supervise waits for the running task h to exit or be stopped; see runOnce.
+func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle) (driver.Exit, bool) {
+	name := tr.task.Name
 	select {
 	case exit := <-h.Wait():
-		code := exit.Code
+		var code *int // unknown for an adopted process reaped by another
+		if !exit.Unknown {
+			code = &exit.Code
+		}
 		tr.ar.taskEvent(name, spec.EventTerminated, exit.String(), func(ts *spec.TaskState) {
-			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, &code, exit.Time
+			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, exit.Time
 		})
 		return exit, false
 	case <-tr.stop:
 	case <-ctx.Done():
 		// The agent is going away without being asked to stop tasks: leave
-		// the task running (principle 5).
+		// the task running (principle 5) for the next agent to adopt, and
+		// stop reading its output so that nothing is in flight meanwhile.
+		if d, ok := h.(driver.Detacher); ok {
+			d.Detach()
+		}
 		return driver.Exit{}, true
 	}
 	grace := tr.task.KillTimeout.Std()
@@ -157,15 +179,77 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	exit, err := h.Stop(sctx, grace)
 	cancel()
 	msg := exit.String()
-	if err != nil {
+	var code *int
+	switch {
+	case err != nil:
 		msg = "stop did not finish: " + err.Error()
+	case exit.Unknown:
+		msg = "stopped (status unknown: adopted after an agent restart)"
+	default:
+		code = &exit.Code
 	}
-	code := exit.Code
 	tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {
-		ts.ExitCode, ts.FinishedAt = &code, time.Now()
+		ts.ExitCode, ts.FinishedAt = code, time.Now()
 	})
 	tr.ar.taskDead(name, false, "", "")
 	return exit, true
+}
+
+// runAdopted takes over the task's process that an earlier agent left
+// running, then supervises it as runOnce does. If the process is gone, it
+// ended while no agent ran: an exit whose status is unknown, to which the
+// restart policy applies as to a failure.
+func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
+	name, p := tr.task.Name, *tr.adopt
+	stdout, stderr, err := tr.openLogs()
+	if err != nil {
+		// Its output cannot be kept: stop it rather than let it block.
+		killLeft(leftTask{Process: p})
+		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot open log files: "+err.Error(), nil)
+		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	}
+	defer closeAll(stdout, stderr)
+	var h driver.Handle
+	if ad, ok := tr.drv.(driver.Adopter); ok {
+		h, err = ad.Adopt(ctx, p, stdout, stderr)
+	} else {
+		killLeft(leftTask{Process: p})
+		err = fmt.Errorf("driver %s cannot adopt a running task; killed it", tr.task.Driver)
+	}
+	if err != nil {
+		exit := driver.Exit{Code: -1, Unknown: true, Time: time.Now()}
+		tr.ar.taskEvent(name, spec.EventTerminated, "exited while no agent ran ("+err.Error()+")", func(ts *spec.TaskState) {
+			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, nil, exit.Time
+		})
+		return exit, false
+	}
+	started := proc.StartTime(p.StartTicks)
+	if prev := tr.ar.alloc.Status; prev != nil && prev.Tasks[name] != nil && prev.Tasks[name].PID == p.PID && !prev.Tasks[name].StartedAt.IsZero() {
+		started = prev.Tasks[name].StartedAt
+	}
+	msg := "pid " + strconv.Itoa(p.PID) + ", left running by an earlier agent; not restarted"
+	if n, ok := h.(interface{ Note() string }); ok && n.Note() != "" {
+		msg += "; " + n.Note()
+	}
+	tr.ar.taskEvent(name, spec.EventAdopted, msg, func(ts *spec.TaskState) {
+		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, p.PID, started, nil
+	})
+	return tr.supervise(ctx, h)
+}
+
+// openLogs opens the task's size-rotated stdout and stderr files.
+func (tr *taskRunner) openLogs() (stdout, stderr *tasklog.Writer, err error) {
+	name := tr.task.Name
+	stdout, err1 := tasklog.NewWriter(tr.logDir, name+".stdout", tasklog.DefaultMaxBytes, tasklog.DefaultKeep)
+	stderr, err2 := tasklog.NewWriter(tr.logDir, name+".stderr", tasklog.DefaultMaxBytes, tasklog.DefaultKeep)
+	if err1 != nil || err2 != nil {
+		closeAll(stdout, stderr)
+		if err1 == nil {
+			err1 = err2
+		}
+		return nil, nil, err1
+	}
+	return stdout, stderr, nil
 }
 
 // env is the task's environment: a fixed PATH, the DROVER_* names of where

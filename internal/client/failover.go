@@ -139,3 +139,19 @@ func (c *Client) where() string {
 	}
 	return c.Address()
 }
+
+// Rotate moves to the next server address, for a caller that has its own
+// evidence the current one is unwell (a server that accepts connections but
+// never answers, such as a stopped process, is not caught by connection
+// failures). It returns the address now in use.
+func (c *Client) Rotate() string {
+	if len(c.bases) > 1 {
+		for {
+			cur := c.cur.Load()
+			if c.cur.CompareAndSwap(cur, (cur+1)%int32(len(c.bases))) {
+				break
+			}
+		}
+	}
+	return c.Address()
+}

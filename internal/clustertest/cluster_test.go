@@ -152,6 +152,35 @@ func TestAgentFailsOverBetweenServers(t *testing.T) {
 	}
 }
 
+// A server that accepts connections but never answers (SIGSTOP) is not
+// caught by connection failures: the agent notices its heartbeats going
+// unanswered and moves on, assignment query included.
+func TestAgentLeavesAFrozenServer(t *testing.T) {
+	c := startCluster(t, 0)
+	ag := c.startAgent("a1", 1) // talks to s2 first
+	c.waitNodes(30 * time.Second)
+	s2 := c.server("s2")
+	s2.signal(syscall.SIGSTOP)
+	t.Cleanup(func() { s2.signal(syscall.SIGCONT) })
+	c.waitLeader(s2, 15*time.Second)
+
+	start := time.Now()
+	c.submit(sleepJob("afterfreeze", 2))
+	// Well inside the node TTL (5s) plus a placement: the agent must not
+	// wait out its 5-minute query on the frozen server.
+	st := c.waitRunning("afterfreeze", 2, 15*time.Second)
+	t.Logf("job running on %s %s after s2 froze", ag.name, time.Since(start).Round(10*time.Millisecond))
+	for _, a := range st.Allocations {
+		if a.NodeID != c.nodeIDs[ag.name] {
+			t.Errorf("alloc %s on node %s, want %s", a.Name, a.NodeName, ag.name)
+		}
+	}
+	// The node never went down while its server was frozen.
+	if st.Summary.Lost != 0 {
+		t.Fatalf("instances lost while only a server froze: %+v", st.Summary)
+	}
+}
+
 // outage is how long TestAllServersDownTasksKeepRunning keeps every server
 // down: $DROVER_OUTAGE_SECONDS, default 10 (the scenario is 30).
 func outage(t *testing.T) time.Duration {

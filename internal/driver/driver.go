@@ -42,21 +42,57 @@ type Handle interface {
 	Stop(ctx context.Context, grace time.Duration) (Exit, error)
 }
 
+// Adopter is implemented by drivers that can take over a task that an
+// earlier run of the agent started and left running, without restarting it.
+type Adopter interface {
+	// Adopt returns a Handle for the running task p. Its output from now on
+	// goes to stdout and stderr (the driver closes neither). It fails when
+	// p is no longer the process that was found (it exited, or its PID now
+	// names another process).
+	Adopt(ctx context.Context, p Process, stdout, stderr io.Writer) (Handle, error)
+}
+
+// Process identifies a running process across an agent restart: a PID
+// alone could have been reused, so its start time comes with it.
+type Process struct {
+	PID int
+	// StartTicks is the process's start time in clock ticks since boot
+	// (field 22 of /proc/PID/stat).
+	StartTicks uint64
+}
+
+// Detacher is implemented by handles that can let go of a task without
+// stopping it: the agent stops reading its output and waiting for it, so
+// that a later agent can adopt it. Detach returns once nothing of the
+// task's output is in flight.
+type Detacher interface {
+	Detach()
+}
+
 // Exit is how a task ended.
 type Exit struct {
 	Code   int    // exit status, or -1 when killed by a signal
 	Signal string // the signal's name when killed by one
 	Err    error  // set when the driver could not wait for the task
-	Time   time.Time
+	// Unknown is set when the task ended but how could not be observed:
+	// a process adopted after an agent restart is not the agent's child,
+	// so its exit status is gone unless it was still a zombie when seen.
+	// Code is then -1. An unknown exit is not successful.
+	Unknown bool
+	Time    time.Time
 }
 
 // Successful reports a clean exit with status 0.
-func (e Exit) Successful() bool { return e.Err == nil && e.Signal == "" && e.Code == 0 }
+func (e Exit) Successful() bool {
+	return e.Err == nil && !e.Unknown && e.Signal == "" && e.Code == 0
+}
 
 func (e Exit) String() string {
 	switch {
 	case e.Err != nil:
 		return "wait failed: " + e.Err.Error()
+	case e.Unknown:
+		return "exited (status unknown: adopted after an agent restart)"
 	case e.Signal != "":
 		return "killed by " + e.Signal
 	}

@@ -54,7 +54,7 @@ func TestDevServiceLifecycle(t *testing.T) {
 	if !strings.Contains(out, `3/3 instances running`) {
 		t.Fatalf("drover run did not report 3/3 running:\n%s", out)
 	}
-	pids := taskProcs("e2eweb")
+	pids := taskProcs("e2eweb", d.dataDir)
 	if len(pids) != 3 {
 		t.Fatalf("want 3 task processes, found %d: %v", len(pids), pids)
 	}
@@ -95,7 +95,7 @@ func TestDevServiceLifecycle(t *testing.T) {
 		}
 		return false
 	})
-	if n := len(taskProcs("e2eweb")); n != 3 {
+	if n := len(taskProcs("e2eweb", d.dataDir)); n != 3 {
 		t.Fatalf("after the restart want 3 task processes, found %d", n)
 	}
 	table, _, _ := d.cli("", "status", "e2eweb")
@@ -119,13 +119,13 @@ func TestDevServiceLifecycle(t *testing.T) {
 	if err := d.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(taskProcs("e2eweb")); n != 0 {
+	if n := len(taskProcs("e2eweb", d.dataDir)); n != 0 {
 		t.Fatalf("drover dev exited but %d task processes remain", n)
 	}
 	d = startDev(t, dir+"/data")
 	waitFor(t, 30*time.Second, "3 instances running again after the restart", func() bool {
 		st := d.jobStatus("e2eweb")
-		return st.Summary.Running == 3 && len(taskProcs("e2eweb")) == 3
+		return st.Summary.Running == 3 && len(taskProcs("e2eweb", d.dataDir)) == 3
 	})
 	st = d.jobStatus("e2eweb")
 	if len(st.Allocations) != 3 {
@@ -137,7 +137,7 @@ func TestDevServiceLifecycle(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second) // a duplicate would show up here
-	if n := len(taskProcs("e2eweb")); n != 3 {
+	if n := len(taskProcs("e2eweb", d.dataDir)); n != 3 {
 		t.Fatalf("after restart want exactly 3 task processes, found %d", n)
 	}
 
@@ -146,7 +146,7 @@ func TestDevServiceLifecycle(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("drover stop: exit %d\n%s%s", code, out, errOut)
 	}
-	if n := len(taskProcs("e2eweb")); n != 0 {
+	if n := len(taskProcs("e2eweb", d.dataDir)); n != 0 {
 		t.Fatalf("after drover stop, %d task processes remain", n)
 	}
 	if s := d.jobStatus("e2eweb").Summary.State; s != spec.JobStopped {

@@ -17,7 +17,7 @@ func TestExamplesRun(t *testing.T) {
 		_, _, code := d.cli("", "status", "hello")
 		return code == 0 && d.jobStatus("hello").Summary.Running == 3
 	})
-	if n := len(taskProcs("hello")); n != 3 {
+	if n := len(taskProcs("hello", d.dataDir)); n != 3 {
 		t.Fatalf("examples/hello.hcl: want 3 processes, found %d", n)
 	}
 	// The same job written as JSON and as YAML is the same spec: applying
@@ -51,7 +51,7 @@ func TestExamplesRun(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("drover dev did not exit within 15s of SIGINT")
 	}
-	if n := len(taskProcs("hello")); n != 0 {
+	if n := len(taskProcs("hello", d.dataDir)); n != 0 {
 		t.Fatalf("after SIGINT, %d hello processes remain", n)
 	}
 	t.Logf("drover dev stopped %s after SIGINT", time.Since(start).Round(time.Millisecond))

@@ -180,8 +180,10 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 }
 
 // taskProcs returns the PIDs of task processes (process group leaders)
-// whose environment says they belong to job.
-func taskProcs(job string) []int {
+// whose environment says they belong to job, and, when under is given,
+// whose alloc directory is below it: another test run on the same machine
+// (CI runs alone, but a developer's machine may not) is not counted.
+func taskProcs(job string, under ...string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	want := []byte("DROVER_JOB_NAME=" + job + "\x00")
@@ -192,6 +194,9 @@ func taskProcs(job string) []int {
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
 		if err != nil || !bytes.Contains(env, want) {
+			continue
+		}
+		if len(under) > 0 && !bytes.Contains(env, []byte("DROVER_ALLOC_DIR="+under[0])) {
 			continue
 		}
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && !zombie(pid) {

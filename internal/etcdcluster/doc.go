@@ -8,8 +8,9 @@
 //   - TestEtcdFollowerKilled and TestEtcdLeaderKilled SIGKILL one etcd
 //     member (a follower, or etcd's raft leader found with
 //     POST /v3/maintenance/status) under a running service job, and check
-//     that no task process dies or restarts, that `drover status` answers
-//     within a few seconds, and that a job submitted afterwards runs.
+//     that no task process dies or restarts, that the first `drover status`
+//     answers within a few seconds, that a job sent at the moment of the
+//     kill is accepted, and that a job submitted afterwards runs.
 //   - TestEtcdTLS starts the members with TLS and client-certificate
 //     authentication on their client URLs (a CA and certificates generated
 //     in the test) and checks that `drover server --etcd-ca --etcd-cert

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -237,7 +238,7 @@ type certFiles struct {
 	clientTLS             *tls.Config
 }
 
-var clusterSeq int
+var clusterSeq atomic.Int64
 
 // startEtcd starts an n-member cluster on 127.0.0.1 and waits until every
 // member reports healthy. With certs, client URLs are https and require a
@@ -263,8 +264,7 @@ func startEtcd(t *testing.T, n int, certs *certFiles) *etcdCluster {
 		ec.members = append(ec.members, m)
 		initial = append(initial, m.name+"="+m.peerURL)
 	}
-	clusterSeq++
-	token := fmt.Sprintf("drover-test-%d-%d-%d", os.Getpid(), clusterSeq, time.Now().UnixNano())
+	token := fmt.Sprintf("drover-test-%d-%d-%d", os.Getpid(), clusterSeq.Add(1), time.Now().UnixNano())
 	dir := t.TempDir()
 	for _, m := range ec.members {
 		args := []string{
@@ -414,7 +414,7 @@ func startDrover(t *testing.T, endpoints []string, nServers, nAgents int, extra 
 	for i := range nServers {
 		name := fmt.Sprintf("s%d", i+1)
 		args := append([]string{"server", "--etcd-endpoints", strings.Join(endpoints, ","),
-			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn"}, extra...)
+			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", logLevel()}, extra...)
 		p, addr := startProc(t, "drover server "+name, dc.bin, args, apiLine)
 		dc.servers = append(dc.servers, p)
 		dc.addrs = append(dc.addrs, addr)
@@ -425,7 +425,7 @@ func startDrover(t *testing.T, endpoints []string, nServers, nAgents int, extra 
 		// Each agent's list starts at a different server.
 		servers := append(append([]string(nil), dc.addrs[i%nServers:]...), dc.addrs[:i%nServers]...)
 		args := []string{"agent", "--servers", strings.Join(servers, ","), "--data-dir", filepath.Join(dir, name),
-			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn"}
+			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", logLevel()}
 		p, _ := startProc(t, "drover agent "+name, dc.bin, args, nil)
 		dc.agents = append(dc.agents, p)
 	}
@@ -445,8 +445,26 @@ func startDrover(t *testing.T, endpoints []string, nServers, nAgents int, extra 
 	return dc
 }
 
+// logLevel is the servers' and agents' --log-level: $DROVER_TEST_LOG_LEVEL,
+// default warn.
+func logLevel() string {
+	if l := os.Getenv("DROVER_TEST_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
+}
+
 // cleanup kills the agents, then their task processes, then the servers.
 func (dc *droverCluster) cleanup() {
+	if dc.t.Failed() {
+		dc.mu.Lock()
+		jobs := append([]string(nil), dc.jobs...)
+		dc.mu.Unlock()
+		for _, j := range jobs {
+			out, errOut, _ := dc.cli(10*time.Second, "status", j)
+			dc.t.Logf("---- drover status %s:\n%s%s", j, out, errOut)
+		}
+	}
 	for _, a := range dc.agents {
 		a.kill()
 	}
@@ -462,7 +480,7 @@ func (dc *droverCluster) cleanup() {
 	}
 	if dc.t.Failed() {
 		for _, p := range append(append([]*proc(nil), dc.servers...), dc.agents...) {
-			dc.t.Logf("---- %s output (tail):\n%s", p.name, tail(p.out.String(), 40))
+			dc.t.Logf("---- %s output (tail):\n%s", p.name, tail(p.out.String(), 60))
 		}
 	}
 }
@@ -516,19 +534,31 @@ func (dc *droverCluster) jobStatus(name string) *spec.JobStatus {
 // instance running).
 func (dc *droverCluster) run(name, text string) {
 	dc.t.Helper()
-	dc.mu.Lock()
-	dc.jobs = append(dc.jobs, name)
-	dc.mu.Unlock()
+	dc.track(name)
 	file := filepath.Join(dc.t.TempDir(), name+".hcl")
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
 		dc.t.Fatal(err)
 	}
 	start := time.Now()
-	out, errOut, code := dc.cli(2*time.Minute, "run", "--timeout", "90s", file)
+	out, errOut, code := dc.cli(2*time.Minute, "run", "--timeout", "90s", "--min-healthy-time", "2s", file)
 	if code != 0 {
 		dc.t.Fatalf("drover run %s: exit %d after %s\n%s%s", name, code, time.Since(start).Round(time.Millisecond), out, errOut)
 	}
 	dc.t.Logf("drover run %s: all running after %s", name, time.Since(start).Round(time.Millisecond))
+}
+
+// jobName makes base unique to this test process: task processes are
+// found by their job's name machine-wide, and another `go test` may be
+// running the same tests beside this one.
+func jobName(base string) string {
+	return fmt.Sprintf("%s-%d", base, os.Getpid())
+}
+
+// track adds a job whose task processes the cleanup kills.
+func (dc *droverCluster) track(job string) {
+	dc.mu.Lock()
+	dc.jobs = append(dc.jobs, job)
+	dc.mu.Unlock()
 }
 
 // serviceJob is a service job of count sleeping instances.

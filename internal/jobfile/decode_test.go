@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -218,6 +219,7 @@ func TestJSONSchemaMatchesSpec(t *testing.T) {
 		{configJSON, reflect.TypeFor[spec.TaskConfig]()},
 		{resourcesJSON, reflect.TypeFor[spec.Resources]()},
 		{restartJSON, reflect.TypeFor[spec.RestartPolicy]()},
+		{rescheduleJSON, reflect.TypeFor[spec.ReschedulePolicy]()},
 		{statusJSON, reflect.TypeFor[spec.JobStatus]()},
 	} {
 		var tags []string
@@ -232,3 +234,44 @@ func TestJSONSchemaMatchesSpec(t *testing.T) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// TestRescheduleFromFile checks how the reschedule blocks of web.hcl combine:
+// the group's fields over the job's over the service defaults, and writing
+// attempts without unlimited sets a limit.
+func TestRescheduleFromFile(t *testing.T) {
+	job, err := decodeTestFile(t, "testdata/good/web.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3, n0, yes, no := 3, 0, true, false
+	wantJob := &spec.ReschedulePolicy{Attempts: &n0, Interval: 0, Delay: spec.Duration(10 * time.Second),
+		DelayFunction: spec.DelayExponential, MaxDelay: spec.Duration(10 * time.Minute), Unlimited: &yes}
+	wantGroup := &spec.ReschedulePolicy{Attempts: &n3, Interval: spec.Duration(time.Hour), Delay: spec.Duration(10 * time.Second),
+		DelayFunction: spec.DelayConstant, MaxDelay: spec.Duration(10 * time.Minute), Unlimited: &no}
+	if diff := cmp.Diff(wantJob, job.Reschedule); diff != "" {
+		t.Errorf("job policy (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantGroup, job.Groups[0].Reschedule); diff != "" {
+		t.Errorf("group policy (-want +got):\n%s", diff)
+	}
+
+	// Without any block, batch groups get Nomad's batch defaults.
+	b, err := Decode("b.hcl", []byte(`job "b" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(spec.DefaultReschedule(spec.JobBatch), b.Groups[0].Reschedule); diff != "" {
+		t.Errorf("batch default (-want +got):\n%s", diff)
+	}
+	if b.Reschedule != nil {
+		t.Errorf("job policy set without a block: %+v", b.Reschedule)
+	}
+}

@@ -35,6 +35,16 @@ job "example" {
       mode     = "fail" # then "fail" the task, or "delay" until the interval ends
     }
 
+    # When an instance fails for good (its tasks used up their restarts), the
+    # server replaces it, preferably on another node. These are the service
+    # defaults; batch jobs get one more attempt within 24h, after 5s.
+    reschedule {
+      unlimited      = true          # or: attempts = 3 and interval = "1h"
+      delay          = "30s"         # wait before the replacement...
+      delay_function = "exponential" # ...doubled for each further failure ("constant": not)
+      max_delay      = "1h"          # ...up to this
+    }
+
     task "server" {
       # exec runs the command isolated on the node; raw_exec runs it as is.
       driver = "exec"

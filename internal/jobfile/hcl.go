@@ -42,11 +42,11 @@ var (
 	// datacenters is in every Nomad job file; drover has no datacenters,
 	// and refusing the line would make every Nomad file fail for nothing.
 	jobSchema = bodySchema{
-		members: map[string]member{"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "group": asBlock},
+		members: map[string]member{"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "group": asBlock},
 		ignored: []string{"datacenters"},
 	}
 	groupSchema = bodySchema{members: map[string]member{
-		"count": asAttr, "restart": asBlock, "meta": asAttr | asBlock, "task": asBlock,
+		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "meta": asAttr | asBlock, "task": asBlock,
 	}}
 	taskSchema = bodySchema{members: map[string]member{
 		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
@@ -54,6 +54,10 @@ var (
 	}}
 	restartSchema = bodySchema{members: map[string]member{
 		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "mode": asAttr,
+	}}
+	rescheduleSchema = bodySchema{members: map[string]member{
+		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "delay_function": asAttr,
+		"max_delay": asAttr, "unlimited": asAttr,
 	}}
 	resourcesSchema  = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr}}
 	execConfigSchema = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
@@ -68,8 +72,9 @@ var homes = map[string]string{
 	"type": "job", "priority": "job", "group": "job", "datacenters": "job",
 	"count": "group", "task": "group",
 	"driver": "task", "config": "task", "env": "task", "resources": "task", "kill_timeout": "task",
-	"restart":  "group or task",
-	"attempts": "restart", "interval": "restart", "delay": "restart", "mode": "restart",
+	"restart": "group or task", "reschedule": "job or group", "mode": "restart",
+	"attempts": "restart or reschedule", "interval": "restart or reschedule", "delay": "restart or reschedule",
+	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
 	"cpu": "resources", "memory": "resources",
 	"command": "config", "args": "config",
 }
@@ -82,7 +87,7 @@ var unsupported = map[string]bool{}
 func init() {
 	for _, n := range strings.Fields(`
 		template artifact service network constraint affinity spread update migrate
-		reschedule vault volume volume_mount check check_restart lifecycle logs scaling
+		vault volume volume_mount check check_restart lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device disconnect variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task port dns
@@ -339,6 +344,8 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 			}
 		case "meta":
 			job.Meta = d.stringMap(it, "meta")
+		case "reschedule":
+			job.Reschedule = d.reschedule(it.block, "reschedule", fmt.Sprintf("in the reschedule block of job %q", job.Name))
 		case "group":
 			job.Groups = append(job.Groups, d.group(it.block, fmt.Sprintf("groups[%d]", len(job.Groups))))
 		}
@@ -359,6 +366,8 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 			}
 		case "restart":
 			g.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of group %q", g.Name))
+		case "reschedule":
+			g.Reschedule = d.reschedule(it.block, path+".reschedule", fmt.Sprintf("in the reschedule block of group %q", g.Name))
 		case "meta":
 			g.Meta = d.stringMap(it, path+".meta")
 		case "task":
@@ -461,6 +470,42 @@ func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartP
 		case "mode":
 			if s, ok := d.str(it.attr, field); ok {
 				r.Mode = spec.RestartMode(s)
+			}
+		}
+	}
+	return r
+}
+
+func (d *hclDecoder) reschedule(b *hclsyntax.Block, path, in string) *spec.ReschedulePolicy {
+	r := &spec.ReschedulePolicy{}
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, rescheduleSchema, in, path) {
+		field := path + "." + it.name
+		switch it.name {
+		case "attempts":
+			if n, ok := d.int(it.attr, field); ok {
+				r.Attempts = &n
+			}
+		case "interval":
+			if v, ok := d.duration(it.attr, field); ok {
+				r.Interval = v
+			}
+		case "delay":
+			if v, ok := d.duration(it.attr, field); ok {
+				r.Delay = v
+			}
+		case "delay_function":
+			if s, ok := d.str(it.attr, field); ok {
+				r.DelayFunction = spec.DelayFunction(s)
+			}
+		case "max_delay":
+			if v, ok := d.duration(it.attr, field); ok {
+				r.MaxDelay = v
+			}
+		case "unlimited":
+			if v, ok := d.bool(it.attr, field); ok {
+				r.Unlimited = &v
 			}
 		}
 	}

@@ -157,6 +157,18 @@ func (d *hclDecoder) int(a *hclsyntax.Attribute, field string) (int, bool) {
 	return int(n), true
 }
 
+func (d *hclDecoder) bool(a *hclsyntax.Attribute, field string) (bool, bool) {
+	v, ok := d.eval(a, field)
+	if !ok {
+		return false, false
+	}
+	if v.IsNull() || v.Type() != cty.Bool {
+		d.wrongType(a, field, "true or false", v)
+		return false, false
+	}
+	return v.True(), true
+}
+
 func (d *hclDecoder) duration(a *hclsyntax.Attribute, field string) (spec.Duration, bool) {
 	v, ok := d.eval(a, field)
 	if !ok {

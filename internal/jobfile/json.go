@@ -230,7 +230,11 @@ type jschema struct {
 }
 
 var (
-	restartJSON   = &jschema{"restart policy", map[string]jfield{"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration}, "mode": {kind: jString}}}
+	restartJSON    = &jschema{"restart policy", map[string]jfield{"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration}, "mode": {kind: jString}}}
+	rescheduleJSON = &jschema{"reschedule policy", map[string]jfield{
+		"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration},
+		"delay_function": {kind: jString}, "max_delay": {kind: jDuration}, "unlimited": {kind: jBool},
+	}}
 	resourcesJSON = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}}}
 	configJSON    = &jschema{"config", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
 	taskJSON      = &jschema{"task", map[string]jfield{
@@ -240,11 +244,11 @@ var (
 	}}
 	groupJSON = &jschema{"group", map[string]jfield{
 		"name": {kind: jString}, "count": {kind: jInt}, "restart": {jObject, restartJSON},
-		"meta": {kind: jStringMap}, "tasks": {jObjectList, taskJSON},
+		"reschedule": {jObject, rescheduleJSON}, "meta": {kind: jStringMap}, "tasks": {jObjectList, taskJSON},
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
 		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
-		"meta": {kind: jStringMap}, "groups": {jObjectList, groupJSON},
+		"meta": {kind: jStringMap}, "reschedule": {jObject, rescheduleJSON}, "groups": {jObjectList, groupJSON},
 		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
 		"modify_index": {kind: jInt},
 	}}

@@ -10,13 +10,27 @@
 //	  1, old   tasks changed: stop it, place anew    "job updated to version N"
 //	           tasks equal: keep it (in-place)
 //	  0        nothing ever ran here                 "new instance"
-//	           batch completed, or batch failed      nothing (not retried)
-//	           service ended (failed/lost/complete), "replaces failed alloc <id> (attempt k)"
-//	           batch lost                              after 30s * 2^(k-1), at most 1h
+//	           lost with its node (down now, or      "replaces alloc <id> lost with node <n>",
+//	           reported lost)                        "replaces lost alloc <id>": at once, not counted
+//	           batch completed                       nothing (done)
+//	           failed (a service: or completed),     "replaces failed alloc <id> (attempt k of N)"
+//	           k failures within the reschedule      after the policy's delay: constant, or
+//	           interval, k <= attempts or unlimited  delay * 2^(k-1); at most max_delay
+//	           k > attempts                          nothing; Summarize says why
+//
+// The reschedule policy is the group's, else the job's, else the job type's
+// default (spec.Job.ReschedulePolicyOf): services are replaced without
+// limit after 30s, doubling up to 1h; batch instances once within 24h,
+// after 5s. Failures are counted by the ended allocs' Status.UpdateTime,
+// within the interval before the newest failure, at the job's current
+// version; a replacement asks the scheduler to avoid the failed alloc's
+// node (Place.AvoidNode) when another node fits.
 //
 // plus: allocs of purged jobs are stopped or forgotten, a stopped job's
 // allocs are stopped, allocs beyond a group's count (or of a removed group)
-// are stopped, and at most 5 terminal allocs are kept per instance.
+// are stopped, and at most 5 terminal allocs are kept per instance (more
+// when a reschedule limit needs them: at most attempts+1 within the
+// interval).
 //
 // The package is pure. Reconcile reads only its Input, including the current
 // time, and returns a Result that the leader carries out; it does no I/O and

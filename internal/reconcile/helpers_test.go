@@ -81,3 +81,21 @@ func desc(s string) opt {
 
 // gone is a job that is no longer registered; only its name matters.
 var gone = svc("old", 1, grp("api", 1, "x"))
+
+// on puts the alloc on another node.
+func on(node string) opt {
+	return func(a *spec.Alloc) { a.NodeID, a.NodeName = node, node }
+}
+
+// policy is a limited reschedule policy.
+func policy(attempts int, interval, delay time.Duration, fn spec.DelayFunction, maxDelay time.Duration) *spec.ReschedulePolicy {
+	unlimited := false
+	return &spec.ReschedulePolicy{Attempts: &attempts, Interval: spec.Duration(interval), Delay: spec.Duration(delay),
+		DelayFunction: fn, MaxDelay: spec.Duration(maxDelay), Unlimited: &unlimited}
+}
+
+// withPolicy sets the group's reschedule policy.
+func withPolicy(g *spec.Group, p *spec.ReschedulePolicy) *spec.Group {
+	g.Reschedule = p
+	return g
+}

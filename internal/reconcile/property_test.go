@@ -24,8 +24,11 @@ func genReconcileInput(t *rapid.T) Input {
 			j.Type = spec.JobBatch
 		}
 		j.Stopped = rapid.IntRange(0, 4).Draw(t, "stopped") == 0
+		j.Reschedule = genPolicy(t, "jobPolicy")
 		for gi := range rapid.IntRange(1, 2).Draw(t, "groups") {
-			j.Groups = append(j.Groups, grp(fmt.Sprintf("g%d", gi), rapid.IntRange(0, 3).Draw(t, "count"), rapid.SampledFrom([]string{"x", "y"}).Draw(t, "cmd")))
+			g := grp(fmt.Sprintf("g%d", gi), rapid.IntRange(0, 3).Draw(t, "count"), rapid.SampledFrom([]string{"x", "y"}).Draw(t, "cmd"))
+			g.Reschedule = genPolicy(t, "groupPolicy")
+			j.Groups = append(j.Groups, g)
 		}
 		in.Jobs = append(in.Jobs, j)
 	}
@@ -39,12 +42,90 @@ func genReconcileInput(t *rapid.T) Input {
 			a.DesiredStatus = spec.DesiredStop
 		}
 		a.NodeDown = rapid.IntRange(0, 3).Draw(t, "nodeDown") == 0
+		a.NodeID = rapid.SampledFrom([]string{"n1", "n2", "n3"}).Draw(t, "node")
 		if a.Status != nil {
 			a.Status.UpdateTime = now.Add(time.Duration(rapid.IntRange(-3600, 60).Draw(t, "updated")) * time.Second)
 		}
 		in.Allocs = append(in.Allocs, a)
 	}
+	// Failure histories: a run of failures of one instance at its job's
+	// current version, as a crash-looping program leaves, so that the
+	// reschedule limits are reached often.
+	for h := range rapid.IntRange(0, 3).Draw(t, "histories") {
+		if len(in.Jobs) == 0 {
+			break
+		}
+		j := rapid.SampledFrom(in.Jobs).Draw(t, "historyJob")
+		g := rapid.SampledFrom(j.Groups).Draw(t, "historyGroup")
+		index := rapid.IntRange(0, 2).Draw(t, "historyIndex")
+		at := now.Add(-time.Duration(rapid.IntRange(0, 7200).Draw(t, "historyStart")) * time.Second)
+		for k := range rapid.IntRange(1, 6).Draw(t, "historyLen") {
+			a := mk(fmt.Sprintf("h%d-%d", h, k), j, g.Name, index, int64(20+k), spec.ClientFailed, on(rapid.SampledFrom([]string{"n1", "n2", "n3"}).Draw(t, "historyNode")))
+			if rapid.IntRange(0, 5).Draw(t, "historyLost") == 0 {
+				a.Status.ClientStatus = spec.ClientLost
+			}
+			a.Status.UpdateTime = at
+			if at.After(now) {
+				a.Status.UpdateTime = now
+			}
+			in.Allocs = append(in.Allocs, a)
+			at = at.Add(time.Duration(rapid.IntRange(1, 1800).Draw(t, "historyGap")) * time.Second)
+		}
+	}
 	return in
+}
+
+// genPolicy is nil (inherit) or a reschedule policy, valid or not, with
+// some fields left unset.
+func genPolicy(t *rapid.T, label string) *spec.ReschedulePolicy {
+	if rapid.Bool().Draw(t, label) {
+		return nil
+	}
+	p := &spec.ReschedulePolicy{
+		Interval:      spec.Duration(rapid.SampledFrom([]time.Duration{0, 10 * time.Minute, time.Hour}).Draw(t, label+".interval")),
+		Delay:         spec.Duration(rapid.SampledFrom([]time.Duration{0, time.Second, 30 * time.Second, 5 * time.Minute}).Draw(t, label+".delay")),
+		DelayFunction: rapid.SampledFrom([]spec.DelayFunction{"", spec.DelayConstant, spec.DelayExponential}).Draw(t, label+".fn"),
+		MaxDelay:      spec.Duration(rapid.SampledFrom([]time.Duration{0, 10 * time.Minute, time.Hour}).Draw(t, label+".maxDelay")),
+	}
+	if rapid.Bool().Draw(t, label+".setAttempts") {
+		n := rapid.IntRange(0, 3).Draw(t, label+".attempts")
+		p.Attempts = &n
+	}
+	if rapid.Bool().Draw(t, label+".setUnlimited") {
+		u := rapid.Bool().Draw(t, label+".unlimited")
+		p.Unlimited = &u
+	}
+	return p
+}
+
+// failuresBefore counts, by the documented rule and independently of
+// assess, the failures that a replacement of prev would follow: allocs of
+// prev's instance at the job's current version, desired run, ended failed
+// (or, for a service, complete) less than the policy's interval before
+// prev's end.
+func failuresBefore(in Input, j *spec.Job, p *spec.ReschedulePolicy, prev *spec.Alloc) int {
+	n := 0
+	for _, a := range in.Allocs {
+		if a.Job != prev.Job || a.Group != prev.Group || a.Index != prev.Index || a.JobVersion != j.Version ||
+			a.DesiredStatus != spec.DesiredRun || a.Status == nil {
+			continue
+		}
+		switch a.Status.ClientStatus {
+		case spec.ClientFailed:
+		case spec.ClientComplete:
+			if j.Type == spec.JobBatch {
+				continue
+			}
+		default:
+			continue
+		}
+		end := prev.Status.UpdateTime
+		if p.Interval > 0 && !a.Status.UpdateTime.After(end.Add(-p.Interval.Std())) {
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 func shuffled[T any](t *rapid.T, label string, s []T) []T {
@@ -116,6 +197,35 @@ func TestReconcileProperties(t *testing.T) {
 			}
 			instances[slot{p.Job.Name, p.Group.Name, p.Index}]++
 		}
+		// Never more live instances than a group's count.
+		perGroup := map[[2]string]int{}
+		for k, n := range instances {
+			perGroup[[2]string{k.job, k.group}] += n
+		}
+		for k, n := range perGroup {
+			if j := jobs[k[0]]; j != nil && j.Group(k[1]) != nil && n > j.Group(k[1]).Count {
+				t.Fatalf("%d live instances of %s.%s, count %d", n, k[0], k[1], j.Group(k[1]).Count)
+			}
+		}
+		// Never a replacement of a failure beyond the policy's attempts
+		// within its interval, nor before its delay.
+		for _, p := range res.Place {
+			prev := byID[p.Previous]
+			if prev == nil || prev.DesiredStatus != spec.DesiredRun || !prev.Terminal() || prev.ClientStatusOr() == spec.ClientLost {
+				continue
+			}
+			pol := p.Job.ReschedulePolicyOf(p.Group)
+			attempts, unlimited := pol.Limit()
+			if n := failuresBefore(in, p.Job, pol, prev); !unlimited && n > attempts {
+				t.Fatalf("%s replaced after %d failures within %v; attempts %d: %s", prev.Name, n, pol.Interval, attempts, p.Reason)
+			}
+			if due := prev.Status.UpdateTime.Add(min(pol.Delay.Std(), pol.MaxDelay.Std())); due.After(in.Now) {
+				t.Fatalf("%s replaced at %v, before its delay is over at %v", prev.Name, in.Now, due)
+			}
+			if p.AvoidNode != prev.NodeID {
+				t.Fatalf("replacement of %s avoids node %q, not its node %q", prev.ID, p.AvoidNode, prev.NodeID)
+			}
+		}
 		for k, n := range instances {
 			if n > 1 {
 				t.Fatalf("%d live instances of %s after applying the result", n, spec.AllocName(k.job, k.group, k.index))
@@ -124,15 +234,28 @@ func TestReconcileProperties(t *testing.T) {
 				t.Fatalf("%s is live after applying the result but is not wanted", spec.AllocName(k.job, k.group, k.index))
 			}
 		}
-		// A wanted service instance is running, being placed, or due later.
+		// A wanted service instance is running, being placed, due later,
+		// or has used up its reschedule attempts.
 		for _, j := range in.Jobs {
 			if j.Stopped || j.Type != spec.JobService {
 				continue
 			}
 			for _, g := range j.Groups {
 				for i := range g.Count {
-					if instances[slot{j.Name, g.Name, i}] == 0 && res.NextRun.IsZero() {
-						t.Fatalf("%s has no instance and no replacement is due", spec.AllocName(j.Name, g.Name, i))
+					if instances[slot{j.Name, g.Name, i}] > 0 || !res.NextRun.IsZero() {
+						continue
+					}
+					var last *spec.Alloc
+					for _, a := range in.Allocs {
+						if a.Job == j.Name && a.Group == g.Name && a.Index == i && a.DesiredStatus == spec.DesiredRun && a.Terminal() &&
+							(last == nil || oldestFirst(a, last) > 0) {
+							last = a
+						}
+					}
+					pol := j.ReschedulePolicyOf(g)
+					attempts, unlimited := pol.Limit()
+					if last == nil || last.ClientStatusOr() == spec.ClientLost || unlimited || failuresBefore(in, j, pol, last) <= attempts {
+						t.Fatalf("%s has no instance, no replacement is due, and its attempts are not used up", spec.AllocName(j.Name, g.Name, i))
 					}
 				}
 			}

@@ -32,6 +32,9 @@ type Place struct {
 	Index    int
 	Reason   string
 	Previous string // the alloc this one replaces, or ""
+	// AvoidNode is the node of the alloc this one replaces after it failed
+	// or was lost, or "": the scheduler prefers any other node that fits.
+	AvoidNode string
 }
 
 // Stop asks for one alloc to be stopped.
@@ -84,9 +87,13 @@ func Reconcile(in Input) Result {
 			r.purged(as)
 			continue
 		}
-		r.gc(as)
-		r.stopLost(as)
 		g := j.Group(k.group)
+		var counted []*spec.Alloc
+		if !j.Stopped && g != nil && k.index >= 0 && k.index < g.Count {
+			counted = assess(j, g, as).counted
+		}
+		r.gc(as, counted)
+		r.stopLost(as)
 		switch {
 		case j.Stopped:
 			r.stopLive(as, "job stopped")
@@ -131,8 +138,8 @@ func (r *reconciler) stop(a *spec.Alloc, reason string) {
 	r.res.Stop = append(r.res.Stop, Stop{Alloc: a, Reason: reason})
 }
 
-func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, reason, previous string) {
-	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous})
+func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, reason, previous, avoid string) {
+	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid})
 }
 
 func (r *reconciler) stopLive(as []*spec.Alloc, reason string) {
@@ -169,8 +176,10 @@ func (r *reconciler) stopLost(as []*spec.Alloc) {
 }
 
 // gc forgets all but the newest keepTerminal terminal allocs of one
-// instance. as is sorted oldest first.
-func (r *reconciler) gc(as []*spec.Alloc) {
+// instance, and never the ones its reschedule policy is counting (at most
+// attempts+1 within the interval), so that a limit above keepTerminal still
+// holds. as is sorted oldest first.
+func (r *reconciler) gc(as []*spec.Alloc, counted []*spec.Alloc) {
 	terminal := 0
 	for _, a := range as {
 		if ended(a) {
@@ -181,7 +190,7 @@ func (r *reconciler) gc(as []*spec.Alloc) {
 		if terminal <= keepTerminal {
 			return
 		}
-		if ended(a) {
+		if ended(a) && !slices.Contains(counted, a) {
 			r.res.GC = append(r.res.GC, a.ID)
 			terminal--
 		}
@@ -205,7 +214,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 		if kept.JobVersion != j.Version && !tasksEqual(kept.Tasks, g.Tasks) {
 			reason := fmt.Sprintf("job updated to version %d", j.Version)
 			r.stop(kept, reason)
-			r.place(j, g, index, reason, kept.ID)
+			r.place(j, g, index, reason, kept.ID, "")
 		}
 		return
 	}
@@ -214,14 +223,68 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 	// too); the node's failure is not the program's.
 	for i := len(as) - 1; i >= 0; i-- {
 		if a := as[i]; lostNow(a) {
-			r.place(j, g, index, fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName), a.ID)
+			r.place(j, g, index, fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName), a.ID, a.NodeID)
 			return
 		}
 	}
 
-	// No live alloc. Look at the ones that ended on their own: an alloc
-	// that ended because it was told to stop (count reduced, job stopped,
-	// replaced) says nothing about this instance's health.
+	// No live alloc: what happens next depends on how the newest alloc
+	// that ended on its own ended, and on the reschedule policy.
+	rs := assess(j, g, as)
+	switch {
+	case rs.last == nil:
+		r.place(j, g, index, "new instance", "", "")
+	case rs.done, rs.exhausted:
+		// A completed batch instance is done; an instance that used up its
+		// reschedule attempts stays down (Summarize says why).
+	case rs.lost:
+		// Lost: the node went away, not the program's fault. Replace it at
+		// once, and do not count it.
+		r.place(j, g, index, "replaces lost alloc "+shortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
+	case rs.due.After(r.now):
+		if r.res.NextRun.IsZero() || rs.due.Before(r.res.NextRun) {
+			r.res.NextRun = rs.due
+		}
+	default:
+		r.place(j, g, index, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
+			rs.last.ID, rs.last.NodeID)
+	}
+}
+
+// rescheduling is what the reschedule policy says about an instance that
+// has no live alloc.
+type rescheduling struct {
+	policy *spec.ReschedulePolicy
+	// last is the newest alloc that ended on its own, or nil when none did:
+	// an alloc that ended because it was told to stop (count reduced, job
+	// stopped, replaced) says nothing about the instance's health.
+	last *spec.Alloc
+	// done: a batch instance that completed.
+	done bool
+	// lost: last was lost with its node; it is replaced at once and is not
+	// counted.
+	lost bool
+	// failures counts the allocs of the job's current version that ended on
+	// their own (failed, or a service that completed) and were not lost,
+	// less than the policy's interval before last ended (by their
+	// Status.UpdateTime): the replacement being decided would be the
+	// failures-th within that interval. Without an interval every kept
+	// alloc counts. The window ends at last's end, not at Now, so that a
+	// decision not to reschedule does not change as time passes.
+	failures int
+	// counted are those allocs, newest first, at most attempts+1 of them,
+	// under a limited policy only: what gc must keep for the limit to hold.
+	counted []*spec.Alloc
+	// exhausted: the policy allows no more replacements.
+	exhausted bool
+	// due is when the replacement may be placed: last's end plus the delay.
+	due time.Time
+}
+
+// assess applies j's reschedule policy for group g to one instance whose
+// allocs, oldest first, are as.
+func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
+	rs := rescheduling{policy: j.ReschedulePolicyOf(g)}
 	var ended []*spec.Alloc
 	for _, a := range as {
 		if a.DesiredStatus == spec.DesiredRun && a.Terminal() {
@@ -229,60 +292,66 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 		}
 	}
 	if len(ended) == 0 {
-		r.place(j, g, index, "new instance", "")
-		return
+		return rs
 	}
-	last := ended[len(ended)-1]
+	rs.last = ended[len(ended)-1]
 	if j.Type == spec.JobBatch {
 		for _, a := range ended {
 			if a.ClientStatusOr() == spec.ClientComplete {
-				return // done
+				rs.done = true
+				return rs
 			}
 		}
-		if last.ClientStatusOr() == spec.ClientFailed {
-			return // failed after its restarts; not retried here
-		}
-		// Lost: the node went away, not the program's fault. Replace it.
+	}
+	if rs.last.ClientStatusOr() == spec.ClientLost {
+		rs.lost = true
+		return rs
 	}
 
-	k := 0
-	for _, a := range ended {
-		if a.JobVersion == j.Version {
-			k++
+	attempts, unlimited := rs.policy.Limit()
+	end := rs.last.Status.UpdateTime
+	for i := len(ended) - 1; i >= 0; i-- {
+		a := ended[i]
+		if a.JobVersion != j.Version || a.ClientStatusOr() == spec.ClientLost {
+			continue
+		}
+		if iv := rs.policy.Interval.Std(); iv > 0 && !a.Status.UpdateTime.After(end.Add(-iv)) {
+			continue
+		}
+		rs.failures++
+		if !unlimited && len(rs.counted) <= attempts {
+			rs.counted = append(rs.counted, a)
 		}
 	}
-	k = max(k, 1) // the ended allocs may all be of an older version
-	due := last.Status.UpdateTime.Add(backoff(k))
-	if due.After(r.now) {
-		if r.res.NextRun.IsZero() || due.Before(r.res.NextRun) {
-			r.res.NextRun = due
-		}
-		return
-	}
-	r.place(j, g, index, fmt.Sprintf("replaces %s alloc %s (attempt %d)", endedWord(last), shortID(last.ID), k), last.ID)
+	rs.exhausted = !unlimited && rs.failures > attempts
+	rs.due = end.Add(delay(rs.policy, max(rs.failures, 1)))
+	return rs
 }
 
-// Replacement delays: the first replacement of an instance waits
-// firstDelay after the failure, each further one twice as long, up to
-// maxDelay, so that a crash-looping service costs little while a one-off
-// crash is repaired quickly.
-//
-// With keepTerminal = 5 the count of failures seen, and so the delay, stops
-// growing at 6 failures (16 minutes); maxDelay bounds it should that limit
-// be raised.
-const (
-	firstDelay = 30 * time.Second
-	maxDelay   = time.Hour
-)
-
-// backoff is how long after its k-th failure (k >= 1) an instance is
-// replaced: 30s * 2^(k-1), at most 1h.
-func backoff(k int) time.Duration {
-	d := firstDelay
-	for i := 1; i < k && d < maxDelay; i++ {
-		d *= 2
+// attempt says which replacement this is: "attempt 2", or "attempt 2 of 3"
+// under a limited policy.
+func (rs rescheduling) attempt() string {
+	k := max(rs.failures, 1)
+	if attempts, unlimited := rs.policy.Limit(); !unlimited {
+		return fmt.Sprintf("attempt %d of %d", k, attempts)
 	}
-	return min(d, maxDelay)
+	return fmt.Sprintf("attempt %d", k)
+}
+
+// delay is how long after its k-th counted failure (k >= 1) an instance is
+// replaced: Delay, or with the exponential function Delay * 2^(k-1); at
+// most MaxDelay either way.
+//
+// The failures counted, and so the delay, stop growing when the instance's
+// history does: keepTerminal allocs, or the attempts allowed.
+func delay(p *spec.ReschedulePolicy, k int) time.Duration {
+	d, limit := p.Delay.Std(), p.MaxDelay.Std()
+	if p.DelayFunction == spec.DelayExponential {
+		for i := 1; i < k && d < limit; i++ {
+			d *= 2
+		}
+	}
+	return min(d, limit)
 }
 
 // shortID is the first 8 characters of an alloc ID, as shown to users.

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -39,6 +40,19 @@ func TestReconcile(t *testing.T) {
 		seven = append(seven, mk(string(rune('a'+i)), one, "api", 0, int64(i+1), spec.ClientFailed, ago(time.Hour)))
 	}
 
+	limited := svc("lim", 1, withPolicy(grp("api", 4, "serve"), policy(2, time.Hour, 10*time.Second, spec.DelayConstant, time.Hour)))
+	expo := svc("expo", 1, withPolicy(grp("api", 1, "serve"), policy(5, time.Hour, time.Minute, spec.DelayExponential, 3*time.Minute)))
+	never := svc("never", 1, grp("api", 1, "serve"))
+	never.Reschedule = policy(0, 0, time.Second, spec.DelayConstant, time.Hour)
+	many := svc("many", 2, withPolicy(grp("api", 2, "serve"), policy(7, time.Hour, time.Second, spec.DelayConstant, time.Hour)))
+	manyAllocs := []*spec.Alloc{
+		mk("old1", many, "api", 0, 1, spec.ClientFailed, ver(1, "old"), ago(55*time.Minute)),
+		mk("old2", many, "api", 0, 2, spec.ClientFailed, ver(1, "old"), ago(54*time.Minute)),
+	}
+	for i := range 8 {
+		manyAllocs = append(manyAllocs, mk(fmt.Sprintf("m%d", i), many, "api", 0, int64(10+i), spec.ClientFailed, ago(time.Duration(50-i)*time.Minute)))
+	}
+
 	lost1 := mk("lost1aaaaaaa", web, "api", 0, 1, spec.ClientRunning, down)
 	lostB := mk("lostbbbbbbbb", jobs, "work", 1, 1, spec.ClientRunning, down)
 	lostDone := mk("lostdone", jobs, "work", 2, 1, spec.ClientComplete, down)
@@ -56,8 +70,8 @@ func TestReconcile(t *testing.T) {
 			allocs: []*spec.Alloc{lost1, mk("a1", web, "api", 1, 2, spec.ClientRunning), lostB, lostDone, mk("j0", jobs, "work", 0, 1, spec.ClientRunning)},
 			want: Result{
 				Place: []Place{
-					{Job: jobs, Group: jobs.Groups[0], Index: 1, Reason: "replaces alloc lostbbbb lost with node n1", Previous: "lostbbbbbbbb"},
-					{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces alloc lost1aaa lost with node n1", Previous: "lost1aaaaaaa"},
+					{Job: jobs, Group: jobs.Groups[0], Index: 1, Reason: "replaces alloc lostbbbb lost with node n1", Previous: "lostbbbbbbbb", AvoidNode: "n1"},
+					{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces alloc lost1aaa lost with node n1", Previous: "lost1aaaaaaa", AvoidNode: "n1"},
 				},
 				Stop: []Stop{
 					{Alloc: lost1, Reason: "node n1 is down (no heartbeat)"},
@@ -174,25 +188,40 @@ func TestReconcile(t *testing.T) {
 			want:   Result{Stop: []Stop{{Alloc: g1, Reason: "group cache removed from the job"}}},
 		},
 		{
-			name: "batch: completed and failed instances are not run again",
+			name: "batch default policy: completed is done; a failure gets one more attempt after 5s; a second within 24h is final",
 			jobs: []*spec.Job{jobs},
 			allocs: []*spec.Alloc{
 				mk("b0", jobs, "work", 0, 1, spec.ClientComplete, ago(time.Hour)),
-				mk("b1", jobs, "work", 1, 2, spec.ClientFailed, ago(time.Hour)),
-				mk("b2", jobs, "work", 2, 3, spec.ClientComplete, ago(time.Hour)),
+				mk("b1", jobs, "work", 1, 2, spec.ClientFailed, ago(5*time.Second), on("n2")),
+				mk("b2", jobs, "work", 2, 3, spec.ClientFailed, ago(23*time.Hour)),
 				mk("b3", jobs, "work", 2, 4, spec.ClientFailed, ago(time.Hour)),
 			},
+			want: Result{Place: []Place{
+				{Job: jobs, Group: jobs.Groups[0], Index: 1, Reason: "replaces failed alloc b1 (attempt 1 of 1)", Previous: "b1", AvoidNode: "n2"},
+			}},
 		},
 		{
-			name: "batch: a lost instance is replaced",
+			name: "batch: a failure not yet 5s old waits; one that follows a completion is not retried",
 			jobs: []*spec.Job{jobs},
 			allocs: []*spec.Alloc{
+				mk("b0", jobs, "work", 0, 1, spec.ClientFailed, ago(2*time.Second)),
+				mk("b1", jobs, "work", 1, 2, spec.ClientComplete, ago(time.Hour)),
+				mk("b2", jobs, "work", 1, 3, spec.ClientFailed, ago(time.Minute)),
+				mk("b3", jobs, "work", 2, 4, spec.ClientRunning),
+			},
+			want: Result{NextRun: now.Add(3 * time.Second)},
+		},
+		{
+			name: "batch: a lost instance is replaced at once and does not use up the attempt",
+			jobs: []*spec.Job{jobs},
+			allocs: []*spec.Alloc{
+				mk("f0", jobs, "work", 0, 1, spec.ClientFailed, ago(time.Hour)),
 				l1,
 				mk("b1", jobs, "work", 1, 2, spec.ClientRunning),
 				mk("b2", jobs, "work", 2, 3, spec.ClientComplete),
 			},
 			want: Result{Place: []Place{
-				{Job: jobs, Group: jobs.Groups[0], Index: 0, Reason: "replaces lost alloc l1aaaaaa (attempt 1)", Previous: "l1aaaaaaaaaa"},
+				{Job: jobs, Group: jobs.Groups[0], Index: 0, Reason: "replaces lost alloc l1aaaaaa", Previous: "l1aaaaaaaaaa", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -200,7 +229,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{web},
 			allocs: []*spec.Alloc{f1, mk("a1", web, "api", 1, 2, spec.ClientRunning)},
 			want: Result{Place: []Place{
-				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces failed alloc f1234567 (attempt 1)", Previous: "f1234567-89ab"},
+				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces failed alloc f1234567 (attempt 1)", Previous: "f1234567-89ab", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -211,7 +240,7 @@ func TestReconcile(t *testing.T) {
 				mk("x2", one, "api", 0, 2, spec.ClientFailed, ago(time.Minute)), // newest by CreateIndex
 			},
 			want: Result{Place: []Place{
-				{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc x2 (attempt 2)", Previous: "x2"},
+				{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc x2 (attempt 2)", Previous: "x2", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -234,20 +263,80 @@ func TestReconcile(t *testing.T) {
 				f2,
 			},
 			want: Result{Place: []Place{
-				{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "replaces failed alloc f2 (attempt 1)", Previous: "f2"},
+				{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "replaces failed alloc f2 (attempt 1)", Previous: "f2", AvoidNode: "n1"},
 			}},
 		},
 		{
-			name: "service: a completed or lost instance is replaced like a failed one",
+			name: "service: a completed instance is replaced like a failed one; a lost one at once",
 			jobs: []*spec.Job{web},
 			allocs: []*spec.Alloc{
 				mk("e0", web, "api", 0, 1, spec.ClientComplete, ago(time.Minute)),
-				mk("e1", web, "api", 1, 2, spec.ClientLost, ago(time.Minute)),
+				mk("e1", web, "api", 1, 2, spec.ClientLost, ago(0)),
 			},
 			want: Result{Place: []Place{
-				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces completed alloc e0 (attempt 1)", Previous: "e0"},
-				{Job: web, Group: web.Groups[0], Index: 1, Reason: "replaces lost alloc e1 (attempt 1)", Previous: "e1"},
+				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces completed alloc e0 (attempt 1)", Previous: "e0", AvoidNode: "n1"},
+				{Job: web, Group: web.Groups[0], Index: 1, Reason: "replaces lost alloc e1", Previous: "e1", AvoidNode: "n1"},
 			}},
+		},
+		{
+			name: "limited policy: failures within the interval, lost ones not counted; used-up attempts are final",
+			jobs: []*spec.Job{limited},
+			allocs: []*spec.Alloc{
+				// [0] failed 3 times within 1h: 2 attempts used up.
+				mk("a1", limited, "api", 0, 1, spec.ClientFailed, ago(50*time.Minute)),
+				mk("a2", limited, "api", 0, 2, spec.ClientFailed, ago(20*time.Minute)),
+				mk("a3", limited, "api", 0, 3, spec.ClientFailed, ago(time.Minute)),
+				// [1] the first failure is more than 1h before the last.
+				mk("b1", limited, "api", 1, 4, spec.ClientFailed, ago(2*time.Hour)),
+				mk("b2", limited, "api", 1, 5, spec.ClientFailed, ago(30*time.Minute)),
+				mk("b3", limited, "api", 1, 6, spec.ClientFailed, ago(time.Minute), on("n7")),
+				// [2] a lost alloc between failures does not count.
+				mk("c1", limited, "api", 2, 7, spec.ClientFailed, ago(30*time.Minute)),
+				mk("c2", limited, "api", 2, 8, spec.ClientLost, ago(20*time.Minute)),
+				mk("c3", limited, "api", 2, 9, spec.ClientFailed, ago(time.Minute)),
+				// [3] constant 10s delay, not yet over.
+				mk("d1", limited, "api", 3, 10, spec.ClientFailed, ago(5*time.Second)),
+			},
+			want: Result{
+				Place: []Place{
+					{Job: limited, Group: limited.Groups[0], Index: 1, Reason: "replaces failed alloc b3 (attempt 2 of 2)", Previous: "b3", AvoidNode: "n7"},
+					{Job: limited, Group: limited.Groups[0], Index: 2, Reason: "replaces failed alloc c3 (attempt 2 of 2)", Previous: "c3", AvoidNode: "n1"},
+				},
+				NextRun: now.Add(5 * time.Second),
+			},
+		},
+		{
+			name: "exponential delay is capped at max_delay",
+			jobs: []*spec.Job{expo},
+			allocs: []*spec.Alloc{
+				mk("e1", expo, "api", 0, 1, spec.ClientFailed, ago(20*time.Minute)),
+				mk("e2", expo, "api", 0, 2, spec.ClientFailed, ago(10*time.Minute)),
+				mk("e3", expo, "api", 0, 3, spec.ClientFailed, ago(2*time.Minute)), // 1m * 2^2 = 4m, capped at 3m
+			},
+			want: Result{NextRun: now.Add(time.Minute)},
+		},
+		{
+			name: "the job's policy applies to groups without one: attempts = 0 never reschedules",
+			jobs: []*spec.Job{never},
+			allocs: []*spec.Alloc{
+				mk("n1", never, "api", 0, 1, spec.ClientFailed, ago(time.Hour)),
+			},
+		},
+		{
+			name: "a limit above the history kept: counted failures are not forgotten",
+			jobs: []*spec.Job{many},
+			allocs: append(slices.Clone(manyAllocs[:9]),
+				mk("live", many, "api", 1, 100, spec.ClientRunning)),
+			want: Result{
+				Place: []Place{{Job: many, Group: many.Groups[0], Index: 0, Reason: "replaces failed alloc m6 (attempt 7 of 7)", Previous: "m6", AvoidNode: "n1"}},
+				GC:    []string{"old1", "old2"},
+			},
+		},
+		{
+			name:   "a limit above the history kept: the eighth failure is final, and all eight are kept to say so",
+			jobs:   []*spec.Job{many},
+			allocs: append(slices.Clone(manyAllocs), mk("live", many, "api", 1, 100, spec.ClientRunning)),
+			want:   Result{GC: []string{"old1", "old2"}},
 		},
 		{
 			name: "allocs told to stop are not failures",
@@ -270,7 +359,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{one},
 			allocs: seven,
 			want: Result{
-				Place: []Place{{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc g (attempt 7)", Previous: "g"}},
+				Place: []Place{{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc g (attempt 7)", Previous: "g", AvoidNode: "n1"}},
 				GC:    []string{"a", "b"},
 			},
 		},
@@ -285,17 +374,28 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+func TestDelay(t *testing.T) {
+	svcPolicy := spec.DefaultReschedule(spec.JobService)
 	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
 	var got []time.Duration
 	for k := 1; k <= len(want); k++ {
-		got = append(got, backoff(k))
+		got = append(got, delay(svcPolicy, k))
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("backoff(1..%d) mismatch (-want +got):\n%s", len(want), diff)
+		t.Errorf("exponential delay(1..%d) mismatch (-want +got):\n%s", len(want), diff)
 	}
-	if d := backoff(1000); d != time.Hour {
-		t.Errorf("backoff(1000) = %v, want 1h", d)
+	if d := delay(svcPolicy, 1000); d != time.Hour {
+		t.Errorf("delay(1000) = %v, want 1h", d)
+	}
+	constant := spec.DefaultReschedule(spec.JobBatch)
+	for _, k := range []int{1, 2, 10} {
+		if d := delay(constant, k); d != 5*time.Second {
+			t.Errorf("constant delay(%d) = %v, want 5s", k, d)
+		}
+	}
+	capped := &spec.ReschedulePolicy{Delay: spec.Duration(time.Minute), DelayFunction: spec.DelayExponential, MaxDelay: spec.Duration(90 * time.Second)}
+	if d := delay(capped, 2); d != 90*time.Second {
+		t.Errorf("capped delay(2) = %v, want 1m30s", d)
 	}
 }
 

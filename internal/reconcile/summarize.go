@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -30,11 +31,13 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 		}
 	}
 	var s spec.JobSummary
-	var bad []*spec.Alloc // current allocs that ended other than complete, in group and index order
+	var bad []*spec.Alloc    // current allocs that ended and will be replaced, in group and index order
+	var final []rescheduling // instances whose reschedule policy is used up, in the same order
 	for _, g := range job.Groups {
 		s.Desired += g.Count
 		for i := range g.Count {
-			a := current(bySlot[slot{job.Name, g.Name, i}])
+			as := bySlot[slot{job.Name, g.Name, i}]
+			a := current(as)
 			switch {
 			case a != nil && a.NodeDown && !a.Terminal():
 				s.Lost++
@@ -50,7 +53,14 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 				s.Lost++
 			}
 			if a != nil && a.Terminal() && (job.Type != spec.JobBatch || a.ClientStatusOr() != spec.ClientComplete) {
-				bad = append(bad, a)
+				as = slices.Clone(as)
+				slices.SortFunc(as, oldestFirst)
+				switch rs := assess(job, g, as); {
+				case rs.exhausted:
+					final = append(final, rs)
+				case !rs.done:
+					bad = append(bad, a)
+				}
 			}
 		}
 	}
@@ -64,19 +74,14 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 	case job.Type == spec.JobBatch && s.Complete == s.Desired:
 		s.State = spec.JobComplete
 		return s
-	case job.Type == spec.JobBatch && s.Failed > 0:
-		// A failed batch instance is not retried, so the job is over.
+	case len(final) > 0:
+		// An instance that used up its reschedule attempts stays down
+		// until the job changes.
 		s.State = spec.JobFailed
-		var failed []*spec.Alloc
-		for _, a := range bad {
-			if a.ClientStatusOr() == spec.ClientFailed {
-				failed = append(failed, a)
-			}
-		}
-		s.Reason = endedReason(failed, "")
+		s.Reason = notRescheduledReason(final)
 		return s
 	case len(bad) > 0:
-		// Services (and lost batch instances) are replaced after a delay.
+		// Replaced after the reschedule policy's delay (lost: at once).
 		s.State = spec.JobPending
 		reasons = append(reasons, endedReason(bad, ", will be replaced"))
 	case s.Pending == 0:
@@ -150,6 +155,33 @@ func endedReason(ended []*spec.Alloc, suffix string) string {
 	b.WriteString(suffix)
 	if len(ended) > 1 {
 		fmt.Fprintf(&b, " (+%d more)", len(ended)-1)
+	}
+	return b.String()
+}
+
+// notRescheduledReason describes the first instance whose reschedule
+// policy is used up, and counts the rest: "web.api[1] failed 3 times within
+// 1h; not rescheduled (reschedule attempts = 2); last: exit code 1 (+1 more)".
+func notRescheduledReason(final []rescheduling) string {
+	rs := final[0]
+	a := rs.last
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s ", spec.AllocName(a.Job, a.Group, a.Index), endedWord(a))
+	if rs.failures == 1 {
+		b.WriteString("once")
+	} else {
+		fmt.Fprintf(&b, "%d times", rs.failures)
+	}
+	if rs.policy.Interval > 0 {
+		fmt.Fprintf(&b, " within %s", rs.policy.Interval.Short())
+	}
+	attempts, _ := rs.policy.Limit()
+	fmt.Fprintf(&b, "; not rescheduled (reschedule attempts = %d)", attempts)
+	if d := a.Status.Description; d != "" {
+		b.WriteString("; last: " + d)
+	}
+	if len(final) > 1 {
+		fmt.Fprintf(&b, " (+%d more)", len(final)-1)
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -14,6 +15,9 @@ func TestSummarize(t *testing.T) {
 	stoppedWeb.Stopped = true
 	two := svc("web", 2, grp("api", 1, "serve"), grp("db", 2, "db"))
 	jobs := batch("jobs", 2, grp("work", 2, "run"))
+	limited := svc("web", 2, withPolicy(grp("api", 3, "serve"), policy(2, time.Hour, 10*time.Second, spec.DelayConstant, time.Hour)))
+	never := svc("web", 2, grp("api", 2, "serve"))
+	never.Reschedule = policy(0, 0, time.Second, spec.DelayConstant, time.Hour)
 	sched := &spec.JobSchedule{Job: "web", JobVersion: 2}
 	bsched := &spec.JobSchedule{Job: "jobs", JobVersion: 2}
 	room := spec.PlacementFailure{Group: "db", Missing: 2, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
@@ -168,15 +172,53 @@ func TestSummarize(t *testing.T) {
 			want:  spec.JobSummary{State: spec.JobPending, Desired: 2, Complete: 1, Pending: 1},
 		},
 		{
-			name: "batch failed",
+			name: "batch: a first failure gets one more attempt",
 			job:  jobs,
 			allocs: []*spec.Alloc{
 				mk("a", jobs, "work", 0, 1, spec.ClientRunning),
 				mk("b", jobs, "work", 1, 2, spec.ClientFailed, desc("exit code 3 after 3 restarts")),
 			},
 			sched: bsched,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
+				Reason: "jobs.work[1] failed: exit code 3 after 3 restarts, will be replaced"},
+		},
+		{
+			name: "batch failed twice within 24h: not rescheduled",
+			job:  jobs,
+			allocs: []*spec.Alloc{
+				mk("a", jobs, "work", 0, 1, spec.ClientRunning),
+				mk("b1", jobs, "work", 1, 2, spec.ClientFailed, ago(time.Hour)),
+				mk("b2", jobs, "work", 1, 3, spec.ClientFailed, desc("exit code 3 after 3 restarts")),
+			},
+			sched: bsched,
 			want: spec.JobSummary{State: spec.JobFailed, Desired: 2, Running: 1, Failed: 1,
-				Reason: "jobs.work[1] failed: exit code 3 after 3 restarts"},
+				Reason: "jobs.work[1] failed 2 times within 24h; not rescheduled (reschedule attempts = 1); last: exit code 3 after 3 restarts"},
+		},
+		{
+			name: "service: attempts used up in one instance, another will be replaced",
+			job:  limited,
+			allocs: []*spec.Alloc{
+				mk("a1", limited, "api", 0, 1, spec.ClientFailed, ago(time.Minute)),
+				mk("b1", limited, "api", 1, 2, spec.ClientFailed, ago(50*time.Minute)),
+				mk("b2", limited, "api", 1, 3, spec.ClientFailed, ago(20*time.Minute)),
+				mk("b3", limited, "api", 1, 4, spec.ClientFailed, desc("exit code 1")),
+				mk("c1", limited, "api", 2, 5, spec.ClientRunning),
+			},
+			sched: sched,
+			want: spec.JobSummary{State: spec.JobFailed, Desired: 3, Running: 1, Failed: 2,
+				Reason: "web.api[1] failed 3 times within 1h; not rescheduled (reschedule attempts = 2); last: exit code 1"},
+		},
+		{
+			name: "service: attempts = 0, and lost allocs do not count",
+			job:  never,
+			allocs: []*spec.Alloc{
+				mk("l", never, "api", 0, 1, spec.ClientLost, ago(time.Hour)),
+				mk("f", never, "api", 0, 2, spec.ClientFailed),
+				mk("g", never, "api", 1, 3, spec.ClientFailed),
+			},
+			sched: sched,
+			want: spec.JobSummary{State: spec.JobFailed, Desired: 2, Failed: 2,
+				Reason: "web.api[0] failed once; not rescheduled (reschedule attempts = 0) (+1 more)"},
 		},
 		{
 			name: "batch lost is replaced",

@@ -7,7 +7,10 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +43,10 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = dialTimeout
 	}
+	if opts.TLS == nil && slices.ContainsFunc(opts.Endpoints, func(ep string) bool { return strings.HasPrefix(ep, "https://") }) {
+		// As etcdctl does: https:// without a CA trusts the system's roots.
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	if opts.TLS != nil {
 		for _, ep := range opts.Endpoints {
 			if strings.HasPrefix(ep, "http://") {
@@ -57,12 +64,20 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 	if err != nil {
 		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}
+	cli.KV = readTxnRetryKV{cli.KV} // see retrykv.go
 	r := newRegistry(cli, log)
 	r.ownCli = true
 	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancel()
 	if _, err := r.Revision(cctx); err != nil {
 		cli.Close()
+		if opts.TLS != nil {
+			// The etcd client reports a refused handshake as a timeout;
+			// say what TLS itself said.
+			if why := probeTLS(opts.Endpoints, opts.TLS); why != "" {
+				return nil, fmt.Errorf("registry: etcd %v does not answer (%s): %w: %w", opts.Endpoints, why, ErrUnavailable, err)
+			}
+		}
 		return nil, fmt.Errorf("registry: etcd %v does not answer: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}
 	return r, nil
@@ -126,4 +141,33 @@ func readPEM(what, file, kind string) ([]byte, error) {
 			return b, nil
 		}
 	}
+}
+
+// probeTLS makes a TLS connection to each https endpoint and returns what
+// went wrong with the first that fails ("TLS to https://h:p: remote error:
+// tls: certificate required"), or "" when none does. A server that refuses
+// the client's certificate says so only after the handshake (TLS 1.3), so
+// it also reads briefly: a timeout there means the handshake was accepted.
+func probeTLS(endpoints []string, cfg *tls.Config) string {
+	for _, ep := range endpoints {
+		u, err := url.Parse(ep)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			continue
+		}
+		d := &net.Dialer{Timeout: 2 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", u.Host, cfg.Clone())
+		if err != nil {
+			if _, ok := err.(net.Error); ok && !strings.Contains(err.Error(), "tls") && !strings.Contains(err.Error(), "x509") {
+				continue // not listening: another endpoint may say more
+			}
+			return "TLS to " + ep + ": " + err.Error()
+		}
+		conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+		if ne, ok := err.(net.Error); err != nil && !(ok && ne.Timeout()) {
+			return "TLS to " + ep + ": " + err.Error()
+		}
+	}
+	return ""
 }

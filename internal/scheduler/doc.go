@@ -9,7 +9,9 @@
 //	feasible  the node is ready, has every driver the group needs, and its
 //	          free cpu and memory cover the group's resources
 //	rank      load = (usedCPU/totalCPU + usedMem/totalMem) / 2
-//	select    the least loaded feasible node; ties go to the smaller node ID
+//	select    the least loaded feasible node; ties go to the smaller node ID;
+//	          a request's AvoidNode (the node a failed instance ran on) is
+//	          chosen only when no other node is feasible
 //
 // The package is pure: Place reads only its Input and returns a Result. It
 // does no I/O, reads no clock and draws no random numbers, so the same

@@ -50,7 +50,7 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 			continue
 		}
 		need := r.Group.Resources()
-		var best *spec.Node
+		var best, avoided *spec.Node
 		var bestLoad float64
 		for _, n := range in.Nodes {
 			if n.Status != spec.NodeReady {
@@ -65,10 +65,17 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 			if !ok || need.CPU > free.CPU || need.MemoryMB > free.MemoryMB {
 				continue
 			}
+			if n.ID == r.AvoidNode {
+				avoided = n
+				continue
+			}
 			load := (frac(u.CPU, n.Resources.CPU) + frac(u.MemoryMB, n.Resources.MemoryMB)) / 2
 			if best == nil || load < bestLoad || load == bestLoad && n.ID < best.ID {
 				best, bestLoad = n, load
 			}
+		}
+		if best == nil {
+			best = avoided // the only node that fits
 		}
 		if best == nil {
 			gave[key] = true
@@ -129,7 +136,11 @@ func genInput(t *rapid.T) Input {
 			g := group(fmt.Sprintf("g%d", gi), small.Draw(t, "needCPU"), small.Draw(t, "needMem"), genDrivers(t, "groupDrivers", 1)...)
 			j.Groups = append(j.Groups, g)
 			for idx := range rapid.IntRange(0, 5).Draw(t, "count") {
-				in.Requests = append(in.Requests, Request{Job: j, Group: g, Index: idx, Reason: "new instance", Previous: fmt.Sprint("prev-", idx)})
+				r := Request{Job: j, Group: g, Index: idx, Reason: "new instance", Previous: fmt.Sprint("prev-", idx)}
+				if nNodes > 0 && rapid.Bool().Draw(t, "avoid") {
+					r.AvoidNode = fmt.Sprintf("n%02d", rapid.IntRange(0, nNodes).Draw(t, "avoidNode")) // n<nNodes> is no node
+				}
+				in.Requests = append(in.Requests, r)
 			}
 		}
 	}

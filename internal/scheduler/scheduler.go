@@ -19,6 +19,9 @@ type Request struct {
 	// Previous is the ID of the alloc this one replaces, carried through
 	// untouched.
 	Previous string
+	// AvoidNode is a node ID to place on only when no other node fits: the
+	// node the replaced alloc failed on. "" avoids nothing.
+	AvoidNode string
 }
 
 // Input is a snapshot of the cluster and the instances to place.
@@ -56,7 +59,8 @@ type Result struct {
 	Failures   []Failure
 }
 
-// Place puts each request on the least loaded feasible ready node.
+// Place puts each request on the least loaded feasible ready node, other
+// than the request's AvoidNode unless that is the only one.
 //
 // Requests are handled by priority (highest first), then job name, group
 // name and index, so that when room runs out it is the lower priority work
@@ -87,7 +91,7 @@ func Place(in Input) Result {
 			continue
 		}
 		g := s.group(r.Group)
-		if n := s.pick(g); n != nil {
+		if n := s.pick(g, r.AvoidNode); n != nil {
 			res.Placements = append(res.Placements, Placement{Request: r, NodeID: n.node.ID, NodeName: n.node.Name})
 			continue
 		}

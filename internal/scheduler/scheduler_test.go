@@ -150,6 +150,18 @@ func TestPlace(t *testing.T) {
 	big := reqs(web, web.Groups[1], 0, 1)
 	cache := reqs(web, web.Groups[2], 0)
 
+	// avoid the previous node
+	avNodes := []*spec.Node{node("n1", 4000, 8192, exec...), node("n2", 4000, 8192, exec...), node("n3", 1000, 1024, exec...)}
+	avJob := job("web", 50, group("api", 500, 512, "exec"))
+	avReqs := reqs(avJob, avJob.Groups[0], 0, 1, 2)
+	avReqs[0].AvoidNode = "n1" // all idle, n1 first by ID: n2 instead
+	avReqs[1].AvoidNode = "n3" // n1 and n3 idle: n1, first by ID anyway
+	avReqs[2].AvoidNode = "n9" // no such node: the idle n3
+	onlyNodes := []*spec.Node{node("n1", 4000, 8192, exec...), node("n2", 4000, 8192, "raw_exec"), node("n3", 400, 8192, exec...)}
+	onlyJob := job("web", 50, group("api", 500, 512, "exec"))
+	onlyReqs := reqs(onlyJob, onlyJob.Groups[0], 0, 1)
+	onlyReqs[0].AvoidNode, onlyReqs[1].AvoidNode = "n1", "n1"
+
 	tests := []struct {
 		name     string
 		in       Input
@@ -343,6 +355,23 @@ func TestPlace(t *testing.T) {
 					}},
 				}},
 			},
+		},
+		{
+			name: "a replacement avoids its previous node when another fits",
+			in:   Input{Nodes: avNodes, Requests: avReqs},
+			want: Result{Placements: []Placement{
+				placed(avReqs[0], avNodes[1]),
+				placed(avReqs[1], avNodes[0]),
+				placed(avReqs[2], avNodes[2]),
+			}},
+		},
+		{
+			name: "a replacement goes back to its previous node when no other fits",
+			in:   Input{Nodes: onlyNodes, Requests: onlyReqs},
+			want: Result{Placements: []Placement{
+				placed(onlyReqs[0], onlyNodes[0]),
+				placed(onlyReqs[1], onlyNodes[0]),
+			}},
 		},
 		{
 			name: "multiple jobs and groups",

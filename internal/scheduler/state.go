@@ -128,10 +128,11 @@ func (s *state) group(g *spec.Group) *groupInfo {
 }
 
 // pick chooses the least loaded node that can take one instance of g,
-// charges the instance to it, and returns it; or returns nil when no node
-// can.
-func (s *state) pick(g *groupInfo) *nodeState {
+// other than the node whose ID is avoid unless no other can, charges the
+// instance to it, and returns it; or returns nil when no node can.
+func (s *state) pick(g *groupInfo, avoid string) *nodeState {
 	defer s.pushBack()
+	var fallback *nodeState // the avoided node, when it fits
 	for {
 		var best *class
 		for _, c := range g.classes {
@@ -140,14 +141,23 @@ func (s *state) pick(g *groupInfo) *nodeState {
 			}
 		}
 		if best == nil {
-			return nil
+			if fallback != nil {
+				// Popped, so pushBack puts it back with its new load.
+				fallback.used = fallback.used.Add(g.need)
+				fallback.load = loadOf(fallback.node.Resources, fallback.used)
+			}
+			return fallback
 		}
 		n := best.heap[0]
-		if n.fits(g.need) {
+		fits := n.fits(g.need)
+		if fits && (avoid == "" || n.node.ID != avoid) {
 			n.used = n.used.Add(g.need)
 			n.load = loadOf(n.node.Resources, n.used)
 			best.heap.fix(0)
 			return n
+		}
+		if fits {
+			fallback = n
 		}
 		best.heap.pop()
 		s.skipped = append(s.skipped, n)

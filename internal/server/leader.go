@@ -38,7 +38,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 
 	reqs := make([]scheduler.Request, len(res.Place))
 	for i, p := range res.Place {
-		reqs[i] = scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous}
+		reqs[i] = scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode}
 	}
 	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: freed, Requests: reqs})
 	for _, p := range out.Placements {

@@ -131,6 +131,9 @@ const (
 	EventKilled     = "Killed"
 	EventDriverFail = "Driver Failure"
 	EventCompleted  = "Completed"
+	// EventAdopted: a restarted agent took over the task's running process
+	// instead of starting it again.
+	EventAdopted = "Adopted"
 )
 
 // AddEvent appends e and keeps at most MaxTaskEvents.

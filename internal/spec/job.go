@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -35,7 +36,10 @@ type Job struct {
 	Type     JobType           `json:"type,omitempty"`
 	Priority int               `json:"priority,omitempty"`
 	Meta     map[string]string `json:"meta,omitempty"`
-	Groups   []*Group          `json:"groups"`
+	// Reschedule is the default reschedule policy for the job's groups; a
+	// group's own policy overrides it field by field.
+	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
+	Groups     []*Group          `json:"groups"`
 
 	// Server-owned: set by the server, ignored on submit.
 
@@ -57,9 +61,13 @@ type Group struct {
 	Name  string `json:"name"`
 	Count int    `json:"count"`
 	// Restart is the default restart policy for the group's tasks.
-	Restart *RestartPolicy    `json:"restart,omitempty"`
-	Meta    map[string]string `json:"meta,omitempty"`
-	Tasks   []*Task           `json:"tasks"`
+	Restart *RestartPolicy `json:"restart,omitempty"`
+	// Reschedule says when a failed instance is replaced, on a node of the
+	// scheduler's choosing. After Canonicalize it is always set, every field
+	// filled from the job's policy and the job type's defaults.
+	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"`
+	Tasks      []*Task           `json:"tasks"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -148,10 +156,126 @@ func DefaultRestart(t JobType) *RestartPolicy {
 	return &RestartPolicy{Attempts: 2, Interval: Duration(30 * time.Minute), Delay: Duration(15 * time.Second), Mode: RestartFail}
 }
 
+// DelayFunction says how the wait before a replacement grows with each
+// failure of an instance.
+type DelayFunction string
+
+const (
+	// DelayConstant waits Delay before every replacement.
+	DelayConstant DelayFunction = "constant"
+	// DelayExponential waits Delay * 2^(k-1) before the k-th replacement,
+	// at most MaxDelay.
+	DelayExponential DelayFunction = "exponential"
+)
+
+// ReschedulePolicy is when the server replaces an instance that failed (its
+// tasks used up their restart policy, or it ended on its own): at most
+// Attempts replacements within any Interval, unless Unlimited, each after a
+// delay from DelayFunction, Delay and MaxDelay. A replacement prefers a node
+// other than the failed one. An instance lost with its node is replaced at
+// once and does not count: that failure is not the program's.
+//
+// Attempts and Unlimited are pointers so that a policy can leave them unset
+// and inherit them; a zero Interval, Delay or MaxDelay, and an empty
+// DelayFunction, are unset too. WithDefaults fills what is unset, and after
+// Job.Canonicalize every group's policy is complete.
+type ReschedulePolicy struct {
+	Attempts      *int          `json:"attempts,omitempty"`
+	Interval      Duration      `json:"interval"`
+	Delay         Duration      `json:"delay"`
+	DelayFunction DelayFunction `json:"delay_function,omitempty"`
+	MaxDelay      Duration      `json:"max_delay"`
+	Unlimited     *bool         `json:"unlimited,omitempty"`
+}
+
+// DefaultReschedule returns Nomad's defaults for the job type. Services are
+// replaced without limit, 30 s after the first failure, doubling up to 1 h.
+// Batch instances are replaced once within 24 h, 5 s after the failure.
+func DefaultReschedule(t JobType) *ReschedulePolicy {
+	if t == JobBatch {
+		return &ReschedulePolicy{Attempts: ptr(1), Interval: Duration(24 * time.Hour), Delay: Duration(5 * time.Second),
+			DelayFunction: DelayConstant, MaxDelay: Duration(time.Hour), Unlimited: ptr(false)}
+	}
+	return &ReschedulePolicy{Attempts: ptr(0), Interval: 0, Delay: Duration(30 * time.Second),
+		DelayFunction: DelayExponential, MaxDelay: Duration(time.Hour), Unlimited: ptr(true)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// WithDefaults returns a new policy: p's fields where p sets them, else
+// parent's. Writing attempts without unlimited means a limit: Unlimited
+// becomes false rather than the parent's. Either may be nil.
+func (p *ReschedulePolicy) WithDefaults(parent *ReschedulePolicy) *ReschedulePolicy {
+	var out ReschedulePolicy
+	if p != nil {
+		out = *p
+	}
+	if parent == nil {
+		parent = &ReschedulePolicy{}
+	}
+	if out.Unlimited == nil && out.Attempts != nil {
+		out.Unlimited = ptr(false)
+	}
+	if out.Attempts == nil && parent.Attempts != nil {
+		out.Attempts = ptr(*parent.Attempts)
+	}
+	if out.Unlimited == nil && parent.Unlimited != nil {
+		out.Unlimited = ptr(*parent.Unlimited)
+	}
+	if out.Interval == 0 {
+		out.Interval = parent.Interval
+	}
+	if out.Delay == 0 {
+		out.Delay = parent.Delay
+	}
+	if out.DelayFunction == "" {
+		out.DelayFunction = parent.DelayFunction
+	}
+	if out.MaxDelay == 0 {
+		out.MaxDelay = parent.MaxDelay
+	}
+	return &out
+}
+
+// Limit returns the policy's attempts and whether it is unlimited; unset
+// fields read as 0 and false.
+func (p *ReschedulePolicy) Limit() (attempts int, unlimited bool) {
+	if p == nil {
+		return 0, false
+	}
+	if p.Attempts != nil {
+		attempts = *p.Attempts
+	}
+	return attempts, p.Unlimited != nil && *p.Unlimited
+}
+
+// ReschedulePolicyOf returns the complete policy for group g of j: g's own,
+// then the job's, then the job type's defaults, field by field. It is what
+// Canonicalize stores in g.Reschedule, and what the reconciler reads, so
+// that it also holds for a job that was not canonicalized.
+func (j *Job) ReschedulePolicyOf(g *Group) *ReschedulePolicy {
+	return g.Reschedule.WithDefaults(j.Reschedule.WithDefaults(DefaultReschedule(j.Type)))
+}
+
+// Short formats d without trailing zero units: "1h", "1h30m", "90s" reads
+// "1m30s".
+func (d Duration) Short() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // Canonicalize fills in defaults so that two specs that mean the same thing
-// compare equal: type, priority, resources, kill timeout, and each task's
-// restart policy (task's own, else the group's, else the job type's default).
-// It does not validate; call Validate after it.
+// compare equal: type, priority, resources, kill timeout, each task's
+// restart policy (task's own, else the group's, else the job type's
+// default) and each group's reschedule policy (group's own, else the job's,
+// else the job type's default, field by field). It does not validate; call
+// Validate after it.
 func (j *Job) Canonicalize() {
 	if j.Type == "" {
 		j.Type = JobService
@@ -159,10 +283,14 @@ func (j *Job) Canonicalize() {
 	if j.Priority == 0 {
 		j.Priority = DefaultPriority
 	}
+	if j.Reschedule != nil {
+		j.Reschedule = j.Reschedule.WithDefaults(DefaultReschedule(j.Type))
+	}
 	for _, g := range j.Groups {
 		if g == nil {
 			continue
 		}
+		g.Reschedule = j.ReschedulePolicyOf(g)
 		for _, t := range g.Tasks {
 			if t == nil {
 				continue

@@ -105,6 +105,14 @@ func (j *Job) Validate() Problems {
 		ps.Add("priority", "priority %d is out of range; use %d to %d", j.Priority, MinPriority, MaxPriority)
 	}
 	checkMeta(&ps, "meta", j.Meta)
+	// A group's reschedule policy holds what it inherited from the job's,
+	// so a mistake in the job's policy would be found again in each group;
+	// it is reported once, at the job.
+	var jobResched Problems
+	if j.Reschedule != nil {
+		j.Reschedule.validate(&jobResched, "reschedule")
+		ps = append(ps, jobResched...)
+	}
 	if len(j.Groups) == 0 {
 		ps.Add("groups", "a job needs at least one group")
 	}
@@ -119,7 +127,15 @@ func (j *Job) Validate() Problems {
 			ps.Add(path+".name", "group %q is already defined at groups[%d]", g.Name, prev)
 		}
 		seen[g.Name] = i
-		g.validate(&ps, path, j.Type)
+		var gps Problems
+		g.validate(&gps, path, j.Type)
+		for _, p := range gps {
+			if !slices.ContainsFunc(jobResched, func(q Problem) bool {
+				return q.Message == p.Message && path+"."+q.Field == p.Field
+			}) {
+				ps = append(ps, p)
+			}
+		}
 	}
 	return ps
 }
@@ -133,6 +149,9 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	}
 	if g.Restart != nil {
 		g.Restart.validate(ps, path+".restart")
+	}
+	if g.Reschedule != nil {
+		g.Reschedule.validate(ps, path+".reschedule")
 	}
 	checkMeta(ps, path+".meta", g.Meta)
 	if len(g.Tasks) == 0 {
@@ -199,6 +218,33 @@ func (r *RestartPolicy) validate(ps *Problems, path string) {
 	}
 	if r.Attempts > 0 && r.Interval == 0 {
 		ps.Add(path+".interval", "interval must be set when attempts > 0")
+	}
+}
+
+// validate checks a reschedule policy.
+func (r *ReschedulePolicy) validate(ps *Problems, path string) {
+	attempts, unlimited := r.Limit()
+	if attempts < 0 {
+		ps.Add(path+".attempts", "attempts %d must not be negative", attempts)
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"interval", r.Interval}, {"delay", r.Delay}, {"max_delay", r.MaxDelay}} {
+		if d.v < 0 {
+			ps.Add(path+"."+d.name, "%s %s must not be negative", d.name, d.v.Short())
+		}
+	}
+	switch r.DelayFunction {
+	case "", DelayConstant, DelayExponential:
+	default:
+		ps.Add(path+".delay_function", "unknown delay_function %q; use \"constant\" or \"exponential\"", r.DelayFunction)
+	}
+	if attempts > 0 && !unlimited && r.Interval <= 0 {
+		ps.Add(path+".interval", "interval must be set when attempts > 0, unless unlimited = true")
+	}
+	if r.Delay >= 0 && r.MaxDelay >= 0 && r.MaxDelay < r.Delay {
+		ps.Add(path+".max_delay", "max_delay %s must not be less than delay %s", r.MaxDelay.Short(), r.Delay.Short())
 	}
 }
 

@@ -35,7 +35,9 @@ func (d *Driver) Name() string { return d.name }
 
 // Start runs t.Command in t.Dir with t.Env, in a new process group. Output is
 // copied through pipes so that the task's exit is seen even if a grandchild
-// keeps the pipe open.
+// keeps the pipe open. The task's end of each pipe is opened read-write
+// (see pipeTo), so the task outlives the agent without a broken pipe, and a
+// later agent re-attaches to its output (Adopt).
 func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error) {
 	path, err := lookPath(t.Command, t.Env)
 	if err != nil {
@@ -68,7 +70,7 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	stdout.w.Close()
 	stderr.w.Close()
 
-	h := &handle{cmd: cmd, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
+	h := &handle{cmd: cmd, stdout: stdout, stderr: stderr, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
 	go h.waitLoop(stdout, stderr)
 	return h, nil
 }
@@ -104,30 +106,69 @@ type pipe struct {
 	done chan struct{}
 }
 
+// pipeTo makes the pipe a task writes to and copies what arrives to dst.
+//
+// The task's end (w) is opened read-write through /proc/self/fd: an open of
+// the pipe's inode on procfs, a microsecond or two, where a named pipe in
+// the alloc directory would cost a mkfifo and opens on ext4 (~70-150 us
+// each) on every start. Because the task itself then holds a reader, its
+// writes never fail with EPIPE or SIGPIPE when no agent runs: they are
+// buffered in the pipe (1 MB when the agent runs as root, else the
+// kernel's 64 KB default), and only once that is full does the task block
+// until an agent reads again. A later agent reopens the same pipe through
+// /proc/<task>/fd/1 and 2 and loses nothing that was buffered. The agent's
+// own end (r) is read-only, so EOF still comes once every writer is gone.
 func pipeTo(dst io.Writer) (*pipe, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	p := &pipe{r: r, w: w, done: make(chan struct{})}
+	rw, err := reopenReadWrite(w)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	p := &pipe{r: r, w: rw, done: make(chan struct{})}
+	go p.copy(dst)
+	return p, nil
+}
+
+// copy copies the pipe to dst until EOF, or until r is closed (Detach).
+func (p *pipe) copy(dst io.Writer) {
+	defer close(p.done)
 	if dst == nil {
 		dst = io.Discard
 	}
-	go func() {
-		defer close(p.done)
-		io.Copy(dst, r)
-		r.Close()
-	}()
-	return p, nil
+	io.Copy(dst, p.r)
+	p.r.Close()
 }
 
 func (p *pipe) close() { p.w.Close(); <-p.done }
 
+// detach stops copying: the task keeps writing into the pipe's buffer.
+func (p *pipe) detach() {
+	if p == nil {
+		return
+	}
+	p.r.Close() // unblocks the read in copy
+	<-p.done
+}
+
 type handle struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	wait   chan driver.Exit
-	exit   driver.Exit
+	cmd            *exec.Cmd
+	stdout, stderr *pipe
+	exited         chan struct{}
+	wait           chan driver.Exit
+	exit           driver.Exit
+}
+
+// Detach stops reading the task's output and leaves the task running, for
+// a later agent to adopt. The exit is still reaped (the task is our child)
+// but nobody needs to receive it.
+func (h *handle) Detach() {
+	h.stdout.detach()
+	h.stderr.detach()
 }
 
 func (h *handle) PID() int { return h.cmd.Process.Pid }
@@ -144,34 +185,11 @@ func (h *handle) waitLoop(stdout, stderr *pipe) {
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		ws := ee.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			e.Code, e.Signal = -1, ws.Signal().String()
-			if name := signalName(ws.Signal()); name != "" {
-				e.Signal = name
-			}
-		} else {
-			e.Code = ws.ExitStatus()
-		}
+		e = exitFromStatus(ee.Sys().(syscall.WaitStatus), e.Time)
 	default:
 		e.Err = err
 	}
-	// Give output a moment to drain, but never wait on a grandchild that
-	// holds the pipe open: its output keeps flowing in the background.
-	// One deadline for both pipes, as a channel that stays closed: a
-	// timer's channel fires once, so a second wait on it would block until
-	// the grandchild exits.
-	drained := make(chan struct{})
-	drain := time.AfterFunc(200*time.Millisecond, func() { close(drained) })
-	select {
-	case <-stdout.done:
-	case <-drained:
-	}
-	select {
-	case <-stderr.done:
-	case <-drained:
-	}
-	drain.Stop()
+	drainOutput(stdout, stderr)
 	h.exit = e
 	close(h.exited)
 	h.wait <- e
@@ -180,32 +198,7 @@ func (h *handle) waitLoop(stdout, stderr *pipe) {
 // Stop sends SIGTERM to the process group, then SIGKILL after grace. The
 // group is signalled even after the leader exits, so no child is left behind.
 func (h *handle) Stop(ctx context.Context, grace time.Duration) (driver.Exit, error) {
-	pgid := h.cmd.Process.Pid
-	select {
-	case <-h.exited:
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		return h.exit, nil
-	default:
-	}
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-h.exited:
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		return h.exit, nil
-	case <-t.C:
-	case <-ctx.Done():
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		return driver.Exit{}, ctx.Err()
-	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	select {
-	case <-h.exited:
-		return h.exit, nil
-	case <-ctx.Done():
-		return driver.Exit{}, ctx.Err()
-	}
+	return stopGroup(ctx, h.cmd.Process.Pid, grace, h.exited, &h.exit)
 }
 
 func signalName(s syscall.Signal) string {

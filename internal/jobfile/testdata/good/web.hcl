@@ -8,6 +8,11 @@ job "web" {
     owner = "team-a"
   }
 
+  reschedule {
+    delay     = "10s"
+    max_delay = "10m"
+  }
+
   group "api" {
     count = 3
 
@@ -16,6 +21,12 @@ job "web" {
       interval = "30m"
       delay    = "15s"
       mode     = "delay"
+    }
+
+    reschedule {
+      attempts       = 3
+      interval       = "1h"
+      delay_function = "constant"
     }
 
     task "server" {

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Re-adoption. A standalone agent that exits or dies leaves its tasks
+// running (principle 5). When it starts again, Run finds those processes
+// (findLeftTasks) and keeps them aside, touching nothing, until the first
+// answer of the assignment query says what this node should run:
+//
+//   - an alloc desired "run" with live processes: its runner is built around
+//     them (taskRunner.runAdopted): no restart, an "Adopted" event, the
+//     restart count and history kept; its tasks with no live process start
+//     as usual;
+//   - an alloc desired "stop": its processes are adopted and stopped as any
+//     stop (SIGTERM, SIGKILL after kill_timeout), and reported;
+//   - an alloc already terminal on the server (for example lost while the
+//     node was down): its processes are stopped the same way, unreported;
+//   - a process that matches no alloc of this node: killed, and logged.
+//
+// Until that first answer comes (the servers may be unreachable) nothing is
+// stopped or started, so a control-plane outage across an agent restart
+// stops no work either.
+
+// adoptLeft returns, by task name, the left processes of alloc al that its
+// runner should adopt, and removes them from a.left. A second process for
+// the same task, or one for a task the alloc does not have, is killed: an
+// instance never runs twice. Called with a.mu held.
+func (a *Agent) adoptLeft(al *spec.Alloc) map[string]driver.Process {
+	left := a.left[al.ID]
+	if len(left) == 0 {
+		return nil
+	}
+	delete(a.left, al.ID)
+	tasks := map[string]bool{}
+	for _, t := range al.Tasks {
+		tasks[t.Name] = true
+	}
+	out := map[string]driver.Process{}
+	for _, l := range left { // oldest first
+		_, dup := out[l.task]
+		if !tasks[l.task] || dup {
+			if killLeft(l) {
+				a.log.Warn("killed a task process that duplicates or does not belong to its alloc",
+					"pid", l.PID, "alloc", l.alloc, "task", l.task)
+			}
+			continue
+		}
+		out[l.task] = l.Process
+	}
+	return out
+}
+
+// settleLeft decides the fate of the left processes that no runner adopted,
+// once the first assignments are known. Called with a.mu held.
+func (a *Agent) settleLeft(allocs []*spec.Alloc) {
+	byID := make(map[string]*spec.Alloc, len(allocs))
+	for _, al := range allocs {
+		byID[al.ID] = al
+	}
+	for id, left := range a.left {
+		al := byID[id]
+		for _, l := range left {
+			var task *spec.Task
+			if al != nil {
+				for _, t := range al.Tasks {
+					if t.Name == l.task {
+						task = t
+					}
+				}
+			}
+			if task == nil {
+				if killLeft(l) {
+					a.log.Warn("killed a task process that matches no allocation of this node",
+						"pid", l.PID, "alloc", l.alloc, "task", l.task)
+				}
+				continue
+			}
+			a.log.Info("stopping a task process whose allocation is finished",
+				"pid", l.PID, "alloc", l.alloc, "task", l.task, "reason", al.DesiredReason)
+			go a.stopLeft(l, task)
+		}
+	}
+	a.left = nil
+}
+
+// stopLeft stops a left process gracefully: SIGTERM, SIGKILL after the
+// task's kill_timeout.
+func (a *Agent) stopLeft(l leftTask, task *spec.Task) {
+	ad, ok := a.drivers[task.Driver].(driver.Adopter)
+	if !ok {
+		killLeft(l)
+		return
+	}
+	h, err := ad.Adopt(context.Background(), l.Process, nil, nil)
+	if err != nil {
+		return // gone already
+	}
+	grace := task.KillTimeout.Std()
+	ctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
+	defer cancel()
+	h.Stop(ctx, grace)
+}
+
+// waitDetached waits, up to within, for every alloc runner to let go of its
+// tasks after the task context ended (a standalone agent exiting): each
+// stops reading its tasks' output, so that nothing is in flight when the
+// next agent re-attaches to it.
+func (a *Agent) waitDetached(within time.Duration) {
+	a.mu.Lock()
+	runners := make([]*allocRunner, 0, len(a.runners))
+	for _, ar := range a.runners {
+		runners = append(runners, ar)
+	}
+	a.mu.Unlock()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	for _, ar := range runners {
+		select {
+		case <-ar.done:
+		case <-t.C:
+			a.log.Warn("tasks still letting go at agent exit; carrying on")
+			return
+		}
+	}
+}
