@@ -63,9 +63,12 @@ type Agent struct {
 
 	// heartbeatEvery is the interval the server asked for, in nanoseconds.
 	heartbeatEvery atomic.Int64
-	regMu          sync.Mutex // one registration at a time
-	queryMu        sync.Mutex
-	queryCancel    context.CancelFunc // of the assignment query in flight
+	// lastContact is when a server last answered a heartbeat or a
+	// registration, in Unix nanoseconds (fence.go).
+	lastContact atomic.Int64
+	regMu       sync.Mutex // one registration at a time
+	queryMu     sync.Mutex
+	queryCancel context.CancelFunc // of the assignment query in flight
 
 	// startSlots bounds how many tasks are being set up and forked at once.
 	startSlots chan struct{}
@@ -180,6 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.reportLoop(reportCtx)
 	go a.heartbeatLoop(ctx)
+	go a.fenceLoop(ctx)
 	var index int64
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
@@ -246,6 +250,7 @@ func (a *Agent) register(ctx context.Context) error {
 			a.client.SetNodeSecret(reg.Secret)
 		}
 		if err == nil {
+			a.contact()
 			if iv := reg.HeartbeatInterval.Std(); iv > 0 {
 				a.heartbeatEvery.Store(int64(iv))
 			}

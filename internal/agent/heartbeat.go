@@ -56,6 +56,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		switch {
 		case err == nil:
+			a.contact()
 		case client.IsStatus(err, http.StatusNotFound):
 			a.log.Warn("server says this node is not alive; registering again")
 			if err := a.register(ctx); err != nil && ctx.Err() == nil {

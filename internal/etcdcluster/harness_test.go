@@ -245,6 +245,11 @@ var clusterSeq atomic.Int64
 // client certificate signed by certs.CA.
 func startEtcd(t *testing.T, n int, certs *certFiles) *etcdCluster {
 	t.Helper()
+	return startEtcdAttempt(t, n, certs, 1)
+}
+
+func startEtcdAttempt(t *testing.T, n int, certs *certFiles, attempt int) *etcdCluster {
+	t.Helper()
 	etcd := etcdBinary(t)
 	ports := freePorts(t, 2*n)
 	scheme := "http"
@@ -297,10 +302,22 @@ func startEtcd(t *testing.T, n int, certs *certFiles) *etcdCluster {
 	for _, m := range ec.members {
 		waitFor(t, 30*time.Second, "etcd "+m.name+" healthy", func() bool {
 			if err, done := m.exited(); done {
+				if strings.Contains(m.out.String(), "address already in use") && attempt < 3 {
+					return true // handled below
+				}
 				t.Fatalf("etcd %s exited: %v\n%s", m.name, err, m.out)
 			}
 			return ec.healthy(m)
 		})
+		if _, done := m.exited(); done {
+			// Another process took a port between freePorts and etcd's
+			// bind: start over on new ports.
+			t.Logf("etcd %s: a port was taken by another process; starting the cluster again", m.name)
+			for _, m := range ec.members {
+				m.kill()
+			}
+			return startEtcdAttempt(t, n, certs, attempt+1)
+		}
 	}
 	t.Logf("etcd: %d members healthy in %s (%s)", n, time.Since(start).Round(time.Millisecond), strings.Join(ec.endpoints(), ","))
 	return ec

@@ -46,9 +46,10 @@ var (
 		ignored: []string{"datacenters"},
 	}
 	groupSchema = bodySchema{members: map[string]member{
-		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "meta": asAttr | asBlock, "task": asBlock,
+		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock, "task": asBlock,
 	}}
-	taskSchema = bodySchema{members: map[string]member{
+	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
+	taskSchema       = bodySchema{members: map[string]member{
 		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
 		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock,
 	}}
@@ -75,6 +76,7 @@ var homes = map[string]string{
 	"restart": "group or task", "reschedule": "job or group", "mode": "restart",
 	"attempts": "restart or reschedule", "interval": "restart or reschedule", "delay": "restart or reschedule",
 	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
+	"disconnect": "group", "stop_after": "disconnect",
 	"cpu": "resources", "memory": "resources",
 	"command": "config", "args": "config",
 }
@@ -89,7 +91,7 @@ func init() {
 		template artifact service network constraint affinity spread update migrate
 		vault volume volume_mount check check_restart lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
-		csi_plugin consul connect device disconnect variable variables locals numa
+		csi_plugin consul connect device variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task port dns
 		namespace region all_at_once vault_token consul_token user leader
 		shutdown_delay kill_signal node_pool stop_after_client_disconnect
@@ -368,6 +370,8 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 			g.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of group %q", g.Name))
 		case "reschedule":
 			g.Reschedule = d.reschedule(it.block, path+".reschedule", fmt.Sprintf("in the reschedule block of group %q", g.Name))
+		case "disconnect":
+			g.Disconnect = d.disconnect(it.block, path+".disconnect", fmt.Sprintf("in the disconnect block of group %q", g.Name))
 		case "meta":
 			g.Meta = d.stringMap(it, path+".meta")
 		case "task":
@@ -474,6 +478,20 @@ func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartP
 		}
 	}
 	return r
+}
+
+func (d *hclDecoder) disconnect(b *hclsyntax.Block, path, in string) *spec.DisconnectPolicy {
+	p := &spec.DisconnectPolicy{}
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, disconnectSchema, in, path) {
+		if it.name == "stop_after" {
+			if v, ok := d.duration(it.attr, path+".stop_after"); ok {
+				p.StopAfter = v
+			}
+		}
+	}
+	return p
 }
 
 func (d *hclDecoder) reschedule(b *hclsyntax.Block, path, in string) *spec.ReschedulePolicy {

@@ -235,16 +235,18 @@ var (
 		"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration},
 		"delay_function": {kind: jString}, "max_delay": {kind: jDuration}, "unlimited": {kind: jBool},
 	}}
-	resourcesJSON = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}}}
-	configJSON    = &jschema{"config", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
-	taskJSON      = &jschema{"task", map[string]jfield{
+	disconnectJSON = &jschema{"disconnect policy", map[string]jfield{"stop_after": {kind: jDuration}}}
+	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}}}
+	configJSON     = &jschema{"config", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
+	taskJSON       = &jschema{"task", map[string]jfield{
 		"name": {kind: jString}, "driver": {kind: jString}, "config": {jObject, configJSON},
 		"env": {kind: jStringMap}, "resources": {jObject, resourcesJSON}, "restart": {jObject, restartJSON},
 		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap},
 	}}
 	groupJSON = &jschema{"group", map[string]jfield{
 		"name": {kind: jString}, "count": {kind: jInt}, "restart": {jObject, restartJSON},
-		"reschedule": {jObject, rescheduleJSON}, "meta": {kind: jStringMap}, "tasks": {jObjectList, taskJSON},
+		"reschedule": {jObject, rescheduleJSON}, "disconnect": {jObject, disconnectJSON},
+		"meta": {kind: jStringMap}, "tasks": {jObjectList, taskJSON},
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
 		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},

@@ -28,6 +28,9 @@ func genReconcileInput(t *rapid.T) Input {
 		for gi := range rapid.IntRange(1, 2).Draw(t, "groups") {
 			g := grp(fmt.Sprintf("g%d", gi), rapid.IntRange(0, 3).Draw(t, "count"), rapid.SampledFrom([]string{"x", "y"}).Draw(t, "cmd"))
 			g.Reschedule = genPolicy(t, "groupPolicy")
+			if rapid.IntRange(0, 2).Draw(t, "singleton") == 0 {
+				g.Disconnect = &spec.DisconnectPolicy{StopAfter: spec.Duration(10 * time.Second)}
+			}
 			j.Groups = append(j.Groups, g)
 		}
 		in.Jobs = append(in.Jobs, j)
@@ -42,6 +45,12 @@ func genReconcileInput(t *rapid.T) Input {
 			a.DesiredStatus = spec.DesiredStop
 		}
 		a.NodeDown = rapid.IntRange(0, 3).Draw(t, "nodeDown") == 0
+		if rapid.Bool().Draw(t, "allocSingleton") {
+			a.Disconnect = &spec.DisconnectPolicy{StopAfter: spec.Duration(10 * time.Second)}
+		}
+		if a.NodeDown {
+			a.NodeDownSince = now.Add(-time.Duration(rapid.IntRange(0, 30).Draw(t, "downFor")) * time.Second)
+		}
 		a.NodeID = rapid.SampledFrom([]string{"n1", "n2", "n3"}).Draw(t, "node")
 		if a.Status != nil {
 			a.Status.UpdateTime = now.Add(time.Duration(rapid.IntRange(-3600, 60).Draw(t, "updated")) * time.Second)
@@ -179,6 +188,19 @@ func TestReconcileProperties(t *testing.T) {
 		}
 		if !res.NextRun.IsZero() && !res.NextRun.After(in.Now) {
 			t.Fatalf("NextRun %v is not after Now %v", res.NextRun, in.Now)
+		}
+
+		// A singleton never has two: nothing is placed in a slot while a
+		// copy on a down node may still be running there.
+		for _, p := range res.Place {
+			for _, a := range in.Allocs {
+				if a.Job == p.Job.Name && a.Group == p.Group.Name && a.Index == p.Index {
+					if _, wait := singletonWait(a, in.Now); wait {
+						t.Fatalf("placed %s while %s may still run on down node %s",
+							spec.AllocName(p.Job.Name, p.Group.Name, p.Index), a.ID, a.NodeID)
+					}
+				}
+			}
 		}
 
 		// After the result is applied, at most one live instance per slot.

@@ -210,6 +210,18 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 			r.stop(a, "duplicate of "+kept.ID)
 		}
 	}
+	// A singleton on a down node may still be running there until its
+	// agent fences itself: nothing new is placed in this slot
+	// (a replacement, or an updated copy) before that is certain.
+	for _, a := range as {
+		if due, wait := singletonWait(a, r.now); wait {
+			if r.res.NextRun.IsZero() || due.Before(r.res.NextRun) {
+				r.res.NextRun = due
+			}
+			return
+		}
+	}
+
 	if kept != nil {
 		if kept.JobVersion != j.Version && !tasksEqual(kept.Tasks, g.Tasks) {
 			reason := fmt.Sprintf("job updated to version %d", j.Version)
@@ -222,7 +234,9 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 	// Lost with its node in this pass: replace at once (a batch instance
 	// too); the node's failure is not the program's.
 	for i := len(as) - 1; i >= 0; i-- {
-		if a := as[i]; lostNow(a) {
+		// lostNow, or told to stop earlier while its node stays down (a
+		// singleton whose wait has just ended).
+		if a := as[i]; a.NodeDown && !a.Terminal() {
 			r.place(j, g, index, fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName), a.ID, a.NodeID)
 			return
 		}
@@ -395,4 +409,31 @@ func ended(a *spec.Alloc) bool {
 // oldestFirst orders allocs by CreateIndex, then ID.
 func oldestFirst(a, b *spec.Alloc) int {
 	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), strings.Compare(a.ID, b.ID))
+}
+
+// fenceMargin is added to a singleton's wait beyond its agent's stop_after
+// and kill_timeout, for clock rates and the agent's own timer slack.
+const fenceMargin = time.Second
+
+// singletonWait says whether a, an alloc with a disconnect policy on a node
+// that is down, may still be running, and until when. Its cut-off agent
+// stops it StopAfter after its last contact with a server, and its tasks
+// take up to their kill_timeout to go; the node was declared down a node TTL
+// after that last contact, so waiting StopAfter + kill_timeout + margin from
+// when the leader saw the node down is enough. A zero NodeDownSince (not
+// known) counts as now.
+func singletonWait(a *spec.Alloc, now time.Time) (time.Time, bool) {
+	if !a.NodeDown || a.Terminal() || a.Disconnect == nil || a.Disconnect.StopAfter <= 0 {
+		return time.Time{}, false
+	}
+	since := a.NodeDownSince
+	if since.IsZero() {
+		since = now
+	}
+	var kill spec.Duration
+	for _, t := range a.Tasks {
+		kill = max(kill, t.KillTimeout)
+	}
+	due := since.Add(a.Disconnect.StopAfter.Std() + kill.Std() + fenceMargin)
+	return due, now.Before(due)
 }

@@ -58,12 +58,46 @@ func TestReconcile(t *testing.T) {
 	lostDone := mk("lostdone", jobs, "work", 2, 1, spec.ClientComplete, down)
 	lostStopped := mk("lost2", web, "api", 1, 1, spec.ClientRunning, down, stopped)
 
+	single := svc("single", 1, grp("api", 1, "serve"))
+	single.Groups[0].Disconnect = &spec.DisconnectPolicy{StopAfter: spec.Duration(10 * time.Second)}
+	fenced := func(id string, downFor time.Duration, opts ...opt) *spec.Alloc {
+		a := mk(id, single, "api", 0, 1, spec.ClientRunning, append([]opt{down}, opts...)...)
+		a.Disconnect = single.Groups[0].Disconnect
+		a.NodeDownSince = now.Add(-downFor)
+		return a
+	}
+	fencedNew := fenced("fenced01", 5*time.Second)
+	fencedStopped := fenced("fenced02", 5*time.Second, stopped)
+	fencedDue := fenced("fenced03aaaa", 11*time.Second, stopped)
+
 	tests := []struct {
 		name   string
 		jobs   []*spec.Job
 		allocs []*spec.Alloc
 		want   Result
 	}{
+		{
+			name:   "a singleton on a down node is told to stop but not replaced until its agent has surely fenced it",
+			jobs:   []*spec.Job{single},
+			allocs: []*spec.Alloc{fencedNew},
+			want: Result{
+				Stop:    []Stop{{Alloc: fencedNew, Reason: "node n1 is down (no heartbeat)"}},
+				NextRun: now.Add(6 * time.Second), // down 5s ago + stop_after 10s + kill 0 + margin 1s
+			},
+		},
+		{
+			name:   "still waiting on the next pass",
+			jobs:   []*spec.Job{single},
+			allocs: []*spec.Alloc{fencedStopped},
+			want:   Result{NextRun: now.Add(6 * time.Second)},
+		},
+		{
+			name:   "once the wait is over, the singleton is replaced",
+			jobs:   []*spec.Job{single},
+			allocs: []*spec.Alloc{fencedDue},
+			want: Result{Place: []Place{{Job: single, Group: single.Groups[0], Index: 0,
+				Reason: "replaces alloc fenced03 lost with node n1", Previous: "fenced03aaaa", AvoidNode: "n1"}}},
+		},
 		{
 			name:   "an instance on a down node is stopped and replaced at once, batch too; a completed one is not",
 			jobs:   []*spec.Job{web, jobs},

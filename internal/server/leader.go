@@ -23,6 +23,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	now := time.Now().UTC()
 	if actOnDown {
 		markNodeDown(snap.Allocs, snap.Nodes)
+		s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
 	res := reconcile.Reconcile(reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now})
 	plan := &registry.Plan{DeleteAllocs: res.GC}
@@ -60,6 +61,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 			NodeName:      p.NodeName,
 			Resources:     r.Group.Resources(),
 			Tasks:         tasks,
+			Disconnect:    r.Group.Disconnect,
 			DesiredStatus: spec.DesiredRun,
 			DesiredReason: r.Reason,
 			CreateTime:    now,
@@ -96,6 +98,38 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	s.log.Debug("plan committed", "placed", len(out.Placements), "stopped", len(res.Stop),
 		"gc", len(res.GC), "unplaced", len(out.Failures))
 	return res.NextRun, nil
+}
+
+// noteDownSince stamps each alloc on a down node with when this leader
+// first saw that node down. The map lives in the leader's memory: a new
+// leader starts counting afresh (later than the truth), which only makes
+// a singleton's replacement wait longer, never shorter.
+func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now time.Time) {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	if s.downSince == nil {
+		s.downSince = map[string]time.Time{}
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		seen[n.ID] = true
+		if n.Status == spec.NodeReady {
+			delete(s.downSince, n.ID)
+		} else if _, ok := s.downSince[n.ID]; !ok {
+			s.downSince[n.ID] = now
+		}
+	}
+	for _, a := range allocs {
+		if !a.NodeDown {
+			continue
+		}
+		if !seen[a.NodeID] {
+			if _, ok := s.downSince[a.NodeID]; !ok {
+				s.downSince[a.NodeID] = now
+			}
+		}
+		a.NodeDownSince = s.downSince[a.NodeID]
+	}
 }
 
 // markNodeDown flags the allocs whose node is down or unknown.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,13 +62,15 @@ const DefaultNodeTTL = 5 * time.Second
 
 // Server serves the API and, while leader, schedules.
 type Server struct {
-	cfg      Config
-	reg      *registry.Registry
-	log      *slog.Logger
-	hub      *hub
-	isLeader atomic.Bool
-	ready    atomic.Bool
-	secrets  nodeSecrets
+	cfg       Config
+	reg       *registry.Registry
+	log       *slog.Logger
+	hub       *hub
+	isLeader  atomic.Bool
+	ready     atomic.Bool
+	secrets   nodeSecrets
+	downMu    sync.Mutex
+	downSince map[string]time.Time // node -> when this leader first saw it down
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -150,6 +153,10 @@ func (s *Server) runElections(ctx context.Context) {
 // the whole state.
 func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	elected := time.Now()
+	// Down-times seen in an earlier term may be stale; start afresh.
+	s.downMu.Lock()
+	s.downSince = nil
+	s.downMu.Unlock()
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
 	var due *time.Timer

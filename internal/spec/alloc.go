@@ -33,6 +33,9 @@ type Alloc struct {
 	Tasks []*Task `json:"tasks"`
 	// JobType tells the agent whether an exit 0 completes the task.
 	JobType JobType `json:"job_type"`
+	// Disconnect is the group's policy as of JobVersion: the agent stops
+	// the alloc itself after StopAfter without contact with any server.
+	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
 
 	DesiredStatus DesiredStatus `json:"desired_status"`
 	DesiredReason string        `json:"desired_reason,omitempty"`
@@ -48,6 +51,9 @@ type Alloc struct {
 	// reported is no longer known. The reconciler counts such an alloc as
 	// lost and replaces it.
 	NodeDown bool `json:"node_down,omitempty"`
+	// NodeDownSince is when the leader first saw the node down (set by the
+	// leader before reconciling, never stored); zero when unknown.
+	NodeDownSince time.Time `json:"node_down_since,omitzero"`
 
 	// CreateIndex and ModifyIndex are registry revisions, set on read.
 	CreateIndex int64 `json:"create_index,omitempty"`

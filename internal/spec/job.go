@@ -66,6 +66,9 @@ type Group struct {
 	// scheduler's choosing. After Canonicalize it is always set, every field
 	// filled from the job's policy and the job type's defaults.
 	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
+	// Disconnect makes the group's instances singletons across a
+	// partition: see DisconnectPolicy.
+	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
 	Meta       map[string]string `json:"meta,omitempty"`
 	Tasks      []*Task           `json:"tasks"`
 }
@@ -386,3 +389,19 @@ func (g *Group) Task(name string) *Task {
 	}
 	return nil
 }
+
+// DisconnectPolicy keeps at most one copy of an instance running when its
+// node is cut off from the servers (Nomad's stop_on_client_after). The
+// cut-off agent stops the instance once it has had no contact with any
+// server for StopAfter; the leader places a replacement only after it has
+// seen the node down for StopAfter plus the tasks' kill_timeout plus a
+// margin, and a node is only down a node TTL after its last heartbeat. So
+// the old copy is gone before the new one starts, at the price of the
+// instance being away for about TTL + StopAfter + kill_timeout.
+type DisconnectPolicy struct {
+	StopAfter Duration `json:"stop_after"`
+}
+
+// MaxStopAfter bounds disconnect.stop_after: beyond an hour a replacement
+// would wait so long that the job is better stopped by hand.
+const MaxStopAfter = Duration(time.Hour)
