@@ -182,7 +182,7 @@ func TestAgentLeavesAFrozenServer(t *testing.T) {
 }
 
 // outage is how long TestAllServersDownTasksKeepRunning keeps every server
-// down: $DROVER_OUTAGE_SECONDS, default 10 (the scenario is 30).
+// down: $DROVER_OUTAGE_SECONDS, default 30, as in the scenario.
 func outage(t *testing.T) time.Duration {
 	if s := os.Getenv("DROVER_OUTAGE_SECONDS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -191,7 +191,7 @@ func outage(t *testing.T) time.Duration {
 		}
 		return time.Duration(n) * time.Second
 	}
-	return 10 * time.Second
+	return 30 * time.Second
 }
 
 // TestAllServersDownTasksKeepRunning: every server (and with s1 the etcd)

@@ -21,5 +21,5 @@
 // agents and the agents' task processes) is killed in t.Cleanup.
 //
 // DROVER_OUTAGE_SECONDS sets how long TestAllServersDownTasksKeepRunning
-// keeps every server down (default 10; the scenario is 30).
+// keeps every server down (default 30 s, the scenario).
 package clustertest
