@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/drover-org/drover/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,36 +24,9 @@ import (
 // droverBin is the binary under test, built once by TestMain.
 var droverBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "drover-clustertest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	droverBin = filepath.Join(dir, "drover")
-	build := exec.Command("go", "build", "-o", droverBin, "../../cmd/drover")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building drover:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
 
 var sourcesOnce sync.Once
-
-// touchSources stats every Go source file of the module, so that go test's
-// cache knows these tests depend on the binary's sources.
-func touchSources(root string) {
-	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
-			os.Stat(path)
-		}
-		return nil
-	})
-}
 
 const leaderTTL = 2 * time.Second
 
@@ -454,16 +428,6 @@ func (c *cluster) taskProcs(job string) []int {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil && !zombie(pid) }
 
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || len(s) < i+3 || s[i+2] == 'Z'
-}
-
 // cleanup kills every process the cluster started, and the tasks its
 // agents started (they outlive their agent by design). On failure it logs
 // each process's output.
@@ -483,14 +447,6 @@ func (c *cluster) cleanup() {
 	}
 }
 
-func tail(s string, lines int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
-	}
-	return strings.Join(l, "\n")
-}
-
 func short(id string) string {
 	if len(id) > 8 {
 		return id[:8]
@@ -498,32 +454,12 @@ func short(id string) string {
 	return id
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
-}
+// Shared with the other end-to-end packages (internal/testbin).
+type syncBuffer = testbin.SyncBuffer
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+var (
+	waitFor      = testbin.WaitFor
+	zombie       = testbin.Zombie
+	touchSources = testbin.TouchSources
+	tail         = testbin.Tail
+)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/drover-org/drover/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,38 +25,9 @@ import (
 // droverBin is the binary under test, built once by TestMain.
 var droverBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "drover-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	droverBin = filepath.Join(dir, "drover")
-	build := exec.Command("go", "build", "-o", droverBin, "../../cmd/drover")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building drover:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
 
 var sourcesOnce sync.Once
-
-// touchSources stats every Go source file of the module. `go test` caches
-// results keyed on the files a test opens; the binary is built in a
-// subprocess it cannot see, so this tells it the test depends on them all.
-// It must run inside a test (m.Run installs the file log), not in TestMain.
-func touchSources(root string) {
-	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
-			os.Stat(path)
-		}
-		return nil
-	})
-}
 
 // devProc is a running `drover dev`.
 type devProc struct {
@@ -166,19 +138,6 @@ func (d *devProc) jobStatus(name string) *spec.JobStatus {
 	return &st
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
-}
-
 // taskProcs returns the PIDs of task processes (process group leaders)
 // whose environment says they belong to job, and, when under is given,
 // whose alloc directory is below it: another test run on the same machine
@@ -206,16 +165,6 @@ func taskProcs(job string, under ...string) []int {
 	return pids
 }
 
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || len(s) < i+3 || s[i+2] == 'Z'
-}
-
 // writeJob writes a job file into dir.
 func writeJob(t *testing.T, dir, name, text string) string {
 	t.Helper()
@@ -226,19 +175,11 @@ func writeJob(t *testing.T, dir, name, text string) string {
 	return p
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// Shared with the other end-to-end packages (internal/testbin).
+type syncBuffer = testbin.SyncBuffer
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+var (
+	waitFor      = testbin.WaitFor
+	zombie       = testbin.Zombie
+	touchSources = testbin.TouchSources
+)

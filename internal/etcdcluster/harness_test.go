@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"github.com/drover-org/drover/internal/testbin"
 	"io"
 	"net"
 	"net/http"
@@ -60,35 +61,18 @@ func etcdBinary(t *testing.T) string {
 var (
 	buildOnce sync.Once
 	buildErr  error
+	builtBin  string
 )
 
 // droverBinary builds cmd/drover once and returns its path.
 func droverBinary(t *testing.T) string {
 	t.Helper()
 	touchSources("../..")
-	bin := filepath.Join(binDir, "drover")
-	buildOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", bin, "../../cmd/drover").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("building drover: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { builtBin, buildErr = testbin.Build(binDir) })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return bin
-}
-
-// touchSources stats every Go source file of the module. `go test` caches
-// results keyed on the files a test opens; the binary is built in a
-// subprocess it cannot see, so this tells it the test depends on them all.
-func touchSources(root string) {
-	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
-			os.Stat(path)
-		}
-		return nil
-	})
+	return builtBin
 }
 
 // proc is a started process whose output is kept.
@@ -631,52 +615,14 @@ func taskProcs(job string) []int {
 	return pids
 }
 
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || len(s) < i+3 || s[i+2] == 'Z'
-}
-
 // ---- small helpers ----
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
-}
+// Shared with the other end-to-end packages (internal/testbin).
+type syncBuffer = testbin.SyncBuffer
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+var (
+	waitFor      = testbin.WaitFor
+	zombie       = testbin.Zombie
+	touchSources = testbin.TouchSources
+	tail         = testbin.Tail
+)

@@ -1,0 +1,115 @@
+// Package testbin holds what drover's end-to-end test packages (e2e,
+// clustertest, etcdcluster) share: building the drover binary, telling the
+// test cache which sources it was built from, and a few small helpers for
+// driving real processes. Only tests import it.
+package testbin
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Build compiles ../../cmd/drover (relative to the calling test package)
+// into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "drover")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/drover").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building drover: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Main is a TestMain for packages that drive the drover binary: it builds
+// it into a temporary directory, sets *bin, runs the tests and cleans up.
+func Main(m *testing.M, bin *string) {
+	dir, err := os.MkdirTemp("", "drover-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*bin, err = Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TouchSources stats every Go source file of the module under root.
+// `go test` caches results keyed on the files a test opens; the binary is
+// built in a subprocess it cannot see, so this tells it the tests depend on
+// them all. It must run inside a test (m.Run installs the file log), not in
+// TestMain.
+func TouchSources(root string) {
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
+			os.Stat(path)
+		}
+		return nil
+	})
+}
+
+// WaitFor polls cond every 100 ms until it holds, and fails the test when
+// timeout passes first: every wait in a test has a deadline.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// Zombie reports whether pid has exited but not been reaped (or is gone).
+func Zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || len(s) < i+3 || s[i+2] == 'Z'
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// SyncBuffer is a bytes.Buffer safe for a process's output and a test
+// reading it at once.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
