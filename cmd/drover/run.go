@@ -111,7 +111,7 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 				}
 			}
 		}
-		done, err, recheck := verdict(out, st, minHealthy, time.Now())
+		done, recheck, err := verdict(out, st, minHealthy, time.Now())
 		if done {
 			return err
 		}
@@ -143,7 +143,7 @@ func currentAllocs(st *spec.JobStatus) []*spec.Alloc {
 // is declared running only once every instance has stayed up minHealthy
 // since its last start: a task that crashes at once must not pass. recheck
 // says when to look again if nothing changes.
-func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now time.Time) (done bool, err error, recheck time.Duration) {
+func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now time.Time) (done bool, recheck time.Duration, err error) {
 	j, s := st.Job, st.Summary
 	if len(st.Failures) > 0 {
 		var lines []string
@@ -152,7 +152,7 @@ func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now ti
 		}
 		fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as room appears (drover stop %s withdraws it).\n",
 			j.Name, strings.Join(lines, "\n"), j.Name)
-		return true, &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}, 0
+		return true, 0, &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
 	}
 	// An instance of this version failed for good: say so now rather than
 	// wait for its delayed replacement (drover status shows that too).
@@ -162,32 +162,32 @@ func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now ti
 			if a.Status != nil {
 				desc = a.Status.Description
 			}
-			return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q: instance %s failed: %s (drover logs %s --stderr)", j.Name, a.Name, dash(desc), j.Name)}, 0
+			return true, 0, &exitError{code: exitFailure, err: fmt.Errorf("job %q: instance %s failed: %s (drover logs %s --stderr)", j.Name, a.Name, dash(desc), j.Name)}
 		}
 	}
 	switch s.State {
 	case spec.JobRunning:
 		if j.Type == spec.JobBatch {
-			return false, nil, 0 // a batch job is done when it completes
+			return false, 0, nil // a batch job is done when it completes
 		}
 		if left := untilHealthy(st, minHealthy, now); left > 0 {
-			return false, nil, left
+			return false, left, nil
 		}
 		fmt.Fprintf(out, "✓ Job %q version %d: %d/%d instances running.\n", j.Name, j.Version, s.Running, s.Desired)
-		return true, nil, 0
+		return true, 0, nil
 	case spec.JobComplete:
 		fmt.Fprintf(out, "✓ Job %q version %d: %d/%d instances completed.\n", j.Name, j.Version, s.Complete, s.Desired)
-		return true, nil, 0
+		return true, 0, nil
 	case spec.JobFailed:
-		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q failed: %s (drover status %s; drover logs %s)", j.Name, dash(s.Reason), j.Name, j.Name)}, 0
+		return true, 0, &exitError{code: exitFailure, err: fmt.Errorf("job %q failed: %s (drover status %s; drover logs %s)", j.Name, dash(s.Reason), j.Name, j.Name)}
 	case spec.JobStopped:
-		return true, &exitError{code: exitFailure, err: fmt.Errorf("job %q was stopped while following it", j.Name)}, 0
+		return true, 0, &exitError{code: exitFailure, err: fmt.Errorf("job %q was stopped while following it", j.Name)}
 	}
 	if s.Desired == 0 && s.State != spec.JobPending {
 		fmt.Fprintf(out, "✓ Job %q version %d: no instances wanted.\n", j.Name, j.Version)
-		return true, nil, 0
+		return true, 0, nil
 	}
-	return false, nil, 0
+	return false, 0, nil
 }
 
 // untilHealthy is how long until every running instance has been up

@@ -41,7 +41,6 @@ type proc struct {
 	done chan error
 
 	httpAddr string // host:port once known
-	etcdAddr string // s1: the embedded etcd's client host:port once known
 	api      string // http://host:port
 	etcd     string // s1: http://host:port of its etcd
 }

@@ -64,8 +64,6 @@ func (s *Server) secretHash(r *http.Request, id string) (string, error) {
 	return h, nil
 }
 
-var errNoSecret = errors.New("node has no secret")
-
 // checkNode verifies that the request is made by node id: 404 when the
 // node never registered (the agent then registers), 403 when the secret is
 // missing or wrong.
