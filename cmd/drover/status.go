@@ -123,6 +123,9 @@ func printAllocTable(w io.Writer, allocs []*spec.Alloc, now time.Time, withJob b
 		if a.Status != nil && a.Status.Description != "" && a.ClientStatusOr() == spec.ClientFailed {
 			state += ": " + a.Status.Description
 		}
+		if a.NodeDown && !a.Terminal() {
+			state = "lost (node down; last reported " + state + ")"
+		}
 		t.row(short(a.ID), a.Name, dash(a.NodeName), state, desired, strconv.Itoa(a.Restarts()),
 			strconv.FormatUint(a.JobVersion, 10), age(now, a.CreateTime))
 	}

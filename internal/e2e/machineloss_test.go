@@ -98,6 +98,9 @@ func TestMachineLossReplacesInstances(t *testing.T) {
 		}
 	}
 	table, _, _ := d.cli("", "status", "e2elost")
+	if !strings.Contains(table, "lost (node down") {
+		t.Errorf("drover status does not show the old instances as lost:\n%s", table)
+	}
 	if !strings.Contains(table, "lost with node doomed") && !strings.Contains(table, "node doomed is down") {
 		t.Fatalf("drover status does not say why instances moved:\n%s", table)
 	}
