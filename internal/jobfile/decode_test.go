@@ -193,7 +193,7 @@ func TestDecodeJSONBody(t *testing.T) {
 	_, err := DecodeJSONBody([]byte(`{"job": {"name": "x", "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "exec", "config": {"command": "c"}, "colour": 1}]}]}, "extra": 1}`))
 	want := spec.Problems{
 		{Field: "extra", Pos: "1:136", Message: `unknown field "extra" in job status; expected one of: allocations, job, placement_failures, summary`},
-		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: config, driver, env, kill_timeout, meta, name, resources, restart`},
+		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: config, constraints, driver, env, kill_timeout, meta, name, resources, restart`},
 	}
 	slices.SortFunc(want, func(a, b spec.Problem) int { return strings.Compare(a.Pos, b.Pos) })
 	var got spec.Problems
@@ -220,6 +220,8 @@ func TestJSONSchemaMatchesSpec(t *testing.T) {
 		{resourcesJSON, reflect.TypeFor[spec.Resources]()},
 		{restartJSON, reflect.TypeFor[spec.RestartPolicy]()},
 		{rescheduleJSON, reflect.TypeFor[spec.ReschedulePolicy]()},
+		{constraintJSON, reflect.TypeFor[spec.Constraint]()},
+		{disconnectJSON, reflect.TypeFor[spec.DisconnectPolicy]()},
 		{statusJSON, reflect.TypeFor[spec.JobStatus]()},
 	} {
 		var tags []string
@@ -273,5 +275,38 @@ func TestRescheduleFromFile(t *testing.T) {
 	}
 	if b.Reschedule != nil {
 		t.Errorf("job policy set without a block: %+v", b.Reschedule)
+	}
+}
+
+// TestConstraintsFromFile checks that constraint blocks at every level
+// decode as written, "${...}" targets kept as text, in HCL and YAML alike.
+func TestConstraintsFromFile(t *testing.T) {
+	hclJob, err := decodeTestFile(t, "testdata/good/constraints.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlJob, err := decodeTestFile(t, "testdata/good/constraints.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(hclJob, yamlJob); diff != "" {
+		t.Errorf("HCL and YAML differ (-hcl +yaml):\n%s", diff)
+	}
+	g := hclJob.Groups[0]
+	want := []spec.Constraint{
+		{Attribute: "${attr.os}", Operator: "=", Value: "linux"},
+		{Attribute: "${attr.kernel}", Operator: "version", Value: ">= 5.10, < 7"},
+		{Attribute: "${meta.rack}", Operator: "set_contains_any", Value: "r1,r2"},
+		{Operator: "distinct_hosts"},
+		{Attribute: "${meta.zone}", Operator: "distinct_property", Value: "2"},
+		{Attribute: "${attr.cpu.count}", Operator: ">=", Value: "4"},
+		{Attribute: "${node.name}", Operator: "regexp", Value: "^web-"},
+		{Attribute: "${meta.gpu}", Operator: "is_not_set"},
+	}
+	if diff := cmp.Diff(want, hclJob.ConstraintsOf(g)); diff != "" {
+		t.Errorf("constraints (-want +got):\n%s", diff)
+	}
+	if len(hclJob.Constraints) != 2 || len(g.Constraints) != 3 || len(g.Tasks[0].Constraints) != 3 {
+		t.Errorf("constraints at the wrong level: job %d, group %d, task %d", len(hclJob.Constraints), len(g.Constraints), len(g.Tasks[0].Constraints))
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -42,18 +43,22 @@ var (
 	// datacenters is in every Nomad job file; drover has no datacenters,
 	// and refusing the line would make every Nomad file fail for nothing.
 	jobSchema = bodySchema{
-		members: map[string]member{"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "group": asBlock},
+		members: map[string]member{
+			"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "constraint": asBlock, "group": asBlock,
+		},
 		ignored: []string{"datacenters"},
 	}
 	groupSchema = bodySchema{members: map[string]member{
-		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock, "task": asBlock,
+		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
+		"constraint": asBlock, "task": asBlock,
 	}}
 	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
 	taskSchema       = bodySchema{members: map[string]member{
 		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
-		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock,
+		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock, "constraint": asBlock,
 	}}
-	restartSchema = bodySchema{members: map[string]member{
+	constraintSchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr}}
+	restartSchema    = bodySchema{members: map[string]member{
 		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "mode": asAttr,
 	}}
 	rescheduleSchema = bodySchema{members: map[string]member{
@@ -67,6 +72,9 @@ var (
 // labelled block types take exactly one label, their name.
 var labelled = map[string]bool{"job": true, "group": true, "task": true}
 
+// repeatable block types may be written more than once in one body.
+var repeatable = map[string]bool{"job": true, "group": true, "task": true, "constraint": true}
+
 // homes says where a name drover knows does belong, for a name written in
 // the wrong block ("count belongs in a group block").
 var homes = map[string]string{
@@ -77,6 +85,7 @@ var homes = map[string]string{
 	"attempts": "restart or reschedule", "interval": "restart or reschedule", "delay": "restart or reschedule",
 	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
 	"disconnect": "group", "stop_after": "disconnect",
+	"constraint": "job, group or task", "attribute": "constraint", "operator": "constraint", "value": "constraint",
 	"cpu": "resources", "memory": "resources",
 	"command": "config", "args": "config",
 }
@@ -88,7 +97,7 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		template artifact service network constraint affinity spread update migrate
+		template artifact service network affinity spread update migrate
 		vault volume volume_mount check check_restart lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
@@ -224,8 +233,8 @@ func (it item) nameRange() hcl.Range {
 // that is written the wrong way (a block as an attribute) or is a likely
 // typo of an allowed one marks that field as reported, so that validation
 // does not add "needs a driver" to `did you mean "driver"?`. A name s allows once but that is
-// written twice is reported and dropped, except job, group and task blocks,
-// which repeat.
+// written twice is reported and dropped, except job, group, task and
+// constraint blocks, which repeat.
 func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string) []item {
 	var all []item
 	for name, a := range body.Attributes {
@@ -243,7 +252,7 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 		isBlock := it.block != nil
 		switch {
 		case isBlock && m&asBlock != 0, !isBlock && m&asAttr != 0:
-			if prev, dup := first[it.name]; dup && !labelled[it.name] {
+			if prev, dup := first[it.name]; dup && !repeatable[it.name] {
 				if isBlock && prev.block != nil {
 					d.errAt(it.nameRange(), "only one %s block is allowed %s; the first is at %s", it.name, in, d.where(prev.nameRange()))
 				} else {
@@ -348,6 +357,8 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 			job.Meta = d.stringMap(it, "meta")
 		case "reschedule":
 			job.Reschedule = d.reschedule(it.block, "reschedule", fmt.Sprintf("in the reschedule block of job %q", job.Name))
+		case "constraint":
+			job.Constraints = append(job.Constraints, d.constraint(it.block, fmt.Sprintf("constraints[%d]", len(job.Constraints)), fmt.Sprintf("in a constraint block of job %q", job.Name)))
 		case "group":
 			job.Groups = append(job.Groups, d.group(it.block, fmt.Sprintf("groups[%d]", len(job.Groups))))
 		}
@@ -374,6 +385,8 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 			g.Disconnect = d.disconnect(it.block, path+".disconnect", fmt.Sprintf("in the disconnect block of group %q", g.Name))
 		case "meta":
 			g.Meta = d.stringMap(it, path+".meta")
+		case "constraint":
+			g.Constraints = append(g.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(g.Constraints)), fmt.Sprintf("in a constraint block of group %q", g.Name)))
 		case "task":
 			g.Tasks = append(g.Tasks, d.task(it.block, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks))))
 		}
@@ -409,6 +422,8 @@ func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
 			}
 		case "meta":
 			t.Meta = d.stringMap(it, path+".meta")
+		case "constraint":
+			t.Constraints = append(t.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(t.Constraints)), fmt.Sprintf("in a constraint block of task %q", t.Name)))
 		}
 	}
 	if config != nil {
@@ -548,4 +563,83 @@ func (d *hclDecoder) resources(b *hclsyntax.Block, path, in string) spec.Resourc
 		}
 	}
 	return r
+}
+
+// constraint decodes a constraint block. Its attribute and value may name
+// node targets as Nomad writes them ("${meta.rack}"); those are kept as
+// text for the scheduler, not evaluated here.
+func (d *hclDecoder) constraint(b *hclsyntax.Block, path, in string) *spec.Constraint {
+	c := &spec.Constraint{}
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, constraintSchema, in, path) {
+		field := path + "." + it.name
+		s, ok := d.targetText(it.attr, field)
+		if !ok {
+			continue
+		}
+		switch it.name {
+		case "attribute":
+			c.Attribute = s
+		case "operator":
+			c.Operator = s
+		case "value":
+			c.Value = s
+		}
+	}
+	return c
+}
+
+// targetRoots are the variables a constraint may interpolate.
+var targetRoots = map[string]bool{"node": true, "attr": true, "meta": true}
+
+// targetText reads a string that may interpolate node targets, such as
+// "${attr.cpu.count}", keeping each interpolation as written. Anything
+// else goes through str, with its messages. A number is read as its text
+// (value = 3), as Nomad does.
+func (d *hclDecoder) targetText(a *hclsyntax.Attribute, field string) (string, bool) {
+	var parts []hclsyntax.Expression
+	switch e := a.Expr.(type) {
+	case *hclsyntax.TemplateWrapExpr:
+		parts = []hclsyntax.Expression{e.Wrapped}
+	case *hclsyntax.TemplateExpr:
+		parts = e.Parts
+	case *hclsyntax.LiteralValueExpr:
+		if e.Val.Type() == cty.Number {
+			d.mark(field, a.Expr.Range())
+			return e.Val.AsBigFloat().Text('f', -1), true
+		}
+	}
+	var b strings.Builder
+	interpolated := false
+	for _, p := range parts {
+		switch p := p.(type) {
+		case *hclsyntax.LiteralValueExpr:
+			if p.Val.Type() != cty.String {
+				return d.str(a, field)
+			}
+			b.WriteString(p.Val.AsString())
+		case *hclsyntax.ScopeTraversalExpr:
+			if !targetRoots[p.Traversal.RootName()] {
+				return d.str(a, field)
+			}
+			b.WriteString("${" + p.Traversal.RootName())
+			for _, step := range p.Traversal[1:] {
+				attr, ok := step.(hcl.TraverseAttr)
+				if !ok {
+					return d.str(a, field)
+				}
+				b.WriteString("." + attr.Name)
+			}
+			b.WriteString("}")
+			interpolated = true
+		default:
+			return d.str(a, field)
+		}
+	}
+	if !interpolated {
+		return d.str(a, field)
+	}
+	d.mark(field, a.Expr.Range())
+	return b.String(), true
 }

@@ -238,19 +238,21 @@ var (
 	disconnectJSON = &jschema{"disconnect policy", map[string]jfield{"stop_after": {kind: jDuration}}}
 	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}}}
 	configJSON     = &jschema{"config", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
+	constraintJSON = &jschema{"constraint", map[string]jfield{"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString}}}
 	taskJSON       = &jschema{"task", map[string]jfield{
 		"name": {kind: jString}, "driver": {kind: jString}, "config": {jObject, configJSON},
 		"env": {kind: jStringMap}, "resources": {jObject, resourcesJSON}, "restart": {jObject, restartJSON},
-		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap},
+		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap}, "constraints": {jObjectList, constraintJSON},
 	}}
 	groupJSON = &jschema{"group", map[string]jfield{
 		"name": {kind: jString}, "count": {kind: jInt}, "restart": {jObject, restartJSON},
 		"reschedule": {jObject, rescheduleJSON}, "disconnect": {jObject, disconnectJSON},
-		"meta": {kind: jStringMap}, "tasks": {jObjectList, taskJSON},
+		"meta": {kind: jStringMap}, "constraints": {jObjectList, constraintJSON}, "tasks": {jObjectList, taskJSON},
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
 		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
-		"meta": {kind: jStringMap}, "reschedule": {jObject, rescheduleJSON}, "groups": {jObjectList, groupJSON},
+		"meta": {kind: jStringMap}, "reschedule": {jObject, rescheduleJSON}, "constraints": {jObjectList, constraintJSON},
+		"groups":  {jObjectList, groupJSON},
 		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
 		"modify_index": {kind: jInt},
 	}}

@@ -447,9 +447,12 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"KillTimeout": func(t *spec.Task) { t.KillTimeout++ },
 		"Meta":        func(t *spec.Task) { t.Meta = map[string]string{"k": "v"} },
 	}
+	// Fields that decide where a task runs, not what it runs: changing
+	// them keeps running allocs, as a job or group constraint does.
+	placementOnly := map[string]bool{"Constraints": true}
 	typ := reflect.TypeFor[spec.Task]()
 	for i := range typ.NumField() {
-		if _, ok := mutate[typ.Field(i).Name]; !ok {
+		if _, ok := mutate[typ.Field(i).Name]; !ok && !placementOnly[typ.Field(i).Name] {
 			t.Errorf("spec.Task has field %s: teach tasksEqual and this test about it", typ.Field(i).Name)
 		}
 	}
@@ -465,6 +468,11 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 	empty.Env, empty.Meta, empty.Config.Args = map[string]string{}, map[string]string{}, []string{}
 	if !tasksEqual([]*spec.Task{base()}, []*spec.Task{empty}) {
 		t.Errorf("nil and empty maps and slices reported different")
+	}
+	placed := base()
+	placed.Constraints = []*spec.Constraint{{Attribute: "${attr.os}", Operator: "=", Value: "linux"}}
+	if !tasksEqual([]*spec.Task{base()}, []*spec.Task{placed}) {
+		t.Errorf("a changed constraint replaces running tasks")
 	}
 	for field, m := range mutate {
 		changed := base()

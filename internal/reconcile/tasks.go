@@ -10,7 +10,9 @@ import (
 // tasksEqual reports whether two task lists run the same thing, so that a
 // new job version that changed only count, meta or priority keeps its
 // running allocs (an in-place update) while any change to what a task runs
-// or reserves replaces them.
+// or reserves replaces them. Constraints are not compared: like the job's
+// and the group's, a task's constraints decide where new instances go, and
+// a change to them leaves running instances where they are.
 //
 // It is written out field by field, rather than with reflect, to keep the
 // package's imports pure; TestTasksEqualCoversEveryField fails when spec.Task

@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // benchInput is n nodes of 4000 MHz / 8192 MB with exec and raw_exec, and
@@ -36,5 +39,57 @@ func BenchmarkPlace1000On5000Nodes(b *testing.B) { benchPlace(b, 5000) }
 func BenchmarkPlace(b *testing.B) {
 	for _, n := range []int{500, 5000, 10000} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchPlace(b, n) })
+	}
+}
+
+// constraintInput is n nodes of 4000 MHz / 8192 MB with node meta
+// rack = r<i mod 50>, and one job of `instances` instances of 100 MHz /
+// 128 MB constrained to half of the racks (r0..r24).
+func constraintInput(n, instances int) Input {
+	var in Input
+	for i := range n {
+		nd := node(fmt.Sprintf("node-%05d", i), 4000, 8192, "exec", "raw_exec")
+		nd.Meta = map[string]string{"rack": fmt.Sprintf("r%d", i%50)}
+		in.Nodes = append(in.Nodes, nd)
+	}
+	racks := make([]string, 25)
+	for i := range racks {
+		racks[i] = fmt.Sprintf("r%d", i)
+	}
+	j := job("bench", 50, group("g", 100, 128, "exec"))
+	j.Constraints = []*spec.Constraint{{Attribute: "${meta.rack}", Operator: spec.OpSetContainsAny, Value: strings.Join(racks, ",")}}
+	for i := range instances {
+		in.Requests = append(in.Requests, Request{Job: j, Group: j.Groups[0], Index: i})
+	}
+	return in
+}
+
+// BenchmarkConstraintMatrix is shaped like Nomad's scheduler benchmark:
+// nodes x instances per job, with a constraint that rules out half the
+// nodes. Each iteration is one whole Place call; us/placement divides by
+// the instances placed.
+func BenchmarkConstraintMatrix(b *testing.B) {
+	for _, n := range []int{500, 1000, 5000, 10000} {
+		for _, k := range []int{50, 300, 1200} {
+			b.Run(fmt.Sprintf("nodes=%d/instances=%d", n, k), func(b *testing.B) {
+				in := constraintInput(n, k)
+				res := Place(in)
+				if len(res.Placements) != k {
+					b.Fatalf("placed %d of %d: %v", len(res.Placements), k, res.Failures)
+				}
+				for _, p := range res.Placements {
+					var i int
+					fmt.Sscanf(p.NodeID, "node-%d", &i)
+					if i%50 >= 25 {
+						b.Fatalf("placed on %s, rack r%d", p.NodeID, i%50)
+					}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					Place(in)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*k), "us/placement")
+			})
+		}
 	}
 }

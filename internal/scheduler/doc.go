@@ -6,8 +6,11 @@
 //
 // Placement is feasibility -> rank -> select:
 //
-//	feasible  the node is ready, has every driver the group needs, and its
-//	          free cpu and memory cover the group's resources
+//	feasible  the node is ready, has every driver the group needs, meets
+//	          every constraint of the job, the group and its tasks, and
+//	          its free cpu and memory cover the group's resources;
+//	          distinct_hosts and distinct_property count the group's live
+//	          allocs and the placements made earlier in the same call
 //	rank      load = (usedCPU/totalCPU + usedMem/totalMem) / 2
 //	select    the least loaded feasible node; ties go to the smaller node ID;
 //	          a request's AvoidNode (the node a failed instance ran on) is

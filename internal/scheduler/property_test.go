@@ -62,7 +62,7 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 			}
 			u := used[n.ID]
 			free := spec.Resources{CPU: n.Resources.CPU - u.CPU, MemoryMB: n.Resources.MemoryMB - u.MemoryMB}
-			if !ok || need.CPU > free.CPU || need.MemoryMB > free.MemoryMB {
+			if !ok || need.CPU > free.CPU || need.MemoryMB > free.MemoryMB || !referenceMeets(in, placements, r, n) {
 				continue
 			}
 			if n.ID == r.AvoidNode {
@@ -86,6 +86,87 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 		placements = append(placements, Placement{Request: r, NodeID: best.ID, NodeName: best.Name})
 	}
 	return placements, failed
+}
+
+// referenceMeets reports whether one more instance of r's group may go on
+// n, given the placements made so far: every constraint of the job, the
+// group and its tasks, compiled afresh, and the distinct ones counted from
+// scratch over the live allocs and the placements.
+func referenceMeets(in Input, placements []Placement, r Request, n *spec.Node) bool {
+	nodes := map[string]*spec.Node{}
+	for _, x := range in.Nodes {
+		nodes[x.ID] = x
+	}
+	var others []*spec.Node // where the group's instances are
+	for _, a := range in.Allocs {
+		if !a.Terminal() && !in.Freed[a.ID] && a.Job == r.Job.Name && a.Group == r.Group.Name && nodes[a.NodeID] != nil {
+			others = append(others, nodes[a.NodeID])
+		}
+	}
+	for _, p := range placements {
+		if p.Request.Job.Name == r.Job.Name && p.Request.Group.Name == r.Group.Name {
+			others = append(others, nodes[p.NodeID])
+		}
+	}
+	var all []*spec.Constraint
+	all = append(all, r.Job.Constraints...)
+	all = append(all, r.Group.Constraints...)
+	for _, t := range r.Group.Tasks {
+		all = append(all, t.Constraints...)
+	}
+	for _, c := range all {
+		k, err := spec.CompileConstraint(*c)
+		if err != nil || !k.Match(n) {
+			return false
+		}
+		switch {
+		case c.Operator == spec.OpDistinctHosts && c.Value != "false":
+			for _, o := range others {
+				if o.ID == n.ID {
+					return false
+				}
+			}
+		case c.Operator == spec.OpDistinctProperty:
+			v, ok := k.Property(n)
+			if !ok {
+				return false
+			}
+			count := 0
+			for _, o := range others {
+				if w, ok := k.Property(o); ok && w == v {
+					count++
+				}
+			}
+			if count >= c.DistinctLimit() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// constraintPool is what generated groups draw their constraints from.
+var constraintPool = []spec.Constraint{
+	{Attribute: "${meta.rack}", Operator: "=", Value: "r1"},
+	{Attribute: "${meta.rack}", Operator: "!=", Value: "r0"},
+	{Attribute: "${meta.rack}", Operator: "set_contains_any", Value: "r1,r2"},
+	{Attribute: "${meta.rack}", Operator: "is_set"},
+	{Attribute: "${attr.os}", Operator: "regexp", Value: "^lin"},
+	{Attribute: "${attr.os}", Operator: "is_not_set"},
+	{Operator: "distinct_hosts"},
+	{Operator: "distinct_hosts"},
+	{Attribute: "${meta.rack}", Operator: "distinct_property"},
+	{Attribute: "${meta.rack}", Operator: "distinct_property", Value: "2"},
+	{Attribute: "${attr.os}", Operator: "distinct_property", Value: "3"},
+}
+
+func genConstraints(t *rapid.T, label string) []*spec.Constraint {
+	var out []*spec.Constraint
+	for range rapid.IntRange(0, 2).Draw(t, label) {
+		c := rapid.SampledFrom(constraintPool).Draw(t, label+".c")
+		out = append(out, &c)
+	}
+	return out
 }
 
 var allDrivers = []string{"docker", "exec", "raw_exec"}
@@ -112,6 +193,12 @@ func genInput(t *rapid.T) Input {
 		if rapid.IntRange(0, 4).Draw(t, "down") == 0 {
 			n.Status = spec.NodeDown
 		}
+		if rack := rapid.SampledFrom([]string{"", "r0", "r1", "r2"}).Draw(t, "rack"); rack != "" {
+			n.Meta = map[string]string{"rack": rack}
+		}
+		if os := rapid.SampledFrom([]string{"", "linux", "darwin"}).Draw(t, "os"); os != "" {
+			n.Attributes = map[string]string{"os": os}
+		}
 		in.Nodes = append(in.Nodes, n)
 	}
 
@@ -124,6 +211,8 @@ func genInput(t *rapid.T) Input {
 			nodeID = fmt.Sprintf("n%02d", rapid.IntRange(0, nNodes-1).Draw(t, "allocNode"))
 		}
 		a := alloc(fmt.Sprintf("a%02d", i), nodeID, small.Draw(t, "allocCPU"), small.Draw(t, "allocMem"), statuses.Draw(t, "status"))
+		a.Job = rapid.SampledFrom([]string{"a", "b", "c", "other"}).Draw(t, "allocJob")
+		a.Group = fmt.Sprintf("g%d", rapid.IntRange(0, 1).Draw(t, "allocGroup"))
 		in.Allocs = append(in.Allocs, a)
 		if rapid.IntRange(0, 4).Draw(t, "freed") == 0 {
 			in.Freed[a.ID] = true
@@ -132,8 +221,11 @@ func genInput(t *rapid.T) Input {
 
 	for _, name := range []string{"a", "b", "c"}[:rapid.IntRange(0, 3).Draw(t, "jobs")] {
 		j := job(name, rapid.SampledFrom([]int{10, 50, 90}).Draw(t, "priority"))
+		j.Constraints = genConstraints(t, "jobConstraints")
 		for gi := range rapid.IntRange(1, 2).Draw(t, "groups") {
 			g := group(fmt.Sprintf("g%d", gi), small.Draw(t, "needCPU"), small.Draw(t, "needMem"), genDrivers(t, "groupDrivers", 1)...)
+			g.Constraints = genConstraints(t, "groupConstraints")
+			g.Tasks[len(g.Tasks)-1].Constraints = genConstraints(t, "taskConstraints")
 			j.Groups = append(j.Groups, g)
 			for idx := range rapid.IntRange(0, 5).Draw(t, "count") {
 				r := Request{Job: j, Group: g, Index: idx, Reason: "new instance", Previous: fmt.Sprint("prev-", idx)}
@@ -220,6 +312,30 @@ func TestPlaceMatchesReference(t *testing.T) {
 		for _, p := range got.Placements {
 			if n := nodes[p.NodeID]; !n.Resources.Fits(used[n.ID]) {
 				t.Fatalf("node %s over-committed: capacity %+v, used %+v", n.ID, n.Resources, used[n.ID])
+			}
+		}
+		// Constraints hold for every placement, given the instances
+		// placed before it; distinct_hosts in particular.
+		for i, p := range got.Placements {
+			if !referenceMeets(in, got.Placements[:i], p.Request, nodes[p.NodeID]) {
+				t.Fatalf("%s placed on %s, which breaks a constraint of %+v", requestKey(p.Request), p.NodeID, p.Request.Job.ConstraintsOf(p.Request.Group))
+			}
+		}
+		hosts := map[[3]string]int{}
+		for _, a := range in.Allocs {
+			if !a.Terminal() && !in.Freed[a.ID] && nodes[a.NodeID] != nil {
+				hosts[[3]string{a.Job, a.Group, a.NodeID}]++
+			}
+		}
+		for _, p := range got.Placements {
+			k := [3]string{p.Request.Job.Name, p.Request.Group.Name, p.NodeID}
+			hosts[k]++
+			distinct := false
+			for _, c := range p.Request.Job.ConstraintsOf(p.Request.Group) {
+				distinct = distinct || c.Operator == spec.OpDistinctHosts
+			}
+			if distinct && hosts[k] > 1 {
+				t.Fatalf("distinct_hosts broken: %d instances of %s.%s on %s", hosts[k], k[0], k[1], k[2])
 			}
 		}
 		for i := 1; i < len(got.Placements); i++ {

@@ -90,7 +90,7 @@ func Place(in Input) Result {
 			f.Missing = len(f.Requests)
 			continue
 		}
-		g := s.group(r.Group)
+		g := s.group(r)
 		if n := s.pick(g, r.AvoidNode); n != nil {
 			res.Placements = append(res.Placements, Placement{Request: r, NodeID: n.node.ID, NodeName: n.node.Name})
 			continue

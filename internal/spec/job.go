@@ -39,7 +39,9 @@ type Job struct {
 	// Reschedule is the default reschedule policy for the job's groups; a
 	// group's own policy overrides it field by field.
 	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
-	Groups     []*Group          `json:"groups"`
+	// Constraints apply to every group's placement.
+	Constraints []*Constraint `json:"constraints,omitempty"`
+	Groups      []*Group      `json:"groups"`
 
 	// Server-owned: set by the server, ignored on submit.
 
@@ -69,8 +71,11 @@ type Group struct {
 	// Disconnect makes the group's instances singletons across a
 	// partition: see DisconnectPolicy.
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
-	Meta       map[string]string `json:"meta,omitempty"`
-	Tasks      []*Task           `json:"tasks"`
+	// Constraints limit the nodes the group's instances go to, on top of
+	// the job's and its tasks' (see Job.ConstraintsOf).
+	Constraints []*Constraint     `json:"constraints,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+	Tasks       []*Task           `json:"tasks"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -96,8 +101,11 @@ type Task struct {
 	Env       map[string]string `json:"env,omitempty"`
 	Resources Resources         `json:"resources"`
 	// Restart overrides the group's restart policy for this task.
-	Restart     *RestartPolicy    `json:"restart,omitempty"`
-	KillTimeout Duration          `json:"kill_timeout,omitempty"`
+	Restart     *RestartPolicy `json:"restart,omitempty"`
+	KillTimeout Duration       `json:"kill_timeout,omitempty"`
+	// Constraints count for the task's group: the group is placed only
+	// where all its tasks' constraints hold.
+	Constraints []*Constraint     `json:"constraints,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
 }
 
@@ -289,15 +297,18 @@ func (j *Job) Canonicalize() {
 	if j.Reschedule != nil {
 		j.Reschedule = j.Reschedule.WithDefaults(DefaultReschedule(j.Type))
 	}
+	defaultOperators(j.Constraints)
 	for _, g := range j.Groups {
 		if g == nil {
 			continue
 		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
+		defaultOperators(g.Constraints)
 		for _, t := range g.Tasks {
 			if t == nil {
 				continue
 			}
+			defaultOperators(t.Constraints)
 			if t.Resources.CPU == 0 {
 				t.Resources.CPU = DefaultCPU
 			}
@@ -405,3 +416,12 @@ type DisconnectPolicy struct {
 // MaxStopAfter bounds disconnect.stop_after: beyond an hour a replacement
 // would wait so long that the job is better stopped by hand.
 const MaxStopAfter = Duration(time.Hour)
+
+// defaultOperators writes "=" where a constraint leaves its operator out.
+func defaultOperators(cs []*Constraint) {
+	for _, c := range cs {
+		if c != nil && c.Operator == "" {
+			c.Operator = OpEqual
+		}
+	}
+}

@@ -9,7 +9,8 @@ import (
 // PlacementFailure says why some instances of a group could not be placed,
 // per dimension, in a form a person reads in `drover status`:
 //
-//	0/5 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB); missing driver docker on 2
+//	0/5 nodes fit: missing driver docker on 2; memory exhausted on 3 (need 900 MB, most free 512 MB)
+//	0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory exhausted on 4 (need 900 MB, most free 512 MB)
 type PlacementFailure struct {
 	Group string `json:"group"`
 	// Missing is how many instances are waiting for a place.
@@ -21,7 +22,8 @@ type PlacementFailure struct {
 
 // DimensionFailure counts the nodes that ruled themselves out for one reason.
 type DimensionFailure struct {
-	// Dimension is "cpu", "memory", "driver <name>" or "status".
+	// Dimension is "cpu", "memory", "driver <name>", "status", or
+	// "constraint <attribute> <operator> <value>" (the parts that are set).
 	Dimension string `json:"dimension"`
 	Nodes     int    `json:"nodes"`
 	// Need and MostFree are set for resource dimensions, in Unit.
@@ -34,6 +36,8 @@ func (d DimensionFailure) String() string {
 	switch {
 	case strings.HasPrefix(d.Dimension, "driver "):
 		return fmt.Sprintf("missing %s on %d", d.Dimension, d.Nodes)
+	case strings.HasPrefix(d.Dimension, "constraint "):
+		return fmt.Sprintf("%s not met on %d", d.Dimension, d.Nodes)
 	case d.Dimension == "status":
 		return fmt.Sprintf("not ready on %d", d.Nodes)
 	case d.Unit != "":

@@ -106,6 +106,7 @@ func (j *Job) Validate() Problems {
 		ps.Add("priority", "priority %d is out of range; use %d to %d", j.Priority, MinPriority, MaxPriority)
 	}
 	checkMeta(&ps, "meta", j.Meta)
+	validateConstraints(&ps, "constraints", j.Constraints)
 	// A group's reschedule policy holds what it inherited from the job's,
 	// so a mistake in the job's policy would be found again in each group;
 	// it is reported once, at the job.
@@ -158,6 +159,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 		g.Reschedule.validate(ps, path+".reschedule")
 	}
 	checkMeta(ps, path+".meta", g.Meta)
+	validateConstraints(ps, path+".constraints", g.Constraints)
 	if len(g.Tasks) == 0 {
 		ps.Add(path+".tasks", "group %q needs at least one task", g.Name)
 	}
@@ -209,6 +211,7 @@ func (t *Task) validate(ps *Problems, path string) {
 		t.Restart.validate(ps, path+".restart")
 	}
 	checkMeta(ps, path+".meta", t.Meta)
+	validateConstraints(ps, path+".constraints", t.Constraints)
 }
 
 func (r *RestartPolicy) validate(ps *Problems, path string) {
