@@ -2,20 +2,19 @@ package clustertest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"github.com/drover-org/drover/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testbin"
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
@@ -402,29 +401,6 @@ func (c *cluster) checkExactlyOnce(name string, count int) {
 	}
 }
 
-// taskProcs returns the PIDs of this cluster's task processes (process
-// group leaders) of job, or of every job when job is "".
-func (c *cluster) taskProcs(job string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	mine := []byte("DROVER_ALLOC_DIR=" + c.dir + "/")
-	want := []byte("DROVER_JOB_NAME=" + job + "\x00")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, mine) || (job != "" && !bytes.Contains(env, want)) {
-			continue
-		}
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && !zombie(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil && !zombie(pid) }
 
 // cleanup kills every process the cluster started, and the tasks its
@@ -462,3 +438,7 @@ var (
 	touchSources = testbin.TouchSources
 	tail         = testbin.Tail
 )
+
+// taskProcs returns the PIDs of this cluster's task processes of job, or
+// of every job when job is "".
+func (c *cluster) taskProcs(job string) []int { return testbin.TaskProcs(job, c.dir+"/") }

@@ -6,17 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/drover-org/drover/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testbin"
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
@@ -138,33 +138,6 @@ func (d *devProc) jobStatus(name string) *spec.JobStatus {
 	return &st
 }
 
-// taskProcs returns the PIDs of task processes (process group leaders)
-// whose environment says they belong to job, and, when under is given,
-// whose alloc directory is below it: another test run on the same machine
-// (CI runs alone, but a developer's machine may not) is not counted.
-func taskProcs(job string, under ...string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	want := []byte("DROVER_JOB_NAME=" + job + "\x00")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		if len(under) > 0 && !bytes.Contains(env, []byte("DROVER_ALLOC_DIR="+under[0])) {
-			continue
-		}
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && !zombie(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // writeJob writes a job file into dir.
 func writeJob(t *testing.T, dir, name, text string) string {
 	t.Helper()
@@ -183,3 +156,12 @@ var (
 	zombie       = testbin.Zombie
 	touchSources = testbin.TouchSources
 )
+
+// taskProcs counts job's task processes, below under[0] when given.
+func taskProcs(job string, under ...string) []int {
+	u := ""
+	if len(under) > 0 {
+		u = under[0]
+	}
+	return testbin.TaskProcs(job, u)
+}

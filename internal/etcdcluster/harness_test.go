@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"github.com/drover-org/drover/internal/testbin"
 	"io"
 	"net"
 	"net/http"
@@ -15,13 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testbin"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -593,28 +593,6 @@ job %q {
 
 // ---- processes ----
 
-// taskProcs returns the PIDs of task processes (process group leaders)
-// whose environment says they belong to job.
-func taskProcs(job string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	want := []byte("DROVER_JOB_NAME=" + job + "\x00")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !bytes.Contains(env, want) {
-			continue
-		}
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && !zombie(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // ---- small helpers ----
 
 // Shared with the other end-to-end packages (internal/testbin).
@@ -626,3 +604,5 @@ var (
 	touchSources = testbin.TouchSources
 	tail         = testbin.Tail
 )
+
+func taskProcs(job string) []int { return testbin.TaskProcs(job, "") }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,15 +77,7 @@ func strictShape(body []byte) error {
 	if _, ok := top["job"]; ok {
 		target = &spec.JobStatus{}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(target); err != nil {
-		return &apiError{status: http.StatusBadRequest, msg: "the body does not match the job schema: " + jsonErr(body, err)}
-	}
-	if dec.More() {
-		return badRequest("the body has data after the JSON object")
-	}
-	return nil
+	return decodeStrict(body, target, "a job of drover's schema")
 }
 
 // jsonErr adds a line:col to a JSON error when it knows the offset.
@@ -335,10 +326,8 @@ func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var u spec.AllocStatusUpdate
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&u); err != nil {
-		return badRequest("the body is not an allocation status update: %s", jsonErr(body, err))
+	if err := decodeStrict(body, &u, "an allocation status update"); err != nil {
+		return err
 	}
 	if msg := spec.CheckName(u.NodeID); msg != "" {
 		return badRequest("node_id %s", msg)
@@ -374,10 +363,8 @@ func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var rep spec.NodeStatusReport
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rep); err != nil {
-		return badRequest("the body is not a status report: %s", jsonErr(body, err))
+	if err := decodeStrict(body, &rep, "a status report"); err != nil {
+		return err
 	}
 	if len(rep.Allocs) > spec.MaxStatusBatch {
 		return badRequest("a report holds at most %d allocations, got %d", spec.MaxStatusBatch, len(rep.Allocs))
@@ -439,10 +426,8 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var n spec.Node
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&n); err != nil {
-		return badRequest("the body is not a node: %s", jsonErr(body, err))
+	if err := decodeStrict(body, &n, "a node"); err != nil {
+		return err
 	}
 	var ps spec.Problems
 	if msg := spec.CheckName(n.ID); msg != "" {

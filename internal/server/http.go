@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,6 +128,21 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, badRequest("cannot read request body: %v", err)
 	}
 	return b, nil
+}
+
+// decodeStrict decodes a JSON body into v, refusing unknown fields, wrong
+// types and data after the object with a 400 that says what was expected
+// ("an allocation status update") and where the problem is.
+func decodeStrict(body []byte, v any, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("the body is not %s: %s", what, jsonErr(body, err))
+	}
+	if dec.More() {
+		return badRequest("the body has data after the JSON object")
+	}
+	return nil
 }
 
 // pathName reads a path segment that names a job, node or alloc and checks

@@ -17,7 +17,6 @@ import (
 // Topics: "jobs", "allocs", "nodes", "schedules", "job/<name>", "node/<id>".
 type hub struct {
 	mu      sync.Mutex
-	rev     int64            // last revision seen
 	start   int64            // revision the hub started from (or last resync)
 	topics  map[string]int64 // topic -> revision of its last change
 	waiters map[string]map[chan struct{}]struct{}
@@ -25,7 +24,7 @@ type hub struct {
 }
 
 func newHub(rev int64) *hub {
-	return &hub{rev: rev, start: rev, topics: map[string]int64{}, waiters: map[string]map[chan struct{}]struct{}{}, kick: make(chan struct{}, 1)}
+	return &hub{start: rev, topics: map[string]int64{}, waiters: map[string]map[chan struct{}]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 // topicRev is the revision of the topic's last change; before any change
@@ -48,9 +47,6 @@ func (h *hub) publish(changes []registry.Change) {
 		delete(h.waiters, topic)
 	}
 	for _, c := range changes {
-		if c.Rev > h.rev {
-			h.rev = c.Rev
-		}
 		switch c.Kind {
 		case registry.KindJob:
 			touch("jobs", c.Rev)

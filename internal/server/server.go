@@ -100,7 +100,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	s.hub.mu.Lock()
-	s.hub.rev, s.hub.start = rev, rev
+	s.hub.start = rev
 	s.hub.mu.Unlock()
 	changes := s.reg.Watch(ctx, rev)
 	done := make(chan struct{})

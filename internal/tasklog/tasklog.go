@@ -11,7 +11,6 @@
 package tasklog
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -255,15 +254,4 @@ func Size(dir, name string) int64 {
 		return 0
 	}
 	return fi.Size()
-}
-
-// Lines splits b into lines for prefixing; a final partial line is kept.
-func Lines(b []byte) [][]byte {
-	var out [][]byte
-	s := bufio.NewScanner(bytes.NewReader(b))
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		out = append(out, append([]byte(nil), s.Bytes()...))
-	}
-	return out
 }

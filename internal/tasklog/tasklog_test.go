@@ -267,19 +267,6 @@ func TestTailEdgeCases(t *testing.T) {
 	}
 }
 
-func TestLines(t *testing.T) {
-	got := tasklog.Lines([]byte("one\ntwo\n\nlast"))
-	want := []string{"one", "two", "", "last"}
-	if len(got) != len(want) {
-		t.Fatalf("Lines = %q, want %q", got, want)
-	}
-	for i := range want {
-		if string(got[i]) != want[i] {
-			t.Errorf("line %d = %q, want %q", i, got[i], want[i])
-		}
-	}
-}
-
 // follower runs tasklog.Follow in the background into a buffer.
 type follower struct {
 	mu     sync.Mutex

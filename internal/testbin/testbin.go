@@ -13,8 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/proc"
 )
 
 // Build compiles ../../cmd/drover (relative to the calling test package)
@@ -77,13 +80,38 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 
 // Zombie reports whether pid has exited but not been reaped (or is gone).
 func Zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
+	st, err := proc.ReadStat(pid)
+	return err != nil || st.Dead()
+}
+
+// TaskProcs returns the PIDs of live drover task processes (process group
+// leaders) of job ("" for any job) whose alloc directory is below under
+// ("" for anywhere). Limiting by directory keeps another test run on the
+// same machine from being counted.
+func TaskProcs(job, under string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := proc.Environ(pid)
+		if err != nil {
+			continue
+		}
+		name, ok := proc.Getenv(env, "DROVER_JOB_NAME")
+		if !ok || (job != "" && name != job) {
+			continue
+		}
+		if dir, _ := proc.Getenv(env, "DROVER_ALLOC_DIR"); !strings.HasPrefix(dir, under) {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && !Zombie(pid) {
+			pids = append(pids, pid)
+		}
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || len(s) < i+3 || s[i+2] == 'Z'
+	return pids
 }
 
 // Tail returns the last n lines of s.
