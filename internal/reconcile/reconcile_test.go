@@ -441,6 +441,10 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"Name":        func(t *spec.Task) { t.Name = "other" },
 		"Driver":      func(t *spec.Task) { t.Driver = "raw_exec" },
 		"Config":      func(t *spec.Task) { t.Config.Args = []string{"-v"} },
+		"WorkDir":     func(t *spec.Task) { t.Config.WorkDir = "/tmp" },
+		"User":        func(t *spec.Task) { t.Config.User = "nobody" },
+		"Prestart":    func(t *spec.Task) { t.Config.Prestart = []spec.Command{{Command: "/bin/true"}} },
+		"Stop":        func(t *spec.Task) { t.Config.Stop = &spec.Command{Command: "/bin/true"} },
 		"Env":         func(t *spec.Task) { t.Env = map[string]string{"A": "1"} },
 		"Resources":   func(t *spec.Task) { t.Resources.MemoryMB++ },
 		"Restart":     func(t *spec.Task) { t.Restart = &spec.RestartPolicy{Attempts: 1} },
@@ -449,11 +453,18 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 	}
 	// Fields that decide where a task runs, not what it runs: changing
 	// them keeps running allocs, as a job or group constraint does.
-	placementOnly := map[string]bool{"Constraints": true}
+	placementOnly := map[string]bool{"Constraints": true, "Affinities": true}
 	typ := reflect.TypeFor[spec.Task]()
 	for i := range typ.NumField() {
 		if _, ok := mutate[typ.Field(i).Name]; !ok && !placementOnly[typ.Field(i).Name] {
 			t.Errorf("spec.Task has field %s: teach tasksEqual and this test about it", typ.Field(i).Name)
+		}
+	}
+	ctyp := reflect.TypeFor[spec.TaskConfig]()
+	for i := range ctyp.NumField() {
+		name := ctyp.Field(i).Name
+		if _, ok := mutate[name]; !ok && name != "Command" && name != "Args" {
+			t.Errorf("spec.TaskConfig has field %s: teach configEqual and this test about it", name)
 		}
 	}
 	base := func() *spec.Task {

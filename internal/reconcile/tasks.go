@@ -10,8 +10,8 @@ import (
 // tasksEqual reports whether two task lists run the same thing, so that a
 // new job version that changed only count, meta or priority keeps its
 // running allocs (an in-place update) while any change to what a task runs
-// or reserves replaces them. Constraints are not compared: like the job's
-// and the group's, a task's constraints decide where new instances go, and
+// or reserves replaces them. Constraints and affinities are not compared:
+// like the job's and the group's, a task's constraints decide where new instances go, and
 // a change to them leaves running instances where they are.
 //
 // It is written out field by field, rather than with reflect, to keep the
@@ -28,13 +28,25 @@ func taskEqual(a, b *spec.Task) bool {
 	}
 	return a.Name == b.Name &&
 		a.Driver == b.Driver &&
-		a.Config.Command == b.Config.Command &&
-		slices.Equal(a.Config.Args, b.Config.Args) &&
+		configEqual(a.Config, b.Config) &&
 		maps.Equal(a.Env, b.Env) &&
 		a.Resources == b.Resources &&
 		restartEqual(a.Restart, b.Restart) &&
 		a.KillTimeout == b.KillTimeout &&
 		maps.Equal(a.Meta, b.Meta)
+}
+
+func configEqual(a, b spec.TaskConfig) bool {
+	return a.Command == b.Command &&
+		slices.Equal(a.Args, b.Args) &&
+		a.WorkDir == b.WorkDir &&
+		a.User == b.User &&
+		slices.EqualFunc(a.Prestart, b.Prestart, commandEqual) &&
+		(a.Stop == nil) == (b.Stop == nil) && (a.Stop == nil || commandEqual(*a.Stop, *b.Stop))
+}
+
+func commandEqual(a, b spec.Command) bool {
+	return a.Command == b.Command && slices.Equal(a.Args, b.Args)
 }
 
 func restartEqual(a, b *spec.RestartPolicy) bool {

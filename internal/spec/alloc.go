@@ -28,6 +28,8 @@ type Alloc struct {
 	NodeID     string    `json:"node_id"`
 	NodeName   string    `json:"node_name"`
 	Resources  Resources `json:"resources"`
+	// Ports are the host ports reserved for the alloc on its node.
+	Ports []AllocPort `json:"ports,omitempty"`
 	// Tasks is the group's tasks as of JobVersion, so that the agent runs
 	// exactly what was placed even while the job changes.
 	Tasks []*Task `json:"tasks"`

@@ -50,6 +50,7 @@ const (
 var ConstraintOperators = []string{
 	OpEqual, OpNotEqual, OpLess, OpLessEqual, OpGreater, OpGreaterEqual, OpRegexp, OpVersion, OpSemver,
 	OpSetContains, OpSetContainsAny, OpIsSet, OpIsNotSet, OpDistinctHosts, OpDistinctProperty,
+	OpColocate, OpConflicts, OpReplaces,
 }
 
 // String is how the constraint reads in a placement failure:
@@ -239,6 +240,12 @@ func compileConstraint(c Constraint) (*ConstraintCheck, *ConstraintError) {
 		}
 		return k, nil
 	}
+	if c.JobRule() {
+		if err := compileJobRule(c); err != nil {
+			return nil, err
+		}
+		return k, nil
+	}
 	known := false
 	for _, op := range ConstraintOperators {
 		known = known || op == c.Operator
@@ -305,7 +312,7 @@ func (k *ConstraintCheck) Off() bool {
 // depend on the other instances; Match only checks that a distinct_property
 // node has the attribute, and the caller counts.
 func (k *ConstraintCheck) Match(n *Node) bool {
-	if k.Operator == OpDistinctHosts {
+	if k.Operator == OpDistinctHosts || k.JobRule() {
 		return true
 	}
 	v, ok := k.target.resolve(n)

@@ -38,7 +38,7 @@ func TestValidateConstraints(t *testing.T) {
 	}
 	job.Canonicalize()
 	want := Problems{
-		{Field: "constraints[0].operator", Message: `unknown constraint operator "~="; use one of =, !=, <, <=, >, >=, regexp, version, semver, set_contains, set_contains_any, is_set, is_not_set, distinct_hosts, distinct_property`},
+		{Field: "constraints[0].operator", Message: `unknown constraint operator "~="; use one of =, !=, <, <=, >, >=, regexp, version, semver, set_contains, set_contains_any, is_set, is_not_set, distinct_hosts, distinct_property, colocate, conflicts, replaces`},
 		{Field: "constraints[2]", Message: "constraint is null"},
 		{Field: "groups[0].constraints[0].attribute", Message: `a regexp constraint needs an attribute, such as "${meta.rack}"`},
 		{Field: "groups[0].constraints[1].attribute", Message: `attribute "${os}" is not a node target; use ${node.name}, ${node.id}, ${attr.<key>} or ${meta.<key>}`},

@@ -15,6 +15,10 @@ const (
 	JobService JobType = "service"
 	// JobBatch instances run to completion; an exit with status 0 is done.
 	JobBatch JobType = "batch"
+	// JobSystem runs one instance of each group on every eligible ready
+	// node: every node that has the drivers and meets the constraints,
+	// including nodes that join later.
+	JobSystem JobType = "system"
 )
 
 // Defaults applied by Canonicalize where a job file leaves a field out.
@@ -41,7 +45,15 @@ type Job struct {
 	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
 	// Constraints apply to every group's placement.
 	Constraints []*Constraint `json:"constraints,omitempty"`
-	Groups      []*Group      `json:"groups"`
+	// Affinities and Spreads are soft preferences for every group.
+	Affinities []*Affinity `json:"affinities,omitempty"`
+	Spreads    []*Spread   `json:"spreads,omitempty"`
+	// Scoring ranks the feasible nodes; "" is binpack.
+	Scoring Scoring `json:"scoring,omitempty"`
+	// Preempt lets the job evict lower-priority instances when it does not
+	// fit; unset means true for system jobs, false for others.
+	Preempt *bool    `json:"preempt,omitempty"`
+	Groups  []*Group `json:"groups"`
 
 	// Server-owned: set by the server, ignored on submit.
 
@@ -73,9 +85,13 @@ type Group struct {
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
 	// Constraints limit the nodes the group's instances go to, on top of
 	// the job's and its tasks' (see Job.ConstraintsOf).
-	Constraints []*Constraint     `json:"constraints,omitempty"`
-	Meta        map[string]string `json:"meta,omitempty"`
-	Tasks       []*Task           `json:"tasks"`
+	Constraints []*Constraint `json:"constraints,omitempty"`
+	Affinities  []*Affinity   `json:"affinities,omitempty"`
+	Spreads     []*Spread     `json:"spreads,omitempty"`
+	// Network holds the ports the group's instance reserves on its node.
+	Network *Network          `json:"network,omitempty"`
+	Meta    map[string]string `json:"meta,omitempty"`
+	Tasks   []*Task           `json:"tasks"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -106,12 +122,30 @@ type Task struct {
 	// Constraints count for the task's group: the group is placed only
 	// where all its tasks' constraints hold.
 	Constraints []*Constraint     `json:"constraints,omitempty"`
+	Affinities  []*Affinity       `json:"affinities,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and
 // its arguments, run without a shell.
 type TaskConfig struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	// WorkDir is the directory the command starts in; "" is the task's
+	// directory in the alloc.
+	WorkDir string `json:"work_dir,omitempty"`
+	// User runs the command as this user (name or uid); "" is the agent's.
+	User string `json:"user,omitempty"`
+	// Prestart commands run one after another before Command, each to
+	// completion; one that fails fails the start (systemd's ExecStartPre).
+	Prestart []Command `json:"prestart,omitempty"`
+	// Stop, when set, runs before the task is signalled to stop (systemd's
+	// ExecStop); the signal follows when it ends or after kill_timeout.
+	Stop *Command `json:"stop,omitempty"`
+}
+
+// Command is a program and its arguments, run without a shell.
+type Command struct {
 	Command string   `json:"command"`
 	Args    []string `json:"args,omitempty"`
 }
@@ -121,21 +155,24 @@ type TaskConfig struct {
 type Resources struct {
 	CPU      int `json:"cpu"`
 	MemoryMB int `json:"memory"`
+	// DiskMB is scratch space in the alloc directory, in MB; a node offers
+	// the free space of its data directory's file system.
+	DiskMB int `json:"disk,omitempty"`
 }
 
 // Add returns r + o.
 func (r Resources) Add(o Resources) Resources {
-	return Resources{CPU: r.CPU + o.CPU, MemoryMB: r.MemoryMB + o.MemoryMB}
+	return Resources{CPU: r.CPU + o.CPU, MemoryMB: r.MemoryMB + o.MemoryMB, DiskMB: r.DiskMB + o.DiskMB}
 }
 
 // Sub returns r - o.
 func (r Resources) Sub(o Resources) Resources {
-	return Resources{CPU: r.CPU - o.CPU, MemoryMB: r.MemoryMB - o.MemoryMB}
+	return Resources{CPU: r.CPU - o.CPU, MemoryMB: r.MemoryMB - o.MemoryMB, DiskMB: r.DiskMB - o.DiskMB}
 }
 
 // Fits reports whether need fits into r in every dimension.
 func (r Resources) Fits(need Resources) bool {
-	return need.CPU <= r.CPU && need.MemoryMB <= r.MemoryMB
+	return need.CPU <= r.CPU && need.MemoryMB <= r.MemoryMB && need.DiskMB <= r.DiskMB
 }
 
 // RestartMode says what happens when a task has used up its restart attempts

@@ -58,9 +58,9 @@ const MaxNameLen = 128
 
 // CheckName reports what is wrong with a name used as a key segment (job,
 // group, task, node names and IDs), or "" when it is fine. Names are an
-// allow-list: letters, digits, '-', '_' and '.', starting with a letter or
-// digit, so that '/', "..", spaces and control characters can never address
-// another key.
+// allow-list: letters, digits, '-', '_', '.' and '@' (fleet's template
+// instances, "web@1"), starting with a letter or digit, so that '/', "..",
+// spaces and control characters can never address another key.
 func CheckName(s string) string {
 	if s == "" {
 		return "must not be empty"
@@ -70,12 +70,12 @@ func CheckName(s string) string {
 	}
 	for i, r := range s {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
-			(i > 0 && (r == '-' || r == '_' || r == '.'))
+			(i > 0 && (r == '-' || r == '_' || r == '.' || r == '@'))
 		if !ok {
 			if i == 0 {
 				return fmt.Sprintf("%q must start with a letter or digit", s)
 			}
-			return fmt.Sprintf("%q contains %q; use only letters, digits, '-', '_' and '.'", s, r)
+			return fmt.Sprintf("%q contains %q; use only letters, digits, '-', '_', '.' and '@'", s, r)
 		}
 	}
 	if strings.Contains(s, "..") {
@@ -96,17 +96,20 @@ func (j *Job) Validate() Problems {
 		ps.Add("name", "job name %s", msg)
 	}
 	switch j.Type {
-	case JobService, JobBatch:
-	case "system":
-		ps.Add("type", "system jobs are not supported yet; use \"service\" or \"batch\"")
+	case JobService, JobBatch, JobSystem:
 	default:
-		ps.Add("type", "unknown job type %q; use \"service\" or \"batch\"", j.Type)
+		ps.Add("type", "unknown job type %q; use \"service\", \"batch\" or \"system\"", j.Type)
+	}
+	if j.Scoring != "" && !slices.Contains(Scorings, j.Scoring) {
+		ps.Add("scoring", "unknown scoring %q; use \"binpack\", \"least_loaded\" or \"epvm\"", j.Scoring)
 	}
 	if j.Priority < MinPriority || j.Priority > MaxPriority {
 		ps.Add("priority", "priority %d is out of range; use %d to %d", j.Priority, MinPriority, MaxPriority)
 	}
 	checkMeta(&ps, "meta", j.Meta)
 	validateConstraints(&ps, "constraints", j.Constraints)
+	validateAffinities(&ps, "affinities", j.Affinities)
+	validateSpreads(&ps, "spreads", j.Spreads)
 	// A group's reschedule policy holds what it inherited from the job's,
 	// so a mistake in the job's policy would be found again in each group;
 	// it is reported once, at the job.
@@ -160,6 +163,9 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	}
 	checkMeta(ps, path+".meta", g.Meta)
 	validateConstraints(ps, path+".constraints", g.Constraints)
+	validateAffinities(ps, path+".affinities", g.Affinities)
+	validateSpreads(ps, path+".spreads", g.Spreads)
+	validateNetwork(ps, path+".network", g.Network)
 	if len(g.Tasks) == 0 {
 		ps.Add(path+".tasks", "group %q needs at least one task", g.Name)
 	}
@@ -207,11 +213,15 @@ func (t *Task) validate(ps *Problems, path string) {
 	if t.Resources.MemoryMB < 0 {
 		ps.Add(path+".resources.memory", "memory %d MB must not be negative", t.Resources.MemoryMB)
 	}
+	if t.Resources.DiskMB < 0 {
+		ps.Add(path+".resources.disk", "disk %d MB must not be negative", t.Resources.DiskMB)
+	}
 	if t.Restart != nil {
 		t.Restart.validate(ps, path+".restart")
 	}
 	checkMeta(ps, path+".meta", t.Meta)
 	validateConstraints(ps, path+".constraints", t.Constraints)
+	validateAffinities(ps, path+".affinities", t.Affinities)
 }
 
 func (r *RestartPolicy) validate(ps *Problems, path string) {
