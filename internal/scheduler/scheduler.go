@@ -22,6 +22,9 @@ type Request struct {
 	// AvoidNode is a node ID to place on only when no other node fits: the
 	// node the replaced alloc failed on. "" avoids nothing.
 	AvoidNode string
+	// Node pins the request to one node ID (a system job's instance on
+	// that node); "" lets the scheduler choose.
+	Node string
 }
 
 // Input is a snapshot of the cluster and the instances to place.
@@ -34,6 +37,10 @@ type Input struct {
 	// room can be reused by the placements in it.
 	Freed    map[string]bool
 	Requests []Request
+	// Jobs are the jobs of the existing allocs, by name, so that their
+	// conflicts and replaces rules keep new work off their nodes. Optional:
+	// without them only the placing job's own rules are checked.
+	Jobs map[string]*spec.Job
 }
 
 // Placement puts one request on one node.
@@ -41,6 +48,18 @@ type Placement struct {
 	Request  Request
 	NodeID   string
 	NodeName string
+	// Ports are the host ports reserved for the new alloc, in the order of
+	// the group's network ports.
+	Ports []spec.AllocPort
+}
+
+// Eviction is an existing alloc that a placement needs stopped: it was
+// preempted by higher-priority work, or replaced (fleet's Replaces). The
+// evicted instance waits to be placed again like any other.
+type Eviction struct {
+	Alloc *spec.Alloc
+	// Reason reads "preempted by web.api[2] (priority 80 > 50)".
+	Reason string
 }
 
 // Failure gathers the requests of one (job, group) that found no node, and
@@ -57,6 +76,8 @@ type Failure struct {
 type Result struct {
 	Placements []Placement
 	Failures   []Failure
+	// Evictions are the allocs to stop so that the placements fit.
+	Evictions []Eviction
 }
 
 // Place puts each request on the least loaded feasible ready node, other

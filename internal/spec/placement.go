@@ -18,6 +18,9 @@ type PlacementFailure struct {
 	// NodesEvaluated is how many nodes were considered; none of them fit.
 	NodesEvaluated int                `json:"nodes_evaluated"`
 	Dimensions     []DimensionFailure `json:"dimensions,omitempty"`
+	// Hints are the smallest changes that would make an instance fit:
+	// "fits 3 nodes if memory <= 900 MB".
+	Hints []string `json:"hints,omitempty"`
 }
 
 // DimensionFailure counts the nodes that ruled themselves out for one reason.
