@@ -193,7 +193,7 @@ func TestDecodeJSONBody(t *testing.T) {
 	_, err := DecodeJSONBody([]byte(`{"job": {"name": "x", "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "exec", "config": {"command": "c"}, "colour": 1}]}]}, "extra": 1}`))
 	want := spec.Problems{
 		{Field: "extra", Pos: "1:136", Message: `unknown field "extra" in job status; expected one of: allocations, job, placement_failures, summary`},
-		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: config, constraints, driver, env, kill_timeout, meta, name, resources, restart`},
+		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: affinities, config, constraints, driver, env, kill_timeout, meta, name, resources, restart`},
 	}
 	slices.SortFunc(want, func(a, b spec.Problem) int { return strings.Compare(a.Pos, b.Pos) })
 	var got spec.Problems
@@ -222,6 +222,12 @@ func TestJSONSchemaMatchesSpec(t *testing.T) {
 		{rescheduleJSON, reflect.TypeFor[spec.ReschedulePolicy]()},
 		{constraintJSON, reflect.TypeFor[spec.Constraint]()},
 		{disconnectJSON, reflect.TypeFor[spec.DisconnectPolicy]()},
+		{commandJSON, reflect.TypeFor[spec.Command]()},
+		{affinityJSON, reflect.TypeFor[spec.Affinity]()},
+		{spreadJSON, reflect.TypeFor[spec.Spread]()},
+		{spreadTargetJSON, reflect.TypeFor[spec.SpreadTarget]()},
+		{networkJSON, reflect.TypeFor[spec.Network]()},
+		{portJSON, reflect.TypeFor[spec.Port]()},
 		{statusJSON, reflect.TypeFor[spec.JobStatus]()},
 	} {
 		var tags []string
@@ -308,5 +314,83 @@ func TestConstraintsFromFile(t *testing.T) {
 	}
 	if len(hclJob.Constraints) != 2 || len(g.Constraints) != 3 || len(g.Tasks[0].Constraints) != 3 {
 		t.Errorf("constraints at the wrong level: job %d, group %d, task %d", len(hclJob.Constraints), len(g.Constraints), len(g.Tasks[0].Constraints))
+	}
+}
+
+// TestPlacementFromFile decodes the job that uses every placement field
+// (scoring, preempt, affinity, spread, network ports, disk, job
+// constraints, work_dir, user, prestart, stop) in each format, and compares
+// the whole job with the one it must mean.
+func TestPlacementFromFile(t *testing.T) {
+	yes := true
+	want := &spec.Job{
+		Name: "shop", Type: spec.JobService, Priority: spec.DefaultPriority,
+		Scoring: spec.ScoreEPVM, Preempt: &yes,
+		Constraints: []*spec.Constraint{{Operator: spec.OpConflicts, Value: "legacy-*"}},
+		Affinities:  []*spec.Affinity{{Attribute: "${attr.arch}", Value: "amd64", Weight: 30}},
+		Spreads: []*spec.Spread{{Attribute: "${meta.zone}", Weight: 80, Targets: []spec.SpreadTarget{
+			{Value: "us-east", Percent: 60}, {Value: "us-west", Percent: 40},
+		}}},
+		Groups: []*spec.Group{
+			{
+				Name: "web", Count: 4, Reschedule: spec.DefaultReschedule(spec.JobService),
+				Constraints: []*spec.Constraint{{Operator: spec.OpColocate, Value: "cache"}},
+				Affinities:  []*spec.Affinity{{Attribute: "${meta.rack}", Operator: "set_contains_any", Value: "r1,r2", Weight: -40}},
+				Spreads:     []*spec.Spread{{Attribute: "${node.name}"}},
+				Network:     &spec.Network{Ports: []spec.Port{{Label: "http", Static: 8080}, {Label: "metrics"}}},
+				Tasks: []*spec.Task{{
+					Name: "server", Driver: "exec",
+					Config: spec.TaskConfig{
+						Command: "/usr/local/bin/shop", Args: []string{"--listen", ":8080"},
+						WorkDir: "/srv/shop", User: "shop",
+						Prestart: []spec.Command{
+							{Command: "/bin/mkdir", Args: []string{"-p", "/srv/shop/cache"}},
+							{Command: "/usr/local/bin/shop-migrate"},
+						},
+						Stop: &spec.Command{Command: "/usr/local/bin/shop", Args: []string{"drain"}},
+					},
+					Resources:   spec.Resources{CPU: 500, MemoryMB: 256, DiskMB: 300},
+					Restart:     spec.DefaultRestart(spec.JobService),
+					KillTimeout: spec.DefaultKillTimeout,
+					Affinities:  []*spec.Affinity{{Attribute: "${attr.kernel}", Operator: "version", Value: ">= 6"}},
+				}},
+			},
+			{
+				Name: "janitor", Count: 1, Reschedule: spec.DefaultReschedule(spec.JobService),
+				Constraints: []*spec.Constraint{{Operator: spec.OpReplaces, Value: "old-janitor*"}},
+				Tasks: []*spec.Task{{
+					Name: "sweep", Driver: "raw_exec",
+					Config:      spec.TaskConfig{Command: "/usr/local/bin/sweep"},
+					Resources:   spec.Resources{CPU: spec.DefaultCPU, MemoryMB: spec.DefaultMemoryMB},
+					Restart:     spec.DefaultRestart(spec.JobService),
+					KillTimeout: spec.DefaultKillTimeout,
+				}},
+			},
+		},
+	}
+	for _, name := range []string{"placement.hcl", "placement.json", "placement.yaml"} {
+		got, err := decodeTestFile(t, filepath.Join("testdata/good", name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestSystemJobFromFile checks that type = "system" is accepted and that
+// such a job preempts unless it says otherwise.
+func TestSystemJobFromFile(t *testing.T) {
+	job, err := decodeTestFile(t, "testdata/good/system.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Type != spec.JobSystem || !job.PreemptOf() || job.Preempt != nil {
+		t.Errorf("type %q, preempt %v (PreemptOf %v); want system, unset, true", job.Type, job.Preempt, job.PreemptOf())
+	}
+	if diff := cmp.Diff([]spec.Port{{Label: "metrics", Static: 9100}}, job.Groups[0].Ports()); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
 	}
 }

@@ -13,6 +13,10 @@ job "example" {
   # 1 (lowest) to 100 (highest); higher-priority jobs are placed first.
   priority = 50
 
+  # How nodes are ranked: "binpack" (fullest first), "least_loaded" or
+  # "epvm". affinity and spread blocks add soft preferences (see the README).
+  scoring = "binpack"
+
   # Accepted and ignored: drover has no datacenters. Nomad files always
   # have this line, so it is allowed here to keep them working.
   datacenters = ["dc1"]
@@ -26,6 +30,12 @@ job "example" {
   group "web" {
     # How many copies of the group to run.
     count = 2
+
+    # Ports reserved on the node for each copy, shown to its tasks as
+    # DROVER_PORT_http. Without static = N, a free port is picked.
+    network {
+      port "http" {}
+    }
 
     # What to do when a task exits on its own (a task may override it).
     restart {
@@ -60,10 +70,12 @@ job "example" {
         GREETING = "hello"
       }
 
-      # What the task reserves on its node: cpu in MHz, memory in MB.
+      # What the task reserves on its node: cpu in MHz, memory and disk
+      # (scratch space in its alloc directory) in MB.
       resources {
         cpu    = 100
         memory = 64
+        disk   = 10
       }
 
       # How long to wait after SIGTERM before SIGKILL on stop.

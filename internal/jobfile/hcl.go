@@ -27,6 +27,9 @@ type bodySchema struct {
 	members map[string]member
 	// ignored names are accepted and dropped without a word.
 	ignored []string
+	// unsupported are Nomad names drover does not implement in this body
+	// only; the names unsupported everywhere are in the unsupported map.
+	unsupported []string
 }
 
 func (s bodySchema) names() []string {
@@ -45,17 +48,18 @@ var (
 	jobSchema = bodySchema{
 		members: map[string]member{
 			"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "constraint": asBlock, "group": asBlock,
+			"scoring": asAttr, "preempt": asAttr, "affinity": asBlock, "spread": asBlock,
 		},
 		ignored: []string{"datacenters"},
 	}
 	groupSchema = bodySchema{members: map[string]member{
 		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
-		"constraint": asBlock, "task": asBlock,
+		"constraint": asBlock, "affinity": asBlock, "spread": asBlock, "network": asBlock, "task": asBlock,
 	}}
 	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
 	taskSchema       = bodySchema{members: map[string]member{
 		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
-		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock, "constraint": asBlock,
+		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock, "constraint": asBlock, "affinity": asBlock,
 	}}
 	constraintSchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr}}
 	restartSchema    = bodySchema{members: map[string]member{
@@ -65,15 +69,35 @@ var (
 		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "delay_function": asAttr,
 		"max_delay": asAttr, "unlimited": asAttr,
 	}}
-	resourcesSchema  = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr}}
-	execConfigSchema = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
+	resourcesSchema  = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr, "disk": asAttr}}
+	execConfigSchema = bodySchema{members: map[string]member{
+		"command": asAttr, "args": asAttr, "work_dir": asAttr, "user": asAttr, "prestart": asBlock, "stop": asBlock,
+	}}
+	commandSchema  = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
+	affinitySchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr, "weight": asAttr}}
+	spreadSchema   = bodySchema{members: map[string]member{"attribute": asAttr, "weight": asAttr, "target": asBlock}}
+	targetSchema   = bodySchema{members: map[string]member{"percent": asAttr}}
+	// Ports are reserved on the node's own address (Nomad's host mode):
+	// there is no bridge to map them through, nor other networks to pick.
+	networkSchema = bodySchema{members: map[string]member{"port": asBlock}, unsupported: []string{"mode", "hostname", "cni", "mbits"}}
+	portSchema    = bodySchema{members: map[string]member{"static": asAttr}, unsupported: []string{"to", "host_network"}}
 )
 
-// labelled block types take exactly one label, their name.
-var labelled = map[string]bool{"job": true, "group": true, "task": true}
+// labelled block types take exactly one label: what the label is, and the
+// block written with one, for messages.
+var labelled = map[string]struct{ what, example string }{
+	"job":    {"name", `job "name" { ... }`},
+	"group":  {"name", `group "name" { ... }`},
+	"task":   {"name", `task "name" { ... }`},
+	"port":   {"label", `port "http" { static = 8080 }`},
+	"target": {"value", `target "us-east" { percent = 50 }`},
+}
 
 // repeatable block types may be written more than once in one body.
-var repeatable = map[string]bool{"job": true, "group": true, "task": true, "constraint": true}
+var repeatable = map[string]bool{
+	"job": true, "group": true, "task": true, "constraint": true,
+	"affinity": true, "spread": true, "target": true, "port": true, "prestart": true,
+}
 
 // homes says where a name drover knows does belong, for a name written in
 // the wrong block ("count belongs in a group block").
@@ -85,9 +109,13 @@ var homes = map[string]string{
 	"attempts": "restart or reschedule", "interval": "restart or reschedule", "delay": "restart or reschedule",
 	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
 	"disconnect": "group", "stop_after": "disconnect",
-	"constraint": "job, group or task", "attribute": "constraint", "operator": "constraint", "value": "constraint",
-	"cpu": "resources", "memory": "resources",
-	"command": "config", "args": "config",
+	"constraint": "job, group or task", "attribute": "constraint, affinity or spread",
+	"operator": "constraint or affinity", "value": "constraint or affinity",
+	"scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
+	"weight": "affinity or spread", "target": "spread", "percent": "target",
+	"network": "group", "port": "network", "static": "port",
+	"cpu": "resources", "memory": "resources", "disk": "resources",
+	"command": "config", "args": "config", "work_dir": "config", "user": "config", "prestart": "config", "stop": "config",
 }
 
 // unsupported are Nomad job-file names drover does not implement yet. They
@@ -97,17 +125,33 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		template artifact service network affinity spread update migrate
+		template artifact service update migrate
 		vault volume volume_mount check check_restart lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
-		action schedule secret ui sidecar_service sidecar_task port dns
-		namespace region all_at_once vault_token consul_token user leader
+		action schedule secret ui sidecar_service sidecar_task dns
+		namespace region all_at_once vault_token consul_token leader
 		shutdown_delay kill_signal node_pool stop_after_client_disconnect
-		max_client_disconnect prevent_reschedule_on_lost memory_max cores disk iops
+		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
 		render_templates max_kill_timeout kind id`) {
 		unsupported[n] = true
 	}
+}
+
+// instead says what to write for an unsupported Nomad name that drover has
+// another way to say.
+var instead = map[string]string{
+	"ephemeral_disk": "reserve scratch space with disk = <MB> in each task's resources block",
+	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode",
+	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
+	"to":             "the task listens on the reserved port itself, given to it as DROVER_PORT_<label>",
+}
+
+func insteadHint(name string) string {
+	if s := instead[name]; s != "" {
+		return "; " + s
+	}
+	return ""
 }
 
 // looksLikeHCL reports whether src parses as HCL far enough to show a job
@@ -265,16 +309,16 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 		case isBlock && m != 0:
 			d.errAt(it.nameRange(), "%s is an attribute; write %s = ... instead of a block", it.name, it.name)
 			d.c.markReported(join(path, it.name))
-		case m != 0 && labelled[it.name]:
-			d.errAt(it.nameRange(), "%s is a block; write %s \"name\" { ... } without '='", it.name, it.name)
+		case m != 0 && labelled[it.name].example != "":
+			d.errAt(it.nameRange(), "%s is a block; write %s without '='", it.name, labelled[it.name].example)
 		case m != 0:
 			d.errAt(it.nameRange(), "%s is a block; write %s { ... } without '='", it.name, it.name)
 			d.c.markReported(join(path, it.name))
 		case slices.Contains(s.ignored, it.name):
-		case unsupported[it.name] && isBlock:
-			d.errAt(it.nameRange(), "%s blocks are not supported yet", it.name)
-		case unsupported[it.name]:
-			d.errAt(it.nameRange(), "%s is not supported yet", it.name)
+		case (unsupported[it.name] || slices.Contains(s.unsupported, it.name)) && isBlock:
+			d.errAt(it.nameRange(), "%s blocks are not supported yet%s", it.name, insteadHint(it.name))
+		case unsupported[it.name] || slices.Contains(s.unsupported, it.name):
+			d.errAt(it.nameRange(), "%s is not supported yet %s%s", it.name, in, insteadHint(it.name))
 		case it.name == "job":
 			d.errAt(it.nameRange(), "job blocks belong at the top level of the file, not %s", in)
 		case homes[it.name] != "":
@@ -285,7 +329,7 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 				kind = "block"
 			}
 			d.errAt(it.nameRange(), "unknown %s %q %s; %s", kind, it.name, in, hint(it.name, s.names()))
-			if sug := suggest(it.name, s.names()); sug != "" && !labelled[sug] {
+			if sug := suggest(it.name, s.names()); sug != "" && labelled[sug].example == "" {
 				d.c.markReported(join(path, sug))
 			}
 		}
@@ -293,17 +337,22 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 	return out
 }
 
-// label returns the name label of a job, group or task block, recording its
-// position as field.
+// label returns the label of a labelled block (a job's name, a port's
+// label), recording its position as field.
 func (d *hclDecoder) label(b *hclsyntax.Block, field string) string {
+	l := labelled[b.Type]
 	if len(b.Labels) == 0 {
-		d.errAt(b.TypeRange, "%s block needs a name: %s \"name\" { ... }", b.Type, b.Type)
+		d.errAt(b.TypeRange, "%s block needs a %s: %s", b.Type, l.what, l.example)
 		d.mark(field, b.TypeRange)
 		d.c.markReported(field)
 		return ""
 	}
 	if len(b.Labels) > 1 {
-		d.errAt(b.LabelRanges[1], "%s block takes one label, its name; found %d", b.Type, len(b.Labels))
+		its := ", its " + l.what
+		if l.what == "label" {
+			its = ""
+		}
+		d.errAt(b.LabelRanges[1], "%s block takes one label%s; found %d", b.Type, its, len(b.Labels))
 	}
 	d.mark(field, b.LabelRanges[0])
 	return b.Labels[0]
@@ -353,6 +402,18 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 			if n, ok := d.int(it.attr, "priority"); ok {
 				job.Priority = n
 			}
+		case "scoring":
+			if s, ok := d.str(it.attr, "scoring"); ok {
+				job.Scoring = spec.Scoring(s)
+			}
+		case "preempt":
+			if v, ok := d.bool(it.attr, "preempt"); ok {
+				job.Preempt = &v
+			}
+		case "affinity":
+			job.Affinities = append(job.Affinities, d.affinity(it.block, fmt.Sprintf("affinities[%d]", len(job.Affinities)), fmt.Sprintf("in an affinity block of job %q", job.Name)))
+		case "spread":
+			job.Spreads = append(job.Spreads, d.spread(it.block, fmt.Sprintf("spreads[%d]", len(job.Spreads)), fmt.Sprintf("in a spread block of job %q", job.Name)))
 		case "meta":
 			job.Meta = d.stringMap(it, "meta")
 		case "reschedule":
@@ -387,6 +448,12 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 			g.Meta = d.stringMap(it, path+".meta")
 		case "constraint":
 			g.Constraints = append(g.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(g.Constraints)), fmt.Sprintf("in a constraint block of group %q", g.Name)))
+		case "affinity":
+			g.Affinities = append(g.Affinities, d.affinity(it.block, fmt.Sprintf("%s.affinities[%d]", path, len(g.Affinities)), fmt.Sprintf("in an affinity block of group %q", g.Name)))
+		case "spread":
+			g.Spreads = append(g.Spreads, d.spread(it.block, fmt.Sprintf("%s.spreads[%d]", path, len(g.Spreads)), fmt.Sprintf("in a spread block of group %q", g.Name)))
+		case "network":
+			g.Network = d.network(it.block, path+".network", g.Name)
 		case "task":
 			g.Tasks = append(g.Tasks, d.task(it.block, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks))))
 		}
@@ -424,20 +491,22 @@ func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
 			t.Meta = d.stringMap(it, path+".meta")
 		case "constraint":
 			t.Constraints = append(t.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(t.Constraints)), fmt.Sprintf("in a constraint block of task %q", t.Name)))
+		case "affinity":
+			t.Affinities = append(t.Affinities, d.affinity(it.block, fmt.Sprintf("%s.affinities[%d]", path, len(t.Affinities)), fmt.Sprintf("in an affinity block of task %q", t.Name)))
 		}
 	}
 	if config != nil {
-		t.Config = d.config(config, path+".config", t.Driver)
+		t.Config = d.config(config, path+".config", t.Driver, t.Name)
 	}
 	return t
 }
 
 // config decodes a task's config block. For the drivers drover has (and
-// when the driver is missing), only command and args are allowed. For a
+// when the driver is missing), only execConfigSchema is allowed. For a
 // driver it does not have, the keys are not checked (they depend on the
 // driver, and the driver itself is already reported), but command and args
 // are still read.
-func (d *hclDecoder) config(b *hclsyntax.Block, path, driver string) spec.TaskConfig {
+func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.TaskConfig {
 	var tc spec.TaskConfig
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
@@ -462,9 +531,40 @@ func (d *hclDecoder) config(b *hclsyntax.Block, path, driver string) spec.TaskCo
 			}
 		case "args":
 			tc.Args = d.stringList(it.attr, path+".args")
+		case "work_dir":
+			if s, ok := d.str(it.attr, path+".work_dir"); ok {
+				tc.WorkDir = s
+			}
+		case "user":
+			if s, ok := d.str(it.attr, path+".user"); ok {
+				tc.User = s
+			}
+		case "prestart":
+			tc.Prestart = append(tc.Prestart, d.command(it.block, fmt.Sprintf("%s.prestart[%d]", path, len(tc.Prestart)), fmt.Sprintf("in a prestart block of task %q", task)))
+		case "stop":
+			c := d.command(it.block, path+".stop", fmt.Sprintf("in the stop block of task %q", task))
+			tc.Stop = &c
 		}
 	}
 	return tc
+}
+
+// command decodes a prestart or stop block: a program and its arguments.
+func (d *hclDecoder) command(b *hclsyntax.Block, path, in string) spec.Command {
+	var c spec.Command
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, commandSchema, in, path) {
+		switch it.name {
+		case "command":
+			if s, ok := d.str(it.attr, path+".command"); ok {
+				c.Command = s
+			}
+		case "args":
+			c.Args = d.stringList(it.attr, path+".args")
+		}
+	}
+	return c
 }
 
 func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartPolicy {
@@ -559,6 +659,10 @@ func (d *hclDecoder) resources(b *hclsyntax.Block, path, in string) spec.Resourc
 		case "memory":
 			if n, ok := d.int(it.attr, field); ok {
 				r.MemoryMB = n
+			}
+		case "disk":
+			if n, ok := d.int(it.attr, field); ok {
+				r.DiskMB = n
 			}
 		}
 	}

@@ -220,6 +220,9 @@ const (
 type jfield struct {
 	kind jkind
 	obj  *jschema // for jObject and jObjectList
+	// zero, when set, refuses a written 0 with this message: for a field
+	// whose 0 means "unset, use the default" (a weight).
+	zero string
 }
 
 // jschema is the JSON shape of one spec struct. It must follow the struct's
@@ -236,23 +239,43 @@ var (
 		"delay_function": {kind: jString}, "max_delay": {kind: jDuration}, "unlimited": {kind: jBool},
 	}}
 	disconnectJSON = &jschema{"disconnect policy", map[string]jfield{"stop_after": {kind: jDuration}}}
-	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}}}
-	configJSON     = &jschema{"config", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
+	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}, "disk": {kind: jInt}}}
+	commandJSON    = &jschema{"prestart or stop command", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
+	configJSON     = &jschema{"config", map[string]jfield{
+		"command": {kind: jString}, "args": {kind: jStringList}, "work_dir": {kind: jString}, "user": {kind: jString},
+		"prestart": {kind: jObjectList, obj: commandJSON}, "stop": {kind: jObject, obj: commandJSON},
+	}}
 	constraintJSON = &jschema{"constraint", map[string]jfield{"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString}}}
-	taskJSON       = &jschema{"task", map[string]jfield{
-		"name": {kind: jString}, "driver": {kind: jString}, "config": {jObject, configJSON},
-		"env": {kind: jStringMap}, "resources": {jObject, resourcesJSON}, "restart": {jObject, restartJSON},
-		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap}, "constraints": {jObjectList, constraintJSON},
+	affinityJSON   = &jschema{"affinity", map[string]jfield{
+		"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString},
+		"weight": {kind: jInt, zero: zeroAffinityWeight},
+	}}
+	spreadTargetJSON = &jschema{"spread target", map[string]jfield{"value": {kind: jString}, "percent": {kind: jInt}}}
+	spreadJSON       = &jschema{"spread", map[string]jfield{
+		"attribute": {kind: jString}, "weight": {kind: jInt, zero: zeroSpreadWeight},
+		"targets": {kind: jObjectList, obj: spreadTargetJSON},
+	}}
+	portJSON    = &jschema{"port", map[string]jfield{"label": {kind: jString}, "static": {kind: jInt}}}
+	networkJSON = &jschema{"network", map[string]jfield{"ports": {kind: jObjectList, obj: portJSON}}}
+	taskJSON    = &jschema{"task", map[string]jfield{
+		"name": {kind: jString}, "driver": {kind: jString}, "config": {kind: jObject, obj: configJSON},
+		"env": {kind: jStringMap}, "resources": {kind: jObject, obj: resourcesJSON}, "restart": {kind: jObject, obj: restartJSON},
+		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap}, "constraints": {kind: jObjectList, obj: constraintJSON},
+		"affinities": {kind: jObjectList, obj: affinityJSON},
 	}}
 	groupJSON = &jschema{"group", map[string]jfield{
-		"name": {kind: jString}, "count": {kind: jInt}, "restart": {jObject, restartJSON},
-		"reschedule": {jObject, rescheduleJSON}, "disconnect": {jObject, disconnectJSON},
-		"meta": {kind: jStringMap}, "constraints": {jObjectList, constraintJSON}, "tasks": {jObjectList, taskJSON},
+		"name": {kind: jString}, "count": {kind: jInt}, "restart": {kind: jObject, obj: restartJSON},
+		"reschedule": {kind: jObject, obj: rescheduleJSON}, "disconnect": {kind: jObject, obj: disconnectJSON},
+		"meta": {kind: jStringMap}, "constraints": {kind: jObjectList, obj: constraintJSON},
+		"affinities": {kind: jObjectList, obj: affinityJSON}, "spreads": {kind: jObjectList, obj: spreadJSON},
+		"network": {kind: jObject, obj: networkJSON}, "tasks": {kind: jObjectList, obj: taskJSON},
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
 		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
-		"meta": {kind: jStringMap}, "reschedule": {jObject, rescheduleJSON}, "constraints": {jObjectList, constraintJSON},
-		"groups":  {jObjectList, groupJSON},
+		"meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "constraints": {kind: jObjectList, obj: constraintJSON},
+		"affinities": {kind: jObjectList, obj: affinityJSON}, "spreads": {kind: jObjectList, obj: spreadJSON},
+		"scoring": {kind: jString}, "preempt": {kind: jBool},
+		"groups":  {kind: jObjectList, obj: groupJSON},
 		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
 		"modify_index": {kind: jInt},
 	}}
@@ -367,16 +390,21 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 			return want("a number")
 		}
 		var err error
+		var n int64
 		if f.kind == jUint {
 			_, err = strconv.ParseUint(v.text, 10, 64)
 		} else {
-			_, err = strconv.ParseInt(v.text, 10, 32)
+			n, err = strconv.ParseInt(v.text, 10, 32)
 		}
 		if err != nil {
 			if _, ferr := strconv.ParseFloat(v.text, 64); ferr == nil && !isWhole(v.text) {
 				return want("a whole number")
 			}
 			k.fail(v, field, "%s %s is out of range", lastSegment(name), v.text)
+			return false
+		}
+		if f.zero != "" && n == 0 {
+			k.fail(v, field, "%s", f.zero)
 			return false
 		}
 	case jDuration:

@@ -77,8 +77,8 @@ func TestConstraintOperators(t *testing.T) {
 		{"is_not_set on meta", con("${meta.zone}", "is_not_set", ""), []string{"n3", "n4"}, ""},
 		{"is_set on attr", con("${attr.arch}", "is_set", ""), []string{"n1", "n2", "n3", "n4"}, ""},
 		{"is_not_set on attr", con("${attr.gpu}", "is_not_set", ""), []string{"n1", "n2", "n3", "n4"}, ""},
-		{"no node", con("${attr.os}", "=", "windows"), nil, "0/4 nodes fit: constraint ${attr.os} = windows not met on 4"},
-		{"is_set nowhere", con("${meta.gpu}", "is_set", ""), nil, "0/4 nodes fit: constraint ${meta.gpu} is_set not met on 4"},
+		{"no node", con("${attr.os}", "=", "windows"), nil, "0/4 nodes fit: constraint ${attr.os} = windows not met on 4; hint: fits on 4 nodes without constraint ${attr.os} = windows"},
+		{"is_set nowhere", con("${meta.gpu}", "is_set", ""), nil, "0/4 nodes fit: constraint ${meta.gpu} is_set not met on 4; hint: fits on 4 nodes without constraint ${meta.gpu} is_set"},
 		{"invalid constraint places nothing", con("${attr.os}", "regexp", "("), nil, "0/4 nodes fit: constraint ${attr.os} regexp ( (invalid) not met on 4"},
 	}
 	for _, tt := range tests {
@@ -103,6 +103,9 @@ func TestConstraintOperators(t *testing.T) {
 					Group: "api", Missing: 1, NodesEvaluated: 4,
 					Dimensions: []spec.DimensionFailure{{Dimension: "constraint " + c.String() + map[bool]string{true: " (invalid)"}[tt.c.Value == "("], Nodes: 4}},
 				}}}
+				if tt.c.Value != "(" {
+					want.Failures[0].Hints = []string{"fits on 4 nodes without constraint " + c.String()}
+				}
 			} else {
 				rs = reqs(j, g, seq(len(tt.want))...)
 				for i, id := range tt.want {
@@ -203,9 +206,10 @@ func TestConstraintPlacement(t *testing.T) {
 				Placements: []Placement{placed(hostsReqs[0], n1), placed(hostsReqs[1], n2), placed(hostsReqs[2], n3), placed(hostsReqs[3], n4)},
 				Failures: []Failure{{Job: "web", Requests: hostsReqs[4:], PlacementFailure: spec.PlacementFailure{
 					Group: "api", Missing: 1, NodesEvaluated: 4, Dimensions: []spec.DimensionFailure{{Dimension: "constraint distinct_hosts", Nodes: 4}},
+					Hints: []string{"fits on 4 nodes without constraint distinct_hosts"},
 				}}},
 			},
-			wantText: []string{"0/4 nodes fit: constraint distinct_hosts not met on 4"},
+			wantText: []string{"0/4 nodes fit: constraint distinct_hosts not met on 4; hint: fits on 4 nodes without constraint distinct_hosts"},
 		},
 		{
 			name: "distinct_hosts counts the group's live allocs, not others or stopped ones",
@@ -224,6 +228,7 @@ func TestConstraintPlacement(t *testing.T) {
 				Placements: []Placement{placed(hostsReqs[0], n3), placed(hostsReqs[1], n4), placed(hostsReqs[2], n1)},
 				Failures: []Failure{{Job: "web", Requests: hostsReqs[3:4], PlacementFailure: spec.PlacementFailure{
 					Group: "api", Missing: 1, NodesEvaluated: 4, Dimensions: []spec.DimensionFailure{{Dimension: "constraint distinct_hosts", Nodes: 4}},
+					Hints: []string{"fits on 4 nodes without constraint distinct_hosts"},
 				}}},
 			},
 		},
@@ -241,9 +246,10 @@ func TestConstraintPlacement(t *testing.T) {
 				Placements: []Placement{placed(propReqs[0], n1), placed(propReqs[1], n2)},
 				Failures: []Failure{{Job: "web", Requests: propReqs[2:], PlacementFailure: spec.PlacementFailure{
 					Group: "api", Missing: 1, NodesEvaluated: 4, Dimensions: []spec.DimensionFailure{{Dimension: "constraint ${attr.arch} distinct_property", Nodes: 4}},
+					Hints: []string{"fits on 4 nodes without constraint ${attr.arch} distinct_property"},
 				}}},
 			},
-			wantText: []string{"0/4 nodes fit: constraint ${attr.arch} distinct_property not met on 4"},
+			wantText: []string{"0/4 nodes fit: constraint ${attr.arch} distinct_property not met on 4; hint: fits on 4 nodes without constraint ${attr.arch} distinct_property"},
 		},
 		{
 			name: "distinct_property counts live allocs by the value of their node",
@@ -252,6 +258,7 @@ func TestConstraintPlacement(t *testing.T) {
 				Placements: []Placement{placed(propReqs[0], n1)},
 				Failures: []Failure{{Job: "web", Requests: propReqs[1:2], PlacementFailure: spec.PlacementFailure{
 					Group: "api", Missing: 1, NodesEvaluated: 4, Dimensions: []spec.DimensionFailure{{Dimension: "constraint ${attr.arch} distinct_property", Nodes: 4}},
+					Hints: []string{"fits on 4 nodes without constraint ${attr.arch} distinct_property"},
 				}}},
 			},
 		},
@@ -262,9 +269,10 @@ func TestConstraintPlacement(t *testing.T) {
 				Placements: []Placement{placed(prop2Reqs[0], n1), placed(prop2Reqs[1], n2)},
 				Failures: []Failure{{Job: "web", Requests: prop2Reqs[2:], PlacementFailure: spec.PlacementFailure{
 					Group: "api", Missing: 1, NodesEvaluated: 4, Dimensions: []spec.DimensionFailure{{Dimension: "constraint ${meta.zone} distinct_property 2", Nodes: 4}},
+					Hints: []string{"fits on 4 nodes without constraint ${meta.zone} distinct_property 2"},
 				}}},
 			},
-			wantText: []string{"0/4 nodes fit: constraint ${meta.zone} distinct_property 2 not met on 4"},
+			wantText: []string{"0/4 nodes fit: constraint ${meta.zone} distinct_property 2 not met on 4; hint: fits on 4 nodes without constraint ${meta.zone} distinct_property 2"},
 		},
 		{
 			name: "constraint and memory in one explanation",
@@ -274,8 +282,9 @@ func TestConstraintPlacement(t *testing.T) {
 					{Dimension: "constraint ${meta.rack} set_contains_any r1,r2", Nodes: 6},
 					{Dimension: "memory", Nodes: 4, Need: 2048, MostFree: 1024, Unit: "MB"},
 				},
+				Hints: []string{"fits on 4 nodes if memory <= 1024 MB", "fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
 			}}}},
-			wantText: []string{"0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory exhausted on 4 (need 2048 MB, most free 1024 MB)"},
+			wantText: []string{"0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory exhausted on 4 (need 2048 MB, most free 1024 MB); hint: fits on 4 nodes if memory <= 1024 MB; hint: fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
 		},
 		{
 			name: "status, driver, constraints, resources in that order",
@@ -303,8 +312,9 @@ func TestConstraintPlacement(t *testing.T) {
 					{Dimension: "constraint ${meta.rack} set_contains_any r1,r2", Nodes: 1},
 					{Dimension: "memory", Nodes: 1, Need: 2048, MostFree: 1024, Unit: "MB"},
 				},
+				Hints: []string{"fits on 1 node if memory <= 1024 MB", "fits on 1 node without constraint ${meta.rack} set_contains_any r1,r2"},
 			}}}},
-			wantText: []string{"0/4 nodes fit: not ready on 1; missing driver exec on 1; constraint ${meta.rack} set_contains_any r1,r2 not met on 1; memory exhausted on 1 (need 2048 MB, most free 1024 MB)"},
+			wantText: []string{"0/4 nodes fit: not ready on 1; missing driver exec on 1; constraint ${meta.rack} set_contains_any r1,r2 not met on 1; memory exhausted on 1 (need 2048 MB, most free 1024 MB); hint: fits on 1 node if memory <= 1024 MB; hint: fits on 1 node without constraint ${meta.rack} set_contains_any r1,r2"},
 		},
 		{
 			name: "groups sharing a constraint see each other's load",

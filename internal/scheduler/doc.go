@@ -1,24 +1,68 @@
 // Package scheduler decides where new allocations go: given a snapshot of
 // the nodes, the allocations already on them, and a list of instances to
-// place, Place returns a node for each instance that fits, and for each
-// group whose instances do not fit a PlacementFailure that says why, per
-// dimension, in words a person reads in `drover status`.
+// place, Place returns a node (and host ports) for each instance that
+// fits, the lower-priority allocs to evict when preemption makes room, and
+// for each group whose instances do not fit a PlacementFailure that says
+// why, per dimension, with hints, in words a person reads in `drover
+// status` and `drover plan`.
 //
-// Placement is feasibility -> rank -> select:
+// Placement is feasibility -> rank -> select, per group:
 //
 //	feasible  the node is ready, has every driver the group needs, meets
-//	          every constraint of the job, the group and its tasks, and
-//	          its free cpu and memory cover the group's resources;
-//	          distinct_hosts and distinct_property count the group's live
-//	          allocs and the placements made earlier in the same call
-//	rank      load = (usedCPU/totalCPU + usedMem/totalMem) / 2
-//	select    the least loaded feasible node; ties go to the smaller node ID;
-//	          a request's AvoidNode (the node a failed instance ran on) is
+//	          every constraint of the job, the group and its tasks, has
+//	          the group's static ports free and room for its dynamic ones,
+//	          and its free cpu, memory and disk cover the group's
+//	          resources; distinct_hosts, distinct_property, colocate and
+//	          conflicts count the live allocs and the placements made
+//	          earlier in the same call
+//	rank      score = base + affinity + spread, each described below
+//	select    the highest score; ties go to the smaller node ID; a
+//	          request's AvoidNode (the node a failed instance ran on) is
 //	          chosen only when no other node is feasible
+//
+// base, from the node's use u_r = used_r / total_r of each resource r
+// after the placement (r is cpu and memory, and disk when the group asks
+// for disk; a resource a node has none of counts as full), by the job's
+// scoring:
+//
+//	binpack (default)  mean_r u_r                       fill nodes up, keep others empty
+//	least_loaded       1 - mean_r u_r                   fleet's rule: the emptiest node
+//	epvm               1 - sum_r (N^u_r - N^u'_r) / (R (N-1))
+//	                   Cube's and Borg's E-PVM: u'_r is the use before the
+//	                   placement, N the number of ready nodes, R the number
+//	                   of resources; the exponential cost grows fastest on
+//	                   a resource that is already busy, so it favours the
+//	                   node where the instance raises no resource far
+//
+// affinity, in [-1, 1]: the sum of the weights of the group's affinities
+// that the node matches, over the sum of their absolute weights.
+//
+// spread, in [-1, 1]: for each spread s with weight w_s (normalised to sum
+// 1) and the node's value v of its attribute, w_s * (want_v - have_v) /
+// want_v, clamped, where have_v counts the group's instances at value v
+// and want_v = count * percent_v / 100. A value without a target gets an
+// even share of what the targets leave; an even spread (no targets) shares
+// 100% over the values of the nodes that could hold the group. A node
+// without the attribute, or a value due nothing, scores -1.
+//
+// Preemption: a request that fits nowhere may evict instances of jobs at
+// least PreemptGap below its priority, when its job allows it (Job.Preempt,
+// on by default for system jobs), and instances of the jobs its replaces
+// rules name. See groupRun.preempt for the choice.
 //
 // The package is pure: Place reads only its Input and returns a Result. It
 // does no I/O, reads no clock and draws no random numbers, so the same
 // snapshot always yields the same plan. That is what lets the leader's loop
-// around it stay thin, and what lets the tests compare a fast placer with an
-// obvious one on random inputs.
+// around it stay thin, what lets `drover plan` show exactly what the leader
+// would do, and what lets the tests compare a fast placer with an obvious
+// one on random inputs.
+//
+// How it is fast: when a group's first request comes up, the ready nodes
+// of the driver classes it needs go into max-heaps by score, one per
+// spread partition (nodes with the same spread values). Constraints are
+// evaluated lazily, on the node at the top of a heap, and a node that
+// fails anything but AvoidNode is dropped for the rest of the group's
+// requests: within a call use only grows, so it cannot fit later. A
+// placement then costs a heap fix and a comparison per partition, and a
+// call costs O(nodes) once per group plus O(log nodes) per placement.
 package scheduler

@@ -1,30 +1,58 @@
 package scheduler
 
-import "github.com/drover-org/drover/internal/spec"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
 
-// explain says why no node can take an instance of g. It runs only after a
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// explain says why none of nodes can take an instance of the group, and
+// what smallest change would let some of them. It runs only after a
 // failure, so it may look at every node. Each node is counted under the
-// first filter it fails, in the order status, drivers, constraints,
-// resources; a node missing several drivers counts under each, a node that
-// fails several constraints counts under each, and a node short of both
-// cpu and memory counts under both. MostFree is the largest free amount
-// among the nodes that are short in that dimension, so it always reads as
-// less than Need.
-func (s *state) explain(g *groupInfo) spec.PlacementFailure {
-	var notReady, cpu, mem, mostCPU, mostMem int
-	missing := make([]int, len(g.drivers))
-	unmet := make([]int, len(g.rules))
+// first filter it fails, in the order status, drivers, constraints (with
+// distinct_*, colocate and conflicts), ports, resources; a node missing
+// several drivers counts under each, a node that fails several
+// constraints counts under each, and a node short of several resources
+// counts under each. MostFree is the largest free amount among the nodes
+// that are short in that dimension, so it always reads as less than Need.
+//
+// Hints come from the nodes that fail exactly one thing: "fits on 3 nodes
+// if memory <= 512 MB" (the most free memory among nodes that have enough
+// of everything else), "fits on 2 nodes without constraint ...".
+func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
+	var notReady int
+	missing := make([]int, len(gr.drivers))
+	unmet := make([]int, len(gr.rules))
+	onlyRule := make([]int, len(gr.rules))
 	distinct := map[*rule]*distinctRule{}
-	for _, d := range g.distinct {
+	for _, d := range gr.distinct {
 		distinct[d.rule] = d
 	}
-	for _, n := range s.all {
+	portTaken := map[int]int{}
+	onlyPort := map[int]int{}
+	var dynFull, theirs int
+	type dim struct {
+		name, unit  string
+		need        func(spec.Resources) int
+		nodes, most int
+		only        int // nodes short of this dimension alone
+		onlyMost    int
+	}
+	dims := []*dim{
+		{name: "cpu", unit: "MHz", need: func(r spec.Resources) int { return r.CPU }},
+		{name: "memory", unit: "MB", need: func(r spec.Resources) int { return r.MemoryMB }},
+		{name: "disk", unit: "MB", need: func(r spec.Resources) int { return r.DiskMB }},
+	}
+	for _, n := range nodes {
 		if n.node.Status != spec.NodeReady {
 			notReady++
 			continue
 		}
 		lacks := false
-		for i, d := range g.drivers {
+		for i, d := range gr.drivers {
 			if !n.cls.drivers[d] {
 				missing[i]++
 				lacks = true
@@ -33,48 +61,170 @@ func (s *state) explain(g *groupInfo) spec.PlacementFailure {
 		if lacks {
 			continue
 		}
-		for i, r := range g.rules {
-			ok := r.match(n.node)
-			if d := distinct[r]; d != nil {
-				ok = ok && d.allows(n.node)
-			}
-			if !ok {
+		failedRules := 0
+		last := -1
+		for i, r := range gr.rules {
+			if !gr.ruleAllows(r, distinct[r], n) {
 				unmet[i]++
-				lacks = true
+				failedRules++
+				last = i
 			}
 		}
-		if lacks {
+		if failedRules == 0 && gr.conflictNodes[n.idx] {
+			theirs++ // another job's conflicts or replaces names this one
 			continue
 		}
+		var taken []int
+		for _, p := range gr.static0 {
+			if n.ports[p] {
+				portTaken[p]++
+				taken = append(taken, p)
+			}
+		}
+		dynShort := gr.dynamic > 0 && spec.DynamicPortMax-spec.DynamicPortMin+1-n.dynUsed < gr.dynamic
+		if dynShort {
+			dynFull++
+		}
 		free := n.node.Resources.Sub(n.used)
-		if g.need.CPU > free.CPU {
-			cpu++
-			mostCPU = max(mostCPU, free.CPU)
+		var short []*dim
+		for _, d := range dims {
+			if need := d.need(gr.need); need > d.need(free) {
+				short = append(short, d)
+			}
 		}
-		if g.need.MemoryMB > free.MemoryMB {
-			mem++
-			mostMem = max(mostMem, free.MemoryMB)
+		for _, d := range short {
+			if failedRules == 0 && len(taken) == 0 && !dynShort {
+				d.nodes++
+				d.most = max(d.most, d.need(free))
+			}
+		}
+		switch {
+		case failedRules == 1 && len(taken) == 0 && !dynShort && len(short) == 0:
+			onlyRule[last]++
+		case failedRules == 0 && len(taken) == 1 && !dynShort && len(short) == 0:
+			onlyPort[taken[0]]++
+		case failedRules == 0 && len(taken) == 0 && !dynShort && len(short) == 1:
+			short[0].only++
+			short[0].onlyMost = max(short[0].onlyMost, short[0].need(free))
 		}
 	}
-	f := spec.PlacementFailure{NodesEvaluated: len(s.all)}
+	f := spec.PlacementFailure{NodesEvaluated: len(nodes)}
+	add := func(d spec.DimensionFailure) { f.Dimensions = append(f.Dimensions, d) }
 	if notReady > 0 {
-		f.Dimensions = append(f.Dimensions, spec.DimensionFailure{Dimension: "status", Nodes: notReady})
+		add(spec.DimensionFailure{Dimension: "status", Nodes: notReady})
 	}
-	for i, d := range g.drivers {
+	for i, d := range gr.drivers {
 		if missing[i] > 0 {
-			f.Dimensions = append(f.Dimensions, spec.DimensionFailure{Dimension: "driver " + d, Nodes: missing[i]})
+			add(spec.DimensionFailure{Dimension: "driver " + d, Nodes: missing[i]})
 		}
 	}
-	for i, r := range g.rules {
+	for i, r := range gr.rules {
 		if unmet[i] > 0 {
-			f.Dimensions = append(f.Dimensions, spec.DimensionFailure{Dimension: r.dimension(), Nodes: unmet[i]})
+			add(spec.DimensionFailure{Dimension: r.dimension(), Nodes: unmet[i]})
 		}
 	}
-	if cpu > 0 {
-		f.Dimensions = append(f.Dimensions, spec.DimensionFailure{Dimension: "cpu", Nodes: cpu, Need: g.need.CPU, MostFree: mostCPU, Unit: "MHz"})
+	if theirs > 0 {
+		add(spec.DimensionFailure{Dimension: "conflict", Nodes: theirs})
 	}
-	if mem > 0 {
-		f.Dimensions = append(f.Dimensions, spec.DimensionFailure{Dimension: "memory", Nodes: mem, Need: g.need.MemoryMB, MostFree: mostMem, Unit: "MB"})
+	for _, p := range gr.static0 {
+		if portTaken[p] > 0 {
+			add(spec.DimensionFailure{Dimension: fmt.Sprintf("port %d", p), Nodes: portTaken[p]})
+		}
+	}
+	if dynFull > 0 {
+		add(spec.DimensionFailure{Dimension: "dynamic ports", Nodes: dynFull})
+	}
+	for _, d := range dims {
+		if d.nodes > 0 {
+			add(spec.DimensionFailure{Dimension: d.name, Nodes: d.nodes, Need: d.need(gr.need), MostFree: d.most, Unit: d.unit})
+		}
+	}
+	for _, d := range dims {
+		if d.only > 0 && d.onlyMost > 0 {
+			f.Hints = append(f.Hints, fmt.Sprintf("fits on %s if %s <= %d %s", plural(d.only, "node"), d.name, d.onlyMost, d.unit))
+		}
+	}
+	for i, r := range gr.rules {
+		if onlyRule[i] > 0 && r.check != nil {
+			f.Hints = append(f.Hints, fmt.Sprintf("fits on %s without constraint %s", plural(onlyRule[i], "node"), r.c.String()))
+		}
+	}
+	for _, p := range gr.static0 {
+		if onlyPort[p] > 0 {
+			f.Hints = append(f.Hints, fmt.Sprintf("fits on %s with a dynamic port instead of static port %d", plural(onlyPort[p], "node"), p))
+		}
 	}
 	return f
+}
+
+// ruleAllows reports whether n passes one of the group's constraints,
+// counting the instances already placed for distinct_*, colocate,
+// conflicts and replaces.
+func (gr *groupRun) ruleAllows(r *rule, d *distinctRule, n *nodeState) bool {
+	switch {
+	case r.check == nil:
+		return false
+	case d != nil:
+		return d.allows(n.node)
+	case r.c.Operator == spec.OpColocate:
+		return gr.s.jobIndex()[r.c.Value][n.idx] > 0
+	case r.c.Operator == spec.OpConflicts || r.c.Operator == spec.OpReplaces:
+		for job, nodes := range gr.s.jobIndex() {
+			if job != gr.job.Name && nodes[n.idx] > 0 && r.c.MatchJob(job) {
+				return false
+			}
+		}
+		return true
+	}
+	return r.match(n.node)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// mergeFailures adds the failure of one more pinned request to a group's.
+func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
+	out := a
+	out.NodesEvaluated += b.NodesEvaluated
+	out.Dimensions = append([]spec.DimensionFailure(nil), a.Dimensions...)
+	for _, d := range b.Dimensions {
+		found := false
+		for i := range out.Dimensions {
+			if o := &out.Dimensions[i]; o.Dimension == d.Dimension {
+				o.Nodes += d.Nodes
+				o.MostFree = max(o.MostFree, d.MostFree)
+				found = true
+			}
+		}
+		if !found {
+			out.Dimensions = append(out.Dimensions, d)
+		}
+	}
+	slices.SortStableFunc(out.Dimensions, func(x, y spec.DimensionFailure) int {
+		return cmp.Compare(dimensionRank(x.Dimension), dimensionRank(y.Dimension))
+	})
+	for _, h := range b.Hints {
+		dup := false
+		for _, o := range out.Hints {
+			dup = dup || o == h
+		}
+		if !dup {
+			out.Hints = append(out.Hints, h)
+		}
+	}
+	return out
+}
+
+// dimensionRank orders dimensions as explain writes them.
+func dimensionRank(d string) int {
+	for i, prefix := range []string{"status", "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+		if strings.HasPrefix(d, prefix) {
+			return i
+		}
+	}
+	return 99
 }

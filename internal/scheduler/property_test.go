@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -31,16 +32,17 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 		return a.Index < b.Index
 	})
 	used := map[string]spec.Resources{}
+	ports := map[string]map[int]bool{}
 	for _, a := range in.Allocs {
 		if !a.Terminal() && !in.Freed[a.ID] {
 			used[a.NodeID] = used[a.NodeID].Add(a.Resources)
+			for _, p := range a.Ports {
+				if ports[a.NodeID] == nil {
+					ports[a.NodeID] = map[int]bool{}
+				}
+				ports[a.NodeID][p.Value] = true
+			}
 		}
-	}
-	frac := func(u, t int) float64 {
-		if t <= 0 {
-			return 1
-		}
-		return float64(u) / float64(t)
 	}
 	gave := map[[2]string]bool{}
 	for _, r := range reqs {
@@ -51,27 +53,18 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 		}
 		need := r.Group.Resources()
 		var best, avoided *spec.Node
-		var bestLoad float64
+		var bestScore float64
 		for _, n := range in.Nodes {
-			if n.Status != spec.NodeReady {
-				continue
-			}
-			ok := true
-			for _, t := range r.Group.Tasks {
-				ok = ok && n.HasDriver(t.Driver)
-			}
-			u := used[n.ID]
-			free := spec.Resources{CPU: n.Resources.CPU - u.CPU, MemoryMB: n.Resources.MemoryMB - u.MemoryMB}
-			if !ok || need.CPU > free.CPU || need.MemoryMB > free.MemoryMB || !referenceMeets(in, placements, r, n) {
+			if !referenceFits(in, placements, r, n, used[n.ID], ports[n.ID]) {
 				continue
 			}
 			if n.ID == r.AvoidNode {
 				avoided = n
 				continue
 			}
-			load := (frac(u.CPU, n.Resources.CPU) + frac(u.MemoryMB, n.Resources.MemoryMB)) / 2
-			if best == nil || load < bestLoad || load == bestLoad && n.ID < best.ID {
-				best, bestLoad = n, load
+			score := referenceScore(in, placements, r, n, used[n.ID])
+			if best == nil || score > bestScore || score == bestScore && n.ID < best.ID {
+				best, bestScore = n, score
 			}
 		}
 		if best == nil {
@@ -83,9 +76,219 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 			continue
 		}
 		used[best.ID] = used[best.ID].Add(need)
-		placements = append(placements, Placement{Request: r, NodeID: best.ID, NodeName: best.Name})
+		p := Placement{Request: r, NodeID: best.ID, NodeName: best.Name}
+		for _, port := range r.Group.Ports() {
+			v := port.Static
+			for v == 0 || v < spec.DynamicPortMin && port.Static == 0 {
+				v = spec.DynamicPortMin
+			}
+			if port.Static == 0 {
+				for ports[best.ID][v] {
+					v++
+				}
+			}
+			if ports[best.ID] == nil {
+				ports[best.ID] = map[int]bool{}
+			}
+			ports[best.ID][v] = true
+			ip := best.Attributes[spec.NodeIPAttribute]
+			if ip == "" {
+				ip = "127.0.0.1"
+			}
+			p.Ports = append(p.Ports, spec.AllocPort{Label: port.Label, Value: v, HostIP: ip})
+		}
+		placements = append(placements, p)
 	}
 	return placements, failed
+}
+
+// referenceFits reports whether node n can take one more instance of r's
+// group: ready, drivers, constraints, resources and ports.
+func referenceFits(in Input, placements []Placement, r Request, n *spec.Node, u spec.Resources, ports map[int]bool) bool {
+	if n.Status != spec.NodeReady {
+		return false
+	}
+	for _, t := range r.Group.Tasks {
+		if !n.HasDriver(t.Driver) {
+			return false
+		}
+	}
+	need := r.Group.Resources()
+	if need.CPU > n.Resources.CPU-u.CPU || need.MemoryMB > n.Resources.MemoryMB-u.MemoryMB || need.DiskMB > n.Resources.DiskMB-u.DiskMB {
+		return false
+	}
+	for _, p := range r.Group.Ports() {
+		if p.Static > 0 && ports[p.Static] {
+			return false
+		}
+	}
+	return referenceMeets(in, placements, r, n)
+}
+
+// referenceScore is the node's score for r's group, written from the
+// formulas in the package documentation.
+func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u spec.Resources) float64 {
+	need := r.Group.Resources()
+	frac := func(used, total int) float64 {
+		if total <= 0 {
+			return 1
+		}
+		return min(float64(used)/float64(total), 1)
+	}
+	type dim struct{ before, after float64 }
+	dims := []dim{
+		{frac(u.CPU, n.Resources.CPU), frac(u.CPU+need.CPU, n.Resources.CPU)},
+		{frac(u.MemoryMB, n.Resources.MemoryMB), frac(u.MemoryMB+need.MemoryMB, n.Resources.MemoryMB)},
+	}
+	if need.DiskMB > 0 {
+		dims = append(dims, dim{frac(u.DiskMB, n.Resources.DiskMB), frac(u.DiskMB+need.DiskMB, n.Resources.DiskMB)})
+	}
+	var score, sum float64
+	for _, d := range dims {
+		sum += d.after
+	}
+	switch r.Job.ScoringOf() {
+	case spec.ScoreBinpack:
+		score = sum / float64(len(dims))
+	case spec.ScoreLeastLoaded:
+		score = 1 - sum/float64(len(dims))
+	case spec.ScoreEPVM:
+		ready := 0
+		for _, x := range in.Nodes {
+			if x.Status == spec.NodeReady {
+				ready++
+			}
+		}
+		score = 1
+		if ready >= 2 {
+			base := float64(ready)
+			var cost float64
+			for _, d := range dims {
+				cost += math.Pow(base, d.after) - math.Pow(base, d.before)
+			}
+			score = 1 - cost/(float64(len(dims))*(base-1))
+		}
+	}
+	if as := r.Job.AffinitiesOf(r.Group); len(as) > 0 {
+		var match, total float64
+		for _, a := range as {
+			w := a.Weight
+			if w == 0 {
+				w = spec.DefaultAffinityWeight
+			}
+			total += math.Abs(float64(w))
+			if k, err := spec.CompileConstraint(a.Constraint()); err == nil && k.Match(n) {
+				match += float64(w)
+			}
+		}
+		score += match / total
+	}
+	if ss := r.Job.SpreadsOf(r.Group); len(ss) > 0 {
+		score += referenceSpread(in, placements, r, n, ss)
+	}
+	return score
+}
+
+// referenceSpread is the spread score of node n for r's group: for each
+// spread, how far the node's value is below its due share of the group's
+// count, weighted.
+func referenceSpread(in Input, placements []Placement, r Request, n *spec.Node, ss []spec.Spread) float64 {
+	nodes := map[string]*spec.Node{}
+	for _, x := range in.Nodes {
+		nodes[x.ID] = x
+	}
+	var here []*spec.Node // where the group's instances are
+	for _, a := range in.Allocs {
+		if !a.Terminal() && !in.Freed[a.ID] && a.Job == r.Job.Name && a.Group == r.Group.Name && nodes[a.NodeID] != nil {
+			here = append(here, nodes[a.NodeID])
+		}
+	}
+	for _, p := range placements {
+		if p.Request.Job.Name == r.Job.Name && p.Request.Group.Name == r.Group.Name {
+			here = append(here, nodes[p.NodeID])
+		}
+	}
+	var weights float64
+	for _, s := range ss {
+		w := s.Weight
+		if w == 0 {
+			w = spec.DefaultSpreadWeight
+		}
+		weights += float64(w)
+	}
+	var out float64
+	for _, s := range ss {
+		w := s.Weight
+		if w == 0 {
+			w = spec.DefaultSpreadWeight
+		}
+		read := func(x *spec.Node) (string, bool) {
+			k, _ := spec.CompileConstraint(spec.Constraint{Attribute: s.Attribute, Operator: spec.OpIsSet})
+			return k.Property(x)
+		}
+		// The values of the ready nodes that could hold the group, ignoring
+		// use and the other instances.
+		values := map[string]bool{}
+		for _, x := range in.Nodes {
+			drivers := x.Status == spec.NodeReady
+			for _, t := range r.Group.Tasks {
+				drivers = drivers && x.HasDriver(t.Driver)
+			}
+			if v, ok := read(x); ok && drivers && referenceStatic(r, x) {
+				values[v] = true
+			}
+		}
+		percent := map[string]int{}
+		sum, named := 0, 0
+		for _, t := range s.Targets {
+			percent[t.Value] = t.Percent
+			sum += t.Percent
+			if values[t.Value] {
+				named++
+			}
+		}
+		var rest float64
+		if others := len(values) - named; others > 0 {
+			left := 100 - sum
+			if len(s.Targets) == 0 {
+				left = 100
+			}
+			rest = float64(left) / float64(others)
+		}
+		boost := -1.0
+		if v, ok := read(n); ok {
+			want := rest * float64(r.Group.Count) / 100
+			if p, ok := percent[v]; ok {
+				want = float64(p) * float64(r.Group.Count) / 100
+			}
+			have := 0
+			for _, x := range here {
+				if hv, ok := read(x); ok && hv == v {
+					have++
+				}
+			}
+			if want > 0 {
+				boost = max(-1, min(1, (want-float64(have))/want))
+			}
+		}
+		out += float64(w) / weights * boost
+	}
+	return out
+}
+
+// referenceStatic reports whether n meets r's constraints that look at the
+// node alone.
+func referenceStatic(r Request, n *spec.Node) bool {
+	for _, c := range r.Job.ConstraintsOf(r.Group) {
+		if c.Distinct() || c.JobRule() {
+			continue
+		}
+		k, err := spec.CompileConstraint(c)
+		if err != nil || !k.Match(n) {
+			return false
+		}
+	}
+	return true
 }
 
 // referenceMeets reports whether one more instance of r's group may go on
@@ -169,6 +372,29 @@ func genConstraints(t *rapid.T, label string) []*spec.Constraint {
 	return out
 }
 
+var affinityPool = []spec.Affinity{
+	{Attribute: "${meta.rack}", Operator: "=", Value: "r1", Weight: 50},
+	{Attribute: "${meta.rack}", Operator: "=", Value: "r2", Weight: -30},
+	{Attribute: "${attr.os}", Operator: "=", Value: "linux"},
+	{Attribute: "${attr.os}", Operator: "regexp", Value: "^dar", Weight: 100},
+}
+
+func genAffinities(t *rapid.T, label string) []*spec.Affinity {
+	var out []*spec.Affinity
+	for range rapid.IntRange(0, 2).Draw(t, label) {
+		a := rapid.SampledFrom(affinityPool).Draw(t, label+".a")
+		out = append(out, &a)
+	}
+	return out
+}
+
+var spreadPool = []*spec.Spread{
+	{Attribute: "${meta.rack}"},
+	{Attribute: "${meta.rack}", Weight: 80, Targets: []spec.SpreadTarget{{Value: "r1", Percent: 70}, {Value: "r2", Percent: 30}}},
+	{Attribute: "${meta.rack}", Targets: []spec.SpreadTarget{{Value: "r0", Percent: 50}}},
+	{Attribute: "${attr.os}", Weight: 20},
+}
+
 var allDrivers = []string{"docker", "exec", "raw_exec"}
 
 func genDrivers(t *rapid.T, label string, min int) []string {
@@ -190,6 +416,7 @@ func genInput(t *rapid.T) Input {
 	capacity := rapid.SampledFrom([]int{0, 300, 500, 1000, 2000, 4000})
 	for _, i := range rapid.Permutation(seq(nNodes)).Draw(t, "nodeOrder") {
 		n := node(fmt.Sprintf("n%02d", i), capacity.Draw(t, "cpu"), capacity.Draw(t, "mem"), genDrivers(t, "nodeDrivers", 0)...)
+		n.Resources.DiskMB = capacity.Draw(t, "disk")
 		if rapid.IntRange(0, 4).Draw(t, "down") == 0 {
 			n.Status = spec.NodeDown
 		}
@@ -213,6 +440,9 @@ func genInput(t *rapid.T) Input {
 		a := alloc(fmt.Sprintf("a%02d", i), nodeID, small.Draw(t, "allocCPU"), small.Draw(t, "allocMem"), statuses.Draw(t, "status"))
 		a.Job = rapid.SampledFrom([]string{"a", "b", "c", "other"}).Draw(t, "allocJob")
 		a.Group = fmt.Sprintf("g%d", rapid.IntRange(0, 1).Draw(t, "allocGroup"))
+		if rapid.IntRange(0, 3).Draw(t, "allocPort") == 0 {
+			a.Ports = []spec.AllocPort{{Label: "p", Value: rapid.SampledFrom([]int{8080, spec.DynamicPortMin, spec.DynamicPortMin + 1}).Draw(t, "port")}}
+		}
 		in.Allocs = append(in.Allocs, a)
 		if rapid.IntRange(0, 4).Draw(t, "freed") == 0 {
 			in.Freed[a.ID] = true
@@ -222,12 +452,27 @@ func genInput(t *rapid.T) Input {
 	for _, name := range []string{"a", "b", "c"}[:rapid.IntRange(0, 3).Draw(t, "jobs")] {
 		j := job(name, rapid.SampledFrom([]int{10, 50, 90}).Draw(t, "priority"))
 		j.Constraints = genConstraints(t, "jobConstraints")
+		j.Scoring = rapid.SampledFrom(spec.Scorings).Draw(t, "scoring")
+		j.Affinities = genAffinities(t, "jobAffinities")
 		for gi := range rapid.IntRange(1, 2).Draw(t, "groups") {
 			g := group(fmt.Sprintf("g%d", gi), small.Draw(t, "needCPU"), small.Draw(t, "needMem"), genDrivers(t, "groupDrivers", 1)...)
 			g.Constraints = genConstraints(t, "groupConstraints")
+			g.Tasks[0].Resources.DiskMB = small.Draw(t, "needDisk")
+			g.Affinities = genAffinities(t, "groupAffinities")
+			if rapid.Bool().Draw(t, "spread") {
+				g.Spreads = []*spec.Spread{rapid.SampledFrom(spreadPool).Draw(t, "spreads")}
+			}
+			for k := range rapid.IntRange(0, 2).Draw(t, "ports") {
+				port := spec.Port{Label: fmt.Sprintf("p%d", k)}
+				if rapid.Bool().Draw(t, "static") {
+					port.Static = 8080 + k
+				}
+				g.Network = &spec.Network{Ports: append(g.Ports(), port)}
+			}
 			g.Tasks[len(g.Tasks)-1].Constraints = genConstraints(t, "taskConstraints")
 			j.Groups = append(j.Groups, g)
-			for idx := range rapid.IntRange(0, 5).Draw(t, "count") {
+			g.Count = rapid.IntRange(0, 5).Draw(t, "count")
+			for idx := range g.Count {
 				r := Request{Job: j, Group: g, Index: idx, Reason: "new instance", Previous: fmt.Sprint("prev-", idx)}
 				if nNodes > 0 && rapid.Bool().Draw(t, "avoid") {
 					r.AvoidNode = fmt.Sprintf("n%02d", rapid.IntRange(0, nNodes).Draw(t, "avoidNode")) // n<nNodes> is no node

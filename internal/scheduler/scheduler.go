@@ -80,20 +80,25 @@ type Result struct {
 	Evictions []Eviction
 }
 
-// Place puts each request on the least loaded feasible ready node, other
-// than the request's AvoidNode unless that is the only one.
+// Place puts each request on the best feasible ready node by the job's
+// scoring, affinities and spreads, other than the request's AvoidNode
+// unless that is the only one; a pinned request (Request.Node) only on its
+// node. When a request finds no node and its job may preempt (or replaces
+// other jobs), Place evicts lower-priority instances to make room, and
+// says so in Result.Evictions.
 //
 // Requests are handled by priority (highest first), then job name, group
 // name and index, so that when room runs out it is the lower priority work
 // that waits, and the outcome does not depend on the order of the input.
 // Each placement adds to its node's use before the next request is handled.
 //
-// Once a request of a (job, group) finds no node, the later requests of the
-// same (job, group) are not tried: they join its Failure. All instances of a
-// group are alike, so index 3 taking room that index 2 could not use would
-// only mean that some other, smaller group got it instead; keeping a group's
-// instances together also keeps the failure readable and costs one scan of
-// the nodes per failing group rather than per failing request.
+// Once an unpinned request of a (job, group) finds no node, the later
+// unpinned requests of the same (job, group) are not tried: they join its
+// Failure. All instances of a group are alike, so index 3 taking room that
+// index 2 could not use would only mean that some other, smaller group got
+// it instead; keeping a group's instances together also keeps the failure
+// readable and costs one scan of the nodes per failing group rather than
+// per failing request. Pinned requests each try their own node.
 //
 // Place does not modify its input.
 func Place(in Input) Result {
@@ -103,21 +108,51 @@ func Place(in Input) Result {
 	s := newState(in)
 	var res Result
 	failed := map[groupKey]int{} // index into res.Failures
+	gaveUp := map[groupKey]bool{}
+	var gr *groupRun
 	for _, r := range reqs {
 		key := groupKey{r.Job.Name, r.Group.Name}
-		if i, ok := failed[key]; ok {
-			f := &res.Failures[i]
+		if gr == nil || gr.key != key {
+			gr = s.newGroupRun(r)
+		}
+		if r.Node == "" && gaveUp[key] {
+			f := &res.Failures[failed[key]]
 			f.Requests = append(f.Requests, r)
 			f.Missing = len(f.Requests)
 			continue
 		}
-		g := s.group(r)
-		if n := s.pick(g, r.AvoidNode); n != nil {
-			res.Placements = append(res.Placements, Placement{Request: r, NodeID: n.node.ID, NodeName: n.node.Name})
+		var n *nodeState
+		if r.Node != "" {
+			n = gr.pinned(r.Node)
+		} else {
+			n = gr.pick(r.AvoidNode)
+		}
+		if n == nil {
+			var evict []*spec.Alloc
+			if n, evict = gr.preempt(r); n != nil {
+				res.Evictions = append(res.Evictions, gr.evict(r, n, evict)...)
+			}
+		}
+		if n != nil {
+			ports := gr.charge(n)
+			res.Placements = append(res.Placements, Placement{Request: r, NodeID: n.node.ID, NodeName: n.node.Name, Ports: ports})
 			continue
 		}
-		pf := s.explain(g)
+		var pf spec.PlacementFailure
+		if r.Node != "" {
+			pf = gr.explain(gr.pinnedNodes(r.Node))
+		} else {
+			pf = gr.explain(s.all)
+			gaveUp[key] = true
+		}
 		pf.Group = r.Group.Name
+		if i, ok := failed[key]; ok {
+			f := &res.Failures[i]
+			f.Requests = append(f.Requests, r)
+			f.Missing = len(f.Requests)
+			f.PlacementFailure = mergeFailures(f.PlacementFailure, pf)
+			continue
+		}
 		pf.Missing = 1
 		failed[key] = len(res.Failures)
 		res.Failures = append(res.Failures, Failure{Job: r.Job.Name, Requests: []Request{r}, PlacementFailure: pf})
@@ -138,16 +173,3 @@ func compareRequests(a, b Request) int {
 	)
 }
 
-// loadOf is how busy a node is, from 0 (idle) to 1 (full): the mean of the
-// used fractions of cpu and memory. A dimension with no capacity counts as
-// full, so that such a node is tried last.
-func loadOf(total, used spec.Resources) float64 {
-	return (fraction(used.CPU, total.CPU) + fraction(used.MemoryMB, total.MemoryMB)) / 2
-}
-
-func fraction(used, total int) float64 {
-	if total <= 0 {
-		return 1
-	}
-	return float64(used) / float64(total)
-}

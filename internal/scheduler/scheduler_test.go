@@ -38,8 +38,11 @@ func group(name string, cpu, mem int, drivers ...string) *spec.Group {
 	return g
 }
 
+// job returns a service job scored least_loaded: most tests here were
+// written to show where instances go one by one, which least_loaded makes
+// plain (each goes to the emptiest node). TestScoring covers the others.
 func job(name string, priority int, groups ...*spec.Group) *spec.Job {
-	return &spec.Job{Name: name, Type: spec.JobService, Priority: priority, Version: 1, Groups: groups}
+	return &spec.Job{Name: name, Type: spec.JobService, Priority: priority, Version: 1, Groups: groups, Scoring: spec.ScoreLeastLoaded}
 }
 
 func reqs(j *spec.Job, g *spec.Group, indexes ...int) []Request {
@@ -156,7 +159,7 @@ func TestPlace(t *testing.T) {
 	avReqs := reqs(avJob, avJob.Groups[0], 0, 1, 2)
 	avReqs[0].AvoidNode = "n1" // all idle, n1 first by ID: n2 instead
 	avReqs[1].AvoidNode = "n3" // n1 and n3 idle: n1, first by ID anyway
-	avReqs[2].AvoidNode = "n9" // no such node: the idle n3
+	avReqs[2].AvoidNode = "n9" // no such node: n1, less loaded after the placement than the small n3
 	onlyNodes := []*spec.Node{node("n1", 4000, 8192, exec...), node("n2", 4000, 8192, "raw_exec"), node("n3", 400, 8192, exec...)}
 	onlyJob := job("web", 50, group("api", 500, 512, "exec"))
 	onlyReqs := reqs(onlyJob, onlyJob.Groups[0], 0, 1)
@@ -225,9 +228,9 @@ func TestPlace(t *testing.T) {
 				Job: "web", Requests: cpuReqs,
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 2, NodesEvaluated: 2, Dimensions: []spec.DimensionFailure{
 					{Dimension: "cpu", Nodes: 2, Need: 500, MostFree: 200, Unit: "MHz"},
-				}},
+				}, Hints: []string{"fits on 2 nodes if cpu <= 200 MHz"}},
 			}}},
-			wantText: []string{"0/2 nodes fit: cpu exhausted on 2 (need 500 MHz, most free 200 MHz)"},
+			wantText: []string{"0/2 nodes fit: cpu exhausted on 2 (need 500 MHz, most free 200 MHz); hint: fits on 2 nodes if cpu <= 200 MHz"},
 		},
 		{
 			name: "memory exhausted and driver missing",
@@ -244,9 +247,9 @@ func TestPlace(t *testing.T) {
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 5, Dimensions: []spec.DimensionFailure{
 					{Dimension: "driver docker", Nodes: 2},
 					{Dimension: "memory", Nodes: 3, Need: 900, MostFree: 512, Unit: "MB"},
-				}},
+				}, Hints: []string{"fits on 3 nodes if memory <= 512 MB"}},
 			}}},
-			wantText: []string{"0/5 nodes fit: missing driver docker on 2; memory exhausted on 3 (need 900 MB, most free 512 MB)"},
+			wantText: []string{"0/5 nodes fit: missing driver docker on 2; memory exhausted on 3 (need 900 MB, most free 512 MB); hint: fits on 3 nodes if memory <= 512 MB"},
 		},
 		{
 			name: "cpu and memory both exhausted",
@@ -256,9 +259,9 @@ func TestPlace(t *testing.T) {
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
 					{Dimension: "cpu", Nodes: 2, Need: 1000, MostFree: 800, Unit: "MHz"},
 					{Dimension: "memory", Nodes: 2, Need: 1000, MostFree: 600, Unit: "MB"},
-				}},
+				}, Hints: []string{"fits on 1 node if cpu <= 800 MHz", "fits on 1 node if memory <= 600 MB"}},
 			}}},
-			wantText: []string{"0/3 nodes fit: cpu exhausted on 2 (need 1000 MHz, most free 800 MHz); memory exhausted on 2 (need 1000 MB, most free 600 MB)"},
+			wantText: []string{"0/3 nodes fit: cpu exhausted on 2 (need 1000 MHz, most free 800 MHz); memory exhausted on 2 (need 1000 MB, most free 600 MB); hint: fits on 1 node if cpu <= 800 MHz; hint: fits on 1 node if memory <= 600 MB"},
 		},
 		{
 			name: "not-ready node is skipped even when idle",
@@ -277,9 +280,9 @@ func TestPlace(t *testing.T) {
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
 					{Dimension: "status", Nodes: 2},
 					{Dimension: "memory", Nodes: 1, Need: 128, MostFree: 100, Unit: "MB"},
-				}},
+				}, Hints: []string{"fits on 1 node if memory <= 100 MB"}},
 			}}},
-			wantText: []string{"0/3 nodes fit: not ready on 2; memory exhausted on 1 (need 128 MB, most free 100 MB)"},
+			wantText: []string{"0/3 nodes fit: not ready on 2; memory exhausted on 1 (need 128 MB, most free 100 MB); hint: fits on 1 node if memory <= 100 MB"},
 		},
 		{
 			name: "zero nodes",
@@ -362,7 +365,7 @@ func TestPlace(t *testing.T) {
 			want: Result{Placements: []Placement{
 				placed(avReqs[0], avNodes[1]),
 				placed(avReqs[1], avNodes[0]),
-				placed(avReqs[2], avNodes[2]),
+				placed(avReqs[2], avNodes[0]),
 			}},
 		},
 		{

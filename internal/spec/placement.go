@@ -25,8 +25,10 @@ type PlacementFailure struct {
 
 // DimensionFailure counts the nodes that ruled themselves out for one reason.
 type DimensionFailure struct {
-	// Dimension is "cpu", "memory", "driver <name>", "status", or
-	// "constraint <attribute> <operator> <value>" (the parts that are set).
+	// Dimension is "cpu", "memory", "disk", "driver <name>", "status",
+	// "port <n>" (a static port in use), "dynamic ports", "conflict" (a
+	// job already on the node rules this one out), or "constraint
+	// <attribute> <operator> <value>" (the parts that are set).
 	Dimension string `json:"dimension"`
 	Nodes     int    `json:"nodes"`
 	// Need and MostFree are set for resource dimensions, in Unit.
@@ -43,6 +45,12 @@ func (d DimensionFailure) String() string {
 		return fmt.Sprintf("%s not met on %d", d.Dimension, d.Nodes)
 	case d.Dimension == "status":
 		return fmt.Sprintf("not ready on %d", d.Nodes)
+	case strings.HasPrefix(d.Dimension, "port "):
+		return fmt.Sprintf("%s in use on %d", d.Dimension, d.Nodes)
+	case d.Dimension == "dynamic ports":
+		return fmt.Sprintf("dynamic ports exhausted on %d", d.Nodes)
+	case d.Dimension == "conflict":
+		return fmt.Sprintf("conflicts with a job already there on %d", d.Nodes)
 	case d.Unit != "":
 		return fmt.Sprintf("%s exhausted on %d (need %d %s, most free %d %s)", d.Dimension, d.Nodes, d.Need, d.Unit, d.MostFree, d.Unit)
 	}
@@ -62,6 +70,10 @@ func (f PlacementFailure) String() string {
 			b.WriteString("; ")
 		}
 		b.WriteString(d.String())
+	}
+	for _, h := range f.Hints {
+		b.WriteString("; hint: ")
+		b.WriteString(h)
 	}
 	return b.String()
 }

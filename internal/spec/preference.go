@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -203,6 +204,14 @@ func (g *Group) Ports() []Port {
 	return g.Network.Ports
 }
 
+// affinityOperators are the constraint operators an affinity may use: those
+// that look at the node alone. Whether a node "matches" distinct_hosts or
+// conflicts depends on the other instances, which a score cannot follow.
+var affinityOperators = slices.DeleteFunc(slices.Clone(ConstraintOperators), func(op string) bool {
+	c := Constraint{Operator: op}
+	return c.Distinct() || c.JobRule()
+})
+
 func validateAffinities(ps *Problems, p string, as []*Affinity) {
 	for i, a := range as {
 		ap := fmt.Sprintf("%s[%d]", p, i)
@@ -211,10 +220,17 @@ func validateAffinities(ps *Problems, p string, as []*Affinity) {
 			continue
 		}
 		c := a.Constraint()
-		if c.Distinct() || c.JobRule() {
-			ps.Add(ap+".operator", "%s cannot be an affinity; use a constraint", c.Operator)
-		} else if _, err := compileConstraint(c); err != nil {
-			ps.Add(ap+"."+err.Field, "%s", err.Message)
+		switch {
+		case c.Distinct() || c.JobRule():
+			ps.Add(ap+".operator", "%s cannot be an affinity, only a constraint; an affinity uses one of %s", c.Operator, strings.Join(affinityOperators, ", "))
+		case c.Operator != "" && !slices.Contains(affinityOperators, c.Operator):
+			ps.Add(ap+".operator", "unknown affinity operator %q; use one of %s", c.Operator, strings.Join(affinityOperators, ", "))
+		case c.Attribute == "":
+			ps.Add(ap+".attribute", "an affinity needs an attribute, such as \"${meta.rack}\"")
+		default:
+			if _, err := compileConstraint(c); err != nil {
+				ps.Add(ap+"."+err.Field, "%s", err.Message)
+			}
 		}
 		if a.Weight < -100 || a.Weight > 100 {
 			ps.Add(ap+".weight", "weight %d is out of range; use -100 to 100", a.Weight)
@@ -223,13 +239,23 @@ func validateAffinities(ps *Problems, p string, as []*Affinity) {
 }
 
 func validateSpreads(ps *Problems, p string, ss []*Spread) {
+	// SpreadsOf keeps one spread per attribute, so a second one at the
+	// same level would be silently ignored.
+	attrs := map[string]string{}
 	for i, s := range ss {
 		sp := fmt.Sprintf("%s[%d]", p, i)
 		if s == nil {
 			ps.Add(sp, "spread is null")
 			continue
 		}
-		if _, ok := parseTarget(s.Attribute); !ok {
+		if prev, dup := attrs[s.Attribute]; dup && s.Attribute != "" {
+			ps.Add(sp+".attribute", "a spread over %s is already defined at %s; merge the two", s.Attribute, prev)
+		} else {
+			attrs[s.Attribute] = sp
+		}
+		if s.Attribute == "" {
+			ps.Add(sp+".attribute", "a spread needs an attribute to spread over, such as \"${meta.zone}\"")
+		} else if _, ok := parseTarget(s.Attribute); !ok {
 			ps.Add(sp+".attribute", "attribute %q is not a node target; use ${node.name}, ${node.id}, ${attr.<key>} or ${meta.<key>}", s.Attribute)
 		}
 		if s.Weight < 0 || s.Weight > 100 {
@@ -265,7 +291,9 @@ func validateNetwork(ps *Problems, p string, n *Network) {
 	static := map[int]bool{}
 	for i, port := range n.Ports {
 		pp := fmt.Sprintf("%s.ports[%d]", p, i)
-		if !validPortLabel(port.Label) {
+		if port.Label == "" {
+			ps.Add(pp+".label", "a port needs a label, such as \"http\" (it becomes DROVER_PORT_<label>)")
+		} else if !validPortLabel(port.Label) {
 			ps.Add(pp+".label", "port label %q must be letters, digits and '_', starting with a letter (it becomes DROVER_PORT_<label>)", port.Label)
 		}
 		if labels[port.Label] {

@@ -199,6 +199,14 @@ func (t *Task) validate(ps *Problems, path string) {
 	if t.Config.Command == "" {
 		ps.Add(path+".config.command", "task %q needs a command to run", t.Name)
 	}
+	for i, c := range t.Config.Prestart {
+		if c.Command == "" {
+			ps.Add(fmt.Sprintf("%s.config.prestart[%d].command", path, i), "prestart command %d of task %q needs a command to run", i+1, t.Name)
+		}
+	}
+	if t.Config.Stop != nil && t.Config.Stop.Command == "" {
+		ps.Add(path+".config.stop.command", "the stop block of task %q needs a command to run", t.Name)
+	}
 	for k := range t.Env {
 		switch {
 		case k == "" || strings.ContainsAny(k, "=\x00"):

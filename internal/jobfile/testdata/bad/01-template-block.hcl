@@ -2,8 +2,8 @@ job "web" {
   datacenters = ["dc1"]
 
   group "api" {
-    network {
-      port "http" {}
+    service {
+      name = "web"
     }
 
     task "server" {

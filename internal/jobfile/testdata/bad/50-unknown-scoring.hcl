@@ -1,0 +1,10 @@
+job "web" {
+  scoring = "least-loaded"
+  preempt = "yes"
+  group "api" {
+    task "server" {
+      driver = "exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}

@@ -1,0 +1,202 @@
+package scheduler
+
+import (
+	"strings"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// prepareAffinity scores every ready node of the group's classes by the
+// affinities that apply to the group: the sum of the weights of those that
+// match, over the sum of all their absolute weights, so in [-1, 1]. An
+// affinity that does not compile matches nothing.
+func (gr *groupRun) prepareAffinity() {
+	as := gr.job.AffinitiesOf(gr.g)
+	if len(as) == 0 {
+		return
+	}
+	s := gr.s
+	type weighted struct {
+		r *rule
+		w float64
+	}
+	var ws []weighted
+	var total float64
+	for _, a := range as {
+		w := a.Weight
+		if w == 0 {
+			w = spec.DefaultAffinityWeight
+		}
+		ws = append(ws, weighted{s.rule(a.Constraint()), float64(w)})
+		total += float64(max(w, -w))
+	}
+	gr.affinity = make([]float64, len(s.all))
+	for _, c := range gr.classes {
+		for _, idx := range c.nodes {
+			var sum float64
+			for _, w := range ws {
+				if w.r.match(s.all[idx].node) {
+					sum += w.w
+				}
+			}
+			gr.affinity[idx] = sum / total
+		}
+	}
+}
+
+// spreadRule is one spread of the group: where its instances are, per
+// value of the attribute, and how many each value should hold.
+type spreadRule struct {
+	target  spec.Spread
+	read    *spec.ConstraintCheck // reads the attribute
+	weight  float64
+	counts  map[string]int
+	percent map[string]int // the targets, by value
+	// rest is the percent left to each value without a target.
+	rest  float64
+	total int // the group's desired count
+}
+
+// want is how many instances value v should hold.
+func (sr *spreadRule) want(v string) float64 {
+	if p, ok := sr.percent[v]; ok {
+		return float64(p) * float64(sr.total) / 100
+	}
+	return sr.rest * float64(sr.total) / 100
+}
+
+// boost is the spread's score for a node with value v (ok false: the node
+// lacks the attribute): how far v is below what it should hold, relative
+// to that, in [-1, 1]. A value that should hold nothing, and a node
+// without the attribute, score -1.
+func (sr *spreadRule) boost(v string, ok bool) float64 {
+	if !ok {
+		return -1
+	}
+	want := sr.want(v)
+	if want <= 0 {
+		return -1
+	}
+	return max(-1, min(1, (want-float64(sr.counts[v]))/want))
+}
+
+// prepareSpread sorts the ready nodes of the group's classes into
+// partitions, one per combination of the spreads' values, and counts the
+// group's live instances per value. Even spreads (no targets) share the
+// count among the values of the nodes that meet the group's constraints,
+// which means evaluating the constraints on every node. It returns the
+// number of partitions.
+func (gr *groupRun) prepareSpread() int {
+	ss := gr.job.SpreadsOf(gr.g)
+	if len(ss) == 0 {
+		return 1
+	}
+	s := gr.s
+	total := gr.g.Count
+	var weights float64
+	for _, sp := range ss {
+		k, err := spec.CompileConstraint(spec.Constraint{Attribute: sp.Attribute, Operator: spec.OpIsSet})
+		if err != nil {
+			continue // Validate refuses it; nothing to spread over
+		}
+		w := sp.Weight
+		if w == 0 {
+			w = spec.DefaultSpreadWeight
+		}
+		sr := &spreadRule{target: sp, read: k, weight: float64(w), counts: map[string]int{}, percent: map[string]int{}, total: total}
+		for _, t := range sp.Targets {
+			sr.percent[t.Value] = t.Percent
+		}
+		gr.spreads = append(gr.spreads, sr)
+		weights += float64(w)
+	}
+	if len(gr.spreads) == 0 {
+		return 1
+	}
+	for _, sr := range gr.spreads {
+		sr.weight /= weights
+	}
+	gr.part = make([]int32, len(s.all))
+	partOf := map[string]int32{}
+	var key strings.Builder
+	var values []map[string]bool = make([]map[string]bool, len(gr.spreads))
+	for i := range values {
+		values[i] = map[string]bool{}
+	}
+	var keys [][]string
+	for _, c := range gr.classes {
+		for _, idx := range c.nodes {
+			n := s.all[idx]
+			key.Reset()
+			var vs []string
+			for i, sr := range gr.spreads {
+				v, ok := sr.read.Property(n.node)
+				if !ok {
+					v = "\x00" // no value: a partition of its own
+				} else if gr.meetsStatic(n) {
+					values[i][v] = true
+				}
+				vs = append(vs, v)
+				key.WriteString(v)
+				key.WriteByte(0)
+			}
+			p, ok := partOf[key.String()]
+			if !ok {
+				p = int32(len(keys))
+				partOf[key.String()] = p
+				keys = append(keys, vs)
+			}
+			gr.part[idx] = p
+		}
+	}
+	for i, sr := range gr.spreads {
+		named, sum := 0, 0
+		for v, p := range sr.percent {
+			sum += p
+			if values[i][v] {
+				named++
+			}
+		}
+		if others := len(values[i]) - named; others > 0 {
+			left := 100 - sum
+			if len(sr.percent) == 0 {
+				left = 100
+			}
+			sr.rest = float64(left) / float64(others)
+		}
+	}
+	for _, a := range s.groupAllocs(gr.key) {
+		if n := s.byID[a.NodeID]; n != nil && !s.evicted[a.ID] {
+			gr.countSpread(n, 1)
+		}
+	}
+	gr.partValues = keys
+	gr.boost = make([]float64, len(keys))
+	gr.updateBoost()
+	return len(keys)
+}
+
+// countSpread adds delta instances at n's values.
+func (gr *groupRun) countSpread(n *nodeState, delta int) {
+	for _, sr := range gr.spreads {
+		if v, ok := sr.read.Property(n.node); ok {
+			sr.counts[v] += delta
+		}
+	}
+	if gr.boost != nil {
+		gr.updateBoost()
+	}
+}
+
+// updateBoost recomputes every partition's spread score: the spreads'
+// boosts, weighted.
+func (gr *groupRun) updateBoost() {
+	for p, vs := range gr.partValues {
+		var b float64
+		for i, sr := range gr.spreads {
+			v := vs[i]
+			b += sr.weight * sr.boost(v, v != "\x00")
+		}
+		gr.boost[p] = b
+	}
+}
