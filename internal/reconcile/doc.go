@@ -10,8 +10,10 @@
 //	  1, old   tasks changed: stop it, place anew    "job updated to version N"
 //	           tasks equal: keep it (in-place)
 //	  0        nothing ever ran here                 "new instance"
+//	           newest alloc evicted (stopped with    "evicted: preempted by ..." at once,
+//	           "preempted by"/"replaced by")         not counted
 //	           lost with its node (down now, or      "replaces alloc <id> lost with node <n>",
-//	           reported lost)                        "replaces lost alloc <id>": at once, not counted
+//	           reported lost, or stopped as lost)    "replaces lost alloc <id>": at once, not counted
 //	           batch completed                       nothing (done)
 //	           failed (a service: or completed),     "replaces failed alloc <id> (attempt k of N)"
 //	           k failures within the reschedule      after the policy's delay: constant, or
@@ -31,6 +33,22 @@
 // are stopped, and at most 5 terminal allocs are kept per instance (more
 // when a reschedule limit needs them: at most attempts+1 within the
 // interval).
+//
+// A system job (type "system") runs one instance of each group on every
+// eligible node: ready, with every driver the group's tasks need, meeting
+// every constraint that depends on the node alone (the scheduler checks
+// distinct_* and colocate/conflicts/replaces when it places). Its count is
+// ignored. Its instances are per (group, node) rather than per index, and
+// the rules above apply to each, with every placement pinned to its node
+// (Place.Node) and no AvoidNode. In addition:
+//
+//	node ready, not eligible       stop           "node no longer eligible: constraint ... not met"
+//	node down                      stop (lost),   placed again on it when it is back
+//	                               not replaced elsewhere
+//	node no longer registered      stop, forget   "node <n> is no longer registered"
+//
+// An instance keeps its index (see system.go); a new one takes the smallest
+// index no other node holds.
 //
 // The package is pure. Reconcile reads only its Input, including the current
 // time, and returns a Result that the leader carries out; it does no I/O and

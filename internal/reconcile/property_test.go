@@ -43,6 +43,11 @@ func genReconcileInput(t *rapid.T) Input {
 			ver(rapid.Uint64Range(1, 3).Draw(t, "allocVersion"), rapid.SampledFrom([]string{"x", "y"}).Draw(t, "allocCmd")))
 		if rapid.Bool().Draw(t, "stopped") {
 			a.DesiredStatus = spec.DesiredStop
+			// Picked by position, not drawn, so that the failure files
+			// kept in testdata still replay.
+			reasons := []string{"", "preempted by x.y[0] (priority 90 > 50)", "replaced by z.w[1]", "node n1" + downSuffix, "job stopped"}
+			a.DesiredReason = reasons[i%len(reasons)]
+			a.Evicted = i%len(reasons) == 1 || i%len(reasons) == 2
 		}
 		a.NodeDown = rapid.IntRange(0, 3).Draw(t, "nodeDown") == 0
 		if rapid.Bool().Draw(t, "allocSingleton") {
@@ -278,6 +283,43 @@ func TestReconcileProperties(t *testing.T) {
 					attempts, unlimited := pol.Limit()
 					if last == nil || last.ClientStatusOr() == spec.ClientLost || unlimited || failuresBefore(in, j, pol, last) <= attempts {
 						t.Fatalf("%s has no instance, no replacement is due, and its attempts are not used up", spec.AllocName(j.Name, g.Name, i))
+					}
+				}
+			}
+		}
+
+		// An evicted instance, and nothing since, is placed again at once;
+		// nothing else is said to be evicted.
+		placed := map[slot]Place{}
+		for _, p := range res.Place {
+			placed[slot{p.Job.Name, p.Group.Name, p.Index}] = p
+			if prev := byID[p.Previous]; strings.HasPrefix(p.Reason, "evicted: ") && (prev == nil || !isEvicted(prev)) {
+				t.Fatalf("placed %s for %q, replacing %v", spec.AllocName(p.Job.Name, p.Group.Name, p.Index), p.Reason, prev)
+			}
+		}
+		for _, j := range in.Jobs {
+			if j.Stopped {
+				continue
+			}
+			for _, g := range j.Groups {
+				for i := range g.Count {
+					var newest *spec.Alloc
+					waiting := false
+					for _, a := range in.Allocs {
+						if a.Job == j.Name && a.Group == g.Name && a.Index == i {
+							if newest == nil || oldestFirst(a, newest) > 0 {
+								newest = a
+							}
+							_, wait := singletonWait(a, in.Now)
+							waiting = waiting || wait || live(a) || lostNow(a)
+						}
+					}
+					if newest == nil || !isEvicted(newest) || waiting {
+						continue
+					}
+					k := slot{j.Name, g.Name, i}
+					if p, ok := placed[k]; !ok || p.Previous != newest.ID || p.Reason != "evicted: "+newest.DesiredReason {
+						t.Fatalf("%s was evicted (%s) and is not placed again at once: %+v", spec.AllocName(k.job, k.group, k.index), newest.DesiredReason, p)
 					}
 				}
 			}

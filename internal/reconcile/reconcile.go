@@ -16,9 +16,10 @@ type Input struct {
 	// Allocs is every alloc in the registry, terminal ones included, with
 	// their Status merged in.
 	Allocs []*spec.Alloc
-	// Nodes is the cluster's nodes. The rules read node loss from the
-	// allocs themselves (Alloc.NodeDown, set by the leader from node
-	// liveness after its grace period), so they do not use Nodes yet.
+	// Nodes is the cluster's nodes: where system jobs run. The rules read
+	// node loss from the allocs themselves (Alloc.NodeDown, set by the
+	// leader from node liveness after its grace period); a system job's
+	// instance is placed on a node only while the node is ready.
 	Nodes []*spec.Node
 	// Now is the time the decisions are made at; delayed replacements that
 	// are due at or before Now are placed.
@@ -32,9 +33,14 @@ type Place struct {
 	Index    int
 	Reason   string
 	Previous string // the alloc this one replaces, or ""
-	// AvoidNode is the node of the alloc this one replaces after it failed
-	// or was lost, or "": the scheduler prefers any other node that fits.
+	// AvoidNode is the node of the alloc this one replaces after it failed,
+	// was lost or was evicted, or "": the scheduler prefers any other node
+	// that fits.
 	AvoidNode string
+	// Node pins the instance to one node ID, or is "": a system job's
+	// instance runs on the node it is for, or nowhere (then AvoidNode is
+	// "").
+	Node string
 }
 
 // Stop asks for one alloc to be stopped.
@@ -72,9 +78,11 @@ func Reconcile(in Input) Result {
 		jobs[j.Name] = j
 	}
 	slots := map[slot][]*spec.Alloc{}
+	groups := map[[2]string][]*spec.Alloc{} // a system job's instances are per node, not per index
 	for _, a := range in.Allocs {
 		k := slot{a.Job, a.Group, a.Index}
 		slots[k] = append(slots[k], a)
+		groups[[2]string{a.Job, a.Group}] = append(groups[[2]string{a.Job, a.Group}], a)
 	}
 	for _, as := range slots {
 		slices.SortFunc(as, oldestFirst)
@@ -88,6 +96,9 @@ func Reconcile(in Input) Result {
 			continue
 		}
 		g := j.Group(k.group)
+		if j.Type == spec.JobSystem && !j.Stopped && g != nil {
+			continue // see system
+		}
 		var counted []*spec.Alloc
 		if !j.Stopped && g != nil && k.index >= 0 && k.index < g.Count {
 			counted = assess(j, g, as).counted
@@ -110,8 +121,12 @@ func Reconcile(in Input) Result {
 			continue
 		}
 		for _, g := range j.Groups {
+			if j.Type == spec.JobSystem {
+				r.system(j, g, groups[[2]string{j.Name, g.Name}], in.Nodes)
+				continue
+			}
 			for i := range g.Count {
-				r.instance(j, g, i, slots[slot{j.Name, g.Name, i}])
+				r.instance(j, g, i, "", slots[slot{j.Name, g.Name, i}])
 			}
 		}
 	}
@@ -138,8 +153,13 @@ func (r *reconciler) stop(a *spec.Alloc, reason string) {
 	r.res.Stop = append(r.res.Stop, Stop{Alloc: a, Reason: reason})
 }
 
-func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, reason, previous, avoid string) {
-	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid})
+// place asks for j.g[index] on node pin, or where the scheduler likes
+// (preferring any node but avoid) when pin is "".
+func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin, reason, previous, avoid string) {
+	if pin != "" {
+		avoid = ""
+	}
+	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin})
 }
 
 func (r *reconciler) stopLive(as []*spec.Alloc, reason string) {
@@ -170,9 +190,26 @@ func (r *reconciler) purged(as []*spec.Alloc) {
 func (r *reconciler) stopLost(as []*spec.Alloc) {
 	for _, a := range as {
 		if lostNow(a) {
-			r.stop(a, "node "+a.NodeName+" is down (no heartbeat)")
+			r.stop(a, "node "+a.NodeName+downSuffix)
 		}
 	}
+}
+
+// downSuffix ends the reason an alloc lost with its node is stopped for;
+// stoppedLost recognises it.
+const downSuffix = " is down (no heartbeat)"
+
+// stoppedLost reports whether a was told to stop because its node went
+// down.
+func stoppedLost(a *spec.Alloc) bool {
+	return a.DesiredStatus == spec.DesiredStop && strings.HasSuffix(a.DesiredReason, downSuffix)
+}
+
+// isEvicted reports whether a was stopped to make room for other work:
+// the instance did nothing wrong and is placed again at once, without
+// counting as a reschedule.
+func isEvicted(a *spec.Alloc) bool {
+	return a.DesiredStatus == spec.DesiredStop && a.Evicted
 }
 
 // gc forgets all but the newest keepTerminal terminal allocs of one
@@ -198,8 +235,8 @@ func (r *reconciler) gc(as []*spec.Alloc, counted []*spec.Alloc) {
 }
 
 // instance decides for one wanted instance j.g[index]; as are its allocs,
-// oldest first.
-func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.Alloc) {
+// oldest first. pin is the node a system job's instance is for, or "".
+func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string, as []*spec.Alloc) {
 	var kept *spec.Alloc
 	for _, a := range as {
 		switch {
@@ -226,9 +263,26 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 		if kept.JobVersion != j.Version && !tasksEqual(kept.Tasks, g.Tasks) {
 			reason := fmt.Sprintf("job updated to version %d", j.Version)
 			r.stop(kept, reason)
-			r.place(j, g, index, reason, kept.ID, "")
+			r.place(j, g, index, pin, reason, kept.ID, "")
 		}
 		return
+	}
+
+	// Stopped by the leader for reasons that are not the program's, and
+	// nothing has happened to the instance since: place it again at once,
+	// without counting an attempt. An evicted instance; or one lost with
+	// its node that is back before the replacement could be placed (a
+	// system job's instance always is: it is placed again only on its
+	// node).
+	if n := len(as); n > 0 {
+		switch a := as[n-1]; {
+		case isEvicted(a):
+			r.place(j, g, index, pin, "evicted: "+a.DesiredReason, a.ID, a.NodeID)
+			return
+		case stoppedLost(a):
+			r.place(j, g, index, pin, lostReason(a), a.ID, a.NodeID)
+			return
+		}
 	}
 
 	// Lost with its node in this pass: replace at once (a batch instance
@@ -237,7 +291,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 		// lostNow, or told to stop earlier while its node stays down (a
 		// singleton whose wait has just ended).
 		if a := as[i]; a.NodeDown && !a.Terminal() {
-			r.place(j, g, index, fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName), a.ID, a.NodeID)
+			r.place(j, g, index, pin, lostReason(a), a.ID, a.NodeID)
 			return
 		}
 	}
@@ -247,20 +301,20 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, as []*spec.
 	rs := assess(j, g, as)
 	switch {
 	case rs.last == nil:
-		r.place(j, g, index, "new instance", "", "")
+		r.place(j, g, index, pin, "new instance", "", "")
 	case rs.done, rs.exhausted:
 		// A completed batch instance is done; an instance that used up its
 		// reschedule attempts stays down (Summarize says why).
 	case rs.lost:
 		// Lost: the node went away, not the program's fault. Replace it at
 		// once, and do not count it.
-		r.place(j, g, index, "replaces lost alloc "+shortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
+		r.place(j, g, index, pin, "replaces lost alloc "+shortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
 	case rs.due.After(r.now):
 		if r.res.NextRun.IsZero() || rs.due.Before(r.res.NextRun) {
 			r.res.NextRun = rs.due
 		}
 	default:
-		r.place(j, g, index, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
+		r.place(j, g, index, pin, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
 			rs.last.ID, rs.last.NodeID)
 	}
 }
@@ -366,6 +420,10 @@ func delay(p *spec.ReschedulePolicy, k int) time.Duration {
 		}
 	}
 	return min(d, limit)
+}
+
+func lostReason(a *spec.Alloc) string {
+	return fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName)
 }
 
 // shortID is the first 8 characters of an alloc ID, as shown to users.

@@ -10,34 +10,33 @@ import (
 
 // Summarize says how a job is doing, for `drover status`: how many
 // instances it wants, what state each one is in, the job's overall state,
-// and why it is not where it should be. allocs are the job's allocs; sched
-// is the leader's record of the job's placement failures, or nil when the
-// leader has not scheduled the job yet.
+// and why it is not where it should be. allocs are the job's allocs; nodes
+// are the cluster's nodes (a system job wants an instance of each group on
+// every eligible node, and none elsewhere); sched is the leader's record of
+// the job's placement failures, or nil when the leader has not scheduled
+// the job yet.
 //
 // Each wanted instance is represented by one alloc: the live one (the oldest
 // if there are several), else the newest that ended on its own, else none,
 // which counts as pending. Allocs that ended because they were told to stop
 // do not represent an instance.
-func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spec.JobSummary {
+func Summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *spec.JobSchedule) spec.JobSummary {
 	if job.Stopped {
 		return summarizeStopped(job.Name, allocs)
 	}
 
-	bySlot := map[slot][]*spec.Alloc{}
-	for _, a := range allocs {
-		if a.Job == job.Name {
-			k := slot{a.Job, a.Group, a.Index}
-			bySlot[k] = append(bySlot[k], a)
-		}
-	}
 	var s spec.JobSummary
-	var bad []*spec.Alloc    // current allocs that ended and will be replaced, in group and index order
-	var final []rescheduling // instances whose reschedule policy is used up, in the same order
+	var bad []*spec.Alloc     // current allocs that ended and will be replaced, in group and index order
+	var final []rescheduling  // instances whose reschedule policy is used up, in the same order
+	var evicted []*spec.Alloc // evicted allocs of instances waiting to be placed again, in the same order
 	for _, g := range job.Groups {
-		s.Desired += g.Count
-		for i := range g.Count {
-			as := bySlot[slot{job.Name, g.Name, i}]
+		wanted := instances(job, g, allocs, nodes)
+		s.Desired += len(wanted)
+		for _, as := range wanted {
 			a := current(as)
+			if a == nil && len(as) > 0 && isEvicted(as[len(as)-1]) {
+				evicted = append(evicted, as[len(as)-1])
+			}
 			switch {
 			case a != nil && a.NodeDown && !a.Terminal():
 				s.Lost++
@@ -53,8 +52,6 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 				s.Lost++
 			}
 			if a != nil && a.Terminal() && (job.Type != spec.JobBatch || a.ClientStatusOr() != spec.ClientComplete) {
-				as = slices.Clone(as)
-				slices.SortFunc(as, oldestFirst)
 				switch rs := assess(job, g, as); {
 				case rs.exhausted:
 					final = append(final, rs)
@@ -91,6 +88,14 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 	default:
 		s.State = spec.JobPending
 	}
+	if len(evicted) > 0 {
+		a := evicted[0]
+		reason := fmt.Sprintf("%s evicted (%s), will be placed again", spec.AllocName(a.Job, a.Group, a.Index), a.DesiredReason)
+		if len(evicted) > 1 {
+			reason += fmt.Sprintf(" (+%d more)", len(evicted)-1)
+		}
+		reasons = append(reasons, reason)
+	}
 	if sched.JobVersion == job.Version {
 		for _, f := range sched.Failures {
 			reasons = append(reasons, fmt.Sprintf("%d %s of group %s waiting for room: %s", f.Missing, plural(f.Missing, "instance"), f.Group, f))
@@ -98,6 +103,47 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, sched *spec.JobSchedule) spe
 	}
 	s.Reason = strings.Join(reasons, "; ")
 	return s
+}
+
+// instances returns the allocs of each instance of group g that job wants,
+// oldest first: one instance per index below the count, or for a system
+// job one per eligible node (see eligibility), in node ID order.
+func instances(job *spec.Job, g *spec.Group, allocs []*spec.Alloc, nodes []*spec.Node) [][]*spec.Alloc {
+	var out [][]*spec.Alloc
+	var at map[string]int // node ID -> position in out
+	if job.Type == spec.JobSystem {
+		at = map[string]int{}
+		states := eligibility(job, g, nodes)
+		ids := make([]string, 0, len(states))
+		for id, st := range states {
+			if st.eligible() {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for i, id := range ids {
+			at[id] = i
+		}
+		out = make([][]*spec.Alloc, len(ids))
+	} else {
+		out = make([][]*spec.Alloc, max(g.Count, 0))
+	}
+	for _, a := range allocs {
+		if a.Job != job.Name || a.Group != g.Name {
+			continue
+		}
+		i, ok := a.Index, a.Index >= 0 && a.Index < len(out)
+		if at != nil {
+			i, ok = at[a.NodeID]
+		}
+		if ok {
+			out[i] = append(out[i], a)
+		}
+	}
+	for _, as := range out {
+		slices.SortFunc(as, oldestFirst)
+	}
+	return out
 }
 
 // summarizeStopped counts the allocs of a stopped job that have not yet
@@ -121,7 +167,10 @@ func summarizeStopped(job string, allocs []*spec.Alloc) spec.JobSummary {
 	return s
 }
 
-// current picks the alloc that represents an instance; see Summarize.
+// current picks the alloc that represents an instance; see Summarize. as
+// is sorted oldest first. An instance whose newest alloc was evicted or
+// lost with its node, and not yet replaced, is represented by none: it is
+// being placed again, whatever happened to it before.
 func current(as []*spec.Alloc) *spec.Alloc {
 	var newestEnded *spec.Alloc
 	var oldestLive *spec.Alloc
@@ -139,6 +188,9 @@ func current(as []*spec.Alloc) *spec.Alloc {
 	}
 	if oldestLive != nil {
 		return oldestLive
+	}
+	if n := len(as); n > 0 && (isEvicted(as[n-1]) || stoppedLost(as[n-1])) {
+		return nil
 	}
 	return newestEnded
 }

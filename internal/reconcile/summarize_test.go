@@ -18,6 +18,7 @@ func TestSummarize(t *testing.T) {
 	limited := svc("web", 2, withPolicy(grp("api", 3, "serve"), policy(2, time.Hour, 10*time.Second, spec.DelayConstant, time.Hour)))
 	never := svc("web", 2, grp("api", 2, "serve"))
 	never.Reschedule = policy(0, 0, time.Second, spec.DelayConstant, time.Hour)
+	sys := system("web", 2, grp("ship", 1, "ship"))
 	sched := &spec.JobSchedule{Job: "web", JobVersion: 2}
 	bsched := &spec.JobSchedule{Job: "jobs", JobVersion: 2}
 	room := spec.PlacementFailure{Group: "db", Missing: 2, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
@@ -35,6 +36,7 @@ func TestSummarize(t *testing.T) {
 		name   string
 		job    *spec.Job
 		allocs []*spec.Alloc
+		nodes  []*spec.Node
 		sched  *spec.JobSchedule
 		want   spec.JobSummary
 	}{
@@ -232,6 +234,42 @@ func TestSummarize(t *testing.T) {
 				Reason: "jobs.work[1] lost, will be replaced"},
 		},
 		{
+			name:  "system: one instance wanted per eligible node; instances elsewhere are not counted",
+			job:   sys,
+			nodes: []*spec.Node{node("n1", "class", "edge"), node("n2", "class", "edge"), node("n3", "class", "core"), nodeDown(node("n4", "class", "edge"))},
+			allocs: []*spec.Alloc{
+				mk("a1", sys, "ship", 0, 1, spec.ClientRunning, on("n1")),
+				mk("a2", sys, "ship", 1, 2, spec.ClientFailed, on("n2"), desc("exit code 1")),
+				mk("a3", sys, "ship", 2, 3, spec.ClientRunning, on("n3")),
+				mk("a4", sys, "ship", 3, 4, spec.ClientRunning, on("n4"), down),
+			},
+			sched: sched,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
+				Reason: "web.ship[1] failed: exit code 1, will be replaced"},
+		},
+		{
+			name:  "system: all eligible nodes run it",
+			job:   sys,
+			nodes: []*spec.Node{node("n1", "class", "edge"), node("n3", "class", "core")},
+			allocs: []*spec.Alloc{
+				mk("a1", sys, "ship", 5, 1, spec.ClientRunning, on("n1")),
+			},
+			sched: sched,
+			want:  spec.JobSummary{State: spec.JobRunning, Desired: 1, Running: 1},
+		},
+		{
+			name: "an evicted instance is pending, whatever happened to it before",
+			job:  web,
+			allocs: []*spec.Alloc{
+				running(web, "api", 0, 1),
+				mk("f", web, "api", 1, 2, spec.ClientFailed),
+				mk("e", web, "api", 1, 3, spec.ClientRunning, evicted("preempted by db.main[0] (priority 80 > 50)")),
+			},
+			sched: sched,
+			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Pending: 1,
+				Reason: "web.api[1] evicted (preempted by db.main[0] (priority 80 > 50)), will be placed again"},
+		},
+		{
 			name:  "no instances wanted",
 			job:   svc("web", 2, grp("api", 0, "serve")),
 			sched: sched,
@@ -240,7 +278,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Summarize(tt.job, tt.allocs, tt.sched)
+			got := Summarize(tt.job, tt.allocs, tt.nodes, tt.sched)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Summarize() mismatch (-want +got):\n%s", diff)
 			}

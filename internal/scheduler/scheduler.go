@@ -172,4 +172,3 @@ func compareRequests(a, b Request) int {
 		cmp.Compare(a.Index, b.Index),
 	)
 }
-

@@ -41,8 +41,13 @@ type Alloc struct {
 
 	DesiredStatus DesiredStatus `json:"desired_status"`
 	DesiredReason string        `json:"desired_reason,omitempty"`
-	CreateTime    time.Time     `json:"create_time"`
-	ModifyTime    time.Time     `json:"modify_time"`
+	// Evicted is set by the leader when it stops the alloc to make room for
+	// other work (preemption, or a job's replaces rule): the instance did
+	// not fail, so it is placed again at once and does not count as a
+	// reschedule attempt. DesiredReason says by what.
+	Evicted    bool      `json:"evicted,omitempty"`
+	CreateTime time.Time `json:"create_time"`
+	ModifyTime time.Time `json:"modify_time"`
 
 	// Status is the agent's report, merged in on read. Nil until the agent
 	// first reports.
