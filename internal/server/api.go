@@ -149,7 +149,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		for _, j := range snap.Jobs {
 			out = append(out, &spec.JobListEntry{
 				Name: j.Name, Type: j.Type, Priority: j.Priority, Version: j.Version, Stopped: j.Stopped,
-				Summary:     reconcile.Summarize(j, byJob[j.Name], snap.Schedules[j.Name]),
+				Summary:     reconcile.Summarize(j, byJob[j.Name], snap.Nodes, snap.Schedules[j.Name]),
 				ModifyIndex: j.ModifyIndex,
 			})
 		}
@@ -198,7 +198,13 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	if err != nil {
 		return nil, 0, err
 	}
-	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, sched), Allocations: allocs}
+	var nodes []*spec.Node
+	if job.Type == spec.JobSystem { // only system jobs count eligible nodes
+		if nodes, _, err = s.reg.ListNodes(r.Context()); err != nil {
+			return nil, 0, err
+		}
+	}
+	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, nodes, sched), Allocations: allocs}
 	if sched != nil && sched.JobVersion == job.Version {
 		st.Failures = sched.Failures
 	}
