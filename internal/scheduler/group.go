@@ -316,21 +316,24 @@ func (gr *groupRun) build() {
 	}
 	gr.prepareAffinity()
 	parts := gr.prepareSpread()
-	heaps := make(map[[2]int]*nodeHeap)
-	for _, c := range gr.classes {
+	slots := make([]*nodeHeap, len(gr.classes)*parts) // by class, then partition
+	for ci, c := range gr.classes {
 		for _, idx := range c.nodes {
-			ns := s.all[idx]
 			p := 0
 			if gr.part != nil {
 				p = int(gr.part[idx])
 			}
-			h := heaps[[2]int{c.id, p}]
+			h := slots[ci*parts+p]
 			if h == nil {
-				h = &nodeHeap{part: p, run: gr, nodes: make([]int32, 0, len(c.nodes)/max(parts, 1)+1)}
-				heaps[[2]int{c.id, p}] = h
+				size := len(c.nodes)
+				if parts > 1 {
+					size = 0 // unknown; let append grow it
+				}
+				h = &nodeHeap{part: p, run: gr, nodes: make([]int32, 0, size)}
+				slots[ci*parts+p] = h
 				gr.heaps = append(gr.heaps, h)
 			}
-			gr.score[idx] = gr.rank(ns)
+			gr.score[idx] = gr.rank(s.all[idx])
 			h.nodes = append(h.nodes, idx)
 		}
 	}

@@ -152,11 +152,20 @@ func newState(in Input) *state {
 	}
 	byKey := map[string]*class{}
 	var key []byte
+	// Nodes tend to come in runs with the same drivers: the previous
+	// node's class is tried first, without building a key.
+	var last *nodeState
 	for _, ns := range s.all {
 		if ns.node.Status != spec.NodeReady {
 			continue
 		}
 		s.ready++
+		if last != nil && slices.Equal(last.node.Drivers, ns.node.Drivers) {
+			ns.cls = last.cls
+			ns.cls.nodes = append(ns.cls.nodes, ns.idx)
+			continue
+		}
+		last = ns
 		drivers := ns.node.Drivers
 		if !sortedUnique(drivers) {
 			drivers = slices.Compact(slices.Sorted(slices.Values(drivers)))
