@@ -26,6 +26,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h("GET /v1/jobs/{name}", s.getJob)
 	h("DELETE /v1/jobs/{name}", s.stopJob)
 	h("GET /v1/jobs/{name}/allocations", s.jobAllocs)
+	h("POST /v1/jobs/plan", s.planJob)
+	h("GET /v1/plan/without", s.planWithout)
 	h("POST /v1/validate/job", s.validateJob)
 	h("GET /v1/allocations", s.listAllocs)
 	h("GET /v1/allocations/{id}", s.getAlloc)

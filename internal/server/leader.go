@@ -12,9 +12,9 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// schedule is one pass of the leader's loop: snapshot -> reconcile ->
-// place -> one fenced commit. It returns when the reconciler next wants to
-// run (a delayed replacement), or zero.
+// schedule is one pass of the leader's loop: snapshot -> decide -> one
+// fenced commit. It returns when the reconciler next wants to run (a
+// delayed replacement), or zero.
 func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown bool) (time.Time, error) {
 	snap, err := s.reg.Snapshot(ctx)
 	if err != nil {
@@ -25,48 +25,69 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		markNodeDown(snap.Allocs, snap.Nodes)
 		s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
+	d := decide(snap, now)
+	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules) == 0 {
+		return d.reconcile.NextRun, nil
+	}
+	if _, err := l.Commit(ctx, d.plan); err != nil {
+		return time.Time{}, err
+	}
+	s.log.Debug("plan committed", "placed", len(d.sched.Placements), "stopped", len(d.reconcile.Stop),
+		"evicted", len(d.sched.Evictions), "gc", len(d.reconcile.GC), "unplaced", len(d.sched.Failures))
+	return d.reconcile.NextRun, nil
+}
+
+// decision is what one scheduling pass decides: what the reconciler wants,
+// what the scheduler made of it, and the plan that carries both out. The
+// leader commits the plan; `drover plan` only reads it.
+type decision struct {
+	reconcile reconcile.Result
+	sched     scheduler.Result
+	plan      *registry.Plan
+}
+
+// decide computes one pass from a snapshot as of now, writing nothing and
+// reading no clock, so that any server can answer "what would the leader
+// do?" from its own snapshot. Allocs on down nodes must already be marked
+// (markNodeDown) when the caller wants them replaced.
+func decide(snap *registry.Snapshot, now time.Time) decision {
 	res := reconcile.Reconcile(reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now})
 	plan := &registry.Plan{DeleteAllocs: res.GC}
 
-	freed := map[string]bool{}
-	for _, st := range res.Stop {
-		a := *st.Alloc
+	// stopped holds the allocs this plan stops: their room is free for its
+	// placements, and an alloc must be written at most once per commit
+	// (etcd refuses a transaction that puts one key twice).
+	stopped := map[string]bool{}
+	stop := func(alloc *spec.Alloc, reason string, evicted bool) {
+		if stopped[alloc.ID] {
+			return
+		}
+		a := *alloc
 		a.Status = nil
-		a.DesiredStatus, a.DesiredReason, a.ModifyTime = spec.DesiredStop, st.Reason, now
+		a.DesiredStatus, a.DesiredReason, a.ModifyTime, a.Evicted = spec.DesiredStop, reason, now, evicted
 		plan.Allocs = append(plan.Allocs, &a)
-		freed[a.ID] = true
+		stopped[a.ID] = true
+	}
+	for _, st := range res.Stop {
+		stop(st.Alloc, st.Reason, false)
 	}
 
+	jobs := make(map[string]*spec.Job, len(snap.Jobs))
+	for _, j := range snap.Jobs {
+		jobs[j.Name] = j
+	}
 	reqs := make([]scheduler.Request, len(res.Place))
 	for i, p := range res.Place {
-		reqs[i] = scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode}
+		reqs[i] = requestOf(p)
 	}
-	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: freed, Requests: reqs})
+	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: stopped, Requests: reqs, Jobs: jobs})
+	// The scheduler counted the evicted allocs' room as free for the
+	// placements that needed it; here they are only told to stop.
+	for _, e := range out.Evictions {
+		stop(e.Alloc, e.Reason, true)
+	}
 	for _, p := range out.Placements {
-		r := p.Request
-		tasks := make([]*spec.Task, len(r.Group.Tasks))
-		for i, t := range r.Group.Tasks {
-			c := *t
-			tasks[i] = &c
-		}
-		plan.Allocs = append(plan.Allocs, &spec.Alloc{
-			ID:            uuid.NewString(),
-			Name:          spec.AllocName(r.Job.Name, r.Group.Name, r.Index),
-			Job:           r.Job.Name,
-			JobVersion:    r.Job.Version,
-			JobType:       r.Job.Type,
-			Group:         r.Group.Name,
-			Index:         r.Index,
-			NodeID:        p.NodeID,
-			NodeName:      p.NodeName,
-			Resources:     r.Group.Resources(),
-			Tasks:         tasks,
-			Disconnect:    r.Group.Disconnect,
-			DesiredStatus: spec.DesiredRun,
-			DesiredReason: r.Reason,
-			CreateTime:    now,
-			ModifyTime:    now,
-		})
+		plan.Allocs = append(plan.Allocs, newAlloc(p, now))
 	}
 
 	// Record, per job, which version was scheduled and what could not be
@@ -75,29 +96,54 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	for _, f := range out.Failures {
 		failures[f.Job] = append(failures[f.Job], f.PlacementFailure)
 	}
-	jobs := map[string]bool{}
 	for _, j := range snap.Jobs {
-		jobs[j.Name] = true
 		want := &spec.JobSchedule{Job: j.Name, JobVersion: j.Version, Failures: failures[j.Name], UpdateTime: now}
 		if have := snap.Schedules[j.Name]; have == nil || !sameSchedule(have, want) {
 			plan.Schedules = append(plan.Schedules, want)
 		}
 	}
 	for name := range snap.Schedules {
-		if !jobs[name] {
+		if jobs[name] == nil {
 			plan.DeleteSchedules = append(plan.DeleteSchedules, name)
 		}
 	}
+	return decision{reconcile: res, sched: out, plan: plan}
+}
 
-	if len(plan.Allocs)+len(plan.DeleteAllocs)+len(plan.Schedules)+len(plan.DeleteSchedules) == 0 {
-		return res.NextRun, nil
+// requestOf turns the reconciler's ask into the scheduler's.
+func requestOf(p reconcile.Place) scheduler.Request {
+	return scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode, Node: p.Node}
+}
+
+// newAlloc is the alloc a placement creates: the group's tasks as of the
+// job's version, so that the agent runs what was placed even while the job
+// changes.
+func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
+	r := p.Request
+	tasks := make([]*spec.Task, len(r.Group.Tasks))
+	for i, t := range r.Group.Tasks {
+		c := *t
+		tasks[i] = &c
 	}
-	if _, err := l.Commit(ctx, plan); err != nil {
-		return time.Time{}, err
+	return &spec.Alloc{
+		ID:            uuid.NewString(),
+		Name:          spec.AllocName(r.Job.Name, r.Group.Name, r.Index),
+		Job:           r.Job.Name,
+		JobVersion:    r.Job.Version,
+		JobType:       r.Job.Type,
+		Group:         r.Group.Name,
+		Index:         r.Index,
+		NodeID:        p.NodeID,
+		NodeName:      p.NodeName,
+		Resources:     r.Group.Resources(),
+		Ports:         p.Ports,
+		Tasks:         tasks,
+		Disconnect:    r.Group.Disconnect,
+		DesiredStatus: spec.DesiredRun,
+		DesiredReason: r.Reason,
+		CreateTime:    now,
+		ModifyTime:    now,
 	}
-	s.log.Debug("plan committed", "placed", len(out.Placements), "stopped", len(res.Stop),
-		"gc", len(res.GC), "unplaced", len(out.Failures))
-	return res.NextRun, nil
 }
 
 // noteDownSince stamps each alloc on a down node with when this leader

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-org/drover/internal/client"
+)
+
+func newPlanCmd(g *globals) *cobra.Command {
+	var without []string
+	cmd := &cobra.Command{
+		Use:   "plan [FILE|-] [--without NODE...]",
+		Short: "Show what submitting a job, or losing nodes, would do, without doing it",
+		Long: `Plan asks a server what the scheduler would do if the job in FILE (HCL, JSON
+or YAML; "-" reads stdin) were submitted now: which fields change, which
+instances would be created (+), stopped (-), updated in place (~), which other
+jobs' instances would be evicted (!), and what would not be placed, with the
+reasons and hints. Nothing is written. It ends with the drover run command
+that submits exactly this plan: if the job changes in between, that run is
+refused.
+
+--without NODE (names or IDs; repeat it, or list several) plans as if those
+nodes were down. Without a FILE it checks every job: where the instances on
+those nodes would go, and what would not fit. Every argument after
+--without that is not a file or "-" is taken as one more node.
+
+Exit status: 0 everything would be placed; 1 error; 2 something would not be
+placed (as drover run's 2).`,
+		Example: `  drover plan examples/hello.hcl
+  drover plan examples/hello.hcl --without n1
+  drover plan --without n1 n2
+  drover plan examples/hello.hcl -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, more, err := planArgs(args, len(without) > 0)
+			if err != nil {
+				return err
+			}
+			without = append(without, more...)
+			ctx, cancel, c, err := g.readCommand(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			out := cmd.OutOrStdout()
+			if file == "" {
+				p, err := c.PlanWithout(ctx, without)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					err = printJSON(out, p)
+				} else {
+					printNodeLossPlan(out, p)
+				}
+				return planVerdict(err, p.Fits())
+			}
+			job, err := readJob(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			p, err := c.PlanJob(ctx, job, without, true)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				err = printJSON(out, p)
+			} else {
+				printJobPlan(out, p, file)
+			}
+			return planVerdict(err, p.Fits())
+		},
+	}
+	cmd.Flags().StringSliceVar(&without, "without", nil, "plan as if these nodes (names or IDs) were down")
+	return cmd
+}
+
+// planArgs tells the job file from more --without nodes: one file (an
+// existing file, or "-") at most, and other arguments only after --without.
+func planArgs(args []string, withoutGiven bool) (file string, nodes []string, err error) {
+	for _, a := range args {
+		if st, err := os.Stat(a); a == "-" || (err == nil && !st.IsDir()) {
+			if file != "" {
+				return "", nil, fmt.Errorf("plan takes one job file, got %s and %s", file, a)
+			}
+			file = a
+			continue
+		}
+		if !withoutGiven {
+			return "", nil, fmt.Errorf("cannot read job file %s: no such file (to plan without nodes: drover plan --without NODE...)", a)
+		}
+		nodes = append(nodes, a)
+	}
+	if file == "" && !withoutGiven {
+		return "", nil, errors.New("give a job file to plan, or --without NODE... to check losing nodes")
+	}
+	return file, nodes, nil
+}
+
+// planVerdict is the exit status: 2 when something would not be placed.
+func planVerdict(err error, fits bool) error {
+	if err != nil || fits {
+		return err
+	}
+	return &exitError{code: exitUnplaceable, err: errors.New("would not be placed"), silent: true}
+}
+
+func printJobPlan(w io.Writer, p *client.JobPlan, file string) {
+	switch {
+	case p.New:
+		fmt.Fprintf(w, "+ Job %q (new: version 1)\n", p.Job)
+	case len(p.Diff) == 0:
+		fmt.Fprintf(w, "  Job %q (unchanged: version %d)\n", p.Job, p.Version)
+	default:
+		fmt.Fprintf(w, "~ Job %q (would be version %d)\n", p.Job, p.Version)
+		for _, d := range p.Diff {
+			fmt.Fprintf(w, "    %s\n", d)
+		}
+	}
+	if len(p.Without) > 0 {
+		fmt.Fprintf(w, "  as if these nodes were down: %s\n", strings.Join(p.Without, ", "))
+	}
+	fmt.Fprintln(w)
+	printChanges(w, &p.PlanChanges)
+	fmt.Fprintln(w)
+	if p.CheckIndex > 0 {
+		fmt.Fprintf(w, "To submit exactly this plan: drover run --check-index %d %s\n", p.CheckIndex, file)
+	} else {
+		fmt.Fprintf(w, "To submit this plan: drover run %s (the job is new: there is no index to check)\n", file)
+	}
+	if !p.Fits() {
+		fmt.Fprintln(w, "Some instances would not be placed: they would wait until room appears. Lower what they need, or add room.")
+	}
+}
+
+func printNodeLossPlan(w io.Writer, p *client.NodeLossPlan) {
+	nodes := strings.Join(p.Without, ", ")
+	if len(p.Jobs) == 0 {
+		fmt.Fprintf(w, "Nothing runs on %s: losing it moves nothing.\n", nodes)
+		return
+	}
+	fmt.Fprintf(w, "Without %s:\n", nodes)
+	for _, j := range p.Jobs {
+		fmt.Fprintf(w, "\nJob %q\n", j.Job)
+		printChanges(w, &j.PlanChanges)
+	}
+	fmt.Fprintln(w)
+	if p.Fits() {
+		fmt.Fprintf(w, "Everything on %s would be placed elsewhere.\n", nodes)
+	} else {
+		fmt.Fprintf(w, "Some instances would not be placed without %s: add room elsewhere first, or lower what they need.\n", nodes)
+	}
+}
+
+// printChanges is one job's changes, as nomad plan shows them: + create,
+// - stop, ~ update in place, ! evict another job's instance; then what
+// would not be placed, with reasons and hints.
+func printChanges(w io.Writer, c *client.PlanChanges) {
+	rows := 0
+	t := newTable(w, "", "INSTANCE", "NODE", "REASON")
+	add := func(mark string, l []client.PlannedAlloc) {
+		for _, a := range l {
+			node := dash(a.Node)
+			if a.FromNode != "" && a.FromNode != a.Node {
+				node = a.FromNode + " -> " + node
+			}
+			t.row(mark, a.Name, node, dash(a.Reason))
+			rows++
+		}
+	}
+	add("+", c.Create)
+	add("-", c.Stop)
+	add("~", c.Update)
+	add("!", c.Evict)
+	if rows > 0 {
+		t.flush()
+	}
+	switch n := len(c.Keep); {
+	case n > 0 && rows > 0:
+		fmt.Fprintf(w, "  and %d instance(s) unchanged\n", n)
+	case n > 0:
+		fmt.Fprintf(w, "No changes: %d instance(s) unchanged.\n", n)
+	case rows == 0 && len(c.Failures) == 0:
+		fmt.Fprintln(w, "No instances.")
+	}
+	for _, f := range c.Failures {
+		hints := f.Hints
+		f.Hints = nil // one per line below, not run on after the reasons
+		fmt.Fprintf(w, "✗ %d instance(s) of group %s would not be placed: %s\n", f.Missing, f.Group, f.String())
+		for _, h := range hints {
+			fmt.Fprintf(w, "    hint: %s\n", h)
+		}
+	}
+}

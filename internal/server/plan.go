@@ -1,0 +1,372 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Plans answer "what would the leader do?" by running the leader's own
+// decide on this server's snapshot, changed as asked (a submitted job in
+// place of the stored one, some nodes down), and writing nothing. Any
+// server can plan: the snapshot is one consistent read of the registry.
+
+// planJob answers POST /v1/jobs/plan[?diff=0][&without=NODE...].
+func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	diff := true
+	switch v := q.Get("diff"); v {
+	case "", "1", "true":
+	case "0", "false":
+		diff = false
+	default:
+		return badRequest("diff must be 1 or 0, got %q", v)
+	}
+	job, err := decodeJob(w, r)
+	if err != nil {
+		return err
+	}
+	snap, err := s.reg.Snapshot(r.Context())
+	if err != nil {
+		return err
+	}
+	down, err := resolveNodes(snap.Nodes, q["without"])
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, snap.Rev, jobPlan(snap, job, down, diff, time.Now().UTC()))
+}
+
+// planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...].
+func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
+	names := r.URL.Query()["node"]
+	if len(names) == 0 {
+		return badRequest("name the nodes to plan without: /v1/plan/without?node=NAME&node=NAME (names or IDs)")
+	}
+	snap, err := s.reg.Snapshot(r.Context())
+	if err != nil {
+		return err
+	}
+	down, err := resolveNodes(snap.Nodes, names)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, snap.Rev, nodeLossPlan(snap, down, time.Now().UTC()))
+}
+
+// resolveNodes finds the nodes named, by name or ID. Every node with a
+// matching name is taken: leaving out a machine means every registration
+// it has had.
+func resolveNodes(nodes []*spec.Node, names []string) ([]*spec.Node, error) {
+	var out []*spec.Node
+	var unknown []string
+	for _, name := range names {
+		found := false
+		for _, n := range nodes {
+			if n.ID == name || n.Name == name {
+				found = true
+				if !slices.Contains(out, n) {
+					out = append(out, n)
+				}
+			}
+		}
+		if !found {
+			unknown = append(unknown, fmt.Sprintf("%q", name))
+		}
+	}
+	if len(unknown) == 0 {
+		return out, nil
+	}
+	known := make([]string, 0, min(len(nodes), 10))
+	for _, n := range nodes[:min(len(nodes), 10)] {
+		known = append(known, n.Name)
+	}
+	list := strings.Join(known, ", ")
+	switch {
+	case len(nodes) == 0:
+		list = "there are no nodes"
+	case len(nodes) > 10:
+		list = fmt.Sprintf("known nodes include %s (%d in all; see drover nodes)", list, len(nodes))
+	default:
+		list = "known nodes: " + list
+	}
+	return nil, badRequest("no node named %s; %s", strings.Join(unknown, ", "), list)
+}
+
+// leaveOut marks nodes down in snap, and their allocs lost with them as
+// the leader does once its grace period is over. Allocs on nodes that are
+// already down are marked too: the plan shows the steady state.
+//
+// The question is where the work ends up, not when: the nodes count as
+// down since long ago, so that a singleton's wait for its cut-off agent
+// to stop it (Disconnect.StopAfter) is over and its replacement shows.
+func leaveOut(snap *registry.Snapshot, down []*spec.Node) {
+	out := map[string]bool{}
+	for _, n := range down {
+		out[n.ID] = true
+	}
+	for i, n := range snap.Nodes {
+		if out[n.ID] {
+			c := *n
+			c.Status = spec.NodeDown
+			snap.Nodes[i] = &c
+		}
+	}
+	markNodeDown(snap.Allocs, snap.Nodes)
+	for _, a := range snap.Allocs {
+		if out[a.NodeID] {
+			a.NodeDownSince = longAgo
+		}
+	}
+}
+
+var longAgo = time.Unix(0, 0).UTC()
+
+// jobPlan plans job in place of the stored one.
+func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff bool, now time.Time) *client.JobPlan {
+	leaveOut(snap, down)
+	var stored *spec.Job
+	for _, j := range snap.Jobs {
+		if j.Name == job.Name {
+			stored = j
+		}
+	}
+	cand := candidate(stored, job)
+	with := *snap
+	with.Jobs = slices.DeleteFunc(slices.Clone(snap.Jobs), func(j *spec.Job) bool { return j.Name == job.Name })
+	with.Jobs = append(with.Jobs, cand)
+	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
+
+	d := decide(&with, now)
+	p := &client.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
+	for _, n := range down {
+		p.Without = append(p.Without, n.Name)
+	}
+	if stored != nil {
+		p.CheckIndex = stored.ModifyIndex
+		if diff {
+			p.Diff = specDiff(stored, cand)
+		}
+	}
+	// Only the evictions this job causes: those the same pass without the
+	// change would not make (work pending elsewhere may evict too).
+	if len(p.Evict) > 0 {
+		before := map[string]bool{}
+		for _, e := range decide(snap, now).sched.Evictions {
+			before[e.Alloc.ID] = true
+		}
+		p.Evict = slices.DeleteFunc(p.Evict, func(e client.PlannedAlloc) bool { return before[e.AllocID] })
+	}
+	return p
+}
+
+// candidate is job as PutJob would store it over stored.
+func candidate(stored, job *spec.Job) *spec.Job {
+	c := job.SpecOnly()
+	c.Version = 1
+	if stored != nil {
+		c.Version = stored.Version
+		if !reflect.DeepEqual(mustJSON(stored.SpecOnly()), mustJSON(job.SpecOnly())) {
+			c.Version++
+		}
+	}
+	return c
+}
+
+// nodeLossPlan plans every job with the nodes down, and reports the jobs
+// that had instances on them or would have some evicted.
+func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *client.NodeLossPlan {
+	leaveOut(snap, down)
+	out := map[string]bool{}
+	p := &client.NodeLossPlan{Jobs: []client.JobChanges{}}
+	for _, n := range down {
+		out[n.ID] = true
+		p.Without = append(p.Without, n.Name)
+	}
+	d := decide(snap, now)
+	hit := map[string]bool{}
+	for _, a := range snap.Allocs {
+		if out[a.NodeID] && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {
+			hit[a.Job] = true
+		}
+	}
+	for _, e := range d.sched.Evictions {
+		hit[e.Alloc.Job] = true
+	}
+	for _, j := range snap.Jobs {
+		if !hit[j.Name] {
+			continue
+		}
+		c := changesOf(j, false, snap.Allocs, d)
+		// Each job lists its own evicted instances (under Stop); listing
+		// them again under the jobs that evict them would count them twice.
+		c.Evict = nil
+		p.Jobs = append(p.Jobs, client.JobChanges{Job: j.Name, PlanChanges: c})
+	}
+	return p
+}
+
+// changesOf picks out of d what it does to job's instances; changed says
+// the plan gives job a new version. allocs are the snapshot's.
+func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) client.PlanChanges {
+	job := j.Name
+	byID := make(map[string]*spec.Alloc, len(allocs))
+	for _, a := range allocs {
+		byID[a.ID] = a
+	}
+	existing := func(a *spec.Alloc, reason string) client.PlannedAlloc {
+		return client.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID, Reason: reason, Ports: a.Ports}
+	}
+	var c client.PlanChanges
+	stopped := map[string]bool{}
+	for _, st := range d.reconcile.Stop {
+		if st.Alloc.Job == job {
+			c.Stop = append(c.Stop, existing(st.Alloc, st.Reason))
+			stopped[st.Alloc.ID] = true
+		}
+	}
+	for _, e := range d.sched.Evictions {
+		switch {
+		case stopped[e.Alloc.ID]:
+		case e.Alloc.Job == job:
+			c.Stop = append(c.Stop, existing(e.Alloc, e.Reason))
+			stopped[e.Alloc.ID] = true
+		default:
+			c.Evict = append(c.Evict, existing(e.Alloc, e.Reason))
+		}
+	}
+	for _, pl := range d.sched.Placements {
+		r := pl.Request
+		if r.Job.Name != job {
+			continue
+		}
+		pa := client.PlannedAlloc{Name: spec.AllocName(job, r.Group.Name, r.Index), Node: pl.NodeName, NodeID: pl.NodeID, Reason: r.Reason, Ports: pl.Ports}
+		if prev := byID[r.Previous]; prev != nil {
+			pa.FromNode = prev.NodeName
+		}
+		c.Create = append(c.Create, pa)
+	}
+	for _, a := range allocs {
+		if a.Job != job || stopped[a.ID] || a.DesiredStatus != spec.DesiredRun || a.Terminal() || a.NodeDown {
+			continue
+		}
+		if changed && a.JobVersion != j.Version {
+			c.Update = append(c.Update, existing(a, fmt.Sprintf("version %d -> %d; its tasks are unchanged, so it keeps running", a.JobVersion, j.Version)))
+		} else {
+			c.Keep = append(c.Keep, existing(a, ""))
+		}
+	}
+	for _, f := range d.sched.Failures {
+		if f.Job == job {
+			c.Failures = append(c.Failures, f.PlacementFailure)
+		}
+	}
+	byName := func(x, y client.PlannedAlloc) int { return strings.Compare(x.Name, y.Name) }
+	for _, l := range [][]client.PlannedAlloc{c.Create, c.Stop, c.Update, c.Keep, c.Evict} {
+		slices.SortStableFunc(l, byName)
+	}
+	return c
+}
+
+// specDiff lists the fields that differ between the operator-written parts
+// of two versions of a job, one line each: "groups[0].count: 2 -> 3". It
+// walks their JSON, so that the paths are the ones a job file and the
+// validation problems use. Lists of objects (groups, tasks, constraints)
+// are compared item by item; other lists as a whole.
+func specDiff(from, to *spec.Job) []string {
+	var out []string
+	diffValue("", mustJSON(from.SpecOnly()), mustJSON(to.SpecOnly()), &out)
+	if from.Stopped {
+		out = append(out, "stopped: true -> false (submitting starts the job again)")
+	}
+	return out
+}
+
+func diffValue(path string, a, b any, out *[]string) {
+	switch x := a.(type) {
+	case map[string]any:
+		if y, ok := b.(map[string]any); ok {
+			keys := make([]string, 0, len(x)+len(y))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			for k := range y {
+				if _, ok := x[k]; !ok {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				diffValue(p, x[k], y[k], out)
+			}
+			return
+		}
+	case []any:
+		if y, ok := b.([]any); ok && allObjects(x) && allObjects(y) {
+			for i := range max(len(x), len(y)) {
+				diffValue(fmt.Sprintf("%s[%d]", path, i), at(x, i), at(y, i), out)
+			}
+			return
+		}
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, fmt.Sprintf("%s: %s -> %s", path, show(a), show(b)))
+	}
+}
+
+func allObjects(l []any) bool {
+	for _, v := range l {
+		if _, ok := v.(map[string]any); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func at(l []any, i int) any {
+	if i < len(l) {
+		return l[i]
+	}
+	return nil
+}
+
+// maxShown bounds one side of a diff line: an added group is shown by its
+// start, enough to recognise it; its fields are in the job file.
+const maxShown = 120
+
+func show(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	b, _ := json.Marshal(v)
+	if s := []rune(string(b)); len(s) > maxShown {
+		return string(s[:maxShown]) + "..."
+	}
+	return string(b)
+}
+
+// mustJSON is v as generic JSON values (maps, lists, strings, float64s).
+func mustJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("server: does not marshal: " + err.Error())
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic("server: does not unmarshal: " + err.Error())
+	}
+	return out
+}

@@ -1,0 +1,341 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// addNode registers a node and keeps it alive until the test ends.
+func addNode(t *testing.T, hs string, id string, memory int) {
+	t.Helper()
+	body := fmt.Sprintf(`{"id":%q,"name":%q,"resources":{"cpu":1000,"memory":%d},"drivers":["exec"]}`, id, id, memory)
+	resp, err := http.Post(hs+"/v1/nodes", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg spec.NodeRegistration
+	json.NewDecoder(resp.Body).Decode(&reg)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("register %s: status %d", id, resp.StatusCode)
+	}
+	ctx := t.Context()
+	go func() {
+		tick := time.NewTicker(reg.HeartbeatInterval.Std())
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			req, _ := http.NewRequestWithContext(ctx, "PUT", hs+"/v1/nodes/"+id+"/heartbeat", nil)
+			req.Header.Set(client.NodeSecretHeader, reg.Secret)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+}
+
+// call sends a request and decodes a 200's body into out; it returns the
+// status and, for any other, the error body.
+func call(t *testing.T, method, url, body string, out any) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 && out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, url, err, b)
+		}
+	}
+	return resp.StatusCode, string(b)
+}
+
+// placed waits until job has n allocs that run, and returns them by name.
+func placed(t *testing.T, reg *registry.Registry, job string, n int) map[string]*spec.Alloc {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		allocs, _, err := reg.ListAllocs(context.Background(), registry.AllocFilter{Job: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*spec.Alloc{}
+		for _, a := range allocs {
+			if a.DesiredStatus == spec.DesiredRun {
+				out[a.Name] = a
+			}
+		}
+		if len(out) == n {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("job %s did not get %d allocs within 10s", job, n)
+	return nil
+}
+
+func jobWith(count, memory int) string {
+	return fmt.Sprintf(`{"name":"web","groups":[{"name":"g","count":%d,"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true","args":["a"]},"resources":{"cpu":10,"memory":%d}}]}]}`, count, memory)
+}
+
+// ignorePorts: the jobs here reserve no ports, and the scheduler's choice
+// of dynamic ports is not what these tests are about.
+var ignorePorts = cmpopts.IgnoreFields(client.PlannedAlloc{}, "Ports")
+
+func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
+	hs, reg := testServer(t)
+	addNode(t, hs.URL, "n1", 1000)
+	ctx := context.Background()
+	before, _ := reg.Revision(ctx)
+
+	var p client.JobPlan
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(2, 10), &p); status != 200 {
+		t.Fatalf("plan: %d %s", status, body)
+	}
+	want := client.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: client.PlanChanges{Create: []client.PlannedAlloc{
+		{Name: "web.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance"},
+		{Name: "web.g[1]", Node: "n1", NodeID: "n1", Reason: "new instance"},
+	}}}
+	if d := cmp.Diff(want, p, ignorePorts); d != "" {
+		t.Fatalf("plan of a new job (-want +got):\n%s", d)
+	}
+	if after, _ := reg.Revision(ctx); after != before {
+		t.Fatalf("plan wrote to the registry: revision %d -> %d", before, after)
+	}
+
+	var sub spec.SubmitResponse
+	call(t, "POST", hs.URL+"/v1/jobs", jobWith(2, 10), &sub)
+	allocs := placed(t, reg, "web", 2)
+
+	// The same spec: nothing changes, and the index is the stored job's.
+	p = client.JobPlan{}
+	call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(2, 10), &p)
+	want = client.JobPlan{Job: "web", Version: 1, CheckIndex: sub.Job.ModifyIndex, PlanChanges: client.PlanChanges{Keep: []client.PlannedAlloc{
+		{Name: "web.g[0]", AllocID: allocs["web.g[0]"].ID, Node: "n1", NodeID: "n1"},
+		{Name: "web.g[1]", AllocID: allocs["web.g[1]"].ID, Node: "n1", NodeID: "n1"},
+	}}}
+	if d := cmp.Diff(want, p, ignorePorts); d != "" {
+		t.Fatalf("plan of the same spec (-want +got):\n%s", d)
+	}
+
+	// A change: one more instance, and new args. The two running ones
+	// change their tasks, so they are replaced.
+	changed := strings.Replace(jobWith(3, 10), `["a"]`, `["a","b"]`, 1)
+	p = client.JobPlan{}
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", changed, &p); status != 200 {
+		t.Fatalf("plan: %d %s", status, body)
+	}
+	want = client.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex,
+		Diff: []string{`groups[0].count: 2 -> 3`, `groups[0].tasks[0].config.args: ["a"] -> ["a","b"]`},
+		PlanChanges: client.PlanChanges{
+			Create: []client.PlannedAlloc{
+				{Name: "web.g[0]", Node: "n1", NodeID: "n1", FromNode: "n1", Reason: "job updated to version 2"},
+				{Name: "web.g[1]", Node: "n1", NodeID: "n1", FromNode: "n1", Reason: "job updated to version 2"},
+				{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"},
+			},
+			Stop: []client.PlannedAlloc{
+				{Name: "web.g[0]", AllocID: allocs["web.g[0]"].ID, Node: "n1", NodeID: "n1", Reason: "job updated to version 2"},
+				{Name: "web.g[1]", AllocID: allocs["web.g[1]"].ID, Node: "n1", NodeID: "n1", Reason: "job updated to version 2"},
+			},
+		}}
+	if d := cmp.Diff(want, p, ignorePorts); d != "" {
+		t.Fatalf("plan of a change (-want +got):\n%s", d)
+	}
+
+	// A count change only: the running instances stay, updated in place.
+	p = client.JobPlan{}
+	call(t, "POST", hs.URL+"/v1/jobs/plan?diff=0", jobWith(3, 10), &p)
+	update := "version 1 -> 2; its tasks are unchanged, so it keeps running"
+	want = client.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex, PlanChanges: client.PlanChanges{
+		Create: []client.PlannedAlloc{{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"}},
+		Update: []client.PlannedAlloc{
+			{Name: "web.g[0]", AllocID: allocs["web.g[0]"].ID, Node: "n1", NodeID: "n1", Reason: update},
+			{Name: "web.g[1]", AllocID: allocs["web.g[1]"].ID, Node: "n1", NodeID: "n1", Reason: update},
+		},
+	}}
+	if d := cmp.Diff(want, p, ignorePorts); d != "" {
+		t.Fatalf("plan of a count change, ?diff=0 (-want +got):\n%s", d)
+	}
+
+	// Submitting with the plan's index works; a stale one is refused.
+	run := func(body string, check int64) int {
+		status, _ := call(t, "POST", fmt.Sprintf("%s/v1/jobs?check_index=%d", hs.URL, check), body, nil)
+		return status
+	}
+	if status := run(jobWith(3, 10), p.CheckIndex); status != 200 {
+		t.Fatalf("run --check-index %d from the plan: status %d", p.CheckIndex, status)
+	}
+	p = client.JobPlan{}
+	call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(4, 10), &p)
+	if status := run(jobWith(5, 10), 0); status != 200 {
+		t.Fatalf("a change in between: status %d", status)
+	}
+	if status := run(jobWith(4, 10), p.CheckIndex); status != http.StatusConflict {
+		t.Fatalf("run --check-index %d after a change in between: status %d, want 409", p.CheckIndex, status)
+	}
+}
+
+func TestPlanSaysWhyAJobDoesNotFit(t *testing.T) {
+	hs, reg := testServer(t)
+	addNode(t, hs.URL, "n1", 1000)
+	before, _ := reg.Revision(context.Background())
+	var p client.JobPlan
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(2, 2000), &p); status != 200 {
+		t.Fatalf("plan: %d %s", status, body)
+	}
+	if len(p.Failures) != 1 || len(p.Create) != 0 {
+		t.Fatalf("want one failure and nothing created, got %+v", p)
+	}
+	f := p.Failures[0]
+	if f.Group != "g" || f.Missing != 2 || f.String() != "0/1 nodes fit: memory exhausted on 1 (need 2000 MB, most free 1000 MB); hint: fits on 1 node if memory <= 1000 MB" {
+		t.Fatalf("failure %+v: %s", f, f.String())
+	}
+	if after, _ := reg.Revision(context.Background()); after != before {
+		t.Fatalf("plan wrote to the registry: revision %d -> %d", before, after)
+	}
+	// Same validation as submit.
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", strings.Replace(jobWith(2, 10), `"count":2`, `"count":-1`, 1), nil); status != 422 || !strings.Contains(body, "groups[0].count") {
+		t.Fatalf("invalid job: %d %s", status, body)
+	}
+}
+
+// Three nodes with room for one instance each; two instances run.
+func TestPlanWithoutNodes(t *testing.T) {
+	hs, reg := testServer(t)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		addNode(t, hs.URL, n, 1000)
+	}
+	call(t, "POST", hs.URL+"/v1/jobs", jobWith(2, 600), nil)
+	allocs := placed(t, reg, "web", 2)
+	a0, a1 := allocs["web.g[0]"], allocs["web.g[1]"]
+	free := "n1"
+	for _, n := range []string{"n2", "n3"} {
+		if n != a0.NodeName && n != a1.NodeName {
+			free = n
+		}
+	}
+	before, _ := reg.Revision(context.Background())
+	lost := func(a *spec.Alloc) client.PlannedAlloc {
+		return client.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID, Reason: "node " + a.NodeName + " is down (no heartbeat)"}
+	}
+	moved := func(a *spec.Alloc, to string) client.PlannedAlloc {
+		return client.PlannedAlloc{Name: a.Name, Node: to, NodeID: to, FromNode: a.NodeName,
+			Reason: fmt.Sprintf("replaces alloc %s lost with node %s", a.ID[:8], a.NodeName)}
+	}
+	kept := func(a *spec.Alloc) client.PlannedAlloc {
+		return client.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID}
+	}
+
+	// Without the node of web.g[0]: it moves to the free node.
+	var p client.NodeLossPlan
+	if status, body := call(t, "GET", hs.URL+"/v1/plan/without?node="+a0.NodeName, "", &p); status != 200 {
+		t.Fatalf("plan without: %d %s", status, body)
+	}
+	want := client.NodeLossPlan{Without: []string{a0.NodeName}, Jobs: []client.JobChanges{{Job: "web", PlanChanges: client.PlanChanges{
+		Create: []client.PlannedAlloc{moved(a0, free)},
+		Stop:   []client.PlannedAlloc{lost(a0)},
+		Keep:   []client.PlannedAlloc{kept(a1)},
+	}}}}
+	if d := cmp.Diff(want, p, ignorePorts); d != "" {
+		t.Fatalf("without %s (-want +got):\n%s", a0.NodeName, d)
+	}
+
+	// Without both nodes that run it: one moves, the other has no room.
+	p = client.NodeLossPlan{}
+	call(t, "GET", hs.URL+"/v1/plan/without?node="+a0.NodeName+"&node="+a1.NodeID, "", &p)
+	if len(p.Jobs) != 1 {
+		t.Fatalf("without both: %+v", p)
+	}
+	got := p.Jobs[0]
+	wantStop := []client.PlannedAlloc{lost(a0), lost(a1)}
+	wantCreate := []client.PlannedAlloc{moved(a0, free)}
+	if d := cmp.Diff(wantStop, got.Stop, ignorePorts); d != "" {
+		t.Errorf("without both, stops (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantCreate, got.Create, ignorePorts); d != "" {
+		t.Errorf("without both, creates (-want +got):\n%s", d)
+	}
+	if len(got.Failures) != 1 || got.Failures[0].Missing != 1 ||
+		got.Failures[0].String() != "0/3 nodes fit: not ready on 2; memory exhausted on 1 (need 600 MB, most free 400 MB); hint: fits on 1 node if memory <= 400 MB" {
+		t.Errorf("without both, failures: %+v", got.Failures)
+	}
+
+	// The same through a job plan: the job's own view.
+	var jp client.JobPlan
+	call(t, "POST", hs.URL+"/v1/jobs/plan?without="+a0.NodeName, jobWith(2, 600), &jp)
+	if d := cmp.Diff([]client.PlannedAlloc{moved(a0, free)}, jp.Create, ignorePorts); d != "" || len(jp.Without) != 1 {
+		t.Errorf("job plan without %s (-want +got):\n%s%+v", a0.NodeName, d, jp)
+	}
+
+	// Unknown nodes: 400, listing the known ones.
+	status, body := call(t, "GET", hs.URL+"/v1/plan/without?node=n9&node=n1", "", nil)
+	if status != 400 || !strings.Contains(body, `no node named \"n9\"; known nodes: n1, n2, n3`) {
+		t.Errorf("unknown node: %d %s", status, body)
+	}
+	if status, _ := call(t, "GET", hs.URL+"/v1/plan/without", "", nil); status != 400 {
+		t.Errorf("no node: status %d, want 400", status)
+	}
+	if after, _ := reg.Revision(context.Background()); after != before {
+		t.Fatalf("plans wrote to the registry: revision %d -> %d", before, after)
+	}
+}
+
+// A higher-priority job that may preempt: its plan shows the eviction, and
+// once submitted the leader stops the evicted alloc with the reason and
+// gives the new one the port it reserved.
+func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
+	hs, reg := testServer(t)
+	addNode(t, hs.URL, "n1", 1000)
+	low := `{"name":"low","priority":10,"groups":[{"name":"g","tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":800}}]}]}`
+	call(t, "POST", hs.URL+"/v1/jobs", low, nil)
+	victim := placed(t, reg, "low", 1)["low.g[0]"]
+
+	high := `{"name":"web","priority":80,"preempt":true,"groups":[{"name":"g","network":{"ports":[{"label":"http","static":8080}]},` +
+		`"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":600}}]}]}`
+	var p client.JobPlan
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", high, &p); status != 200 {
+		t.Fatalf("plan: %d %s", status, body)
+	}
+	reason := "preempted by web.g[0] (priority 80, this job 10)"
+	port := []spec.AllocPort{{Label: "http", Value: 8080, HostIP: "127.0.0.1"}}
+	want := client.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: client.PlanChanges{
+		Create: []client.PlannedAlloc{{Name: "web.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance", Ports: port}},
+		Evict:  []client.PlannedAlloc{{Name: "low.g[0]", AllocID: victim.ID, Node: "n1", NodeID: "n1", Reason: reason}},
+	}}
+	if d := cmp.Diff(want, p); d != "" {
+		t.Fatalf("plan that preempts (-want +got):\n%s", d)
+	}
+
+	call(t, "POST", hs.URL+"/v1/jobs", high, nil)
+	web := placed(t, reg, "web", 1)["web.g[0]"]
+	if d := cmp.Diff(port, web.Ports); d != "" {
+		t.Errorf("the new alloc's ports (-want +got):\n%s", d)
+	}
+	got, err := reg.GetAlloc(context.Background(), victim.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DesiredStatus != spec.DesiredStop || got.DesiredReason != reason || !got.Evicted {
+		t.Errorf("evicted alloc: desired %s (%s, evicted %v), want stop (%s, evicted)", got.DesiredStatus, got.DesiredReason, got.Evicted, reason)
+	}
+}
