@@ -24,7 +24,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run FILE|-",
 		Short: "Submit a job and follow it until it runs, completes or fails",
-		Long: `Run applies a job file (HCL, JSON or YAML; "-" reads stdin). Applying the
+		Long: `Run applies a job file (HCL, JSON, YAML, or a fleet .service unit as in docs/fleet.md; "-" reads stdin). Applying the
 same spec again changes nothing. Then it follows the job until every instance
 runs (a batch job: completes), or something fails.
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +14,7 @@ func newValidateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check job files without a server",
-		Long: `Validate decodes each job file (HCL, JSON or YAML) and checks it, printing
+		Long: `Validate decodes each job file (HCL, JSON, YAML, or a fleet .service unit: see docs/fleet.md) and checks it, printing
 every problem with its file:line:col. It needs no server.`,
 		Example: "  drover validate examples/hello.hcl\n  cat job.json | drover validate -",
 		Args:    cobra.MinimumNArgs(1),
@@ -55,9 +54,8 @@ func readJob(path string, stdin io.Reader) (*spec.Job, error) {
 		}
 		return jobfile.Decode("<stdin>", b)
 	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("cannot read job file: %w", err)
-	}
+	// DecodeFile says when the file is missing; for a fleet unit such as
+	// web@1.service it also looks for the template web@.service.
 	return jobfile.DecodeFile(path)
 }
 

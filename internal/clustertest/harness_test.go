@@ -195,14 +195,20 @@ func startCluster(t *testing.T, agents int) *cluster {
 // startAgent starts an agent whose server list begins at servers[first].
 func (c *cluster) startAgent(name string, first int) *proc {
 	c.t.Helper()
+	return c.startAgentWith(name, first)
+}
+
+// startAgentWith starts an agent with extra flags, such as --meta k=v.
+func (c *cluster) startAgentWith(name string, first int, extra ...string) *proc {
+	c.t.Helper()
 	var addrs []string
 	for k := range c.servers {
 		addrs = append(addrs, c.servers[(first+k)%len(c.servers)].api)
 	}
 	p := &proc{t: c.t, name: name, out: &syncBuffer{}}
 	p.args = func() []string {
-		return []string{"agent", "--name", name, "--data-dir", filepath.Join(c.dir, name),
-			"--http-addr", "127.0.0.1:0", "--servers", strings.Join(addrs, ",")}
+		return append([]string{"agent", "--name", name, "--data-dir", filepath.Join(c.dir, name),
+			"--http-addr", "127.0.0.1:0", "--servers", strings.Join(addrs, ",")}, extra...)
 	}
 	p.start()
 	if m := agentLine.FindStringSubmatch(p.out.String()); m != nil {

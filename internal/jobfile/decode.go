@@ -13,7 +13,8 @@ import (
 )
 
 // Decode parses src as a job file named filename. The format comes from the
-// extension (.hcl, .nomad: HCL; .json: JSON; .yaml, .yml: YAML). For any other
+// extension (.hcl, .nomad: HCL; .json: JSON; .yaml, .yml: YAML; .service: a
+// systemd unit with fleet's [X-Fleet] section, see unit.go). For any other
 // name (such as "-" for stdin) it is sniffed: a first non-space byte '{'
 // means JSON, else a file that parses as HCL with a job block is HCL, else
 // YAML.
@@ -34,6 +35,8 @@ func Decode(filename string, src []byte) (*spec.Job, error) {
 		return decodeJSON(name, src, true)
 	case ".yaml", ".yml":
 		return decodeYAML(name, src)
+	case unitSuffix:
+		return decodeUnit(name, parseUnitName(filepath.Base(filename)), src)
 	}
 	trimmed := bytes.TrimSpace(src)
 	switch {
@@ -47,8 +50,13 @@ func Decode(filename string, src []byte) (*spec.Job, error) {
 	return decodeYAML(name, src)
 }
 
-// DecodeFile reads the file at path and decodes it with Decode.
+// DecodeFile reads the file at path and decodes it with Decode. A unit
+// instance such as web@1.service that is not on disk is read from its
+// template web@.service.
 func DecodeFile(path string) (*spec.Job, error) {
+	if strings.ToLower(filepath.Ext(path)) == unitSuffix {
+		return decodeUnitFile(path)
+	}
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading job file %s: %w", path, err)

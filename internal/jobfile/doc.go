@@ -1,13 +1,13 @@
 // Package jobfile turns job files into *spec.Job values.
 //
-// Three formats are read, all into the same spec structs:
+// Four formats are read, all into the same spec structs:
 //
 //   - HCL (.hcl, .nomad), shaped like a Nomad job file for the exec and
 //     raw_exec drivers: job "web" { group "api" { task "server" { ... } } }.
 //     The body is walked by hand rather than with gohcl, so that every
 //     problem has a file:line:col, a name the user typed, and, for typos, a
 //     did-you-mean. Nomad features drover does not have yet (template,
-//     service, network, ...) are named as "not supported yet" rather than
+//     service, volume, ...) are named as "not supported yet" rather than
 //     "unknown", so a real Nomad file fails with a list of what to remove.
 //     datacenters is accepted and ignored: every Nomad file has it and drover
 //     has no datacenters.
@@ -16,6 +16,11 @@
 //     `drover status JOB -o json` prints, of which only "job" is used.
 //   - YAML (.yaml, .yml): converted to JSON and read like JSON. YAML syntax
 //     errors keep their line; other YAML problems carry field paths only.
+//   - fleet systemd units (.service) with an [X-Fleet] section, parsed with
+//     go-systemd's unit parser and mapped as docs/fleet.md describes; a
+//     template instance (web@1.service) is read from web@.service when the
+//     instance file does not exist. A unit needs its file name, so it cannot
+//     come from stdin.
 //
 // Nothing stops at the first problem. Decoding problems and the job's own
 // validation problems (spec.Job.Validate) come back together as one
