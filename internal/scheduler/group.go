@@ -110,7 +110,7 @@ func (s *state) newGroupRun(r Request) *groupRun {
 func (s *state) distinct(key groupKey, r *rule) *distinctRule {
 	d := &distinctRule{rule: r, limit: max(r.check.Limit(), 1), counts: map[string]int{}}
 	for _, a := range s.groupAllocs(key) {
-		if n := s.byID[a.NodeID]; n != nil {
+		if n := s.node(a.NodeID); n != nil {
 			d.add(n.node, 1)
 		}
 	}
@@ -298,7 +298,7 @@ func (gr *groupRun) better(a, b int32) bool {
 	if sa, sb := gr.score[a], gr.score[b]; sa != sb {
 		return sa > sb
 	}
-	return gr.s.all[a].node.ID < gr.s.all[b].node.ID
+	return gr.s.rank[a] < gr.s.rank[b]
 }
 
 // build puts every ready node of the group's classes in its heaps, scored.
@@ -369,7 +369,7 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 			if gr.boost != nil {
 				sc += gr.boost[h.part]
 			}
-			if best == nil || sc > bestScore || sc == bestScore && gr.s.all[h.nodes[0]].node.ID < gr.s.all[best.nodes[0]].node.ID {
+			if best == nil || sc > bestScore || sc == bestScore && gr.s.rank[h.nodes[0]] < gr.s.rank[best.nodes[0]] {
 				best, bestScore = h, sc
 			}
 		}
@@ -392,7 +392,7 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 
 // pinned checks the one node a pinned request may use.
 func (gr *groupRun) pinned(id string) *nodeState {
-	n := gr.s.byID[id]
+	n := gr.s.node(id)
 	if gr.impossible || n == nil || !gr.feasible(n) {
 		return nil
 	}

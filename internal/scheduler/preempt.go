@@ -174,7 +174,7 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 // pinnedNodes is the one node of a pinned request, or none when it is
 // not known.
 func (gr *groupRun) pinnedNodes(id string) []*nodeState {
-	if n := gr.s.byID[id]; n != nil {
+	if n := gr.s.node(id); n != nil {
 		return []*nodeState{n}
 	}
 	return nil

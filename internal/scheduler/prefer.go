@@ -166,7 +166,7 @@ func (gr *groupRun) prepareSpread() int {
 		}
 	}
 	for _, a := range s.groupAllocs(gr.key) {
-		if n := s.byID[a.NodeID]; n != nil && !s.evicted[a.ID] {
+		if n := s.node(a.NodeID); n != nil && !s.evicted[a.ID] {
 			gr.countSpread(n, 1)
 		}
 	}

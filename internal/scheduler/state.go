@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -11,7 +12,11 @@ import (
 // far. The per-group structures that choose a node live in groupRun.
 type state struct {
 	all     []*nodeState // every input node, in input order
-	byID    map[string]*nodeState
+	byID    map[string]*nodeState // built on first use: see node
+	// rank orders the nodes by ID: rank[i] < rank[j] iff node i's ID is
+	// smaller. Ties between scores go to the smaller ID; comparing ranks
+	// is cheaper than comparing strings.
+	rank []int32
 	classes []*class
 	ready   int // how many nodes are ready: E-PVM's base
 	rules   map[spec.Constraint]*rule
@@ -126,7 +131,6 @@ func (d *distinctRule) add(n *spec.Node, delta int) {
 func newState(in Input) *state {
 	s := &state{
 		all:   make([]*nodeState, len(in.Nodes)),
-		byID:  make(map[string]*nodeState, len(in.Nodes)),
 		rules: map[spec.Constraint]*rule{},
 		meets: map[string][]uint8{},
 		jobs:  in.Jobs,
@@ -135,14 +139,14 @@ func newState(in Input) *state {
 	for i, n := range in.Nodes {
 		states[i] = nodeState{node: n, idx: int32(i), nextDyn: spec.DynamicPortMin}
 		s.all[i] = &states[i]
-		s.byID[n.ID] = &states[i]
 	}
+	s.rankByID()
 	for _, a := range in.Allocs {
 		if a.Terminal() || in.Freed[a.ID] {
 			continue
 		}
 		s.allocs = append(s.allocs, a)
-		if ns := s.byID[a.NodeID]; ns != nil {
+		if ns := s.node(a.NodeID); ns != nil {
 			ns.used = ns.used.Add(a.Resources)
 			ns.allocs = append(ns.allocs, a)
 			for _, p := range a.Ports {
@@ -189,6 +193,43 @@ func newState(in Input) *state {
 	return s
 }
 
+// node returns the node with the given ID, or nil. The index is built on
+// the first call: a call of Place with no allocs and no pinned requests
+// never needs it.
+func (s *state) node(id string) *nodeState {
+	if s.byID == nil {
+		s.byID = make(map[string]*nodeState, len(s.all))
+		for _, n := range s.all {
+			s.byID[n.node.ID] = n
+		}
+	}
+	return s.byID[id]
+}
+
+// rankByID fills rank. The registry lists nodes in ID order, so the
+// usual input is checked in one pass and not sorted.
+func (s *state) rankByID() {
+	s.rank = make([]int32, len(s.all))
+	sorted := true
+	for i := range s.all {
+		s.rank[i] = int32(i)
+		if i > 0 && s.all[i-1].node.ID >= s.all[i].node.ID {
+			sorted = false
+		}
+	}
+	if sorted {
+		return
+	}
+	order := make([]int32, len(s.all))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return strings.Compare(s.all[a].node.ID, s.all[b].node.ID) })
+	for r, i := range order {
+		s.rank[i] = int32(r)
+	}
+}
+
 // rule returns the compiled rule for c, compiling it on first use, so
 // that each regexp and version constraint is parsed once per call.
 func (s *state) rule(c spec.Constraint) *rule {
@@ -221,7 +262,7 @@ func (s *state) jobIndex() map[string]map[int32]int {
 	if s.jobNodes == nil {
 		s.jobNodes = map[string]map[int32]int{}
 		for _, a := range s.allocs {
-			if n := s.byID[a.NodeID]; n != nil && !s.evicted[a.ID] {
+			if n := s.node(a.NodeID); n != nil && !s.evicted[a.ID] {
 				s.addJob(a.Job, n.idx, 1)
 			}
 		}
