@@ -66,30 +66,46 @@ func constraintInput(n, instances int) Input {
 
 // BenchmarkConstraintMatrix is shaped like Nomad's scheduler benchmark:
 // nodes x instances per job, with a constraint that rules out half the
-// nodes. Each iteration is one whole Place call; us/placement divides by
-// the instances placed.
+// nodes, without and with a spread over the rack. Each iteration is one
+// whole Place call; us/placement divides by the instances placed.
 func BenchmarkConstraintMatrix(b *testing.B) {
-	for _, n := range []int{500, 1000, 5000, 10000} {
-		for _, k := range []int{50, 300, 1200} {
-			b.Run(fmt.Sprintf("nodes=%d/instances=%d", n, k), func(b *testing.B) {
-				in := constraintInput(n, k)
-				res := Place(in)
-				if len(res.Placements) != k {
-					b.Fatalf("placed %d of %d: %v", len(res.Placements), k, res.Failures)
-				}
-				for _, p := range res.Placements {
-					var i int
-					fmt.Sscanf(p.NodeID, "node-%d", &i)
-					if i%50 >= 25 {
-						b.Fatalf("placed on %s, rack r%d", p.NodeID, i%50)
+	for _, spread := range []bool{false, true} {
+		for _, n := range []int{500, 1000, 5000, 10000} {
+			for _, k := range []int{50, 300, 1200} {
+				b.Run(fmt.Sprintf("spread=%v/nodes=%d/instances=%d", spread, n, k), func(b *testing.B) {
+					in := constraintInput(n, k)
+					if spread {
+						j := in.Requests[0].Job
+						j.Groups[0].Count = k
+						j.Spreads = []*spec.Spread{{Attribute: "${meta.rack}"}}
 					}
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					Place(in)
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*k), "us/placement")
-			})
+					res := Place(in)
+					if len(res.Placements) != k {
+						b.Fatalf("placed %d of %d: %v", len(res.Placements), k, res.Failures)
+					}
+					perRack := map[int]int{}
+					for _, p := range res.Placements {
+						var i int
+						fmt.Sscanf(p.NodeID, "node-%d", &i)
+						if i%50 >= 25 {
+							b.Fatalf("placed on %s, rack r%d", p.NodeID, i%50)
+						}
+						perRack[i%50]++
+					}
+					if spread && k >= 50 {
+						for r := range 25 {
+							if want := k / 25; perRack[r] < want || perRack[r] > want+1 {
+								b.Fatalf("rack r%d holds %d of %d instances, want %d or %d", r, perRack[r], k, want, want+1)
+							}
+						}
+					}
+					b.ReportAllocs()
+					for b.Loop() {
+						Place(in)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*k), "us/placement")
+				})
+			}
 		}
 	}
 }

@@ -1,7 +1,7 @@
 package scheduler
 
 import (
-	"strings"
+	"slices"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -118,17 +118,17 @@ func (gr *groupRun) prepareSpread() int {
 	}
 	gr.part = make([]int32, len(s.all))
 	partOf := map[string]int32{}
-	var key strings.Builder
-	var values []map[string]bool = make([]map[string]bool, len(gr.spreads))
+	values := make([]map[string]bool, len(gr.spreads))
 	for i := range values {
 		values[i] = map[string]bool{}
 	}
 	var keys [][]string
+	var key []byte
+	vs := make([]string, len(gr.spreads))
 	for _, c := range gr.classes {
 		for _, idx := range c.nodes {
 			n := s.all[idx]
-			key.Reset()
-			var vs []string
+			key = key[:0]
 			for i, sr := range gr.spreads {
 				v, ok := sr.read.Property(n.node)
 				if !ok {
@@ -136,15 +136,14 @@ func (gr *groupRun) prepareSpread() int {
 				} else if gr.meetsStatic(n) {
 					values[i][v] = true
 				}
-				vs = append(vs, v)
-				key.WriteString(v)
-				key.WriteByte(0)
+				vs[i] = v
+				key = append(append(key, v...), 0)
 			}
-			p, ok := partOf[key.String()]
+			p, ok := partOf[string(key)] // no allocation for the lookup
 			if !ok {
 				p = int32(len(keys))
-				partOf[key.String()] = p
-				keys = append(keys, vs)
+				partOf[string(key)] = p
+				keys = append(keys, slices.Clone(vs))
 			}
 			gr.part[idx] = p
 		}

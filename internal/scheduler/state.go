@@ -11,12 +11,12 @@ import (
 // reserved ports, where each job's instances are, and the allocs evicted so
 // far. The per-group structures that choose a node live in groupRun.
 type state struct {
-	all     []*nodeState // every input node, in input order
-	byID    map[string]*nodeState // built on first use: see node
+	all  []*nodeState          // every input node, in input order
+	byID map[string]*nodeState // built on first use: see node
 	// rank orders the nodes by ID: rank[i] < rank[j] iff node i's ID is
 	// smaller. Ties between scores go to the smaller ID; comparing ranks
 	// is cheaper than comparing strings.
-	rank []int32
+	rank    []int32
 	classes []*class
 	ready   int // how many nodes are ready: E-PVM's base
 	rules   map[spec.Constraint]*rule
