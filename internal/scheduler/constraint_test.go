@@ -282,9 +282,9 @@ func TestConstraintPlacement(t *testing.T) {
 					{Dimension: "constraint ${meta.rack} set_contains_any r1,r2", Nodes: 6},
 					{Dimension: "memory", Nodes: 4, Need: 2048, MostFree: 1024, Unit: "MB"},
 				},
-				Hints: []string{"fits on 4 nodes if memory <= 1024 MB", "fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
+				Hints: []string{"fits on 1 node if memory <= 1024 MB", "fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
 			}}}},
-			wantText: []string{"0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory exhausted on 4 (need 2048 MB, most free 1024 MB); hint: fits on 4 nodes if memory <= 1024 MB; hint: fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
+			wantText: []string{"0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory exhausted on 4 (need 2048 MB, most free 1024 MB); hint: fits on 1 node if memory <= 1024 MB; hint: fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
 		},
 		{
 			name: "status, driver, constraints, resources in that order",

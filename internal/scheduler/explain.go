@@ -104,8 +104,13 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 		case failedRules == 0 && len(taken) == 1 && !dynShort && len(short) == 0:
 			onlyPort[taken[0]]++
 		case failedRules == 0 && len(taken) == 0 && !dynShort && len(short) == 1:
-			short[0].only++
-			short[0].onlyMost = max(short[0].onlyMost, short[0].need(free))
+			// The hint names the most free; count the nodes that have it.
+			switch f := short[0].need(free); {
+			case f > short[0].onlyMost || short[0].only == 0:
+				short[0].onlyMost, short[0].only = f, 1
+			case f == short[0].onlyMost:
+				short[0].only++
+			}
 		}
 	}
 	f := spec.PlacementFailure{NodesEvaluated: len(nodes)}
@@ -186,9 +191,11 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// mergeFailures adds the failure of one more pinned request to a group's.
+// mergeFailures adds one explanation to a group's failure: a group whose
+// unpinned and pinned requests both failed has two.
 func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 	out := a
+	out.Group = cmp.Or(a.Group, b.Group)
 	out.NodesEvaluated += b.NodesEvaluated
 	out.Dimensions = append([]spec.DimensionFailure(nil), a.Dimensions...)
 	for _, d := range b.Dimensions {
@@ -221,7 +228,7 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 
 // dimensionRank orders dimensions as explain writes them.
 func dimensionRank(d string) int {
-	for i, prefix := range []string{"status", "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+	for i, prefix := range []string{"unregistered", "status", "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
 		if strings.HasPrefix(d, prefix) {
 			return i
 		}

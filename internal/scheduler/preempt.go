@@ -160,7 +160,7 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 		if s.jobNodes != nil {
 			s.addJob(a.Job, n.idx, -1)
 		}
-		reason := fmt.Sprintf("preempted by %s (priority %d, this job %d)", by, r.Job.Priority, s.priority(a))
+		reason := fmt.Sprintf("preempted by %s (priority %d > %d)", by, r.Job.Priority, s.priority(a))
 		if gr.replaced(a.Job) {
 			reason = fmt.Sprintf("replaced by %s (replaces %s)", by, a.Job)
 		}

@@ -109,6 +109,7 @@ func Place(in Input) Result {
 	var res Result
 	failed := map[groupKey]int{} // index into res.Failures
 	gaveUp := map[groupKey]bool{}
+	pins := map[int]*pinFailures{} // by index into res.Failures
 	var gr *groupRun
 	for _, r := range reqs {
 		key := groupKey{r.Job.Name, r.Group.Name}
@@ -138,26 +139,49 @@ func Place(in Input) Result {
 			res.Placements = append(res.Placements, Placement{Request: r, NodeID: n.node.ID, NodeName: n.node.Name, Ports: ports})
 			continue
 		}
-		var pf spec.PlacementFailure
-		if r.Node != "" {
-			pf = gr.explain(gr.pinnedNodes(r.Node))
-		} else {
-			pf = gr.explain(s.all)
-			gaveUp[key] = true
+		i, ok := failed[key]
+		if !ok {
+			i = len(res.Failures)
+			failed[key] = i
+			res.Failures = append(res.Failures, Failure{Job: r.Job.Name, PlacementFailure: spec.PlacementFailure{Group: r.Group.Name}})
 		}
-		pf.Group = r.Group.Name
-		if i, ok := failed[key]; ok {
-			f := &res.Failures[i]
-			f.Requests = append(f.Requests, r)
-			f.Missing = len(f.Requests)
-			f.PlacementFailure = mergeFailures(f.PlacementFailure, pf)
+		f := &res.Failures[i]
+		f.Requests = append(f.Requests, r)
+		f.Missing = len(f.Requests)
+		if r.Node == "" {
+			// Explained now, against the use at the time of the failure.
+			f.PlacementFailure = mergeFailures(f.PlacementFailure, gr.explain(s.all))
+			gaveUp[key] = true
 			continue
 		}
-		pf.Missing = 1
-		failed[key] = len(res.Failures)
-		res.Failures = append(res.Failures, Failure{Job: r.Job.Name, Requests: []Request{r}, PlacementFailure: pf})
+		// Explained once at the end, over all the group's failed pins.
+		p := pins[i]
+		if p == nil {
+			p = &pinFailures{gr: gr}
+			pins[i] = p
+		}
+		if n := s.node(r.Node); n != nil {
+			p.nodes = append(p.nodes, n)
+		} else {
+			p.unknown++
+		}
+	}
+	for i, p := range pins {
+		pf := p.gr.explain(p.nodes)
+		if p.unknown > 0 {
+			pf.Dimensions = append([]spec.DimensionFailure{{Dimension: "unregistered", Nodes: p.unknown}}, pf.Dimensions...)
+		}
+		f := &res.Failures[i]
+		f.PlacementFailure = mergeFailures(f.PlacementFailure, pf)
 	}
 	return res
+}
+
+// pinFailures are the nodes on which a group's pinned requests failed.
+type pinFailures struct {
+	gr      *groupRun
+	nodes   []*nodeState
+	unknown int // pins to nodes that are not registered
 }
 
 type groupKey struct{ job, group string }

@@ -228,9 +228,9 @@ func TestPlace(t *testing.T) {
 				Job: "web", Requests: cpuReqs,
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 2, NodesEvaluated: 2, Dimensions: []spec.DimensionFailure{
 					{Dimension: "cpu", Nodes: 2, Need: 500, MostFree: 200, Unit: "MHz"},
-				}, Hints: []string{"fits on 2 nodes if cpu <= 200 MHz"}},
+				}, Hints: []string{"fits on 1 node if cpu <= 200 MHz"}},
 			}}},
-			wantText: []string{"0/2 nodes fit: cpu exhausted on 2 (need 500 MHz, most free 200 MHz); hint: fits on 2 nodes if cpu <= 200 MHz"},
+			wantText: []string{"0/2 nodes fit: cpu exhausted on 2 (need 500 MHz, most free 200 MHz); hint: fits on 1 node if cpu <= 200 MHz"},
 		},
 		{
 			name: "memory exhausted and driver missing",
@@ -247,9 +247,9 @@ func TestPlace(t *testing.T) {
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 5, Dimensions: []spec.DimensionFailure{
 					{Dimension: "driver docker", Nodes: 2},
 					{Dimension: "memory", Nodes: 3, Need: 900, MostFree: 512, Unit: "MB"},
-				}, Hints: []string{"fits on 3 nodes if memory <= 512 MB"}},
+				}, Hints: []string{"fits on 2 nodes if memory <= 512 MB"}},
 			}}},
-			wantText: []string{"0/5 nodes fit: missing driver docker on 2; memory exhausted on 3 (need 900 MB, most free 512 MB); hint: fits on 3 nodes if memory <= 512 MB"},
+			wantText: []string{"0/5 nodes fit: missing driver docker on 2; memory exhausted on 3 (need 900 MB, most free 512 MB); hint: fits on 2 nodes if memory <= 512 MB"},
 		},
 		{
 			name: "cpu and memory both exhausted",

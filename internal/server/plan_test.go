@@ -316,7 +316,7 @@ func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
 	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", high, &p); status != 200 {
 		t.Fatalf("plan: %d %s", status, body)
 	}
-	reason := "preempted by web.g[0] (priority 80, this job 10)"
+	reason := "preempted by web.g[0] (priority 80 > 10)"
 	port := []spec.AllocPort{{Label: "http", Value: 8080, HostIP: "127.0.0.1"}}
 	want := client.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: client.PlanChanges{
 		Create: []client.PlannedAlloc{{Name: "web.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance", Ports: port}},

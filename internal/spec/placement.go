@@ -26,6 +26,7 @@ type PlacementFailure struct {
 // DimensionFailure counts the nodes that ruled themselves out for one reason.
 type DimensionFailure struct {
 	// Dimension is "cpu", "memory", "disk", "driver <name>", "status",
+	// "unregistered" (a pinned request's node is not known),
 	// "port <n>" (a static port in use), "dynamic ports", "conflict" (a
 	// job already on the node rules this one out), or "constraint
 	// <attribute> <operator> <value>" (the parts that are set).
@@ -45,6 +46,8 @@ func (d DimensionFailure) String() string {
 		return fmt.Sprintf("%s not met on %d", d.Dimension, d.Nodes)
 	case d.Dimension == "status":
 		return fmt.Sprintf("not ready on %d", d.Nodes)
+	case d.Dimension == "unregistered":
+		return fmt.Sprintf("%d pinned node(s) not registered", d.Nodes)
 	case strings.HasPrefix(d.Dimension, "port "):
 		return fmt.Sprintf("%s in use on %d", d.Dimension, d.Nodes)
 	case d.Dimension == "dynamic ports":
@@ -60,7 +63,7 @@ func (d DimensionFailure) String() string {
 func (f PlacementFailure) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "0/%d nodes fit", f.NodesEvaluated)
-	if f.NodesEvaluated == 0 {
+	if f.NodesEvaluated == 0 && len(f.Dimensions) == 0 {
 		b.WriteString(": no ready nodes")
 	}
 	for i, d := range f.Dimensions {
