@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 )
 
 func newAgentCmd() *cobra.Command {
-	var dataDir, httpAddr, logLevel, name string
+	var dataDir, httpAddr, logLevel, name, networkIP string
 	var meta, driverNames, serverAddrs []string
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -31,6 +32,9 @@ running.`,
 			}
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required: the agent keeps its node ID and task directories there")
+			}
+			if networkIP != "" && net.ParseIP(networkIP) == nil {
+				return fmt.Errorf("--network-ip %q is not an IP address; give the address this node's ports are reached at, such as 10.0.0.5", networkIP)
 			}
 			m, err := parseMeta(meta)
 			if err != nil {
@@ -56,7 +60,7 @@ running.`,
 				return err
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: "http://" + ln.Addr().String(),
-				Meta: m, Drivers: drv, Client: c, Logger: log})
+				NetworkIP: networkIP, Meta: m, Drivers: drv, Client: c, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -76,6 +80,7 @@ running.`,
 		return pflag.NormalizedName(name)
 	})
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4647", "this agent's HTTP address (serves task logs to the servers)")
+	cmd.Flags().StringVar(&networkIP, "network-ip", "", "IP address tasks' ports are reached at (default: the --http-addr host if it is an IP, else the first IPv4 address of an interface)")
 	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "node metadata key=value (repeatable)")
 	cmd.Flags().StringSliceVar(&driverNames, "drivers", []string{"exec", "raw_exec"}, "task drivers to offer")

@@ -43,6 +43,9 @@ type Config struct {
 	// StopTasksOnExit stops every task when Run returns (drover dev). A
 	// standalone agent leaves them running.
 	StopTasksOnExit bool
+	// NetworkIP is the address the node's ports are reached at; by default
+	// Address's host if that is an IP, else the first IPv4 of an interface.
+	NetworkIP string
 }
 
 // Agent runs one node.
@@ -146,7 +149,7 @@ func loadOrCreateID(path string) (string, error) {
 
 // Node describes this machine for registration.
 func (a *Agent) Node() *spec.Node {
-	res, attrs := Fingerprint()
+	res, attrs := a.fingerprint()
 	var drivers []string
 	for name := range a.drivers {
 		drivers = append(drivers, name)

@@ -58,7 +58,7 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 // start launches the tasks, or adopts the processes in adopt (by task name)
 // that an earlier agent left running. They run under taskCtx, which ends
 // only when the agent itself stops; stop() is how a task is stopped. The
-// alloc directory is made by the first task to start (taskRunner.runOnce),
+// alloc directory is made by the first task to start (taskRunner.start),
 // in its goroutine, so that starting many allocs at once pipelines one's
 // mkdir with another's fork instead of doing all of one, then all of the
 // other.

@@ -2,10 +2,14 @@ package agent
 
 import (
 	"bufio"
+	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -31,6 +35,71 @@ func Fingerprint() (spec.Resources, map[string]string) {
 	attrs["cpu.mhz_source"] = src
 	res := spec.Resources{CPU: mhz * runtime.NumCPU(), MemoryMB: memTotalMB()}
 	return res, attrs
+}
+
+// fingerprint is Fingerprint plus what depends on this agent's
+// configuration: the disk its data directory's file system offers, and the
+// address the node's ports are reached at (spec.NodeIPAttribute).
+func (a *Agent) fingerprint() (spec.Resources, map[string]string) {
+	res, attrs := Fingerprint()
+	res.DiskMB = diskFreeMB(a.cfg.DataDir)
+	attrs[spec.NodeIPAttribute] = nodeIP(a.cfg.NetworkIP, a.cfg.Address)
+	return res, attrs
+}
+
+// diskFreeMB is the space free to unprivileged users on the file system
+// holding dir, in MB: what tasks writing to their alloc directories can
+// use (root's reserved blocks are not theirs). 0 when it cannot be read.
+func diskFreeMB(dir string) int {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return int(st.Bavail * uint64(st.Bsize) >> 20)
+}
+
+// nodeIP is the address the node's ports are reserved on: the operator's
+// explicit choice; else the host of the agent's advertised HTTP address
+// when that is an IP (the address the servers already reach it at), but
+// not an unspecified one such as 0.0.0.0; else the first IPv4 address of
+// an interface that is up and not loopback; else 127.0.0.1.
+func nodeIP(explicit, advertised string) string {
+	if explicit != "" {
+		return explicit
+	}
+	if u, err := url.Parse(advertised); err == nil {
+		if ip := net.ParseIP(u.Hostname()); ip != nil && !ip.IsUnspecified() {
+			return ip.String()
+		}
+	}
+	if ip := firstInterfaceIPv4(); ip != "" {
+		return ip
+	}
+	return "127.0.0.1"
+}
+
+// firstInterfaceIPv4 is the first IPv4 address of an interface that is up
+// and not loopback, in the kernel's interface order; "" if there is none.
+func firstInterfaceIPv4() string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				return n.IP.String()
+			}
+		}
+	}
+	return ""
 }
 
 func cpuMHz() (int, string) {

@@ -30,7 +30,8 @@ type leftTask struct {
 // machines, the larger part of a task start).
 //
 // A group whose leader has exited but was not reaped (a zombie) is no
-// running task: what is left of the group is killed here, silently.
+// running task, and a prestart or stop command (DROVER_HOOK=1) is not the
+// task: what is left of such a group is killed here, silently.
 func findLeftTasks(nodeID string) []leftTask {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -54,7 +55,9 @@ func findLeftTasks(nodeID string) []leftTask {
 		if node, _ := proc.Getenv(env, "DROVER_NODE_ID"); node != nodeID {
 			continue
 		}
-		if st.Dead() {
+		if _, hook := proc.Getenv(env, "DROVER_HOOK"); hook || st.Dead() {
+			// A prestart or stop command whose agent died: the task is
+			// started (or stopped) again from the beginning.
 			syscall.Kill(-pid, syscall.SIGKILL)
 			continue
 		}

@@ -2,10 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-org/drover/internal/driver"
@@ -16,11 +21,16 @@ import (
 
 // taskRunner runs one task of an alloc and applies its restart policy:
 //
-//	start --ok--> running --exit--+--> batch and exit 0 ---------> dead (complete)
-//	  |                           +--> restarts left in interval -> wait delay -> start
-//	  |                           +--> mode delay ----------------> wait for interval -> start
-//	  +--driver error-------------+--> mode fail -----------------> dead (failed)
-//	stop request at any point -----------------------------------> dead (stopped)
+//	prestart commands --ok--> start --ok--> running --exit--+--> batch and exit 0 ---------> dead (complete)
+//	  |                         |                           +--> restarts left in interval -> wait delay -> prestart
+//	  |                         |                           +--> mode delay ----------------> wait for interval -> prestart
+//	  +--fail or timeout--------+--driver error-------------+--> mode fail -----------------> dead (failed)
+//	stop request at any point (a running task's stop command first) ----------------------> dead (stopped)
+//
+// Prestart and stop commands are run here, through the driver like the task
+// itself, rather than inside a driver: so every driver has them, an adopted
+// task's stop command runs as a started one's does, and a slow prestart
+// holds no start slot while it runs.
 type taskRunner struct {
 	ar     *allocRunner
 	task   *spec.Task
@@ -123,22 +133,30 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	defer closeAll(stdout, stderr)
 
-	tr.ar.agent.startSlots <- struct{}{}
-	tr.ar.dirOnce.Do(func() { tr.ar.dirErr = mkdir(tr.ar.dir) })
-	if err := tr.ar.dirErr; err != nil {
-		<-tr.ar.agent.startSlots
-		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot create the alloc directory: "+err.Error(), nil)
-		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	cfg := tr.task.Config
+	for i, c := range cfg.Prestart {
+		what := fmt.Sprintf("prestart command %d of %d (%s)", i+1, len(cfg.Prestart), commandLine(c))
+		exit, err := tr.runCommand(ctx, c, prestartTimeout, stdout, stderr, tr.stop)
+		switch {
+		case ctx.Err() != nil:
+			// The agent is going away; the prestart was killed, and the
+			// next agent, finding no task process, starts over from the
+			// first prestart command.
+			return driver.Exit{}, true
+		case errors.Is(err, errStopRequested):
+			tr.ar.taskDead(name, false, spec.EventKilled, "stopped during "+what)
+			return driver.Exit{}, true
+		case err == nil && !exit.Successful():
+			err = fmt.Errorf("%s failed: %s", what, exit)
+		case err != nil:
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+		if err != nil {
+			tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
+			return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+		}
 	}
-	h, err := tr.drv.Start(ctx, driver.Task{
-		Command: tr.task.Config.Command,
-		Args:    tr.task.Config.Args,
-		Env:     tr.env(),
-		Dir:     tr.dir,
-		Stdout:  stdout,
-		Stderr:  stderr,
-	})
-	<-tr.ar.agent.startSlots
+	h, err := tr.start(ctx, spec.Command{Command: cfg.Command, Args: cfg.Args}, false, stdout, stderr)
 	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
@@ -147,11 +165,105 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	tr.ar.taskEvent(name, spec.EventStarted, "pid "+strconv.Itoa(h.PID()), func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, h.PID(), started, nil
 	})
-	return tr.supervise(ctx, h)
+	return tr.supervise(ctx, h, stdout, stderr)
+}
+
+// prestartTimeout bounds each prestart command. Prestart commands are
+// setup (a migration, fetching a file, waiting for a dependency) that takes
+// seconds; five minutes leaves room for a slow one, while a hung one still
+// ends: it is stopped, fails the start, and the restart policy decides,
+// instead of the task staying pending forever.
+const prestartTimeout = 5 * time.Minute
+
+// errStopRequested: runCommand stopped its command because the task was
+// asked to stop.
+var errStopRequested = errors.New("stop requested")
+
+// start starts one process of the task (a prestart command, the task's own
+// command or its stop command) with the task's environment, directory and
+// user, its output going to the task's logs. It holds a start slot for the
+// fork only; the first start of an alloc makes the alloc directory. A hook
+// (prestart or stop command) also gets DROVER_HOOK=1, so that an agent
+// started after this one died kills it rather than adopting it as the
+// task (see findLeftTasks).
+func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdout, stderr io.Writer) (driver.Handle, error) {
+	tr.ar.agent.startSlots <- struct{}{}
+	defer func() { <-tr.ar.agent.startSlots }()
+	tr.ar.dirOnce.Do(func() { tr.ar.dirErr = mkdir(tr.ar.dir) })
+	if err := tr.ar.dirErr; err != nil {
+		return nil, fmt.Errorf("cannot create the alloc directory: %w", err)
+	}
+	return tr.drv.Start(ctx, driver.Task{
+		Command: c.Command,
+		Args:    c.Args,
+		Env:     tr.env(hook),
+		Dir:     tr.workDir(),
+		User:    tr.task.Config.User,
+		Stdout:  stdout,
+		Stderr:  stderr,
+	})
+}
+
+// runCommand runs c (see start) to completion and returns its exit. It
+// stops c (SIGTERM, SIGKILL after kill_timeout) and returns an error when
+// timeout passes first, or when stop is closed (errStopRequested); when
+// ctx ends (the agent going away) it kills c at once, since a command left
+// behind would be adopted by the next agent as the task itself.
+func (tr *taskRunner) runCommand(ctx context.Context, c spec.Command, timeout time.Duration, stdout, stderr io.Writer, stop <-chan struct{}) (driver.Exit, error) {
+	h, err := tr.start(ctx, c, true, stdout, stderr)
+	if err != nil {
+		return driver.Exit{}, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	grace := tr.task.KillTimeout.Std()
+	select {
+	case exit := <-h.Wait():
+		return exit, nil
+	case <-t.C:
+		err = fmt.Errorf("did not finish within %s; stopped it", timeout)
+	case <-stop:
+		err = errStopRequested
+	case <-ctx.Done():
+		err, grace = ctx.Err(), 0
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
+	defer cancel()
+	exit, _ := h.Stop(sctx, grace)
+	return exit, err
+}
+
+// workDir is where the task's processes start: its work_dir, relative to
+// the task directory unless absolute, or else the task directory.
+func (tr *taskRunner) workDir() string {
+	wd := tr.task.Config.WorkDir
+	if wd == "" {
+		return tr.dir
+	}
+	if filepath.IsAbs(wd) {
+		return wd
+	}
+	return filepath.Join(tr.dir, wd)
+}
+
+// commandLine shows a command for events, quoting arguments that would not
+// read back as one word.
+func commandLine(c spec.Command) string {
+	var b strings.Builder
+	b.WriteString(c.Command)
+	for _, a := range c.Args {
+		b.WriteByte(' ')
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]{}~#") {
+			a = strconv.Quote(a)
+		}
+		b.WriteString(a)
+	}
+	return b.String()
 }
 
 // supervise waits for the running task h to exit or be stopped; see runOnce.
-func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle) (driver.Exit, bool) {
+// stdout and stderr are the task's logs, for its stop command's output.
+func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, stdout, stderr io.Writer) (driver.Exit, bool) {
 	name := tr.task.Name
 	select {
 	case exit := <-h.Wait():
@@ -174,7 +286,20 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle) (driver.Ex
 		return driver.Exit{}, true
 	}
 	grace := tr.task.KillTimeout.Std()
-	tr.ar.taskEvent(name, spec.EventKilling, fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace), nil)
+	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
+	if c := tr.task.Config.Stop; c != nil {
+		// As systemd's ExecStop: the task's own way to stop comes first,
+		// bounded by kill_timeout; the signals follow whatever it did.
+		tr.ar.taskEvent(name, spec.EventKilling, fmt.Sprintf("running stop command %s (for at most %s)", commandLine(*c), grace), nil)
+		exit, err := tr.runCommand(context.Background(), *c, grace, stdout, stderr, nil)
+		switch {
+		case err != nil:
+			killing = "stop command: " + err.Error() + "; " + killing
+		case !exit.Successful():
+			killing = "stop command failed: " + exit.String() + "; " + killing
+		}
+	}
+	tr.ar.taskEvent(name, spec.EventKilling, killing, nil)
 	sctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
 	exit, err := h.Stop(sctx, grace)
 	cancel()
@@ -234,7 +359,7 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 	tr.ar.taskEvent(name, spec.EventAdopted, msg, func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, p.PID, started, nil
 	})
-	return tr.supervise(ctx, h)
+	return tr.supervise(ctx, h, stdout, stderr)
 }
 
 // openLogs opens the task's size-rotated stdout and stderr files.
@@ -253,8 +378,9 @@ func (tr *taskRunner) openLogs() (stdout, stderr *tasklog.Writer, err error) {
 }
 
 // env is the task's environment: a fixed PATH, the DROVER_* names of where
-// it runs, then the job file's env (which wins).
-func (tr *taskRunner) env() []string {
+// it runs and of the alloc's ports (DROVER_PORT_<label>=port and
+// DROVER_ADDR_<label>=ip:port), then the job file's env (which wins).
+func (tr *taskRunner) env(hook bool) []string {
 	a := tr.ar.alloc
 	m := map[string]string{
 		"PATH":                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -272,6 +398,18 @@ func (tr *taskRunner) env() []string {
 		"DROVER_CPU_LIMIT":    strconv.Itoa(tr.task.Resources.CPU),
 		"DROVER_MEMORY_LIMIT": strconv.Itoa(tr.task.Resources.MemoryMB),
 		"DROVER_JOB_VERSION":  strconv.FormatUint(a.JobVersion, 10),
+	}
+	for _, p := range a.Ports {
+		ip := p.HostIP
+		if ip == "" {
+			ip = "127.0.0.1" // spec.NodeIPAttribute's default
+		}
+		port := strconv.Itoa(p.Value)
+		m["DROVER_PORT_"+p.Label] = port
+		m["DROVER_ADDR_"+p.Label] = net.JoinHostPort(ip, port)
+	}
+	if hook {
+		m["DROVER_HOOK"] = "1"
 	}
 	for k, v := range tr.task.Env {
 		m[k] = v

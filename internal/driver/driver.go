@@ -24,8 +24,13 @@ type Task struct {
 	Args    []string
 	// Env is the complete environment, "KEY=value".
 	Env []string
-	// Dir is the working directory; it exists.
+	// Dir is the working directory. A start fails if it does not exist or
+	// User cannot enter it.
 	Dir string
+	// User runs the process as this user, a name or a numeric uid; "" is
+	// the agent's own user. Only an agent running as root can run a task
+	// as another user.
+	User string
 	// Stdout and Stderr receive the task's output. The driver closes neither.
 	Stdout, Stderr io.Writer
 }

@@ -444,7 +444,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	if msg := spec.CheckName(n.Name); msg != "" {
 		ps.Add("name", "node name %s", msg)
 	}
-	if n.Resources.CPU < 0 || n.Resources.MemoryMB < 0 {
+	if n.Resources.CPU < 0 || n.Resources.MemoryMB < 0 || n.Resources.DiskMB < 0 {
 		ps.Add("resources", "resources must not be negative")
 	}
 	if n.Address != "" {

@@ -12,9 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +53,13 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	// Setpgid puts the task in its own process group, so a stop reaches its
 	// children too. No Pdeathsig: the task must outlive an agent restart.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if t.User != "" {
+		cred, err := credential(t.User)
+		if err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
 
 	stdout, err := pipeTo(t.Stdout)
 	if err != nil {
@@ -64,6 +74,9 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	if err := cmd.Start(); err != nil {
 		stdout.close()
 		stderr.close()
+		if derr := checkDir(t.Dir); derr != nil {
+			return nil, fmt.Errorf("start %s: %w", t.Command, derr)
+		}
 		return nil, fmt.Errorf("start %s: %w", t.Command, err)
 	}
 	// The child has its copies; close ours so that EOF arrives when it exits.
@@ -99,6 +112,72 @@ func lookPath(command string, env []string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("command %q not found in PATH %s", command, pathEnv)
+}
+
+// checkDir says what is wrong with a working directory, after a failed
+// start: the child's failed chdir comes back as "fork/exec <command>: no
+// such file or directory", which reads as if the command were missing.
+// Checked only then, so that a start costs no extra stat.
+func checkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("working directory %s does not exist", dir)
+	case err != nil:
+		return fmt.Errorf("working directory: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// credential resolves a task's user (a name, or a numeric uid) to what its
+// process runs as: the user's uid, primary group and supplementary groups,
+// so that nothing of the agent's own groups leaks into the task. The
+// agent's own user needs no change (nil). Any other user needs an agent
+// running as root; without that the start fails here with the reason,
+// rather than later as a bare EPERM from the fork.
+func credential(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if _, numErr := strconv.ParseUint(name, 10, 32); numErr != nil {
+			return nil, fmt.Errorf("user %q: %w", name, err)
+		}
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("user %q: no user has that uid (%w)", name, err)
+		}
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: uid %q is not numeric", name, u.Uid)
+	}
+	euid := os.Geteuid()
+	if int(uid) == euid {
+		return nil, nil
+	}
+	if euid != 0 {
+		return nil, fmt.Errorf("user %q (uid %d): the agent runs as uid %d, not as root, so it cannot run a task as another user; run the agent as root or leave the task's user unset", name, uid, euid)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("user %q: gid %q is not numeric", name, u.Gid)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("user %q: groups: %w", name, err)
+	}
+	for _, id := range ids {
+		g, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("user %q: group id %q is not numeric", name, id)
+		}
+		cred.Groups = append(cred.Groups, uint32(g))
+	}
+	return cred, nil
 }
 
 type pipe struct {
