@@ -7,7 +7,7 @@ package main
 //
 // It runs `drover dev` (a server and a node) and three more agents
 // (`drover agent`, each its own node), all with the defaults. A service job
-// of 4 instances spreads over the 4 nodes. Each trial SIGKILLs one agent
+// of 4 instances, scored least_loaded, spreads over the 4 nodes. Each trial SIGKILLs one agent
 // together with its tasks' process groups, as a machine that loses power,
 // and times kill -> every lost instance running again on another node (the
 // replacement's task start as its agent recorded it). The dead node is then
@@ -118,6 +118,7 @@ func machineLoss(bin string, trials int, falseDown time.Duration) error {
 	}
 
 	job := sleepJob("lossbench", 4)
+	job.Scoring = spec.ScoreLeastLoaded // one per node, not binpack's all on one
 	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ var pure = map[string]bool{
 }
 
 var pureStd = []string{
-	"bytes", "cmp", "container/heap", "encoding/json", "errors", "fmt", "maps", "math", "regexp",
+	"bytes", "cmp", "container/heap", "encoding/json", "errors", "fmt", "maps", "math", "path", "regexp",
 	"slices", "sort", "strconv", "strings", "time", "unicode", "unicode/utf8",
 }
 

@@ -47,8 +47,9 @@ func TestMachineLossReplacesInstances(t *testing.T) {
 	d := startDev(t, dir+"/data")
 	agent := startAgent(t, d, "doomed", dir+"/agent2")
 
-	// Four instances over two nodes: least-loaded placement spreads them.
-	job := strings.NewReplacer(`count = 3`, `count = 4`, `"e2eweb"`, `"e2elost"`).Replace(webJob)
+	// Four instances over two nodes: least-loaded placement spreads them
+	// (binpack, the default, would put them all on one).
+	job := strings.NewReplacer(`count = 3`, `count = 4`, `"e2eweb" {`, `"e2elost" {`+"\n  scoring = \"least_loaded\"").Replace(webJob)
 	out, errOut, code := d.cli("", "run", "--min-healthy-time", "1s", writeJob(t, dir, "lost.hcl", job))
 	if code != 0 {
 		t.Fatalf("drover run: exit %d\n%s%s", code, out, errOut)
