@@ -15,6 +15,7 @@ import (
 
 const tickJob = `
 job "e2eadopt" {
+  scoring = "least_loaded" # instances on both nodes, not binpack's one
   group "tick" {
     count = 4
     task "ticker" {

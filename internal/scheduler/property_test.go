@@ -583,6 +583,33 @@ func TestPlaceMatchesReference(t *testing.T) {
 				t.Fatalf("distinct_hosts broken: %d instances of %s.%s on %s", hosts[k], k[0], k[1], k[2])
 			}
 		}
+		// No placement takes a host port that is held on its node. (The
+		// generated allocs may share ports among themselves.)
+		held := map[string]map[int]string{}
+		hold := func(node string, port int, by string, check bool) {
+			if held[node] == nil {
+				held[node] = map[int]string{}
+			}
+			if other, ok := held[node][port]; ok && check {
+				t.Fatalf("port %d on %s held by %s and %s", port, node, other, by)
+			}
+			held[node][port] = by
+		}
+		for _, a := range in.Allocs {
+			if !a.Terminal() && !in.Freed[a.ID] {
+				for _, p := range a.Ports {
+					hold(a.NodeID, p.Value, a.ID, false)
+				}
+			}
+		}
+		for _, p := range got.Placements {
+			if len(p.Ports) != len(p.Request.Group.Ports()) {
+				t.Fatalf("%s got ports %v for %v", requestKey(p.Request), p.Ports, p.Request.Group.Ports())
+			}
+			for _, port := range p.Ports {
+				hold(p.NodeID, port.Value, requestKey(p.Request), true)
+			}
+		}
 		for i := 1; i < len(got.Placements); i++ {
 			if compareRequests(got.Placements[i-1].Request, got.Placements[i].Request) > 0 {
 				t.Fatalf("placements out of order at %d", i)
