@@ -123,3 +123,54 @@ func (r *Registry) applyAlive(nodes []*spec.Node, alive []*mvccpb.KeyValue) {
 		}
 	}
 }
+
+// nodeViews keeps the nodes of the last snapshot, each with its status,
+// so that a node that did not change (same revision, same liveness) is the
+// same *spec.Node in the next snapshot. The scheduler's cache compares
+// node lists by pointer; a leader pass then does not pay for nodes that
+// did not change. Snapshot nodes are shared between snapshots: callers
+// copy a node before changing it.
+type nodeViews struct {
+	mu sync.Mutex
+	m  map[string]nodeView
+}
+
+type nodeView struct {
+	rev  int64
+	node *spec.Node
+}
+
+// snapshotNodes decodes the nodes of a snapshot with their status from
+// the liveness keys, reusing the previous snapshot's value of each node
+// that did not change, in the order decodeNodes gives.
+func (r *Registry) snapshotNodes(kvs, alive []*mvccpb.KeyValue) ([]*spec.Node, error) {
+	up := make(map[string]bool, len(alive))
+	for _, kv := range alive {
+		up[string(kv.Key[len(r.prefix+dirNodeAlive):])] = true
+	}
+	r.views.mu.Lock()
+	defer r.views.mu.Unlock()
+	seen := make(map[string]nodeView, len(kvs))
+	out := make([]*spec.Node, 0, len(kvs))
+	for _, kv := range kvs {
+		key := string(kv.Key)
+		status := spec.NodeDown
+		if up[key[len(r.prefix+dirNodes):]] {
+			status = spec.NodeReady
+		}
+		v, ok := r.views.m[key]
+		if !ok || v.rev != kv.ModRevision || v.node.Status != status {
+			n, err := decodeNode(kv)
+			if err != nil {
+				return nil, err
+			}
+			n.Status = status
+			v = nodeView{rev: kv.ModRevision, node: n}
+		}
+		seen[key] = v
+		out = append(out, v.node)
+	}
+	r.views.m = seen
+	sortNodes(out)
+	return out, nil
+}

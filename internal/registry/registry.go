@@ -47,6 +47,7 @@ type Registry struct {
 	ownCli bool
 	cache  decodeCache
 	leases leaseCache
+	views  nodeViews
 }
 
 // Open connects to etcd at endpoints and checks that it answers; when it
@@ -604,8 +605,13 @@ func decodeNodes(kvs []*mvccpb.KeyValue) ([]*spec.Node, error) {
 		}
 		out = append(out, n)
 	}
-	slices.SortFunc(out, func(a, b *spec.Node) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	sortNodes(out)
 	return out, nil
+}
+
+// sortNodes orders nodes by name, then ID.
+func sortNodes(ns []*spec.Node) {
+	slices.SortFunc(ns, func(a, b *spec.Node) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 }
 
 // ---- Schedules ----
@@ -667,10 +673,9 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if s.Allocs, err = r.mergeAllocs(kvs(1), kvs(2), true); err != nil {
 		return nil, err
 	}
-	if s.Nodes, err = decodeNodes(kvs(3)); err != nil {
+	if s.Nodes, err = r.snapshotNodes(kvs(3), kvs(5)); err != nil {
 		return nil, err
 	}
-	r.applyAlive(s.Nodes, kvs(5))
 	for _, kv := range kvs(4) {
 		var js spec.JobSchedule
 		if err := json.Unmarshal(kv.Value, &js); err != nil {

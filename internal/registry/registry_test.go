@@ -1056,3 +1056,46 @@ func TestNodeLiveness(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotKeepsUnchangedNodes: a node that did not change between two
+// snapshots is the same value in both (the scheduler's cache relies on
+// it), and one whose liveness or record changed is a new value with the
+// new status.
+func TestSnapshotKeepsUnchangedNodes(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx := context.Background()
+	for _, id := range []string{"n1", "n2"} {
+		if _, err := r.PutNode(ctx, &spec.Node{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.NodeAlive(ctx, id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := func() []*spec.Node {
+		s, err := r.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Nodes
+	}
+	a, b := snap(), snap()
+	if len(a) != 2 || a[0] != b[0] || a[1] != b[1] {
+		t.Fatalf("unchanged nodes are new values: %p %p / %p %p", a[0], a[1], b[0], b[1])
+	}
+	if _, err := r.PutNode(ctx, &spec.Node{ID: "n2", Name: "n2", Meta: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := snap()
+	if c[0] != a[0] || c[1] == a[1] || c[1].Meta["k"] != "v" || c[1].Status != spec.NodeReady {
+		t.Fatalf("after changing n2: n1 same %v, n2 new %v, meta %v, status %s", c[0] == a[0], c[1] != a[1], c[1].Meta, c[1].Status)
+	}
+	if _, err := r.cli.Delete(ctx, r.prefix+dirNodeAlive+"n1"); err != nil { // as when its lease runs out
+		t.Fatal(err)
+	}
+	d := snap()
+	if d[0] == c[0] || d[0].Status != spec.NodeDown || c[0].Status != spec.NodeReady || d[1] != c[1] {
+		t.Fatalf("after n1 went down: n1 %s (was %s, new value %v), n2 same %v", d[0].Status, c[0].Status, d[0] != c[0], d[1] == c[1])
+	}
+}

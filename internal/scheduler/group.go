@@ -50,6 +50,11 @@ type groupRun struct {
 	pos   []int32   // per node idx: position in its heap, or -1
 	heaps []*nodeHeap
 	built bool // heaps are built on the first unpinned request
+	// removed are the nodes dropped from the heaps for a reason that can
+	// pass (use, ports), so that a cached run can put them back.
+	removed []int32
+	// ckey is the run's Cache key, "" when its heaps are not kept.
+	ckey string
 }
 
 func (s *state) newGroupRun(r Request) *groupRun {
@@ -100,6 +105,19 @@ func (s *state) newGroupRun(r Request) *groupRun {
 			gr.static0 = append(gr.static0, p.Static)
 		} else {
 			gr.dynamic++
+		}
+	}
+	if s.cache != nil {
+		if gr.ckey = gr.cacheKey(); gr.ckey != "" {
+			if prev := s.runs[gr.ckey]; prev != nil {
+				gr.reuse(prev) // an earlier group of this call
+			} else if cached := s.cache.groups[gr.ckey]; cached != nil {
+				gr.reuse(cached)
+			}
+			if s.runs == nil {
+				s.runs = map[string]*groupRun{}
+			}
+			s.runs[gr.ckey] = gr
 		}
 	}
 	return gr
@@ -379,6 +397,9 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 		n := gr.s.all[best.nodes[0]]
 		if !gr.feasible(n) {
 			best.pop() // for the rest of the call: see feasible
+			if gr.meetsStatic(n) {
+				gr.removed = append(gr.removed, n.idx)
+			}
 			continue
 		}
 		if avoid != "" && n.node.ID == avoid {
@@ -402,6 +423,7 @@ func (gr *groupRun) pinned(id string) *nodeState {
 // charge puts one instance of the group on n and returns its ports.
 func (gr *groupRun) charge(n *nodeState) []spec.AllocPort {
 	s := gr.s
+	s.touch(n)
 	n.used = n.used.Add(gr.need)
 	var ports []spec.AllocPort
 	for _, p := range gr.g.Ports() {

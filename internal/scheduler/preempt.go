@@ -151,6 +151,7 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 	}
 	by := spec.AllocName(r.Job.Name, r.Group.Name, r.Index)
 	var out []Eviction
+	s.touch(n)
 	for _, a := range allocs {
 		s.evicted[a.ID] = true
 		n.used = n.used.Sub(a.Resources)

@@ -41,6 +41,8 @@ type Input struct {
 	// conflicts and replaces rules keep new work off their nodes. Optional:
 	// without them only the placing job's own rules are checked.
 	Jobs map[string]*spec.Job
+	// Cache, when set, carries work from one call to the next; see Cache.
+	Cache *Cache
 }
 
 // Placement puts one request on one node.
@@ -105,7 +107,12 @@ func Place(in Input) Result {
 	reqs := slices.Clone(in.Requests)
 	slices.SortStableFunc(reqs, compareRequests)
 
-	s := newState(in)
+	var s *state
+	if in.Cache != nil {
+		s = in.Cache.state(in)
+	} else {
+		s = newState(in)
+	}
 	var res Result
 	failed := map[groupKey]int{} // index into res.Failures
 	gaveUp := map[groupKey]bool{}
@@ -173,6 +180,9 @@ func Place(in Input) Result {
 		}
 		f := &res.Failures[i]
 		f.PlacementFailure = mergeFailures(f.PlacementFailure, pf)
+	}
+	if s.cache != nil {
+		s.cache.keep(s)
 	}
 	return res
 }

@@ -31,6 +31,11 @@ type state struct {
 	jobNodes map[string]map[int32]int
 	jobs     map[string]*spec.Job
 	evicted  map[string]bool
+	// cache is set when the state lives in a Cache; journal then holds each
+	// node's use before the call changed it (see rollback).
+	cache   *Cache
+	journal map[int32]nodeDyn
+	runs    map[string]*groupRun // the call's cacheable runs, by key
 }
 
 type nodeState struct {
@@ -128,32 +133,29 @@ func (d *distinctRule) add(n *spec.Node, delta int) {
 	}
 }
 
+// newState builds the state for one call: the node index, then the use
+// of the live allocs.
 func newState(in Input) *state {
+	s := newIndex(in.Nodes)
+	s.jobs = in.Jobs
+	s.useAllocs(in.Allocs, in.Freed)
+	return s
+}
+
+// newIndex builds what depends on the nodes alone: their order by ID, and
+// the ready ones by driver class.
+func newIndex(nodes []*spec.Node) *state {
 	s := &state{
-		all:   make([]*nodeState, len(in.Nodes)),
+		all:   make([]*nodeState, len(nodes)),
 		rules: map[spec.Constraint]*rule{},
 		meets: map[string][]uint8{},
-		jobs:  in.Jobs,
 	}
-	states := make([]nodeState, len(in.Nodes)) // one allocation for all
-	for i, n := range in.Nodes {
+	states := make([]nodeState, len(nodes)) // one allocation for all
+	for i, n := range nodes {
 		states[i] = nodeState{node: n, idx: int32(i), nextDyn: spec.DynamicPortMin}
 		s.all[i] = &states[i]
 	}
 	s.rankByID()
-	for _, a := range in.Allocs {
-		if a.Terminal() || in.Freed[a.ID] {
-			continue
-		}
-		s.allocs = append(s.allocs, a)
-		if ns := s.node(a.NodeID); ns != nil {
-			ns.used = ns.used.Add(a.Resources)
-			ns.allocs = append(ns.allocs, a)
-			for _, p := range a.Ports {
-				ns.usePort(p.Value)
-			}
-		}
-	}
 	byKey := map[string]*class{}
 	var key []byte
 	// Nodes tend to come in runs with the same drivers: the previous
@@ -191,6 +193,29 @@ func newState(in Input) *state {
 		c.nodes = append(c.nodes, ns.idx)
 	}
 	return s
+}
+
+// useAllocs charges the live allocs (not terminal, not freed) to their
+// nodes, and returns the nodes it charged.
+func (s *state) useAllocs(allocs []*spec.Alloc, freed map[string]bool) []int32 {
+	var used []int32
+	for _, a := range allocs {
+		if a.Terminal() || freed[a.ID] {
+			continue
+		}
+		s.allocs = append(s.allocs, a)
+		if ns := s.node(a.NodeID); ns != nil {
+			if len(ns.allocs) == 0 {
+				used = append(used, ns.idx)
+			}
+			ns.used = ns.used.Add(a.Resources)
+			ns.allocs = append(ns.allocs, a)
+			for _, p := range a.Ports {
+				ns.usePort(p.Value)
+			}
+		}
+	}
+	return used
 }
 
 // node returns the node with the given ID, or nil. The index is built on

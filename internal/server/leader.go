@@ -25,7 +25,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		markNodeDown(snap.Allocs, snap.Nodes)
 		s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
-	d := decide(snap, now)
+	d := decide(snap, now, s.placer)
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules) == 0 {
 		return d.reconcile.NextRun, nil
 	}
@@ -50,7 +50,10 @@ type decision struct {
 // reading no clock, so that any server can answer "what would the leader
 // do?" from its own snapshot. Allocs on down nodes must already be marked
 // (markNodeDown) when the caller wants them replaced.
-func decide(snap *registry.Snapshot, now time.Time) decision {
+//
+// cache, when not nil, is the scheduler's cache carried across passes (the
+// leader's); a plan passes nil, since it runs beside the leader.
+func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache) decision {
 	res := reconcile.Reconcile(reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now})
 	plan := &registry.Plan{DeleteAllocs: res.GC}
 
@@ -80,7 +83,7 @@ func decide(snap *registry.Snapshot, now time.Time) decision {
 	for i, p := range res.Place {
 		reqs[i] = requestOf(p)
 	}
-	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: stopped, Requests: reqs, Jobs: jobs})
+	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: stopped, Requests: reqs, Jobs: jobs, Cache: cache})
 	// The scheduler counted the evicted allocs' room as free for the
 	// placements that needed it; here they are only told to stop.
 	for _, e := range out.Evictions {

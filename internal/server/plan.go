@@ -146,7 +146,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	with.Jobs = append(with.Jobs, cand)
 	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
 
-	d := decide(&with, now)
+	d := decide(&with, now, nil)
 	p := &client.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
 	for _, n := range down {
 		p.Without = append(p.Without, n.Name)
@@ -161,7 +161,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	// change would not make (work pending elsewhere may evict too).
 	if len(p.Evict) > 0 {
 		before := map[string]bool{}
-		for _, e := range decide(snap, now).sched.Evictions {
+		for _, e := range decide(snap, now, nil).sched.Evictions {
 			before[e.Alloc.ID] = true
 		}
 		p.Evict = slices.DeleteFunc(p.Evict, func(e client.PlannedAlloc) bool { return before[e.AllocID] })
@@ -192,7 +192,7 @@ func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *cl
 		out[n.ID] = true
 		p.Without = append(p.Without, n.Name)
 	}
-	d := decide(snap, now)
+	d := decide(snap, now, nil)
 	hit := map[string]bool{}
 	for _, a := range snap.Allocs {
 		if out[a.NodeID] && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/scheduler"
 )
 
 // Config is what a server needs.
@@ -71,6 +72,9 @@ type Server struct {
 	secrets   nodeSecrets
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
+	// placer carries the scheduler's work from one pass of the leader's
+	// loop to the next; only that loop uses it.
+	placer *scheduler.Cache
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -157,6 +161,7 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	s.downMu.Lock()
 	s.downSince = nil
 	s.downMu.Unlock()
+	s.placer = scheduler.NewCache()
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
 	var due *time.Timer

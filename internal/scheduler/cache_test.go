@@ -1,0 +1,96 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// TestCacheMatchesFresh runs a sequence of calls on a cluster that
+// changes between them (placements become allocs, allocs end, requests
+// change, sometimes a node changes), each call once with a Cache kept
+// across the sequence and once without: the results must be the same.
+func TestCacheMatchesFresh(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := genInput(t)
+		if rapid.Bool().Draw(t, "plain") {
+			// Groups without spreads and distinct_* have their heaps kept
+			// across calls: make them common.
+			for _, r := range in.Requests {
+				r.Job.Constraints = withoutDistinct(r.Job.Constraints)
+				r.Group.Constraints = withoutDistinct(r.Group.Constraints)
+				r.Group.Spreads = nil
+				for _, tk := range r.Group.Tasks {
+					tk.Constraints = withoutDistinct(tk.Constraints)
+				}
+			}
+		}
+		cache := NewCache()
+		reqs := in.Requests
+		for step := range rapid.IntRange(1, 6).Draw(t, "steps") {
+			fresh := Place(in)
+			cached := in
+			cached.Cache = cache
+			got := Place(cached)
+			if diff := gocmp.Diff(fresh, got); diff != "" {
+				t.Fatalf("step %d: cached result differs (-fresh +cached):\n%s", step, diff)
+			}
+			// The placements run now; some allocs end.
+			next := in
+			next.Allocs = nil
+			for _, a := range in.Allocs {
+				if rapid.IntRange(0, 4).Draw(t, "ends") > 0 {
+					next.Allocs = append(next.Allocs, a)
+				}
+			}
+			for i, p := range fresh.Placements {
+				a := alloc(fmt.Sprintf("s%d-%d", step, i), p.NodeID, 0, 0, spec.ClientRunning)
+				a.Job, a.Group, a.Resources, a.Ports = p.Request.Job.Name, p.Request.Group.Name, p.Request.Group.Resources(), p.Ports
+				next.Allocs = append(next.Allocs, a)
+			}
+			next.Requests = reqs[:rapid.IntRange(0, len(reqs)).Draw(t, "requests")]
+			if len(in.Nodes) > 0 && rapid.IntRange(0, 4).Draw(t, "nodeChange") == 0 {
+				next.Nodes = slices.Clone(in.Nodes)
+				k := rapid.IntRange(0, len(next.Nodes)-1).Draw(t, "changed")
+				n := *next.Nodes[k]
+				n.Resources.CPU += 500
+				next.Nodes[k] = &n
+			}
+			in = next
+		}
+	})
+}
+
+func withoutDistinct(cs []*spec.Constraint) []*spec.Constraint {
+	return slices.DeleteFunc(cs, func(c *spec.Constraint) bool { return c.Distinct() })
+}
+
+// TestCacheSeesNewAllocs: what a call placed, once it comes back as an
+// alloc, weighs on the next call's choice as it would without a cache.
+func TestCacheSeesNewAllocs(t *testing.T) {
+	nodes := []*spec.Node{node("n1", 4000, 8192, "exec"), node("n2", 4000, 8192, "exec")}
+	j := job("web", 50, group("api", 1000, 1024, "exec")) // least_loaded
+	cache := NewCache()
+	in := Input{Nodes: nodes, Requests: reqs(j, j.Groups[0], 0), Cache: cache}
+	first := Place(in)
+	if got := nodesOf(first); !slices.Equal(got, []string{"n1"}) {
+		t.Fatalf("first call placed on %v, want n1", got)
+	}
+	a := alloc("a0", "n1", 1000, 1024, spec.ClientRunning)
+	a.Job, a.Group = "web", "api"
+	in.Allocs = []*spec.Alloc{a}
+	in.Requests = reqs(j, j.Groups[0], 1)
+	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n2"}) {
+		t.Fatalf("second call placed on %v, want n2 (n1 holds the first instance)", got)
+	}
+	// And once it ends, n1 is the emptiest again (ties go to the smaller ID).
+	in.Allocs = nil
+	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n1"}) {
+		t.Fatalf("third call placed on %v, want n1", got)
+	}
+}
