@@ -65,4 +65,11 @@
 // requests: within a call use only grows, so it cannot fit later. A
 // placement then costs a heap fix and a comparison per partition, and a
 // call costs O(nodes) once per group plus O(log nodes) per placement.
+//
+// The O(nodes) part is reading every node once per call, and on a large
+// cluster it dominates a call that places few instances. A Cache, which
+// the leader keeps across its passes, removes it: the node index and the
+// heaps of groups without spreads or distinct_* rules stay built, each
+// call is undone on them at its end, and the next call rescores only the
+// nodes whose allocs changed. Results are identical with and without it.
 package scheduler
