@@ -137,11 +137,12 @@ func (s *state) rollback(used []*groupRun) {
 }
 
 // cacheKey says which groups can share heaps: the same scoring, needs,
-// drivers, constraints that look at the node alone, affinities and ports.
-// It is "" for a group whose heaps depend on where other instances are
-// (spreads, distinct_*, job rules): such a group is built afresh.
+// drivers, constraints that look at the node alone, affinities, ports and
+// spreads (with the count they share). It is "" for a group whose
+// feasibility depends on where other instances are (distinct_*, job
+// rules): such a group is built afresh.
 func (gr *groupRun) cacheKey() string {
-	if gr.spreads != nil || len(gr.job.SpreadsOf(gr.g)) > 0 || len(gr.distinct) > 0 || len(gr.colocate) > 0 ||
+	if len(gr.distinct) > 0 || len(gr.colocate) > 0 ||
 		len(gr.replaces) > 0 || len(gr.conflictNodes) > 0 || len(gr.replaceNodes) > 0 || gr.impossible {
 		return ""
 	}
@@ -155,7 +156,10 @@ func (gr *groupRun) cacheKey() string {
 	for _, a := range gr.job.AffinitiesOf(gr.g) {
 		fmt.Fprintf(&b, "%s %d\x00", a.Constraint().String(), a.Weight)
 	}
-	fmt.Fprintf(&b, "|%v|%d", gr.static0, gr.dynamic)
+	fmt.Fprintf(&b, "|%v|%d|%d", gr.static0, gr.dynamic, gr.g.Count)
+	for _, sr := range gr.spreads {
+		fmt.Fprintf(&b, "|%s %v %v", sr.target.Attribute, sr.weight, sr.target.Targets)
+	}
 	return b.String()
 }
 
@@ -167,10 +171,15 @@ func (gr *groupRun) cacheKey() string {
 // is only slower, since pick checks every node it takes.
 func (gr *groupRun) reuse(cached *groupRun) {
 	gr.score, gr.pos, gr.heaps, gr.affinity, gr.built = cached.score, cached.pos, cached.heaps, cached.affinity, cached.built
+	gr.slots, gr.parts = cached.slots, cached.parts
+	gr.part, gr.partValues, gr.values = cached.part, cached.partValues, cached.values
 	for _, h := range gr.heaps {
 		h.run = gr
 	}
 	s := gr.s
+	if gr.built {
+		gr.countSpreads() // where this call finds the group's instances
+	}
 	for _, idx := range cached.removed {
 		gr.score[idx] = gr.rank(s.all[idx])
 		gr.heapOf(s.all[idx]).push(idx)
@@ -180,11 +189,16 @@ func (gr *groupRun) reuse(cached *groupRun) {
 	}
 }
 
-// heapOf is the heap that holds (or held) n: the one of its class.
+// heapOf is the heap that holds (or held) n: the one of its class and
+// spread partition.
 func (gr *groupRun) heapOf(n *nodeState) *nodeHeap {
+	p := 0
+	if gr.part != nil {
+		p = int(gr.part[n.idx])
+	}
 	for i, c := range gr.classes {
 		if c == n.cls {
-			return gr.heaps[i]
+			return gr.slots[i*gr.parts+p]
 		}
 	}
 	panic("scheduler: node of a class the group does not use")

@@ -19,12 +19,15 @@ func TestCacheMatchesFresh(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		in := genInput(t)
 		if rapid.Bool().Draw(t, "plain") {
-			// Groups without spreads and distinct_* have their heaps kept
-			// across calls: make them common.
+			// Groups without distinct_* have their heaps kept across
+			// calls: make them common.
+			noSpread := rapid.Bool().Draw(t, "noSpread")
 			for _, r := range in.Requests {
 				r.Job.Constraints = withoutDistinct(r.Job.Constraints)
 				r.Group.Constraints = withoutDistinct(r.Group.Constraints)
-				r.Group.Spreads = nil
+				if noSpread {
+					r.Group.Spreads = nil
+				}
 				for _, tk := range r.Group.Tasks {
 					tk.Constraints = withoutDistinct(tk.Constraints)
 				}

@@ -69,7 +69,8 @@
 // The O(nodes) part is reading every node once per call, and on a large
 // cluster it dominates a call that places few instances. A Cache, which
 // the leader keeps across its passes, removes it: the node index and the
-// heaps of groups without spreads or distinct_* rules stay built, each
+// heaps (and spread partitions) of groups without distinct_* or job rules
+// stay built, each
 // call is undone on them at its end, and the next call rescores only the
 // nodes whose allocs changed. Results are identical with and without it.
 package scheduler

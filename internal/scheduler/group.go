@@ -43,12 +43,17 @@ type groupRun struct {
 	spreads  []*spreadRule
 	part     []int32   // per node idx: spread partition; nil without spreads
 	boost    []float64 // per partition: the spread score
-	// partValues are each partition's values, one per spread.
+	// partValues are each partition's values, one per spread; values are
+	// per spread the values of the nodes that could hold the group.
 	partValues [][]string
+	values     []map[string]bool
 
 	score []float64 // per node idx, for nodes in a heap
 	pos   []int32   // per node idx: position in its heap, or -1
 	heaps []*nodeHeap
+	// slots are the heaps by class index, then partition (parts of them).
+	slots []*nodeHeap
+	parts int
 	built bool // heaps are built on the first unpinned request
 	// removed are the nodes dropped from the heaps for a reason that can
 	// pass (use, ports), so that a cached run can put them back.
@@ -100,6 +105,7 @@ func (s *state) newGroupRun(r Request) *groupRun {
 		gr.meets = s.meets[k]
 	}
 	gr.conflicts()
+	gr.spreadRules()
 	for _, p := range g.Ports() {
 		if p.Static > 0 {
 			gr.static0 = append(gr.static0, p.Static)
@@ -333,8 +339,10 @@ func (gr *groupRun) build() {
 		gr.pos[i] = -1
 	}
 	gr.prepareAffinity()
-	parts := gr.prepareSpread()
+	parts := gr.partition()
+	gr.countSpreads()
 	slots := make([]*nodeHeap, len(gr.classes)*parts) // by class, then partition
+	gr.slots, gr.parts = slots, parts
 	for ci, c := range gr.classes {
 		for _, idx := range c.nodes {
 			p := 0

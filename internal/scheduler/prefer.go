@@ -80,19 +80,10 @@ func (sr *spreadRule) boost(v string, ok bool) float64 {
 	return max(-1, min(1, (want-float64(sr.counts[v]))/want))
 }
 
-// prepareSpread sorts the ready nodes of the group's classes into
-// partitions, one per combination of the spreads' values, and counts the
-// group's live instances per value. Even spreads (no targets) share the
-// count among the values of the nodes that meet the group's constraints,
-// which means evaluating the constraints on every node. It returns the
-// number of partitions.
-func (gr *groupRun) prepareSpread() int {
+// spreadRules compiles the spreads that apply to the group. It does not
+// look at the nodes.
+func (gr *groupRun) spreadRules() {
 	ss := gr.job.SpreadsOf(gr.g)
-	if len(ss) == 0 {
-		return 1
-	}
-	s := gr.s
-	total := gr.g.Count
 	var weights float64
 	for _, sp := range ss {
 		k, err := spec.CompileConstraint(spec.Constraint{Attribute: sp.Attribute, Operator: spec.OpIsSet})
@@ -103,26 +94,35 @@ func (gr *groupRun) prepareSpread() int {
 		if w == 0 {
 			w = spec.DefaultSpreadWeight
 		}
-		sr := &spreadRule{target: sp, read: k, weight: float64(w), counts: map[string]int{}, percent: map[string]int{}, total: total}
+		sr := &spreadRule{target: sp, read: k, weight: float64(w), counts: map[string]int{}, percent: map[string]int{}, total: gr.g.Count}
 		for _, t := range sp.Targets {
 			sr.percent[t.Value] = t.Percent
 		}
 		gr.spreads = append(gr.spreads, sr)
 		weights += float64(w)
 	}
-	if len(gr.spreads) == 0 {
-		return 1
-	}
 	for _, sr := range gr.spreads {
 		sr.weight /= weights
 	}
+}
+
+// partition sorts the ready nodes of the group's classes into partitions,
+// one per combination of the spreads' values, and notes the values of the
+// nodes that could hold the group: even spreads (no targets) share the
+// count among them, which means evaluating the constraints on every node.
+// It returns the number of partitions. What it computes depends on the
+// nodes alone, so a cached run keeps it.
+func (gr *groupRun) partition() int {
+	if len(gr.spreads) == 0 {
+		return 1
+	}
+	s := gr.s
 	gr.part = make([]int32, len(s.all))
 	partOf := map[string]int32{}
-	values := make([]map[string]bool, len(gr.spreads))
-	for i := range values {
-		values[i] = map[string]bool{}
+	gr.values = make([]map[string]bool, len(gr.spreads))
+	for i := range gr.values {
+		gr.values[i] = map[string]bool{}
 	}
-	var keys [][]string
 	var key []byte
 	vs := make([]string, len(gr.spreads))
 	for _, c := range gr.classes {
@@ -134,29 +134,40 @@ func (gr *groupRun) prepareSpread() int {
 				if !ok {
 					v = "\x00" // no value: a partition of its own
 				} else if gr.meetsStatic(n) {
-					values[i][v] = true
+					gr.values[i][v] = true
 				}
 				vs[i] = v
 				key = append(append(key, v...), 0)
 			}
 			p, ok := partOf[string(key)] // no allocation for the lookup
 			if !ok {
-				p = int32(len(keys))
+				p = int32(len(gr.partValues))
 				partOf[string(key)] = p
-				keys = append(keys, slices.Clone(vs))
+				gr.partValues = append(gr.partValues, slices.Clone(vs))
 			}
 			gr.part[idx] = p
 		}
 	}
+	return len(gr.partValues)
+}
+
+// countSpreads works out each value's due share and counts the group's
+// live instances per value, then scores the partitions. It runs once per
+// call.
+func (gr *groupRun) countSpreads() {
+	if len(gr.spreads) == 0 {
+		return
+	}
+	s := gr.s
 	for i, sr := range gr.spreads {
 		named, sum := 0, 0
 		for v, p := range sr.percent {
 			sum += p
-			if values[i][v] {
+			if gr.values[i][v] {
 				named++
 			}
 		}
-		if others := len(values[i]) - named; others > 0 {
+		if others := len(gr.values[i]) - named; others > 0 {
 			left := 100 - sum
 			if len(sr.percent) == 0 {
 				left = 100
@@ -169,10 +180,8 @@ func (gr *groupRun) prepareSpread() int {
 			gr.countSpread(n, 1)
 		}
 	}
-	gr.partValues = keys
-	gr.boost = make([]float64, len(keys))
+	gr.boost = make([]float64, len(gr.partValues))
 	gr.updateBoost()
-	return len(keys)
 }
 
 // countSpread adds delta instances at n's values.
