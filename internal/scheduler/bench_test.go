@@ -122,3 +122,43 @@ func constraintMatrix(b *testing.B, cached bool) {
 		}
 	}
 }
+
+// BenchmarkLeaderPasses is the leader's pattern: each pass places a new
+// job of 50 instances on the cluster the earlier passes filled, whose
+// placements are now allocs; every 20 passes the cluster is emptied. With
+// a Cache (as the leader keeps) a pass pays for the allocs it reads and
+// the nodes whose use changed; without one it reads the whole cluster.
+func BenchmarkLeaderPasses(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		for _, n := range []int{500, 10000} {
+			b.Run(fmt.Sprintf("cached=%v/nodes=%d", cached, n), func(b *testing.B) {
+				base := constraintInput(n, 1)
+				var cache *Cache
+				if cached {
+					cache = NewCache()
+				}
+				var allocs []*spec.Alloc
+				placed := 0
+				pass := 0
+				for b.Loop() {
+					if pass%20 == 0 {
+						allocs = nil
+					}
+					j := job(fmt.Sprintf("job-%d", pass), 50, group("g", 100, 128, "exec"))
+					j.Scoring = spec.ScoreBinpack
+					j.Constraints = base.Requests[0].Job.Constraints
+					in := Input{Nodes: base.Nodes, Allocs: allocs, Requests: reqs(j, j.Groups[0], seq(50)...), Cache: cache}
+					res := Place(in)
+					for i, p := range res.Placements {
+						a := alloc(fmt.Sprintf("%d-%d", pass, i), p.NodeID, 100, 128, spec.ClientRunning)
+						a.Job, a.Group = j.Name, "g"
+						allocs = append(allocs, a)
+					}
+					placed += len(res.Placements)
+					pass++
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(placed), "us/placement")
+			})
+		}
+	}
+}
