@@ -193,21 +193,7 @@ func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u
 // spread, how far the node's value is below its due share of the group's
 // count, weighted.
 func referenceSpread(in Input, placements []Placement, r Request, n *spec.Node, ss []spec.Spread) float64 {
-	nodes := map[string]*spec.Node{}
-	for _, x := range in.Nodes {
-		nodes[x.ID] = x
-	}
-	var here []*spec.Node // where the group's instances are
-	for _, a := range in.Allocs {
-		if !a.Terminal() && !in.Freed[a.ID] && a.Job == r.Job.Name && a.Group == r.Group.Name && nodes[a.NodeID] != nil {
-			here = append(here, nodes[a.NodeID])
-		}
-	}
-	for _, p := range placements {
-		if p.Request.Job.Name == r.Job.Name && p.Request.Group.Name == r.Group.Name {
-			here = append(here, nodes[p.NodeID])
-		}
-	}
+	here := referenceHere(in, placements, r)
 	var weights float64
 	for _, s := range ss {
 		w := s.Weight
@@ -276,6 +262,27 @@ func referenceSpread(in Input, placements []Placement, r Request, n *spec.Node, 
 	return out
 }
 
+// referenceHere returns the nodes of r's group's instances: its live
+// allocs on known nodes, and the placements made so far.
+func referenceHere(in Input, placements []Placement, r Request) []*spec.Node {
+	nodes := map[string]*spec.Node{}
+	for _, x := range in.Nodes {
+		nodes[x.ID] = x
+	}
+	var here []*spec.Node
+	for _, a := range in.Allocs {
+		if !a.Terminal() && !in.Freed[a.ID] && a.Job == r.Job.Name && a.Group == r.Group.Name && nodes[a.NodeID] != nil {
+			here = append(here, nodes[a.NodeID])
+		}
+	}
+	for _, p := range placements {
+		if p.Request.Job.Name == r.Job.Name && p.Request.Group.Name == r.Group.Name {
+			here = append(here, nodes[p.NodeID])
+		}
+	}
+	return here
+}
+
 // referenceStatic reports whether n meets r's constraints that look at the
 // node alone.
 func referenceStatic(r Request, n *spec.Node) bool {
@@ -296,21 +303,7 @@ func referenceStatic(r Request, n *spec.Node) bool {
 // group and its tasks, compiled afresh, and the distinct ones counted from
 // scratch over the live allocs and the placements.
 func referenceMeets(in Input, placements []Placement, r Request, n *spec.Node) bool {
-	nodes := map[string]*spec.Node{}
-	for _, x := range in.Nodes {
-		nodes[x.ID] = x
-	}
-	var others []*spec.Node // where the group's instances are
-	for _, a := range in.Allocs {
-		if !a.Terminal() && !in.Freed[a.ID] && a.Job == r.Job.Name && a.Group == r.Group.Name && nodes[a.NodeID] != nil {
-			others = append(others, nodes[a.NodeID])
-		}
-	}
-	for _, p := range placements {
-		if p.Request.Job.Name == r.Job.Name && p.Request.Group.Name == r.Group.Name {
-			others = append(others, nodes[p.NodeID])
-		}
-	}
+	others := referenceHere(in, placements, r)
 	var all []*spec.Constraint
 	all = append(all, r.Job.Constraints...)
 	all = append(all, r.Group.Constraints...)
