@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -110,7 +110,7 @@ func planVerdict(err error, fits bool) error {
 	return &exitError{code: exitUnplaceable, err: errors.New("would not be placed"), silent: true}
 }
 
-func printJobPlan(w io.Writer, p *client.JobPlan, file string) {
+func printJobPlan(w io.Writer, p *spec.JobPlan, file string) {
 	switch {
 	case p.New:
 		fmt.Fprintf(w, "+ Job %q (new: version 1)\n", p.Job)
@@ -138,7 +138,7 @@ func printJobPlan(w io.Writer, p *client.JobPlan, file string) {
 	}
 }
 
-func printNodeLossPlan(w io.Writer, p *client.NodeLossPlan) {
+func printNodeLossPlan(w io.Writer, p *spec.NodeLossPlan) {
 	nodes := strings.Join(p.Without, ", ")
 	if len(p.Jobs) == 0 {
 		fmt.Fprintf(w, "Nothing runs on %s: losing it moves nothing.\n", nodes)
@@ -160,10 +160,10 @@ func printNodeLossPlan(w io.Writer, p *client.NodeLossPlan) {
 // printChanges is one job's changes, as nomad plan shows them: + create,
 // - stop, ~ update in place, ! evict another job's instance; then what
 // would not be placed, with reasons and hints.
-func printChanges(w io.Writer, c *client.PlanChanges) {
+func printChanges(w io.Writer, c *spec.PlanChanges) {
 	rows := 0
 	t := newTable(w, "", "INSTANCE", "NODE", "REASON")
-	add := func(mark string, l []client.PlannedAlloc) {
+	add := func(mark string, l []spec.PlannedAlloc) {
 		for _, a := range l {
 			node := dash(a.Node)
 			if a.FromNode != "" && a.FromNode != a.Node {

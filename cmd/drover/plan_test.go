@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -52,13 +51,13 @@ func TestPlanArgs(t *testing.T) {
 }
 
 func TestPrintJobPlan(t *testing.T) {
-	p := &client.JobPlan{Job: "web", CheckIndex: 42, Version: 3, Diff: []string{"groups[0].count: 2 -> 3"}, Without: []string{"n1"},
-		PlanChanges: client.PlanChanges{
-			Create: []client.PlannedAlloc{{Name: "web.g[2]", Node: "n2", NodeID: "n2", FromNode: "n1", Reason: "replaces alloc 1234abcd lost with node n1"}},
-			Stop:   []client.PlannedAlloc{{Name: "web.g[2]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
-			Update: []client.PlannedAlloc{{Name: "web.g[0]", AllocID: "a", Node: "n2", NodeID: "n2", Reason: "version 2 -> 3; its tasks are unchanged, so it keeps running"}},
-			Keep:   []client.PlannedAlloc{{Name: "web.g[1]", AllocID: "b", Node: "n2", NodeID: "n2"}},
-			Evict:  []client.PlannedAlloc{{Name: "low.g[0]", AllocID: "c", Node: "n2", NodeID: "n2", Reason: "preempted by web.g[2] (priority 80, this job 10)"}},
+	p := &spec.JobPlan{Job: "web", CheckIndex: 42, Version: 3, Diff: []string{"groups[0].count: 2 -> 3"}, Without: []string{"n1"},
+		PlanChanges: spec.PlanChanges{
+			Create: []spec.PlannedAlloc{{Name: "web.g[2]", Node: "n2", NodeID: "n2", FromNode: "n1", Reason: "replaces alloc 1234abcd lost with node n1"}},
+			Stop:   []spec.PlannedAlloc{{Name: "web.g[2]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
+			Update: []spec.PlannedAlloc{{Name: "web.g[0]", AllocID: "a", Node: "n2", NodeID: "n2", Reason: "version 2 -> 3; its tasks are unchanged, so it keeps running"}},
+			Keep:   []spec.PlannedAlloc{{Name: "web.g[1]", AllocID: "b", Node: "n2", NodeID: "n2"}},
+			Evict:  []spec.PlannedAlloc{{Name: "low.g[0]", AllocID: "c", Node: "n2", NodeID: "n2", Reason: "preempted by web.g[2] (priority 80, this job 10)"}},
 			Failures: []spec.PlacementFailure{{Group: "g", Missing: 1, NodesEvaluated: 2,
 				Dimensions: []spec.DimensionFailure{{Dimension: "memory", Nodes: 2, Need: 900, MostFree: 512, Unit: "MB"}},
 				Hints:      []string{"fits on 2 nodes if memory <= 512 MB"}}},
@@ -94,8 +93,8 @@ Some instances would not be placed: they would wait until room appears. Lower wh
 	}
 
 	b.Reset()
-	printJobPlan(&b, &client.JobPlan{Job: "new", Version: 1, New: true, PlanChanges: client.PlanChanges{
-		Create: []client.PlannedAlloc{{Name: "new.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance"}}}}, "-")
+	printJobPlan(&b, &spec.JobPlan{Job: "new", Version: 1, New: true, PlanChanges: spec.PlanChanges{
+		Create: []spec.PlannedAlloc{{Name: "new.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance"}}}}, "-")
 	want = `+ Job "new" (new: version 1)
 
    INSTANCE  NODE  REASON
@@ -109,9 +108,9 @@ To submit this plan: drover run - (the job is new: there is no index to check)
 }
 
 func TestPrintNodeLossPlan(t *testing.T) {
-	p := &client.NodeLossPlan{Without: []string{"n1"}, Jobs: []client.JobChanges{{Job: "web", PlanChanges: client.PlanChanges{
-		Create: []client.PlannedAlloc{{Name: "web.g[0]", Node: "n3", NodeID: "n3", FromNode: "n1", Reason: "replaces alloc 1234abcd lost with node n1"}},
-		Stop:   []client.PlannedAlloc{{Name: "web.g[0]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
+	p := &spec.NodeLossPlan{Without: []string{"n1"}, Jobs: []spec.JobChanges{{Job: "web", PlanChanges: spec.PlanChanges{
+		Create: []spec.PlannedAlloc{{Name: "web.g[0]", Node: "n3", NodeID: "n3", FromNode: "n1", Reason: "replaces alloc 1234abcd lost with node n1"}},
+		Stop:   []spec.PlannedAlloc{{Name: "web.g[0]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
 	}}}}
 	var b strings.Builder
 	printNodeLossPlan(&b, p)
@@ -128,7 +127,7 @@ Everything on n1 would be placed elsewhere.
 		t.Errorf("printNodeLossPlan (-want +got):\n%s", d)
 	}
 	b.Reset()
-	printNodeLossPlan(&b, &client.NodeLossPlan{Without: []string{"n4"}})
+	printNodeLossPlan(&b, &spec.NodeLossPlan{Without: []string{"n4"}})
 	if got, want := b.String(), "Nothing runs on n4: losing it moves nothing.\n"; got != want {
 		t.Errorf("nothing displaced: %q, want %q", got, want)
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -132,7 +131,7 @@ func leaveOut(snap *registry.Snapshot, down []*spec.Node) {
 var longAgo = time.Unix(0, 0).UTC()
 
 // jobPlan plans job in place of the stored one.
-func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff bool, now time.Time) *client.JobPlan {
+func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff bool, now time.Time) *spec.JobPlan {
 	leaveOut(snap, down)
 	var stored *spec.Job
 	for _, j := range snap.Jobs {
@@ -147,7 +146,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
 
 	d := decide(&with, now, nil)
-	p := &client.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
+	p := &spec.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
 	for _, n := range down {
 		p.Without = append(p.Without, n.Name)
 	}
@@ -164,7 +163,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 		for _, e := range decide(snap, now, nil).sched.Evictions {
 			before[e.Alloc.ID] = true
 		}
-		p.Evict = slices.DeleteFunc(p.Evict, func(e client.PlannedAlloc) bool { return before[e.AllocID] })
+		p.Evict = slices.DeleteFunc(p.Evict, func(e spec.PlannedAlloc) bool { return before[e.AllocID] })
 	}
 	return p
 }
@@ -184,10 +183,10 @@ func candidate(stored, job *spec.Job) *spec.Job {
 
 // nodeLossPlan plans every job with the nodes down, and reports the jobs
 // that had instances on them or would have some evicted.
-func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *client.NodeLossPlan {
+func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *spec.NodeLossPlan {
 	leaveOut(snap, down)
 	out := map[string]bool{}
-	p := &client.NodeLossPlan{Jobs: []client.JobChanges{}}
+	p := &spec.NodeLossPlan{Jobs: []spec.JobChanges{}}
 	for _, n := range down {
 		out[n.ID] = true
 		p.Without = append(p.Without, n.Name)
@@ -210,23 +209,23 @@ func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *cl
 		// Each job lists its own evicted instances (under Stop); listing
 		// them again under the jobs that evict them would count them twice.
 		c.Evict = nil
-		p.Jobs = append(p.Jobs, client.JobChanges{Job: j.Name, PlanChanges: c})
+		p.Jobs = append(p.Jobs, spec.JobChanges{Job: j.Name, PlanChanges: c})
 	}
 	return p
 }
 
 // changesOf picks out of d what it does to job's instances; changed says
 // the plan gives job a new version. allocs are the snapshot's.
-func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) client.PlanChanges {
+func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) spec.PlanChanges {
 	job := j.Name
 	byID := make(map[string]*spec.Alloc, len(allocs))
 	for _, a := range allocs {
 		byID[a.ID] = a
 	}
-	existing := func(a *spec.Alloc, reason string) client.PlannedAlloc {
-		return client.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID, Reason: reason, Ports: a.Ports}
+	existing := func(a *spec.Alloc, reason string) spec.PlannedAlloc {
+		return spec.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID, Reason: reason, Ports: a.Ports}
 	}
-	var c client.PlanChanges
+	var c spec.PlanChanges
 	stopped := map[string]bool{}
 	for _, st := range d.reconcile.Stop {
 		if st.Alloc.Job == job {
@@ -249,7 +248,7 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) clie
 		if r.Job.Name != job {
 			continue
 		}
-		pa := client.PlannedAlloc{Name: spec.AllocName(job, r.Group.Name, r.Index), Node: pl.NodeName, NodeID: pl.NodeID, Reason: r.Reason, Ports: pl.Ports}
+		pa := spec.PlannedAlloc{Name: spec.AllocName(job, r.Group.Name, r.Index), Node: pl.NodeName, NodeID: pl.NodeID, Reason: r.Reason, Ports: pl.Ports}
 		if prev := byID[r.Previous]; prev != nil {
 			pa.FromNode = prev.NodeName
 		}
@@ -270,8 +269,8 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) clie
 			c.Failures = append(c.Failures, f.PlacementFailure)
 		}
 	}
-	byName := func(x, y client.PlannedAlloc) int { return strings.Compare(x.Name, y.Name) }
-	for _, l := range [][]client.PlannedAlloc{c.Create, c.Stop, c.Update, c.Keep, c.Evict} {
+	byName := func(x, y spec.PlannedAlloc) int { return strings.Compare(x.Name, y.Name) }
+	for _, l := range [][]spec.PlannedAlloc{c.Create, c.Stop, c.Update, c.Keep, c.Evict} {
 		slices.SortStableFunc(l, byName)
 	}
 	return c

@@ -100,7 +100,7 @@ func jobWith(count, memory int) string {
 
 // ignorePorts: the jobs here reserve no ports, and the scheduler's choice
 // of dynamic ports is not what these tests are about.
-var ignorePorts = cmpopts.IgnoreFields(client.PlannedAlloc{}, "Ports")
+var ignorePorts = cmpopts.IgnoreFields(spec.PlannedAlloc{}, "Ports")
 
 func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	hs, reg := testServer(t)
@@ -108,11 +108,11 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	ctx := context.Background()
 	before, _ := reg.Revision(ctx)
 
-	var p client.JobPlan
+	var p spec.JobPlan
 	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(2, 10), &p); status != 200 {
 		t.Fatalf("plan: %d %s", status, body)
 	}
-	want := client.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: client.PlanChanges{Create: []client.PlannedAlloc{
+	want := spec.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: spec.PlanChanges{Create: []spec.PlannedAlloc{
 		{Name: "web.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance"},
 		{Name: "web.g[1]", Node: "n1", NodeID: "n1", Reason: "new instance"},
 	}}}
@@ -128,9 +128,9 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	allocs := placed(t, reg, "web", 2)
 
 	// The same spec: nothing changes, and the index is the stored job's.
-	p = client.JobPlan{}
+	p = spec.JobPlan{}
 	call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(2, 10), &p)
-	want = client.JobPlan{Job: "web", Version: 1, CheckIndex: sub.Job.ModifyIndex, PlanChanges: client.PlanChanges{Keep: []client.PlannedAlloc{
+	want = spec.JobPlan{Job: "web", Version: 1, CheckIndex: sub.Job.ModifyIndex, PlanChanges: spec.PlanChanges{Keep: []spec.PlannedAlloc{
 		{Name: "web.g[0]", AllocID: allocs["web.g[0]"].ID, Node: "n1", NodeID: "n1"},
 		{Name: "web.g[1]", AllocID: allocs["web.g[1]"].ID, Node: "n1", NodeID: "n1"},
 	}}}
@@ -141,19 +141,19 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	// A change: one more instance, and new args. The two running ones
 	// change their tasks, so they are replaced.
 	changed := strings.Replace(jobWith(3, 10), `["a"]`, `["a","b"]`, 1)
-	p = client.JobPlan{}
+	p = spec.JobPlan{}
 	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", changed, &p); status != 200 {
 		t.Fatalf("plan: %d %s", status, body)
 	}
-	want = client.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex,
+	want = spec.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex,
 		Diff: []string{`groups[0].count: 2 -> 3`, `groups[0].tasks[0].config.args: ["a"] -> ["a","b"]`},
-		PlanChanges: client.PlanChanges{
-			Create: []client.PlannedAlloc{
+		PlanChanges: spec.PlanChanges{
+			Create: []spec.PlannedAlloc{
 				{Name: "web.g[0]", Node: "n1", NodeID: "n1", FromNode: "n1", Reason: "job updated to version 2"},
 				{Name: "web.g[1]", Node: "n1", NodeID: "n1", FromNode: "n1", Reason: "job updated to version 2"},
 				{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"},
 			},
-			Stop: []client.PlannedAlloc{
+			Stop: []spec.PlannedAlloc{
 				{Name: "web.g[0]", AllocID: allocs["web.g[0]"].ID, Node: "n1", NodeID: "n1", Reason: "job updated to version 2"},
 				{Name: "web.g[1]", AllocID: allocs["web.g[1]"].ID, Node: "n1", NodeID: "n1", Reason: "job updated to version 2"},
 			},
@@ -163,12 +163,12 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	}
 
 	// A count change only: the running instances stay, updated in place.
-	p = client.JobPlan{}
+	p = spec.JobPlan{}
 	call(t, "POST", hs.URL+"/v1/jobs/plan?diff=0", jobWith(3, 10), &p)
 	update := "version 1 -> 2; its tasks are unchanged, so it keeps running"
-	want = client.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex, PlanChanges: client.PlanChanges{
-		Create: []client.PlannedAlloc{{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"}},
-		Update: []client.PlannedAlloc{
+	want = spec.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex, PlanChanges: spec.PlanChanges{
+		Create: []spec.PlannedAlloc{{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"}},
+		Update: []spec.PlannedAlloc{
 			{Name: "web.g[0]", AllocID: allocs["web.g[0]"].ID, Node: "n1", NodeID: "n1", Reason: update},
 			{Name: "web.g[1]", AllocID: allocs["web.g[1]"].ID, Node: "n1", NodeID: "n1", Reason: update},
 		},
@@ -185,7 +185,7 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	if status := run(jobWith(3, 10), p.CheckIndex); status != 200 {
 		t.Fatalf("run --check-index %d from the plan: status %d", p.CheckIndex, status)
 	}
-	p = client.JobPlan{}
+	p = spec.JobPlan{}
 	call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(4, 10), &p)
 	if status := run(jobWith(5, 10), 0); status != 200 {
 		t.Fatalf("a change in between: status %d", status)
@@ -199,7 +199,7 @@ func TestPlanSaysWhyAJobDoesNotFit(t *testing.T) {
 	hs, reg := testServer(t)
 	addNode(t, hs.URL, "n1", 1000)
 	before, _ := reg.Revision(context.Background())
-	var p client.JobPlan
+	var p spec.JobPlan
 	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", jobWith(2, 2000), &p); status != 200 {
 		t.Fatalf("plan: %d %s", status, body)
 	}
@@ -235,40 +235,40 @@ func TestPlanWithoutNodes(t *testing.T) {
 		}
 	}
 	before, _ := reg.Revision(context.Background())
-	lost := func(a *spec.Alloc) client.PlannedAlloc {
-		return client.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID, Reason: "node " + a.NodeName + " is down (no heartbeat)"}
+	lost := func(a *spec.Alloc) spec.PlannedAlloc {
+		return spec.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID, Reason: "node " + a.NodeName + " is down (no heartbeat)"}
 	}
-	moved := func(a *spec.Alloc, to string) client.PlannedAlloc {
-		return client.PlannedAlloc{Name: a.Name, Node: to, NodeID: to, FromNode: a.NodeName,
+	moved := func(a *spec.Alloc, to string) spec.PlannedAlloc {
+		return spec.PlannedAlloc{Name: a.Name, Node: to, NodeID: to, FromNode: a.NodeName,
 			Reason: fmt.Sprintf("replaces alloc %s lost with node %s", a.ID[:8], a.NodeName)}
 	}
-	kept := func(a *spec.Alloc) client.PlannedAlloc {
-		return client.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID}
+	kept := func(a *spec.Alloc) spec.PlannedAlloc {
+		return spec.PlannedAlloc{Name: a.Name, AllocID: a.ID, Node: a.NodeName, NodeID: a.NodeID}
 	}
 
 	// Without the node of web.g[0]: it moves to the free node.
-	var p client.NodeLossPlan
+	var p spec.NodeLossPlan
 	if status, body := call(t, "GET", hs.URL+"/v1/plan/without?node="+a0.NodeName, "", &p); status != 200 {
 		t.Fatalf("plan without: %d %s", status, body)
 	}
-	want := client.NodeLossPlan{Without: []string{a0.NodeName}, Jobs: []client.JobChanges{{Job: "web", PlanChanges: client.PlanChanges{
-		Create: []client.PlannedAlloc{moved(a0, free)},
-		Stop:   []client.PlannedAlloc{lost(a0)},
-		Keep:   []client.PlannedAlloc{kept(a1)},
+	want := spec.NodeLossPlan{Without: []string{a0.NodeName}, Jobs: []spec.JobChanges{{Job: "web", PlanChanges: spec.PlanChanges{
+		Create: []spec.PlannedAlloc{moved(a0, free)},
+		Stop:   []spec.PlannedAlloc{lost(a0)},
+		Keep:   []spec.PlannedAlloc{kept(a1)},
 	}}}}
 	if d := cmp.Diff(want, p, ignorePorts); d != "" {
 		t.Fatalf("without %s (-want +got):\n%s", a0.NodeName, d)
 	}
 
 	// Without both nodes that run it: one moves, the other has no room.
-	p = client.NodeLossPlan{}
+	p = spec.NodeLossPlan{}
 	call(t, "GET", hs.URL+"/v1/plan/without?node="+a0.NodeName+"&node="+a1.NodeID, "", &p)
 	if len(p.Jobs) != 1 {
 		t.Fatalf("without both: %+v", p)
 	}
 	got := p.Jobs[0]
-	wantStop := []client.PlannedAlloc{lost(a0), lost(a1)}
-	wantCreate := []client.PlannedAlloc{moved(a0, free)}
+	wantStop := []spec.PlannedAlloc{lost(a0), lost(a1)}
+	wantCreate := []spec.PlannedAlloc{moved(a0, free)}
 	if d := cmp.Diff(wantStop, got.Stop, ignorePorts); d != "" {
 		t.Errorf("without both, stops (-want +got):\n%s", d)
 	}
@@ -281,9 +281,9 @@ func TestPlanWithoutNodes(t *testing.T) {
 	}
 
 	// The same through a job plan: the job's own view.
-	var jp client.JobPlan
+	var jp spec.JobPlan
 	call(t, "POST", hs.URL+"/v1/jobs/plan?without="+a0.NodeName, jobWith(2, 600), &jp)
-	if d := cmp.Diff([]client.PlannedAlloc{moved(a0, free)}, jp.Create, ignorePorts); d != "" || len(jp.Without) != 1 {
+	if d := cmp.Diff([]spec.PlannedAlloc{moved(a0, free)}, jp.Create, ignorePorts); d != "" || len(jp.Without) != 1 {
 		t.Errorf("job plan without %s (-want +got):\n%s%+v", a0.NodeName, d, jp)
 	}
 
@@ -312,15 +312,15 @@ func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
 
 	high := `{"name":"web","priority":80,"preempt":true,"groups":[{"name":"g","network":{"ports":[{"label":"http","static":8080}]},` +
 		`"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":600}}]}]}`
-	var p client.JobPlan
+	var p spec.JobPlan
 	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan", high, &p); status != 200 {
 		t.Fatalf("plan: %d %s", status, body)
 	}
 	reason := "preempted by web.g[0] (priority 80 > 10)"
 	port := []spec.AllocPort{{Label: "http", Value: 8080, HostIP: "127.0.0.1"}}
-	want := client.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: client.PlanChanges{
-		Create: []client.PlannedAlloc{{Name: "web.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance", Ports: port}},
-		Evict:  []client.PlannedAlloc{{Name: "low.g[0]", AllocID: victim.ID, Node: "n1", NodeID: "n1", Reason: reason}},
+	want := spec.JobPlan{Job: "web", Version: 1, New: true, PlanChanges: spec.PlanChanges{
+		Create: []spec.PlannedAlloc{{Name: "web.g[0]", Node: "n1", NodeID: "n1", Reason: "new instance", Ports: port}},
+		Evict:  []spec.PlannedAlloc{{Name: "low.g[0]", AllocID: victim.ID, Node: "n1", NodeID: "n1", Reason: reason}},
 	}}
 	if d := cmp.Diff(want, p); d != "" {
 		t.Fatalf("plan that preempts (-want +got):\n%s", d)
