@@ -1,9 +1,13 @@
 // Command drover-bench measures drover end to end on this machine and
-// prints the figures the README quotes.
+// prints the figures the README quotes. Each scenario is a subcommand
+// (see scenarios); every one takes -quick (a small size, for CI) and
+// -json (one object per scenario instead of a table):
 //
-//	go run ./cmd/drover-bench -instances 100 -runs 3
-//	go run ./cmd/drover-bench failover -trials 20   # leader loss (failover.go)
-//	go run ./cmd/drover-bench machineloss -trials 20  # machine loss (machineloss.go)
+//	go run ./cmd/drover-bench throughput
+//	go run ./cmd/drover-bench all -quick -json
+//	go run ./cmd/drover-bench -instances 100 -runs 3   # submit -> running on drover dev
+//	go run ./cmd/drover-bench failover -trials 20      # leader loss (failover.go)
+//	go run ./cmd/drover-bench machineloss -trials 20   # machine loss (machineloss.go)
 //
 // It builds drover, starts `drover dev` (real server, agent and embedded etcd
 // with fsync), submits an exec job of N instances of /bin/sleep, and reads
@@ -30,7 +34,23 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
+// scenarios are the subcommands that print a report; each file that
+// defines one registers it.
+var scenarios []scenario
+
+func register(sc scenario) { scenarios = append(scenarios, sc) }
+
 func main() {
+	if len(os.Args) > 1 {
+		if os.Args[1] == "all" {
+			os.Exit(runAll(os.Args[2:]))
+		}
+		for _, sc := range scenarios {
+			if os.Args[1] == sc.name {
+				os.Exit(runScenario(sc, os.Args[2:]))
+			}
+		}
+	}
 	if len(os.Args) > 1 && os.Args[1] == "failover" { // failover.go
 		os.Exit(failoverMain(os.Args[2:]))
 	}
@@ -41,6 +61,7 @@ func main() {
 	runs := flag.Int("runs", 3, "jobs to submit, one after the other")
 	bin := flag.String("drover", "", "drover binary (default: go build ./cmd/drover)")
 	flag.StringVar(&pprofAddr, "pprof-addr", "", "have drover dev serve Go profiles here")
+	flag.Usage = usage
 	flag.Parse()
 	if err := run(*bin, *instances, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "drover-bench:", err)
@@ -238,4 +259,26 @@ func dist(d []time.Duration) string {
 	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%7.2fms", float64(d.Microseconds())/1000) }
 	return fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s", len(s), ms(q(0.50)), ms(q(0.90)), ms(q(0.99)), ms(s[len(s)-1]))
+}
+
+func usage() {
+	w := flag.CommandLine.Output()
+	fmt.Fprintf(w, "usage: drover-bench SCENARIO [-quick] [-json] [flags]\n       drover-bench all [-quick] [-json]\n       drover-bench [-instances N -runs N]   (submit -> running on drover dev)\n\nscenarios:\n")
+	for _, sc := range scenarios {
+		fmt.Fprintf(w, "  %-12s %s\n", sc.name, sc.about)
+	}
+	fmt.Fprintf(w, "\nflags of the default mode:\n")
+	flag.PrintDefaults()
+}
+
+// runAll runs every scenario with the given flags (only -quick and -json
+// are shared), one after the other; the exit code is 1 if any failed.
+func runAll(args []string) int {
+	code := 0
+	for _, sc := range scenarios {
+		if runScenario(sc, args) != 0 {
+			code = 1
+		}
+	}
+	return code
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// scenario is one subcommand of drover-bench: a measurement that prints a
+// report.
+type scenario struct {
+	name  string
+	about string // one line for the usage
+	// flags adds the scenario's own flags; run then measures with them.
+	flags func(fs *flag.FlagSet, o *options) func() (*report, error)
+}
+
+// options are the flags every scenario has.
+type options struct {
+	// quick runs at a size small enough for CI (a few seconds), to prove
+	// the scenario works; its figures are not meant to be quoted.
+	quick bool
+	json  bool
+	// drover is the drover binary for scenarios that run real processes;
+	// "" builds ./cmd/drover.
+	drover string
+}
+
+// report is a scenario's result: lines for people, and values for
+// machines (one JSON object per scenario, snake_case keys).
+type report struct {
+	Scenario string
+	Lines    []string
+	Values   map[string]any
+}
+
+func newReport(name string) *report {
+	return &report{Scenario: name, Values: map[string]any{}}
+}
+
+// linef adds a line for people.
+func (r *report) linef(format string, args ...any) { r.Lines = append(r.Lines, fmt.Sprintf(format, args...)) }
+
+// set records a value for machines; durations are written in ms.
+func (r *report) set(key string, v any) {
+	if d, ok := v.(time.Duration); ok {
+		v = float64(d.Microseconds()) / 1000
+	}
+	r.Values[key] = v
+}
+
+// write prints the report as a table of lines or as one JSON object.
+func (r *report) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		out := map[string]any{"scenario": r.Scenario, "cpus": runtime.NumCPU(), "os": runtime.GOOS, "arch": runtime.GOARCH}
+		for k, v := range r.Values {
+			out[k] = v
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	_, err := fmt.Fprintln(w, strings.Join(r.Lines, "\n"))
+	return err
+}
+
+// runScenario parses a scenario's flags, runs it and prints its report;
+// it returns the process exit code.
+func runScenario(sc scenario, args []string) int {
+	fs := flag.NewFlagSet("drover-bench "+sc.name, flag.ExitOnError)
+	var o options
+	fs.BoolVar(&o.quick, "quick", false, "run at a small size, to prove the scenario works (CI); the figures are not meant to be quoted")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
+	fs.StringVar(&o.drover, "drover", "", "drover binary for scenarios that run real processes (default: go build ./cmd/drover)")
+	run := sc.flags(fs, &o)
+	fs.Parse(args)
+	rep, err := run()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)
+		return 1
+	}
+	if err := rep.write(os.Stdout, o.json); err != nil {
+		fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)
+		return 1
+	}
+	return 0
+}
