@@ -2,59 +2,149 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Node liveness lives in etcd leases, not in any server's memory:
+// Node liveness is a key per node, attached to a lease of the server the
+// node heartbeats to:
 //
-//	node_alive/<id>   empty value, attached to a lease of the node's TTL
+//	node_alive/<id>   empty value, on the lease of the server that last
+//	                  took the node's heartbeat
 //
-// Registration grants the lease; each heartbeat, through whichever server
-// the agent reaches, renews it (a lease renewal is not a raft proposal, so
-// heartbeats cost etcd little). When the heartbeats stop, etcd deletes the
-// key at the lease's expiry, and the watch tells the leader. A drover leader
-// change therefore loses no liveness state, and a node is "down" exactly
-// when its key is gone.
+// Each server holds one lease of the node TTL for all the nodes that
+// heartbeat to it, and keeps it alive with one stream. A heartbeat costs
+// etcd nothing: the server notes the time in memory. The server deletes a
+// node's key when the node has been silent for the TTL (a sweep, a few
+// times a TTL, compares the key's lease with its own so that it never
+// deletes a key another server has taken over). When a server dies, its
+// lease runs out a TTL later; the agents have moved to another server by
+// then (they rotate after two failed heartbeats, a TTL/5 apart), and that
+// server's first heartbeat of each node put its key on its own lease, so
+// the key outlives the dead server's lease. The leader sees a node down
+// exactly when its key is gone, through the watch; a leader change loses
+// nothing, since the keys are in etcd.
 const dirNodeAlive = "node_alive/"
 
-// leaseCache remembers each node's lease so that a heartbeat costs one
-// keep-alive call, not a read too.
-type leaseCache struct {
-	mu sync.Mutex
-	m  map[string]clientv3.LeaseID
+// liveness is this registry's part of node liveness: its lease, and when
+// each node whose key is on it last heartbeated.
+type liveness struct {
+	mu    sync.Mutex
+	ttl   time.Duration
+	lease clientv3.LeaseID // 0 until the first node, and after it is lost
+	seen  map[string]time.Time
+	stop  context.CancelFunc
 }
 
-func (c *leaseCache) get(id string) (clientv3.LeaseID, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l, ok := c.m[id]
-	return l, ok
-}
-
-func (c *leaseCache) set(id string, l clientv3.LeaseID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]clientv3.LeaseID{}
+// liveLease returns this registry's liveness lease, granting it (and
+// starting its keep-alive and the sweep) when there is none.
+func (r *Registry) liveLease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
+	l := &r.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease != 0 {
+		return l.lease, nil
 	}
-	if l == 0 {
-		delete(c.m, id)
-	} else {
-		c.m[id] = l
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	g, err := r.cli.Grant(ctx, max(secs, 1))
+	if err != nil {
+		return 0, wrap("grant the node liveness lease", err)
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	ch, err := r.cli.KeepAlive(kctx, g.ID)
+	if err != nil {
+		cancel()
+		return 0, wrap("keep the node liveness lease alive", err)
+	}
+	l.ttl, l.lease, l.seen, l.stop = ttl, g.ID, map[string]time.Time{}, cancel
+	go r.keepLiveness(kctx, g.ID, ch)
+	return g.ID, nil
+}
+
+// keepLiveness drains the lease's keep-alive answers and sweeps silent
+// nodes, until the lease is lost or the registry closes. A lost lease
+// took its keys with it: the nodes on it must register again, which their
+// next heartbeat tells them.
+func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+	l := &r.live
+	l.mu.Lock()
+	every := max(min(l.ttl/10, 500*time.Millisecond), 50*time.Millisecond)
+	l.mu.Unlock()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-ch:
+			if ok {
+				continue
+			}
+			l.mu.Lock()
+			if l.lease == lease {
+				l.lease, l.seen = 0, nil
+				l.stop()
+			}
+			l.mu.Unlock()
+			if ctx.Err() == nil {
+				r.log.Warn("lost the node liveness lease; nodes will register again")
+			}
+			return
+		case <-t.C:
+			r.sweep(ctx, lease)
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
-// NodeAlive starts node id's liveness: a fresh lease of ttl (rounded up to
-// whole seconds) holding node_alive/<id>. The node stays up while
+// sweep deletes the keys of the nodes on lease that have been silent for
+// the TTL, unless another server has taken them over.
+func (r *Registry) sweep(ctx context.Context, lease clientv3.LeaseID) {
+	l := &r.live
+	now := r.now()
+	var silent []string
+	l.mu.Lock()
+	for id, at := range l.seen {
+		if now.Sub(at) > l.ttl {
+			silent = append(silent, id)
+			delete(l.seen, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range silent {
+		key := r.prefix + dirNodeAlive + id
+		octx, cancel := r.opCtx(ctx)
+		_, err := r.cli.Txn(octx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).Then(clientv3.OpDelete(key)).Commit()
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// Not deleted: the lease still holds it. Try again next sweep.
+			l.mu.Lock()
+			if l.lease == lease {
+				l.seen[id] = time.Time{}
+			}
+			l.mu.Unlock()
+			r.log.Warn("cannot mark a silent node down; will retry", "node", id, "err", err)
+		}
+	}
+}
+
+// stopLiveness ends the keep-alive and the sweep (Close).
+func (r *Registry) stopLiveness() {
+	l := &r.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stop != nil {
+		l.stop()
+	}
+}
+
+// NodeAlive starts node id's liveness: its key on this registry's lease
+// (of ttl, rounded up to whole seconds). The node stays up while
 // Heartbeat is called more often than ttl.
 func (r *Registry) NodeAlive(ctx context.Context, id string, ttl time.Duration) error {
 	ctx, cancel := r.opCtx(ctx)
@@ -63,50 +153,59 @@ func (r *Registry) NodeAlive(ctx context.Context, id string, ttl time.Duration) 
 	if err != nil {
 		return err
 	}
-	secs := int64((ttl + time.Second - 1) / time.Second)
-	lease, err := r.cli.Grant(ctx, max(secs, 1))
+	lease, err := r.liveLease(ctx, ttl)
 	if err != nil {
-		return wrap("grant liveness lease of node "+id, err)
+		return err
 	}
-	if _, err := r.cli.Put(ctx, key, "", clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := r.cli.Put(ctx, key, "", clientv3.WithLease(lease)); err != nil {
 		return wrap("mark node "+id+" alive", err)
 	}
-	if old, ok := r.leases.get(id); ok && old != lease.ID {
-		r.cli.Revoke(ctx, old) // the previous registration's; best effort
-	}
-	r.leases.set(id, lease.ID)
+	r.noteSeen(id, lease)
 	return nil
 }
 
-// Heartbeat renews node id's liveness. ErrNotFound means the node has no
-// live lease (it expired, or the node never registered here): the agent
-// must register again.
-func (r *Registry) Heartbeat(ctx context.Context, id string) error {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
+func (r *Registry) noteSeen(id string, lease clientv3.LeaseID) {
+	l := &r.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease == lease {
+		l.seen[id] = r.now()
+	}
+}
+
+// Heartbeat renews node id's liveness, ttl being the node TTL. A node whose
+// key is on this registry's lease costs etcd nothing; one that heartbeated
+// to another server until now has its key moved to this lease. ErrNotFound
+// means the node is not alive (its key is gone: it was silent for the TTL,
+// or never registered): the agent must register again.
+func (r *Registry) Heartbeat(ctx context.Context, id string, ttl time.Duration) error {
 	key, err := r.key(dirNodeAlive, "node id", id)
 	if err != nil {
 		return err
 	}
-	lease, ok := r.leases.get(id)
-	if !ok {
-		resp, err := r.cli.Get(ctx, key)
-		if err != nil {
-			return wrap("read liveness of node "+id, err)
-		}
-		if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
-			return fmt.Errorf("registry: node %q is not alive; register again: %w", id, ErrNotFound)
-		}
-		lease = clientv3.LeaseID(resp.Kvs[0].Lease)
-		r.leases.set(id, lease)
+	l := &r.live
+	l.mu.Lock()
+	if _, ok := l.seen[id]; ok && l.lease != 0 {
+		l.seen[id] = r.now()
+		l.mu.Unlock()
+		return nil
 	}
-	if _, err := r.cli.KeepAliveOnce(ctx, lease); err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			r.leases.set(id, 0)
-			return fmt.Errorf("registry: node %q's liveness expired; register again: %w", id, ErrNotFound)
-		}
+	l.mu.Unlock()
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	lease, err := r.liveLease(ctx, ttl)
+	if err != nil {
+		return err
+	}
+	resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(lease))).Commit()
+	if err != nil {
 		return wrap("renew liveness of node "+id, err)
 	}
+	if !resp.Succeeded {
+		return fmt.Errorf("registry: node %q is not alive (silent for longer than its TTL, or never registered); register again: %w", id, ErrNotFound)
+	}
+	r.noteSeen(id, lease)
 	return nil
 }
 

@@ -46,7 +46,7 @@ type Registry struct {
 	now    func() time.Time
 	ownCli bool
 	cache  decodeCache
-	leases leaseCache
+	live   liveness
 	views  nodeViews
 }
 
@@ -71,6 +71,7 @@ func (r *Registry) opCtx(ctx context.Context) (context.Context, context.CancelFu
 
 // Close closes the connection to etcd.
 func (r *Registry) Close() error {
+	r.stopLiveness()
 	if !r.ownCli {
 		return nil
 	}

@@ -1004,8 +1004,8 @@ func TestNodeLiveness(t *testing.T) {
 	if _, err := r.PutNode(ctx, &spec.Node{ID: "n1", Name: "n1"}); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, r.Heartbeat(ctx, "n1"), ErrNotFound) // never registered alive
-	wantErr(t, r.Heartbeat(ctx, "../x"), ErrInvalid)
+	wantErr(t, r.Heartbeat(ctx, "n1", 2*time.Second), ErrNotFound) // never registered alive
+	wantErr(t, r.Heartbeat(ctx, "../x", 2*time.Second), ErrInvalid)
 	rev, _ := r.Revision(ctx)
 	changes := r.Watch(ctx, rev)
 	if err := r.NodeAlive(ctx, "n1", 2*time.Second); err != nil {
@@ -1020,7 +1020,7 @@ func TestNodeLiveness(t *testing.T) {
 	}
 	// Heartbeats every 500 ms over 3 s (longer than the TTL) keep it up.
 	for range 6 {
-		if err := r.Heartbeat(ctx, "n1"); err != nil {
+		if err := r.Heartbeat(ctx, "n1", 2*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if s := status(); s != spec.NodeReady {
@@ -1036,7 +1036,7 @@ func TestNodeLiveness(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	wantErr(t, r.Heartbeat(ctx, "n1"), ErrNotFound)
+	wantErr(t, r.Heartbeat(ctx, "n1", 2*time.Second), ErrNotFound)
 	snap, err := r.Snapshot(ctx)
 	if err != nil || len(snap.Nodes) != 1 || snap.Nodes[0].Status != spec.NodeDown {
 		t.Fatalf("snapshot nodes %+v, %v", snap.Nodes, err)
@@ -1098,4 +1098,52 @@ func TestSnapshotKeepsUnchangedNodes(t *testing.T) {
 	if d[0] == c[0] || d[0].Status != spec.NodeDown || c[0].Status != spec.NodeReady || d[1] != c[1] {
 		t.Fatalf("after n1 went down: n1 %s (was %s, new value %v), n2 same %v", d[0].Status, c[0].Status, d[0] != c[0], d[1] == c[1])
 	}
+}
+
+// TestLivenessMovesBetweenServers: a node registered through one server
+// that heartbeats to another keeps its key when the first server's sweep
+// runs and when the first server goes away (its lease runs out); once the
+// node falls silent at the second server, its key goes.
+func TestLivenessMovesBetweenServers(t *testing.T) {
+	t.Parallel()
+	e := startEtcd(t)
+	r1, r2 := open(t, e), open(t, e)
+	ctx := context.Background()
+	ttl := 2 * time.Second
+	if _, err := r1.PutNode(ctx, &spec.Node{ID: "n1", Name: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.NodeAlive(ctx, "n1", ttl); err != nil {
+		t.Fatal(err)
+	}
+	status := func() spec.NodeStatus {
+		n, err := r2.GetNode(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Status
+	}
+	// The agent moves to r2: r1's sweep (the node is silent there past
+	// the TTL) and then, once r1 is gone, its lease's expiry must leave
+	// the key alone.
+	for i := range 12 { // 6 s
+		if i == 6 {
+			r1.Close()
+		}
+		if err := r2.Heartbeat(ctx, "n1", ttl); err != nil {
+			t.Fatal(err)
+		}
+		if s := status(); s != spec.NodeReady {
+			t.Fatalf("node heartbeating to r2 is %q", s)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	deadline := time.Now().Add(6 * time.Second)
+	for status() != spec.NodeDown {
+		if time.Now().After(deadline) {
+			t.Fatal("node still ready 6 s after its heartbeats to r2 stopped (TTL 2 s)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantErr(t, r2.Heartbeat(ctx, "n1", ttl), ErrNotFound)
 }

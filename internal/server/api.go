@@ -485,7 +485,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkNode(r, id); err != nil {
 		return err
 	}
-	if err := s.reg.Heartbeat(r.Context(), id); err != nil {
+	if err := s.reg.Heartbeat(r.Context(), id, s.cfg.NodeTTL); err != nil {
 		if errors.Is(err, registry.ErrNotFound) {
 			return notFound("node %q is not alive (its heartbeats stopped for longer than %s); register again", id, s.cfg.NodeTTL)
 		}
