@@ -5,15 +5,16 @@
 //
 //	go run ./cmd/drover-bench throughput
 //	go run ./cmd/drover-bench all -quick -json
-//	go run ./cmd/drover-bench -instances 100 -runs 3   # submit -> running on drover dev
+//	go run ./cmd/drover-bench starts                   # exec starts on drover dev (starts.go)
+//	go run ./cmd/drover-bench -instances 100 -runs 5   # the same: flags alone run starts
+//	go run ./cmd/drover-bench footprint                # a real agent's RSS and CPU (footprint.go)
 //	go run ./cmd/drover-bench failover -trials 20      # leader loss (failover.go)
 //	go run ./cmd/drover-bench machineloss -trials 20   # machine loss (machineloss.go)
 //
-// It builds drover, starts `drover dev` (real server, agent and embedded etcd
-// with fsync), submits an exec job of N instances of /bin/sleep, and reads
-// each instance's start time as the agent recorded it: submit -> running.
-// In the same run it times raw fork/exec of the same command N times, the
-// baseline the figures are compared with.
+// The scenarios that run real processes build ./cmd/drover (or take
+// -drover) and run it as `drover dev`, `drover server` and `drover agent`;
+// each measures, in the same run, the baseline its figures are compared
+// with.
 package main
 
 import (
@@ -25,9 +26,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
@@ -41,100 +41,105 @@ var scenarios []scenario
 func register(sc scenario) { scenarios = append(scenarios, sc) }
 
 func main() {
-	if len(os.Args) > 1 {
-		if os.Args[1] == "all" {
-			os.Exit(runAll(os.Args[2:]))
+	args := os.Args[1:]
+	if len(args) == 0 || slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0]) {
+		usage()
+		os.Exit(2)
+	}
+	if args[0] == "all" {
+		os.Exit(runAll(args[1:]))
+	}
+	// Flags without a scenario are the starts scenario's: the README's
+	// `drover-bench -instances 100 -runs 5` predates the subcommands.
+	if strings.HasPrefix(args[0], "-") {
+		os.Exit(runScenario(lookup("starts"), args))
+	}
+	for _, sc := range scenarios {
+		if args[0] == sc.name {
+			os.Exit(runScenario(sc, args[1:]))
 		}
-		for _, sc := range scenarios {
-			if os.Args[1] == sc.name {
-				os.Exit(runScenario(sc, os.Args[2:]))
-			}
+	}
+	fmt.Fprintf(os.Stderr, "drover-bench: unknown scenario %q\n\n", args[0])
+	usage()
+	os.Exit(2)
+}
+
+func lookup(name string) scenario {
+	for _, sc := range scenarios {
+		if sc.name == name {
+			return sc
 		}
 	}
-	if len(os.Args) > 1 && os.Args[1] == "failover" { // failover.go
-		os.Exit(failoverMain(os.Args[2:]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "machineloss" { // machineloss.go
-		os.Exit(machineLossMain(os.Args[2:]))
-	}
-	instances := flag.Int("instances", 100, "instances per job")
-	runs := flag.Int("runs", 3, "jobs to submit, one after the other")
-	bin := flag.String("drover", "", "drover binary (default: go build ./cmd/drover)")
-	flag.StringVar(&pprofAddr, "pprof-addr", "", "have drover dev serve Go profiles here")
-	flag.Usage = usage
-	flag.Parse()
-	if err := run(*bin, *instances, *runs); err != nil {
-		fmt.Fprintln(os.Stderr, "drover-bench:", err)
-		os.Exit(1)
+	panic("drover-bench: no scenario " + name)
+}
+
+func usage() {
+	w := os.Stderr
+	fmt.Fprintf(w, "usage: drover-bench SCENARIO [-quick] [-json] [flags]\n       drover-bench all [-quick] [-json]\n       drover-bench [starts flags]   (the starts scenario)\n\nscenarios (drover-bench SCENARIO -h for its flags):\n")
+	for _, sc := range scenarios {
+		fmt.Fprintf(w, "  %-12s %s\n", sc.name, sc.about)
 	}
 }
 
-func run(bin string, n, runs int) error {
-	tmp, err := os.MkdirTemp("", "drover-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	if bin == "" {
-		bin = filepath.Join(tmp, "drover")
-		b := exec.Command("go", "build", "-o", bin, "./cmd/drover")
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			return fmt.Errorf("building drover: %w", err)
+// runAll runs every scenario with the given flags (only -quick, -json and
+// -drover are shared), one after the other; the exit code is 1 if any
+// failed.
+func runAll(args []string) int {
+	code := 0
+	for _, sc := range scenarios {
+		if runScenario(sc, args) != 0 {
+			code = 1
 		}
 	}
-	dev, addr, err := startDev(bin, filepath.Join(tmp, "data"))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		dev.Process.Signal(syscall.SIGTERM)
-		dev.Wait()
-	}()
-	c, _ := client.New(addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := waitNode(ctx, c); err != nil {
-		return err
-	}
+	return code
+}
 
-	var lat, placed, raw []time.Duration
-	var droverSpan, rawSpan time.Duration
-	for r := 0; r < runs; r++ {
-		l, p, span, err := submitToRunning(ctx, c, fmt.Sprintf("bench%d", r), n)
-		if err != nil {
-			return err
+// unavailableError says that a scenario cannot run on this machine (no
+// /proc, no /bin/sleep): bench_test skips it rather than failing.
+type unavailableError struct{ what string }
+
+func (e *unavailableError) Error() string { return "cannot run here: " + e.what }
+
+// need returns an unavailableError unless every path exists.
+func need(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return &unavailableError{fmt.Sprintf("%s is needed (%v)", p, err)}
 		}
-		lat = append(lat, l...)
-		placed = append(placed, p...)
-		droverSpan += span
-		rw, rspan, err := rawForkExec(n)
-		if err != nil {
-			return err
-		}
-		raw = append(raw, rw...)
-		rawSpan += rspan
 	}
-	fmt.Printf("drover-bench: %d instances x %d runs of /bin/sleep, exec driver, drover dev, %d CPUs, %s/%s\n",
-		n, runs, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("submit->placed per instance   %s\n", dist(placed))
-	fmt.Printf("submit->running per instance  %s\n", dist(lat))
-	fmt.Printf("raw fork/exec per process     %s\n", dist(raw))
-	dr := float64(n*runs) / droverSpan.Seconds()
-	rr := float64(n*runs) / rawSpan.Seconds()
-	fmt.Printf("starts/s: drover %.0f (submit to last running), raw fork/exec %.0f (sequential); drover/raw = %.2f\n", dr, rr, dr/rr)
 	return nil
+}
+
+// sized returns quick if -quick was given and the flag name was not set
+// explicitly, else full: explicit flags win over -quick's sizes.
+func sized[T any](fs *flag.FlagSet, o *options, name string, full, quick T) T {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if o.quick && !set {
+		return quick
+	}
+	return full
+}
+
+// droverBinary returns bin, or builds ./cmd/drover into dir when bin is "".
+func droverBinary(bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	bin = filepath.Join(dir, "drover")
+	b := exec.Command("go", "build", "-o", bin, "./cmd/drover")
+	if out, err := b.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building drover (run from the module root, or give -drover): %v\n%s", err, out)
+	}
+	return bin, nil
 }
 
 var apiLine = regexp.MustCompile(`API at (http://\S+),`)
 
-var pprofAddr string
-
-func startDev(bin, dataDir string) (*exec.Cmd, string, error) {
-	args := []string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}
-	if pprofAddr != "" {
-		args = append(args, "--pprof-addr", pprofAddr)
-	}
+// startDev runs `drover dev` with its state in dataDir and extra flags,
+// and returns once it prints its API address.
+func startDev(bin, dataDir string, extra ...string) (*exec.Cmd, string, error) {
+	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -158,6 +163,7 @@ func startDev(bin, dataDir string) (*exec.Cmd, string, error) {
 		return cmd, a, nil
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
+		cmd.Wait()
 		return nil, "", fmt.Errorf("drover dev did not start within 60s")
 	}
 }
@@ -176,109 +182,77 @@ func waitNode(ctx context.Context, c *client.Client) error {
 	}
 }
 
-// submitToRunning submits one job and returns each instance's time from the
-// submit call to its task's start as recorded by the agent, and the time to
-// the last one. It stops and purges the job afterwards.
-func submitToRunning(ctx context.Context, c *client.Client, name string, n int) (lat, placed []time.Duration, span time.Duration, err error) {
+// sleepJob is a service job of n instances of `sleep 1000`. Each asks for
+// 1 MHz and 1 MB so that hundreds fit on one node: the scenarios measure
+// drover, not the packing.
+func sleepJob(name string, n int) *spec.Job {
 	job := &spec.Job{Name: name, Groups: []*spec.Group{{Name: "g", Count: n, Tasks: []*spec.Task{{
 		Name: "t", Driver: "exec",
 		Config:    spec.TaskConfig{Command: "/bin/sleep", Args: []string{"1000"}},
-		Resources: spec.Resources{CPU: 10, MemoryMB: 10},
+		Resources: spec.Resources{CPU: 1, MemoryMB: 1},
 	}}}}}
 	job.Canonicalize()
-	t0 := time.Now()
-	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
-		return nil, nil, 0, err
-	}
-	var index int64
-	for {
-		st, idx, err := c.Job(ctx, name, &client.QueryOptions{Index: index, Wait: 30 * time.Second})
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		index = idx
-		lat, placed = lat[:0], placed[:0]
-		for _, a := range st.Allocations {
-			placed = append(placed, a.CreateTime.Sub(t0))
-			if a.Status != nil && a.Status.Tasks["t"] != nil && !a.Status.Tasks["t"].StartedAt.IsZero() {
-				lat = append(lat, a.Status.Tasks["t"].StartedAt.Sub(t0))
-			}
-		}
-		if len(lat) == n {
-			break
-		}
-		if len(st.Failures) > 0 {
-			return nil, nil, 0, fmt.Errorf("job %s cannot be placed: %s", name, st.Failures[0].String())
-		}
-	}
-	span = slices.Max(lat)
-	if _, err := c.StopJob(ctx, name, true); err != nil {
-		return nil, nil, 0, err
-	}
-	// Wait for the instances to go so that runs do not overlap.
-	for {
-		allocs, idx, err := c.Allocs(ctx, name, "", &client.QueryOptions{Index: index, Wait: 30 * time.Second})
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		index = idx
-		if len(allocs) == 0 {
-			break
-		}
-	}
-	return lat, placed, span, nil
+	return job
 }
 
-// rawForkExec starts the same command n times in a row, each in its own
-// process group as the exec driver does, timing each start.
-func rawForkExec(n int) ([]time.Duration, time.Duration, error) {
-	var out []time.Duration
-	var cmds []*exec.Cmd
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		t := time.Now()
-		cmd := exec.Command("/bin/sleep", "1000")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			return nil, 0, err
-		}
-		out = append(out, time.Since(t))
-		cmds = append(cmds, cmd)
+// stopAllJobs stops and purges every job and waits (up to a minute) until
+// their allocs are gone, so that no task outlives a scenario: agents leave
+// their tasks running when they exit.
+func stopAllJobs(ctx context.Context, c *client.Client) {
+	jobs, _, _ := c.Jobs(ctx, nil)
+	for _, j := range jobs {
+		c.StopJob(ctx, j.Name, true)
 	}
-	span := time.Since(start)
-	for _, c := range cmds {
-		c.Process.Kill()
-		c.Wait()
-	}
-	return out, span, nil
+	waitAllocsGone(ctx, c)
 }
 
-func dist(d []time.Duration) string {
+func waitAllocsGone(ctx context.Context, c *client.Client) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		allocs, _, err := c.Allocs(ctx, "", "", nil)
+		if err == nil && len(allocs) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// quantile returns the q-quantile of sorted (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func sortedCopy(d []time.Duration) []time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return s
+}
+
+// dist summarises durations in ms; distS in seconds.
+func dist(d []time.Duration) string {
+	s := sortedCopy(d)
 	ms := func(d time.Duration) string { return fmt.Sprintf("%7.2fms", float64(d.Microseconds())/1000) }
-	return fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s", len(s), ms(q(0.50)), ms(q(0.90)), ms(q(0.99)), ms(s[len(s)-1]))
+	return fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s", len(s), ms(quantile(s, 0.50)), ms(quantile(s, 0.90)), ms(quantile(s, 0.99)), ms(s[len(s)-1]))
 }
 
-func usage() {
-	w := flag.CommandLine.Output()
-	fmt.Fprintf(w, "usage: drover-bench SCENARIO [-quick] [-json] [flags]\n       drover-bench all [-quick] [-json]\n       drover-bench [-instances N -runs N]   (submit -> running on drover dev)\n\nscenarios:\n")
-	for _, sc := range scenarios {
-		fmt.Fprintf(w, "  %-12s %s\n", sc.name, sc.about)
-	}
-	fmt.Fprintf(w, "\nflags of the default mode:\n")
-	flag.PrintDefaults()
+func distS(d []time.Duration) string {
+	s := sortedCopy(d)
+	sec := func(d time.Duration) string { return fmt.Sprintf("%6.2fs", d.Seconds()) }
+	return fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s", len(s), sec(quantile(s, 0.50)), sec(quantile(s, 0.90)), sec(quantile(s, 0.99)), sec(s[len(s)-1]))
 }
 
-// runAll runs every scenario with the given flags (only -quick and -json
-// are shared), one after the other; the exit code is 1 if any failed.
-func runAll(args []string) int {
-	code := 0
-	for _, sc := range scenarios {
-		if runScenario(sc, args) != 0 {
-			code = 1
-		}
+// setDist records a distribution's p50, p99 and max under prefix_.
+func (r *report) setDist(prefix string, d []time.Duration) {
+	s := sortedCopy(d)
+	r.set(prefix+"_p50_ms", quantile(s, 0.50))
+	r.set(prefix+"_p99_ms", quantile(s, 0.99))
+	r.set(prefix+"_max_ms", s[len(s)-1])
+}
+
+// verdict says whether a figure meets its target, for the human table.
+func verdict(ok bool) string {
+	if ok {
+		return "met"
 	}
-	return code
+	return "MISSED"
 }
