@@ -96,6 +96,12 @@ it, jobs and their instances survive a restart.`,
 			agentDone := make(chan error, 1)
 			go func() { agentDone <- ag.Run(ctx) }()
 
+			// Ready means ready to run work: the node is registered and up
+			// before the address is printed and the files are submitted,
+			// so that nothing submitted now is refused for want of a node.
+			if err := waitNodeReady(ctx, c, 30*time.Second); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "drover dev: %v; starting anyway\n", err)
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "drover dev: API at %s, data in %s\n", addr, dataDir)
 			fmt.Fprintf(out, "  export DROVER_ADDR=%s\n", addr)
@@ -146,4 +152,31 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")
 	return cmd
+}
+
+// waitNodeReady waits until some node is registered and ready, at most
+// timeout.
+func waitNodeReady(ctx context.Context, c *client.Client, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var index int64
+	for {
+		nodes, idx, err := c.Nodes(ctx, &client.QueryOptions{Index: index, Wait: timeout})
+		for _, n := range nodes {
+			if n.Status == spec.NodeReady {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the agent's node was not ready within %s", timeout)
+		}
+		if err != nil {
+			select { // the server is still starting
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		index = idx
+	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // Kind says what a Change is about.
@@ -55,6 +57,9 @@ type Change struct {
 	NodeID string
 	// Deleted: the key was deleted.
 	Deleted bool
+	// Terminal (KindAllocStatus): the status reported is terminal
+	// (complete, failed, lost); a report of pending or running is not.
+	Terminal bool
 }
 
 const watchRetryMax = 2 * time.Second
@@ -131,8 +136,9 @@ func (r *Registry) watch(ctx context.Context, afterRev int64, out chan<- []Chang
 }
 
 type ownerFields struct {
-	Job    string `json:"job"`
-	NodeID string `json:"node_id"`
+	Job          string            `json:"job"`
+	NodeID       string            `json:"node_id"`
+	ClientStatus spec.ClientStatus `json:"client_status"`
 }
 
 func (r *Registry) changes(evs []*clientv3.Event) []Change {
@@ -163,6 +169,7 @@ func (r *Registry) changes(evs []*clientv3.Event) []Change {
 			var o ownerFields
 			if len(val) > 0 && json.Unmarshal(val, &o) == nil {
 				c.Job, c.NodeID = o.Job, o.NodeID
+				c.Terminal = c.Kind == KindAllocStatus && o.ClientStatus.Terminal()
 			}
 		default: // job_versions/ follow jobs/; leader/ is the election's
 			continue

@@ -20,7 +20,9 @@ type hub struct {
 	start   int64            // revision the hub started from (or last resync)
 	topics  map[string]int64 // topic -> revision of its last change
 	waiters map[string]map[chan struct{}]struct{}
-	kick    chan struct{} // leader loop wake-up, coalesced
+	// kick wakes the leader's loop, coalesced; only changes that can
+	// change its decisions do (see decides).
+	kick chan struct{}
 }
 
 func newHub(rev int64) *hub {
@@ -39,6 +41,7 @@ func (h *hub) topicRev(topic string) int64 {
 func (h *hub) publish(changes []registry.Change) {
 	h.mu.Lock()
 	var wake []chan struct{}
+	kick := false
 	touch := func(topic string, rev int64) {
 		h.topics[topic] = rev
 		for ch := range h.waiters[topic] {
@@ -47,6 +50,7 @@ func (h *hub) publish(changes []registry.Change) {
 		delete(h.waiters, topic)
 	}
 	for _, c := range changes {
+		kick = kick || decides(c)
 		switch c.Kind {
 		case registry.KindJob:
 			touch("jobs", c.Rev)
@@ -86,10 +90,28 @@ func (h *hub) publish(changes []registry.Change) {
 	for _, ch := range wake {
 		close(ch)
 	}
-	select {
-	case h.kick <- struct{}{}:
-	default:
+	if kick {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// decides reports whether a change can change what the leader's next pass
+// decides. An agent reporting an instance pending or running cannot (the
+// reconciler acts on terminal reports and on node liveness), nor can the
+// leader's own record of what it could not place; under load those are
+// most of the changes, and a pass reads the whole registry. The periodic
+// resync still runs a pass whatever happens.
+func decides(c registry.Change) bool {
+	switch c.Kind {
+	case registry.KindAllocStatus:
+		return c.Terminal || c.Deleted
+	case registry.KindSchedule:
+		return false
+	}
+	return true
 }
 
 // wait blocks until one of topics changes past index, or d passes, or ctx
