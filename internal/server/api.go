@@ -557,7 +557,15 @@ func (s *Server) nodeAllocs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.blockingQuery(r, func() error {
-		allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{NodeID: id})
+		ids, rev, ok := s.allocs.of(id)
+		if !ok { // the server is starting: read the slow way
+			allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{NodeID: id})
+			if err != nil {
+				return err
+			}
+			return writeJSON(w, rev, nonNil(allocs))
+		}
+		allocs, err := s.reg.GetAllocs(r.Context(), ids)
 		if err != nil {
 			return err
 		}

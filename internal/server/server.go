@@ -72,6 +72,7 @@ type Server struct {
 	secrets   nodeSecrets
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
+	allocs allocIndex
 	// placer carries the scheduler's work from one pass of the leader's
 	// loop to the next; only that loop uses it.
 	placer *scheduler.Cache
@@ -99,7 +100,7 @@ func New(cfg Config) *Server {
 
 // Run watches the registry and takes part in the election until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	rev, err := s.reg.Revision(ctx)
+	rev, err := s.loadAllocIndex(ctx)
 	if err != nil {
 		return err
 	}
@@ -111,6 +112,18 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		for batch := range changes {
+			// The index first, then the wake-ups: a woken reader must
+			// find what woke it.
+			if !s.allocs.apply(batch) {
+				for ctx.Err() == nil {
+					if _, err := s.loadAllocIndex(ctx); err == nil {
+						break
+					} else {
+						s.log.Warn("cannot reload the alloc index after a resync; will retry", "err", err)
+						sleep(ctx, time.Second)
+					}
+				}
+			}
 			s.hub.publish(batch)
 		}
 	}()

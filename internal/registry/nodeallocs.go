@@ -1,0 +1,74 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// AllocOwners returns the node of every alloc, by alloc ID, and the
+// revision it was read at: what a server needs to build its index of
+// allocs by node, which it then keeps up to date from the watch (changes
+// carry the node), so that an agent's read of its assignments does not
+// list the whole cluster.
+func (r *Registry) AllocOwners(ctx context.Context) (map[string]string, int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, r.prefix+dirAllocs, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, wrap("list alloc owners", err)
+	}
+	out := make(map[string]string, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var o ownerFields
+		if err := json.Unmarshal(kv.Value, &o); err != nil {
+			return nil, 0, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+		}
+		out[string(kv.Key[len(r.prefix+dirAllocs):])] = o.NodeID
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// GetAllocs reads the allocs with the given IDs, with their status; IDs
+// that do not exist (any more) are left out. It costs one transaction per
+// maxTxnOps/2 allocs, whatever the size of the cluster.
+func (r *Registry) GetAllocs(ctx context.Context, ids []string) ([]*spec.Alloc, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	var out []*spec.Alloc
+	for start := 0; start < len(ids); start += maxTxnOps / 2 {
+		batch := ids[start:min(len(ids), start+maxTxnOps/2)]
+		ops := make([]clientv3.Op, 0, 2*len(batch))
+		for _, id := range batch {
+			if err := checkName("alloc id", id); err != nil {
+				return nil, err
+			}
+			ops = append(ops, clientv3.OpGet(r.prefix+dirAllocs+id), clientv3.OpGet(r.prefix+dirAllocStatus+id))
+		}
+		resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, wrap("read allocs", err)
+		}
+		var allocKVs, statusKVs []*mvccpb.KeyValue
+		for i, res := range resp.Responses {
+			kvs := res.GetResponseRange().Kvs
+			if i%2 == 0 {
+				allocKVs = append(allocKVs, kvs...)
+			} else {
+				statusKVs = append(statusKVs, kvs...)
+			}
+		}
+		as, err := r.mergeAllocs(allocKVs, statusKVs, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, as...)
+	}
+	sortAllocs(out)
+	return out, nil
+}
