@@ -6,16 +6,21 @@ package main
 //	go run ./cmd/drover-bench machineloss -falsedown 3m
 //
 // It runs `drover dev` (a server and a node) and three more agents
-// (`drover agent`, each its own node), all with the defaults. A service job
-// of 4 instances, scored least_loaded, spreads over the 4 nodes. Each trial SIGKILLs one agent
-// together with its tasks' process groups, as a machine that loses power,
-// and times kill -> every lost instance running again on another node (the
-// replacement's task start as its agent recorded it). The dead node is then
+// (`drover agent`, each its own node), all with the defaults but -node-ttl.
+// A service job of 4 instances, scored least_loaded, spreads over the 4
+// nodes. Each trial SIGKILLs one agent together with its tasks' process
+// groups, as a machine that loses power, and times kill -> every lost
+// instance running again on another node (the replacement's task start as
+// its agent recorded it). The dead node is then
 // replaced by a fresh agent for the next trial.
 //
 // With -falsedown D it instead saturates both CPUs with busy loops for D
 // while the nodes only heartbeat, and counts the times any node was seen
 // down (it polls every 200 ms). Target: zero.
+//
+// -quick runs one trial at a node TTL of 1 s (the default is 5 s): the
+// leader's grace after its election is 2 x TTL, and the harness waits it
+// out before the first kill.
 
 import (
 	"context"
@@ -30,23 +35,25 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/server"
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// leaderGrace is drover's default: 2 x the default node TTL of 5 s.
-const leaderGrace = 10 * time.Second
+func init() {
+	register(scenario{name: "machineloss", about: "drover dev + 3 agents; SIGKILL an agent and its tasks: time until its instances run elsewhere", flags: machineLossFlags})
+}
 
-func machineLossMain(args []string) int {
-	fs := flag.NewFlagSet("drover-bench machineloss", flag.ExitOnError)
-	trials := fs.Int("trials", 20, "machines to kill")
+func machineLossFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
+	trials := fs.Int("trials", 20, "machines to kill (-quick: 1)")
 	falseDown := fs.Duration("falsedown", 0, "instead: saturate the CPUs this long and count false node-down observations")
-	bin := fs.String("drover", "", "drover binary (default: go build ./cmd/drover)")
-	fs.Parse(args)
-	if err := machineLoss(*bin, *trials, *falseDown); err != nil {
-		fmt.Fprintln(os.Stderr, "drover-bench machineloss:", err)
-		return 1
+	nodeTTL := fs.Duration("node-ttl", server.DefaultNodeTTL, "drover dev's --node-ttl (-quick: 1s, so that a trial takes seconds)")
+	return func() (*report, error) {
+		ttl := sized(fs, o, "node-ttl", *nodeTTL, time.Second)
+		if ttl <= 0 {
+			return nil, fmt.Errorf("-node-ttl %s: want a positive duration", ttl)
+		}
+		return machineLoss(o.drover, sized(fs, o, "trials", *trials, 1), *falseDown, ttl)
 	}
-	return 0
 }
 
 type benchAgent struct {
@@ -66,24 +73,22 @@ func startBenchAgent(bin, addr, dir, name string) (*benchAgent, error) {
 	return a, nil
 }
 
-func machineLoss(bin string, trials int, falseDown time.Duration) error {
+func machineLoss(bin string, trials int, falseDown, nodeTTL time.Duration) (*report, error) {
+	if err := need("/bin/sleep"); err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp("", "drover-bench-loss-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	if bin == "" {
-		bin = filepath.Join(tmp, "drover")
-		b := exec.Command("go", "build", "-o", bin, "./cmd/drover")
-		b.Stderr = os.Stderr
-		if err := b.Run(); err != nil {
-			return fmt.Errorf("building drover: %w", err)
-		}
+	if bin, err = droverBinary(bin, tmp); err != nil {
+		return nil, err
 	}
 	devStarted := time.Now()
-	dev, addr, err := startDev(bin, filepath.Join(tmp, "dev"))
+	dev, addr, err := startDev(bin, filepath.Join(tmp, "dev"), "--node-ttl", nodeTTL.String())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { dev.Process.Signal(syscall.SIGTERM); dev.Wait() }()
 	c, _ := client.New(addr)
@@ -97,6 +102,8 @@ func machineLoss(bin string, trials int, falseDown time.Duration) error {
 			<-a.done
 		}
 	}()
+	// Runs before the agents are killed: their tasks would outlive them.
+	defer stopAllJobs(ctx, c)
 	next := 0
 	spawn := func() error {
 		next++
@@ -110,32 +117,32 @@ func machineLoss(bin string, trials int, falseDown time.Duration) error {
 	}
 	for range 3 {
 		if err := spawn(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if falseDown > 0 {
-		return countFalseDown(ctx, c, falseDown)
+		return countFalseDown(ctx, c, falseDown, nodeTTL)
 	}
 
 	job := sleepJob("lossbench", 4)
 	job.Scoring = spec.ScoreLeastLoaded // one per node, not binpack's all on one
 	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
-		return err
+		return nil, err
 	}
 	// Measure the steady state: a newly elected leader waits its grace
 	// (2 x node TTL) before acting on down nodes, so a loss in the first
 	// seconds after an election is handled when that grace ends.
-	if wait := time.Until(devStarted.Add(leaderGrace + time.Second)); wait > 0 {
+	if wait := time.Until(devStarted.Add(2*nodeTTL + time.Second)); wait > 0 {
 		time.Sleep(wait)
 	}
 	var took, detect []time.Duration
 	for trial := 0; trial < trials; trial++ {
 		if err := waitRunningAll(ctx, c, job.Name, 4); err != nil {
-			return err
+			return nil, err
 		}
 		st, _, err := c.Job(ctx, job.Name, nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The victim: an agent node that runs at least one instance.
 		var victim string
@@ -153,7 +160,7 @@ func machineLoss(bin string, trials int, falseDown time.Duration) error {
 			}
 		}
 		if victim == "" {
-			return fmt.Errorf("trial %d: no instance runs on an agent node", trial)
+			return nil, fmt.Errorf("trial %d: no instance runs on an agent node", trial)
 		}
 		v := agents[victim]
 		killed := time.Now()
@@ -171,7 +178,7 @@ func machineLoss(bin string, trials int, falseDown time.Duration) error {
 		for {
 			st, idx, err := c.Job(ctx, job.Name, &client.QueryOptions{Index: index, Wait: 30 * time.Second})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			index = idx
 			var last, placed time.Time
@@ -194,27 +201,32 @@ func machineLoss(bin string, trials int, falseDown time.Duration) error {
 				break
 			}
 			if time.Since(killed) > 2*time.Minute {
-				return fmt.Errorf("trial %d: lost instances not replaced within 2 minutes", trial)
+				return nil, fmt.Errorf("trial %d: lost instances not replaced within 2 minutes", trial)
 			}
 		}
 		if err := spawn(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	fmt.Printf("drover-bench machineloss: %d trials, SIGKILL of an agent and its tasks, defaults (node TTL 5s), leader past its grace, %d CPUs, %s/%s\n",
-		trials, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-	fmt.Printf("kill -> replacements placed   %s\n", distS(detect))
-	fmt.Printf("kill -> replacements running  %s\n", distS(took))
-	return nil
+	rep := newReport("machineloss")
+	rep.linef("drover-bench machineloss: %d trials, SIGKILL of an agent and its tasks, node TTL %s (heartbeat every TTL/5), leader past its grace, %d CPUs, %s/%s",
+		trials, nodeTTL, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+	rep.linef("kill -> replacements placed   %s", distS(detect))
+	rep.linef("kill -> replacements running  %s", distS(took))
+	rep.set("trials", trials)
+	rep.set("node_ttl_ms", nodeTTL)
+	rep.setDist("kill_to_placed", detect)
+	rep.setDist("kill_to_running", took)
+	return rep, nil
 }
 
 // countFalseDown burns both CPUs for d and counts nodes seen down.
-func countFalseDown(ctx context.Context, c *client.Client, d time.Duration) error {
-	stop := make(chan struct{})
-	burn := exec.Command("sh", "-c", fmt.Sprintf("for i in $(seq %d); do (while :; do :; done) & done; wait", 2*runtime.NumCPU()))
+func countFalseDown(ctx context.Context, c *client.Client, d, nodeTTL time.Duration) (*report, error) {
+	loops := 2 * runtime.NumCPU()
+	burn := exec.Command("sh", "-c", fmt.Sprintf("for i in $(seq %d); do (while :; do :; done) & done; wait", loops))
 	burn.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := burn.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { syscall.Kill(-burn.Process.Pid, syscall.SIGKILL); burn.Wait() }()
 	polls, downs := 0, 0
@@ -224,11 +236,14 @@ func countFalseDown(ctx context.Context, c *client.Client, d time.Duration) erro
 	for {
 		select {
 		case <-deadline:
-			close(stop)
-			fmt.Printf("drover-bench machineloss -falsedown: %s with %d busy loops on %d CPUs, 4 nodes, node TTL default\n",
-				d, 2*runtime.NumCPU(), runtime.NumCPU())
-			fmt.Printf("node-list polls %d, node seen down %d times\n", polls, downs)
-			return nil
+			rep := newReport("machineloss")
+			rep.linef("drover-bench machineloss -falsedown: %s with %d busy loops on %d CPUs, 4 nodes, node TTL %s", d, loops, runtime.NumCPU(), nodeTTL)
+			rep.linef("node-list polls %d, node seen down %d times (target 0: %s)", polls, downs, verdict(downs == 0))
+			rep.set("falsedown_seconds", d.Seconds())
+			rep.set("node_ttl_ms", nodeTTL)
+			rep.set("polls", polls)
+			rep.set("false_downs", downs)
+			return rep, nil
 		case <-tick.C:
 		}
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -281,12 +296,4 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func distS(d []time.Duration) string {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
-	sec := func(d time.Duration) string { return fmt.Sprintf("%6.2fs", d.Seconds()) }
-	return fmt.Sprintf("n=%d p50=%s p90=%s p99=%s max=%s", len(s), sec(q(0.50)), sec(q(0.90)), sec(q(0.99)), sec(s[len(s)-1]))
 }

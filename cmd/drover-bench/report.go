@@ -44,7 +44,9 @@ func newReport(name string) *report {
 }
 
 // linef adds a line for people.
-func (r *report) linef(format string, args ...any) { r.Lines = append(r.Lines, fmt.Sprintf(format, args...)) }
+func (r *report) linef(format string, args ...any) {
+	r.Lines = append(r.Lines, fmt.Sprintf(format, args...))
+}
 
 // set records a value for machines; durations are written in ms.
 func (r *report) set(key string, v any) {

@@ -72,7 +72,7 @@ type Server struct {
 	secrets   nodeSecrets
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
-	allocs allocIndex
+	allocs    allocIndex
 	// placer carries the scheduler's work from one pass of the leader's
 	// loop to the next; only that loop uses it.
 	placer *scheduler.Cache

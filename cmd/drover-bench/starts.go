@@ -1,0 +1,187 @@
+package main
+
+// drover-bench starts: one real agent starts exec tasks.
+//
+//	go run ./cmd/drover-bench starts                 # 500 instances, 1 run
+//	go run ./cmd/drover-bench starts -instances 100 -runs 5
+//
+// It starts `drover dev` (real server, agent and embedded etcd with fsync),
+// submits an exec job of N instances of /bin/sleep, and reads each
+// instance's start time as the agent recorded it: submit -> running. In the
+// same run it times raw fork/exec of the same command N times, the
+// baseline: drover's start rate (N / submit to last running) should be at
+// least half of raw fork/exec's.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
+)
+
+func init() {
+	register(scenario{name: "starts", about: "one real agent (drover dev) starts 500 exec tasks; start rate against raw fork/exec", flags: startsFlags})
+}
+
+// startsTarget is issue 5's floor: drover's start rate as a fraction of
+// raw fork/exec measured in the same run.
+const startsTarget = 0.5
+
+func startsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
+	instances := fs.Int("instances", 500, "instances per job (-quick: 50)")
+	runs := fs.Int("runs", 1, "jobs to submit, one after the other")
+	pprof := fs.String("pprof-addr", "", "have drover dev serve Go profiles here")
+	return func() (*report, error) {
+		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof)
+	}
+}
+
+func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
+	if err := need("/bin/sleep", "/proc/self"); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "drover-bench-starts-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if bin, err = droverBinary(bin, tmp); err != nil {
+		return nil, err
+	}
+	var extra []string
+	if pprofAddr != "" {
+		extra = []string{"--pprof-addr", pprofAddr}
+	}
+	dev, addr, err := startDev(bin, filepath.Join(tmp, "data"), extra...)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		dev.Process.Signal(syscall.SIGTERM)
+		dev.Wait()
+	}()
+	c, _ := client.New(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := waitNode(ctx, c); err != nil {
+		return nil, err
+	}
+
+	var lat, placed, raw []time.Duration
+	var droverSpan, rawSpan time.Duration
+	for r := 0; r < runs; r++ {
+		l, p, span, err := submitToRunning(ctx, c, fmt.Sprintf("bench%d", r), n)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, l...)
+		placed = append(placed, p...)
+		droverSpan += span
+		rw, rspan, err := rawForkExec(n)
+		if err != nil {
+			return nil, err
+		}
+		raw = append(raw, rw...)
+		rawSpan += rspan
+	}
+	dr := float64(n*runs) / droverSpan.Seconds()
+	rr := float64(n*runs) / rawSpan.Seconds()
+	rep := newReport("starts")
+	rep.linef("drover-bench starts: %d instances x %d runs of /bin/sleep, exec driver, drover dev, %d CPUs, %s/%s",
+		n, runs, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+	rep.linef("submit->placed per instance   %s", dist(placed))
+	rep.linef("submit->running per instance  %s", dist(lat))
+	rep.linef("raw fork/exec per process     %s", dist(raw))
+	rep.linef("starts/s: drover %.0f (submit to last running), raw fork/exec %.0f (sequential); drover/raw = %.2f (target >= %.2f: %s)",
+		dr, rr, dr/rr, startsTarget, verdict(dr/rr >= startsTarget))
+	rep.set("instances", n)
+	rep.set("runs", runs)
+	rep.set("starts_per_second", dr)
+	rep.set("raw_fork_exec_per_second", rr)
+	rep.set("ratio_to_raw", dr/rr)
+	rep.setDist("submit_to_running", lat)
+	rep.setDist("submit_to_placed", placed)
+	rep.setDist("raw_fork_exec", raw)
+	return rep, nil
+}
+
+// submitToRunning submits one job and returns each instance's time from the
+// submit call to its task's start as recorded by the agent, and the time to
+// the last one. It stops and purges the job afterwards.
+func submitToRunning(ctx context.Context, c *client.Client, name string, n int) (lat, placed []time.Duration, span time.Duration, err error) {
+	job := sleepJob(name, n)
+	t0 := time.Now()
+	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
+		return nil, nil, 0, err
+	}
+	var index int64
+	for {
+		st, idx, err := c.Job(ctx, name, &client.QueryOptions{Index: index, Wait: 30 * time.Second})
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		index = idx
+		lat, placed = lat[:0], placed[:0]
+		for _, a := range st.Allocations {
+			placed = append(placed, a.CreateTime.Sub(t0))
+			if a.Status != nil && a.Status.Tasks["t"] != nil && !a.Status.Tasks["t"].StartedAt.IsZero() {
+				lat = append(lat, a.Status.Tasks["t"].StartedAt.Sub(t0))
+			}
+		}
+		if len(lat) == n {
+			break
+		}
+		if len(st.Failures) > 0 {
+			return nil, nil, 0, fmt.Errorf("job %s cannot be placed: %s", name, st.Failures[0].String())
+		}
+	}
+	span = slices.Max(lat)
+	if _, err := c.StopJob(ctx, name, true); err != nil {
+		return nil, nil, 0, err
+	}
+	// Wait for the instances to go so that runs do not overlap.
+	for {
+		allocs, idx, err := c.Allocs(ctx, name, "", &client.QueryOptions{Index: index, Wait: 30 * time.Second})
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		index = idx
+		if len(allocs) == 0 {
+			break
+		}
+	}
+	return lat, placed, span, nil
+}
+
+// rawForkExec starts the same command n times in a row, each in its own
+// process group as the exec driver does, timing each start.
+func rawForkExec(n int) ([]time.Duration, time.Duration, error) {
+	var out []time.Duration
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		cmd := exec.Command("/bin/sleep", "1000")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, time.Since(t))
+		cmds = append(cmds, cmd)
+	}
+	return out, time.Since(start), nil
+}
