@@ -60,7 +60,7 @@ running.`,
 				return err
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: "http://" + ln.Addr().String(),
-				NetworkIP: networkIP, Meta: m, Drivers: drv, Client: c, Logger: log})
+				NetworkIP: networkIP, Meta: m, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true})
 			if err != nil {
 				return err
 			}

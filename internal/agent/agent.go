@@ -25,6 +25,7 @@ import (
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -43,6 +44,10 @@ type Config struct {
 	// StopTasksOnExit stops every task when Run returns (drover dev). A
 	// standalone agent leaves them running.
 	StopTasksOnExit bool
+	// ReleaseStartupPages gives back, once the agent runs what it should,
+	// the pages of the binary that start-up touched (proc.ReleaseExecutable):
+	// for a standalone agent, whose binary also holds the server and etcd.
+	ReleaseStartupPages bool
 	// NetworkIP is the address the node's ports are reached at; by default
 	// Address's host if that is an IP, else the first IPv4 of an interface.
 	NetworkIP string
@@ -189,6 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.fenceLoop(ctx)
 	var index int64
 	backoff := time.Duration(0)
+	released := false
 	for ctx.Err() == nil {
 		qctx, cancel := a.queryContext(ctx)
 		allocs, idx, err := a.client.NodeAllocs(qctx, a.nodeID, &client.QueryOptions{Index: index, Wait: assignmentWait})
@@ -217,6 +223,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			index = idx
 		}
 		a.converge(taskCtx, allocs)
+		if a.cfg.ReleaseStartupPages && !released {
+			released = true
+			if n, err := proc.ReleaseExecutable(); err != nil {
+				a.log.Debug("cannot give back start-up pages", "err", err)
+			} else {
+				a.log.Debug("gave back start-up pages", "mapped_bytes", n)
+			}
+		}
 	}
 	if a.cfg.StopTasksOnExit {
 		// Stop reporting first: the server keeps these allocs as running,

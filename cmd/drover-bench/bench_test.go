@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/testbin"
+)
+
+// droverBin is the binary the real-process scenarios run, built once by
+// TestMain.
+var droverBin string
+
+func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
+
+// commonKeys are in every scenario's JSON object (report.write).
+var commonKeys = []string{"arch", "cpus", "os", "scenario"}
+
+// wantKeys are the JSON keys, besides commonKeys, of the scenarios that
+// run real processes. A scenario not listed must still report at least
+// one value, all numbers.
+var wantKeys = map[string][]string{
+	"starts": {"instances", "runs", "starts_per_second", "raw_fork_exec_per_second", "ratio_to_raw",
+		"submit_to_running_p50_ms", "submit_to_running_p99_ms", "submit_to_running_max_ms",
+		"submit_to_placed_p50_ms", "submit_to_placed_p99_ms", "submit_to_placed_max_ms",
+		"raw_fork_exec_p50_ms", "raw_fork_exec_p99_ms", "raw_fork_exec_max_ms"},
+	"footprint": {"interval_seconds", "tasks", "idle_rss_mb", "idle_rss_anon_mb", "idle_cpu_percent", "tasks_rss_mb", "tasks_rss_anon_mb", "tasks_cpu_percent", "server_rss_mb"},
+	"failover": {"trials", "jobs_per_second", "jobs_submitted", "submit_errors", "lost_placements", "duplicated_placements",
+		"kill_to_leader_p50_ms", "kill_to_leader_p99_ms", "kill_to_leader_max_ms",
+		"kill_to_first_placement_p50_ms", "kill_to_first_placement_p99_ms", "kill_to_first_placement_max_ms",
+		"gap_p50_ms", "gap_p99_ms", "gap_max_ms"},
+	"machineloss": {"trials", "node_ttl_ms", "kill_to_placed_p50_ms", "kill_to_placed_p99_ms", "kill_to_placed_max_ms",
+		"kill_to_running_p50_ms", "kill_to_running_p99_ms", "kill_to_running_max_ms"},
+}
+
+// TestScenariosQuick runs every registered scenario at -quick with -json,
+// as `drover-bench all -quick -json` would, and checks the shape of what
+// each prints: CI proves the harness works. It asserts nothing about the
+// figures, which depend on the machine.
+func TestScenariosQuick(t *testing.T) {
+	testbin.TouchSources("../..")
+	if len(scenarios) == 0 {
+		t.Fatal("no scenario registered")
+	}
+	for name := range wantKeys {
+		if !slices.ContainsFunc(scenarios, func(sc scenario) bool { return sc.name == name }) {
+			t.Errorf("scenario %s is not registered", name)
+		}
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			got := runQuick(t, sc)
+			if got["scenario"] != sc.name {
+				t.Errorf("scenario = %v, want %q", got["scenario"], sc.name)
+			}
+			var keys []string
+			for k, v := range got {
+				keys = append(keys, k)
+				if _, ok := v.(float64); !ok && k != "scenario" && k != "os" && k != "arch" {
+					t.Errorf("%s = %v (%T), want a number", k, v, v)
+				}
+			}
+			slices.Sort(keys)
+			if want, ok := wantKeys[sc.name]; ok {
+				want = slices.Sorted(slices.Values(append(slices.Clone(commonKeys), want...)))
+				if diff := cmp.Diff(want, keys); diff != "" {
+					t.Errorf("JSON keys (-want +got):\n%s", diff)
+				}
+			} else if len(keys) <= len(commonKeys) {
+				t.Errorf("JSON keys %v: no values beyond the common ones", keys)
+			}
+		})
+	}
+}
+
+// runQuick runs sc with -quick -json in this process, as runScenario
+// does, and decodes the object it writes.
+func runQuick(t *testing.T, sc scenario) map[string]any {
+	t.Helper()
+	fs := flag.NewFlagSet(sc.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := options{quick: true, json: true, drover: droverBin}
+	run := sc.flags(fs, &o)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run()
+	if ue := (*unavailableError)(nil); errors.As(err, &ue) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true, but %v", err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := rep.write(&buf, o.json); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	dec := json.NewDecoder(&buf)
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("decoding %q: %v", buf.String(), err)
+	}
+	if dec.More() {
+		t.Errorf("more than one JSON value: %q", buf.String())
+	}
+	return got
+}
