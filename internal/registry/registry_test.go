@@ -1147,3 +1147,63 @@ func TestLivenessMovesBetweenServers(t *testing.T) {
 	}
 	wantErr(t, r2.Heartbeat(ctx, "n1", ttl), ErrNotFound)
 }
+
+// TestMirrorMatchesSnapshot: the leader's mirror answers what a fresh
+// Snapshot reads, after writes of every kind, and waits for a revision it
+// has not seen yet.
+func TestMirrorMatchesSnapshot(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := campaign(t, r, "s1")
+	m, err := r.NewMirror(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.PutJob(ctx, testJob("web", "/bin/a"), 0)
+	r.PutNode(ctx, &spec.Node{ID: "n1", Name: "one"})
+	if err := r.NodeAlive(ctx, "n1", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rev := mustCommit(t, l, &Plan{
+		Allocs:    []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n1")},
+		Schedules: []*spec.JobSchedule{{Job: "web", JobVersion: 1}},
+	})
+	if err := r.PutAllocStatus(ctx, "a2", "n1", &spec.AllocStatus{ClientStatus: spec.ClientRunning}); err != nil {
+		t.Fatal(err)
+	}
+	rev2 := mustCommit(t, l, &Plan{DeleteAllocs: []string{"a1"}})
+	want, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	got, err := m.Snapshot(wctx, max(rev, rev2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rev < max(rev, rev2) {
+		t.Fatalf("mirror at %d, asked for at least %d", got.Rev, max(rev, rev2))
+	}
+	got.Rev, want.Rev = 0, 0
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("mirror differs from a fresh snapshot (-snapshot +mirror):\n%s", diff)
+	}
+	// A revision made by a key outside the mirrored prefix is seen too:
+	// the mirror asks etcd how far its watch is.
+	other, err := r.cli.Put(ctx, "/elsewhere/key", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Snapshot(wctx, other.Header.Revision); err != nil || got.Rev < other.Header.Revision {
+		t.Fatalf("mirror did not reach a revision made outside its prefix: %v", err)
+	}
+	// A revision not reached yet: it waits, and gives up with ctx.
+	short, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer scancel()
+	if _, err := m.Snapshot(short, got.Rev+1000); err == nil {
+		t.Fatal("a snapshot at a revision far ahead did not wait")
+	}
+}

@@ -21,8 +21,10 @@ type hub struct {
 	topics  map[string]int64 // topic -> revision of its last change
 	waiters map[string]map[chan struct{}]struct{}
 	// kick wakes the leader's loop, coalesced; only changes that can
-	// change its decisions do (see decides).
+	// change its decisions do (see decides). seen is the revision of the
+	// latest change published: a pass must see at least that much.
 	kick chan struct{}
+	seen int64
 }
 
 func newHub(rev int64) *hub {
@@ -51,6 +53,7 @@ func (h *hub) publish(changes []registry.Change) {
 	}
 	for _, c := range changes {
 		kick = kick || decides(c)
+		h.seen = max(h.seen, c.Rev)
 		switch c.Kind {
 		case registry.KindJob:
 			touch("jobs", c.Rev)
@@ -148,4 +151,11 @@ func (h *hub) wait(ctx context.Context, index int64, d time.Duration, topics ...
 		}
 	}
 	h.mu.Unlock()
+}
+
+// seenRev is the revision of the latest change published.
+func (h *hub) seenRev() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen
 }

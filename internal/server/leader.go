@@ -12,11 +12,17 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// schedule is one pass of the leader's loop: snapshot -> decide -> one
-// fenced commit. It returns when the reconciler next wants to run (a
+// schedule is one pass of the leader's loop: snapshot (from the leader's
+// mirror of the registry) -> decide -> one fenced commit. It returns when the reconciler next wants to run (a
 // delayed replacement), or zero.
 func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown bool) (time.Time, error) {
-	snap, err := s.reg.Snapshot(ctx)
+	// The mirror answers once it holds this leader's last commit, so a
+	// pass never re-decides what the previous one wrote, and every change
+	// the server's watch has published, so that the change that woke the
+	// pass is in it.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	snap, err := s.mirror.Snapshot(sctx, max(s.committed, s.hub.seenRev()))
+	cancel()
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -29,9 +35,11 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules) == 0 {
 		return d.reconcile.NextRun, nil
 	}
-	if _, err := l.Commit(ctx, d.plan); err != nil {
+	rev, err := l.Commit(ctx, d.plan)
+	if err != nil {
 		return time.Time{}, err
 	}
+	s.committed = rev
 	s.log.Debug("plan committed", "placed", len(d.sched.Placements), "stopped", len(d.reconcile.Stop),
 		"evicted", len(d.sched.Evictions), "gc", len(d.reconcile.GC), "unplaced", len(d.sched.Failures))
 	return d.reconcile.NextRun, nil

@@ -76,6 +76,11 @@ type Server struct {
 	// placer carries the scheduler's work from one pass of the leader's
 	// loop to the next; only that loop uses it.
 	placer *scheduler.Cache
+	// mirror is the leader's in-memory copy of the registry for its
+	// passes, and committed the revision of its last commit; both belong
+	// to the leader's loop.
+	mirror    *registry.Mirror
+	committed int64
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -166,8 +171,9 @@ func (s *Server) runElections(ctx context.Context) {
 }
 
 // lead runs the scheduling loop until leadership is lost or ctx ends. It is
-// level-triggered: a change only makes it run sooner; every pass re-reads
-// the whole state.
+// level-triggered: a change only makes it run sooner, and every pass looks
+// at the whole state, from the leader's mirror of the registry, which its
+// own watch keeps current.
 func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	elected := time.Now()
 	// Down-times seen in an earlier term may be stale; start afresh.
@@ -175,6 +181,23 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	s.downSince = nil
 	s.downMu.Unlock()
 	s.placer = scheduler.NewCache()
+	mctx, stopMirror := context.WithCancel(ctx)
+	defer stopMirror()
+	for {
+		m, err := s.reg.NewMirror(mctx)
+		if err == nil {
+			s.mirror, s.committed = m, 0
+			break
+		}
+		s.log.Error("cannot read the registry to lead; will retry", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.Done():
+			return errors.New("election session lost")
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
 	var due *time.Timer
