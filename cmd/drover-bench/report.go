@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -77,8 +78,18 @@ func runScenario(sc scenario, args []string) int {
 	fs.BoolVar(&o.quick, "quick", false, "run at a small size, to prove the scenario works (CI); the figures are not meant to be quoted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&o.drover, "drover", "", "drover binary for scenarios that run real processes (default: go build ./cmd/drover)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the in-process scenarios: server and agents) to this file")
 	run := sc.flags(fs, &o)
 	fs.Parse(args)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)
+			return 1
+		}
+		pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	rep, err := run()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,30 +17,39 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Mirror keeps in memory the keys a scheduling pass reads (jobs, allocs
-// and their status, nodes and their liveness, schedules), from one full
-// read and then its own watch, so that the leader's pass does not read the
-// whole registry from etcd each time: a pass pays for decoding what
-// changed, not for a round trip over everything.
+// Mirror keeps in memory what a scheduling pass reads (jobs, allocs and
+// their status, nodes and their liveness, schedules), from one full read
+// and then its own watch, decoding each change once as it arrives, so that
+// the leader's pass does not read and decode the whole registry each time.
 //
 // Snapshot(ctx, rev) answers with the state as of a revision at least rev:
-// the leader passes the revision of its own last commit, so that a pass
-// never decides on a state that lacks what the previous pass wrote.
+// the leader passes the revision of its own last commit and of the latest
+// change its server published, so that a pass never decides on a state
+// that lacks what the previous pass wrote or what woke it.
 type Mirror struct {
 	r       *Registry
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when rev moves
 	rev     int64
-	kvs     map[string]*mvccpb.KeyValue // by key, for the dirs below
-	err     error                       // set when the mirror stopped
-
-	decMu sync.Mutex          // one Snapshot decodes at a time
-	jobs  map[string]jobEntry // decoded jobs, by key
+	err     error // set when the mirror stopped
+	// The mirrored state, decoded once per change.
+	jobs      map[string]*spec.Job         // by name
+	allocs    map[string]*mirrorAlloc      // by ID
+	statuses  map[string]*mirrorStatus     // by alloc ID
+	nodes     map[string]*mvccpb.KeyValue  // node records, by ID
+	alive     map[string]bool              // node IDs with a liveness key
+	views     map[string]*spec.Node        // node with its status, by ID, built on demand
+	schedules map[string]*spec.JobSchedule // by job name
 }
 
-type jobEntry struct {
-	rev int64
-	job *spec.Job
+type mirrorAlloc struct {
+	a                 *spec.Alloc
+	createRev, modRev int64
+}
+
+type mirrorStatus struct {
+	st     *spec.AllocStatus
+	modRev int64
 }
 
 // mirrorDirs are the dirs a pass reads.
@@ -48,7 +58,7 @@ var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSched
 // NewMirror reads the registry and keeps a copy of it up to date until ctx
 // ends.
 func (r *Registry) NewMirror(ctx context.Context) (*Mirror, error) {
-	m := &Mirror{r: r, changed: make(chan struct{}), jobs: map[string]jobEntry{}}
+	m := &Mirror{r: r, changed: make(chan struct{})}
 	rev, err := m.load(ctx)
 	if err != nil {
 		return nil, err
@@ -69,16 +79,16 @@ func (m *Mirror) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, wrap("read the registry for the leader's mirror", err)
 	}
-	kvs := map[string]*mvccpb.KeyValue{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.jobs, m.allocs, m.statuses = map[string]*spec.Job{}, map[string]*mirrorAlloc{}, map[string]*mirrorStatus{}
+	m.nodes, m.alive, m.views, m.schedules = map[string]*mvccpb.KeyValue{}, map[string]bool{}, map[string]*spec.Node{}, map[string]*spec.JobSchedule{}
 	for _, res := range resp.Responses {
 		for _, kv := range res.GetResponseRange().Kvs {
-			kvs[string(kv.Key)] = kv
+			m.put(kv)
 		}
 	}
-	m.mu.Lock()
-	m.kvs = kvs
 	m.setRev(resp.Header.Revision)
-	m.mu.Unlock()
 	return resp.Header.Revision, nil
 }
 
@@ -91,18 +101,84 @@ func (m *Mirror) setRev(rev int64) {
 	}
 }
 
-// mirrored reports whether key is in one of the mirrored dirs.
-func (m *Mirror) mirrored(key string) bool {
-	rest, ok := strings.CutPrefix(key, m.r.prefix)
+// put applies a key's new value; m.mu is held. A value that does not
+// decode is left out and logged: the registry's writers validate, so it
+// is not expected.
+func (m *Mirror) put(kv *mvccpb.KeyValue) {
+	dir, name, ok := m.split(string(kv.Key))
 	if !ok {
-		return false
+		return
 	}
-	for _, d := range mirrorDirs {
-		if strings.HasPrefix(rest, d) {
-			return true
+	var err error
+	switch dir {
+	case dirJobs:
+		var j *spec.Job
+		if j, err = decodeJob(kv); err == nil {
+			m.jobs[name] = j
+		}
+	case dirAllocs:
+		var a spec.Alloc
+		if err = json.Unmarshal(kv.Value, &a); err == nil {
+			m.allocs[name] = &mirrorAlloc{&a, kv.CreateRevision, kv.ModRevision}
+		}
+	case dirAllocStatus:
+		var rec statusRecord
+		if err = json.Unmarshal(kv.Value, &rec); err == nil {
+			m.statuses[name] = &mirrorStatus{&rec.AllocStatus, kv.ModRevision}
+		}
+	case dirNodes:
+		m.nodes[name] = kv
+		delete(m.views, name)
+	case dirNodeAlive:
+		m.alive[name] = true
+		delete(m.views, name)
+	case dirSchedules:
+		var js spec.JobSchedule
+		if err = json.Unmarshal(kv.Value, &js); err == nil {
+			m.schedules[name] = &js
 		}
 	}
-	return false
+	if err != nil {
+		m.r.log.Warn("leader's mirror: cannot decode a key; leaving it out", "key", string(kv.Key), "err", err)
+	}
+}
+
+// del applies a key's deletion; m.mu is held.
+func (m *Mirror) del(key string) {
+	dir, name, ok := m.split(key)
+	if !ok {
+		return
+	}
+	switch dir {
+	case dirJobs:
+		delete(m.jobs, name)
+	case dirAllocs:
+		delete(m.allocs, name)
+	case dirAllocStatus:
+		delete(m.statuses, name)
+	case dirNodes:
+		delete(m.nodes, name)
+		delete(m.views, name)
+	case dirNodeAlive:
+		delete(m.alive, name)
+		delete(m.views, name)
+	case dirSchedules:
+		delete(m.schedules, name)
+	}
+}
+
+// split returns a mirrored key's dir and the name after it.
+func (m *Mirror) split(key string) (dir, name string, ok bool) {
+	rest, ok := strings.CutPrefix(key, m.r.prefix)
+	if !ok {
+		return "", "", false
+	}
+	for _, d := range mirrorDirs {
+		if name, ok := strings.CutPrefix(rest, d); ok {
+			return d, name, true
+		}
+	}
+	return "", "", false
 }
 
 // run applies the watch from rev on; when the watch breaks or falls
@@ -138,14 +214,10 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 				// revision may be ahead of the events sent so far while
 				// the watch catches up, so progress is the events' own.
 				rev = max(rev, ev.Kv.ModRevision)
-				key := string(ev.Kv.Key)
-				if !m.mirrored(key) {
-					continue
-				}
 				if ev.Type == clientv3.EventTypeDelete {
-					delete(m.kvs, key)
+					m.del(string(ev.Kv.Key))
 				} else {
-					m.kvs[key] = ev.Kv
+					m.put(ev.Kv)
 				}
 			}
 			m.setRev(rev)
@@ -176,7 +248,9 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 }
 
 // Snapshot returns the mirrored state once it is at revision atLeast or
-// later, waiting at most until ctx ends.
+// later, waiting at most until ctx ends. Jobs, nodes, statuses and
+// schedules are shared with the mirror and later snapshots: callers must
+// not modify them. Allocs are copies (the leader marks NodeDown on them).
 func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error) {
 	m.mu.Lock()
 	asked := false
@@ -201,66 +275,44 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 		t.Stop()
 		m.mu.Lock()
 	}
+	defer m.mu.Unlock()
 	if m.err != nil {
-		m.mu.Unlock()
 		return nil, m.err
 	}
-	rev := m.rev
-	by := map[string][]*mvccpb.KeyValue{}
-	for key, kv := range m.kvs {
-		rest := key[len(m.r.prefix):]
-		for _, d := range mirrorDirs {
-			if strings.HasPrefix(rest, d) {
-				by[d] = append(by[d], kv)
-				break
-			}
+	s := &Snapshot{Rev: m.rev, Schedules: make(map[string]*spec.JobSchedule, len(m.schedules))}
+	s.Jobs = make([]*spec.Job, 0, len(m.jobs))
+	for _, j := range m.jobs {
+		s.Jobs = append(s.Jobs, j)
+	}
+	slices.SortFunc(s.Jobs, func(a, b *spec.Job) int { return cmp.Compare(a.Name, b.Name) })
+	s.Allocs = make([]*spec.Alloc, 0, len(m.allocs))
+	for id, d := range m.allocs {
+		a := *d.a
+		a.CreateIndex, a.ModifyIndex, a.Status = d.createRev, d.modRev, nil
+		if st := m.statuses[id]; st != nil {
+			a.Status = st.st
+			a.ModifyIndex = max(a.ModifyIndex, st.modRev)
 		}
+		s.Allocs = append(s.Allocs, &a)
 	}
-	m.mu.Unlock()
-
-	m.decMu.Lock()
-	defer m.decMu.Unlock()
-	s := &Snapshot{Rev: rev, Schedules: map[string]*spec.JobSchedule{}}
-	var err error
-	if s.Jobs, err = m.decodeJobs(by[dirJobs]); err != nil {
-		return nil, err
-	}
-	if s.Allocs, err = m.r.mergeAllocs(by[dirAllocs], by[dirAllocStatus], true); err != nil {
-		return nil, err
-	}
-	if s.Nodes, err = m.r.snapshotNodes(by[dirNodes], by[dirNodeAlive]); err != nil {
-		return nil, err
-	}
-	for _, kv := range by[dirSchedules] {
-		var js spec.JobSchedule
-		if err := json.Unmarshal(kv.Value, &js); err != nil {
-			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
-		}
-		s.Schedules[string(kv.Key[len(m.r.prefix+dirSchedules):])] = &js
-	}
-	return s, nil
-}
-
-// decodeJobs decodes the job keys, reusing the value decoded for a key
-// whose revision did not change. The jobs are shared between snapshots:
-// callers must not modify them.
-func (m *Mirror) decodeJobs(kvs []*mvccpb.KeyValue) ([]*spec.Job, error) {
-	out := make([]*spec.Job, 0, len(kvs))
-	seen := make(map[string]jobEntry, len(kvs))
-	for _, kv := range kvs {
-		key := string(kv.Key)
-		e, ok := m.jobs[key]
-		if !ok || e.rev != kv.ModRevision {
-			j, err := decodeJob(kv)
-			if err != nil {
+	sortAllocs(s.Allocs)
+	s.Nodes = make([]*spec.Node, 0, len(m.nodes))
+	for id, kv := range m.nodes {
+		n := m.views[id]
+		if n == nil {
+			var err error
+			if n, err = decodeNode(kv); err != nil {
 				return nil, err
 			}
-			e = jobEntry{kv.ModRevision, j}
+			n.Status = spec.NodeDown
+			if m.alive[id] {
+				n.Status = spec.NodeReady
+			}
+			m.views[id] = n
 		}
-		seen[key] = e
-		out = append(out, e.job)
+		s.Nodes = append(s.Nodes, n)
 	}
-	m.jobs = seen
-	slices.SortFunc(out, func(a, b *spec.Job) int { return cmp.Compare(a.Name, b.Name) })
-	return out, nil
+	sortNodes(s.Nodes)
+	maps.Copy(s.Schedules, m.schedules)
+	return s, nil
 }
