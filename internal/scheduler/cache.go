@@ -49,7 +49,7 @@ func (c *Cache) state(in Input) *state {
 	}
 	s := c.s
 	s.jobs = in.Jobs
-	s.byGroup, s.jobNodes, s.evicted = nil, nil, nil
+	s.byGroup, s.jobNodes, s.evicted, s.ruled = nil, nil, nil, nil
 	s.journal = map[int32]nodeDyn{}
 	if !slices.Equal(c.allocs, in.Allocs) || !maps.Equal(c.freed, in.Freed) {
 		// Recount the use of every node that held or holds allocs, and

@@ -152,32 +152,50 @@ func (gr *groupRun) conflicts() {
 			own = append(own, r)
 		}
 	}
-	if len(own) == 0 && len(s.jobs) == 0 && len(gr.colocate) == 0 {
-		return
-	}
-	gr.conflictNodes, gr.replaceNodes = map[int32]bool{}, map[int32]bool{}
-	for job, nodes := range s.jobIndex() {
+	// Other jobs' rules that name this one.
+	var named []string
+	for job, rules := range s.ruleJobs() {
 		if job == gr.job.Name {
 			continue
 		}
-		hard, replace := false, false
-		for _, r := range own {
-			if r.c.MatchJob(job) {
-				if r.c.Operator == spec.OpReplaces {
-					replace = true
-				} else {
-					hard = true
-				}
+		for _, c := range rules {
+			if c.MatchJob(gr.job.Name) {
+				named = append(named, job)
+				break
 			}
 		}
-		for _, c := range s.jobRules(job) {
-			hard = hard || c.MatchJob(gr.job.Name)
+	}
+	if len(own) == 0 && len(named) == 0 {
+		return
+	}
+	gr.conflictNodes, gr.replaceNodes = map[int32]bool{}, map[int32]bool{}
+	index := s.jobIndex()
+	for _, job := range named {
+		for n := range index[job] {
+			gr.conflictNodes[n] = true
 		}
-		for n := range nodes {
-			if hard {
-				gr.conflictNodes[n] = true
-			} else if replace {
-				gr.replaceNodes[n] = true
+	}
+	if len(own) > 0 {
+		for job, nodes := range index {
+			if job == gr.job.Name {
+				continue
+			}
+			hard, replace := false, false
+			for _, r := range own {
+				if r.c.MatchJob(job) {
+					if r.c.Operator == spec.OpReplaces {
+						replace = true
+					} else {
+						hard = true
+					}
+				}
+			}
+			for n := range nodes {
+				if hard {
+					gr.conflictNodes[n] = true
+				} else if replace {
+					gr.replaceNodes[n] = true
+				}
 			}
 		}
 	}

@@ -30,6 +30,7 @@ type state struct {
 	// of this call included; built on first use.
 	jobNodes map[string]map[int32]int
 	jobs     map[string]*spec.Job
+	ruled    map[string][]spec.Constraint // see ruleJobs
 	evicted  map[string]bool
 	// cache is set when the state lives in a Cache; journal then holds each
 	// node's use before the call changed it (see rollback).
@@ -307,22 +308,24 @@ func (s *state) addJob(job string, n int32, delta int) {
 	}
 }
 
-// jobRules returns the conflicts and replaces rules of a job that has
-// allocs, from Input.Jobs.
-func (s *state) jobRules(name string) []spec.Constraint {
-	j := s.jobs[name]
-	if j == nil {
-		return nil
+// ruleJobs returns, by name, the jobs of Input.Jobs that have conflicts
+// or replaces rules, with those rules; computed once per call, since most
+// jobs have none and a group would otherwise look at every job.
+func (s *state) ruleJobs() map[string][]spec.Constraint {
+	if s.ruled != nil {
+		return s.ruled
 	}
-	var out []spec.Constraint
-	for _, g := range j.Groups {
-		for _, c := range j.ConstraintsOf(g) {
-			if c.Operator == spec.OpConflicts || c.Operator == spec.OpReplaces {
-				out = append(out, c)
+	s.ruled = map[string][]spec.Constraint{}
+	for name, j := range s.jobs {
+		for _, g := range j.Groups {
+			for _, c := range j.ConstraintsOf(g) {
+				if c.Operator == spec.OpConflicts || c.Operator == spec.OpReplaces {
+					s.ruled[name] = append(s.ruled[name], c)
+				}
 			}
 		}
 	}
-	return out
+	return s.ruled
 }
 
 func sortedUnique(s []string) bool {
