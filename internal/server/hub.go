@@ -25,6 +25,10 @@ type hub struct {
 	// latest change published: a pass must see at least that much.
 	kick chan struct{}
 	seen int64
+	// dirty are the jobs the changes since the leader last looked concern;
+	// dirtyAll says a change may concern any job (a node, a resync).
+	dirty    map[string]bool
+	dirtyAll bool
 }
 
 func newHub(rev int64) *hub {
@@ -52,7 +56,10 @@ func (h *hub) publish(changes []registry.Change) {
 		delete(h.waiters, topic)
 	}
 	for _, c := range changes {
-		kick = kick || decides(c)
+		if decides(c) {
+			kick = true
+			h.markDirty(c)
+		}
 		h.seen = max(h.seen, c.Rev)
 		switch c.Kind {
 		case registry.KindJob:
@@ -158,4 +165,29 @@ func (h *hub) seenRev() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.seen
+}
+
+// markDirty notes which jobs a change concerns; h.mu is held.
+func (h *hub) markDirty(c registry.Change) {
+	if h.dirty == nil {
+		h.dirty = map[string]bool{}
+	}
+	switch c.Kind {
+	case registry.KindJob:
+		h.dirty[c.ID] = true
+	case registry.KindAlloc, registry.KindAllocStatus:
+		h.dirty[c.Job] = true
+	default: // nodes (system jobs, lost instances), resyncs
+		h.dirtyAll = true
+	}
+}
+
+// takeDirty returns the jobs changes concerned since the last call, or
+// all = true when any job may be concerned, and starts afresh.
+func (h *hub) takeDirty() (jobs map[string]bool, all bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	jobs, all = h.dirty, h.dirtyAll
+	h.dirty, h.dirtyAll = nil, false
+	return jobs, all
 }

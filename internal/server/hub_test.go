@@ -41,3 +41,26 @@ func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestHubTracksDirtyJobs: a pass after job and alloc changes looks at
+// those jobs only; a node change or a resync makes it look at all.
+func TestHubTracksDirtyJobs(t *testing.T) {
+	h := newHub(1)
+	h.publish([]registry.Change{
+		{Rev: 2, Kind: registry.KindJob, ID: "web"},
+		{Rev: 3, Kind: registry.KindAlloc, ID: "a1", Job: "db", NodeID: "n1"},
+		{Rev: 4, Kind: registry.KindAllocStatus, ID: "a2", Job: "cache", NodeID: "n1"}, // running: no
+		{Rev: 5, Kind: registry.KindAllocStatus, ID: "a3", Job: "batch", NodeID: "n1", Terminal: true},
+	})
+	jobs, all := h.takeDirty()
+	if all || len(jobs) != 3 || !jobs["web"] || !jobs["db"] || !jobs["batch"] {
+		t.Fatalf("dirty = %v, all %v; want web, db, batch", jobs, all)
+	}
+	if jobs, all := h.takeDirty(); all || len(jobs) != 0 {
+		t.Fatalf("taken twice: %v, all %v", jobs, all)
+	}
+	h.publish([]registry.Change{{Rev: 6, Kind: registry.KindNode, NodeID: "n1"}})
+	if _, all := h.takeDirty(); !all {
+		t.Fatal("a node change did not make every job dirty")
+	}
+}

@@ -15,7 +15,11 @@ import (
 // schedule is one pass of the leader's loop: snapshot (from the leader's
 // mirror of the registry) -> decide -> one fenced commit. It returns when the reconciler next wants to run (a
 // delayed replacement), or zero.
-func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown bool) (time.Time, error) {
+//
+// only, when not nil, limits the pass to those jobs: the jobs the changes
+// since the last pass concern (see hub.takeDirty). The scheduler still
+// sees every alloc.
+func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown bool, only map[string]bool) (time.Time, error) {
 	// The mirror answers once it holds this leader's last commit, so a
 	// pass never re-decides what the previous one wrote, and every change
 	// the server's watch has published, so that the change that woke the
@@ -31,7 +35,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		markNodeDown(snap.Allocs, snap.Nodes)
 		s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
-	d := decide(snap, now, s.placer)
+	d := decide(snap, now, s.placer, only)
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules) == 0 {
 		return d.reconcile.NextRun, nil
 	}
@@ -60,9 +64,25 @@ type decision struct {
 // (markNodeDown) when the caller wants them replaced.
 //
 // cache, when not nil, is the scheduler's cache carried across passes (the
-// leader's); a plan passes nil, since it runs beside the leader.
-func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache) decision {
-	res := reconcile.Reconcile(reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now})
+// leader's); a plan passes nil, since it runs beside the leader. only,
+// when not nil, limits the reconciler to those jobs (their allocs, and
+// their schedule records); the scheduler still counts every alloc.
+func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only map[string]bool) decision {
+	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now}
+	if only != nil {
+		in.Jobs, in.Allocs = nil, nil
+		for _, j := range snap.Jobs {
+			if only[j.Name] {
+				in.Jobs = append(in.Jobs, j)
+			}
+		}
+		for _, a := range snap.Allocs {
+			if only[a.Job] {
+				in.Allocs = append(in.Allocs, a)
+			}
+		}
+	}
+	res := reconcile.Reconcile(in)
 	plan := &registry.Plan{DeleteAllocs: res.GC}
 
 	// stopped holds the allocs this plan stops: their room is free for its
@@ -107,14 +127,14 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache) deci
 	for _, f := range out.Failures {
 		failures[f.Job] = append(failures[f.Job], f.PlacementFailure)
 	}
-	for _, j := range snap.Jobs {
+	for _, j := range in.Jobs {
 		want := &spec.JobSchedule{Job: j.Name, JobVersion: j.Version, Failures: failures[j.Name], UpdateTime: now}
 		if have := snap.Schedules[j.Name]; have == nil || !sameSchedule(have, want) {
 			plan.Schedules = append(plan.Schedules, want)
 		}
 	}
 	for name := range snap.Schedules {
-		if jobs[name] == nil {
+		if jobs[name] == nil && (only == nil || only[name]) {
 			plan.DeleteSchedules = append(plan.DeleteSchedules, name)
 		}
 	}

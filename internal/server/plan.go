@@ -145,7 +145,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	with.Jobs = append(with.Jobs, cand)
 	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
 
-	d := decide(&with, now, nil)
+	d := decide(&with, now, nil, nil)
 	p := &spec.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
 	for _, n := range down {
 		p.Without = append(p.Without, n.Name)
@@ -160,7 +160,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	// change would not make (work pending elsewhere may evict too).
 	if len(p.Evict) > 0 {
 		before := map[string]bool{}
-		for _, e := range decide(snap, now, nil).sched.Evictions {
+		for _, e := range decide(snap, now, nil, nil).sched.Evictions {
 			before[e.Alloc.ID] = true
 		}
 		p.Evict = slices.DeleteFunc(p.Evict, func(e spec.PlannedAlloc) bool { return before[e.AllocID] })
@@ -191,7 +191,7 @@ func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *sp
 		out[n.ID] = true
 		p.Without = append(p.Without, n.Name)
 	}
-	d := decide(snap, now, nil)
+	d := decide(snap, now, nil, nil)
 	hit := map[string]bool{}
 	for _, a := range snap.Allocs {
 		if out[a.NodeID] && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {

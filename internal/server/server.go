@@ -207,21 +207,41 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		}
 		return due.C
 	}
+	// full says the next pass looks at every job: the first one, one after
+	// a failure, a delayed replacement coming due, the periodic resync, and
+	// after a change that may concern any job (a node, a resync of the
+	// watch). Otherwise a pass looks at the jobs the changes concern.
+	full := true
+	var dueAt time.Time // the earliest delayed replacement known
 	for {
-		next, err := s.schedule(ctx, l, time.Since(elected) >= s.cfg.NodeGrace)
+		jobs, all := s.hub.takeDirty()
+		var only map[string]bool
+		if !full && !all {
+			only = jobs
+			if only == nil {
+				only = map[string]bool{}
+			}
+		}
+		next, err := s.schedule(ctx, l, time.Since(elected) >= s.cfg.NodeGrace, only)
+		full = false
 		switch {
 		case errors.Is(err, registry.ErrNotLeader):
 			return err
 		case err != nil && ctx.Err() == nil:
 			s.log.Error("scheduling pass failed; will retry", "err", err)
+			full = true
 			sleep(ctx, 500*time.Millisecond)
+		}
+		// A full pass knows every due time; a partial one only its jobs'.
+		if only == nil || (!next.IsZero() && (dueAt.IsZero() || next.Before(dueAt))) {
+			dueAt = next
 		}
 		if due != nil {
 			due.Stop()
 			due = nil
 		}
-		if !next.IsZero() {
-			due = time.NewTimer(max(time.Until(next), 0))
+		if !dueAt.IsZero() {
+			due = time.NewTimer(max(time.Until(dueAt), 0))
 		} else if time.Since(elected) < s.cfg.NodeGrace {
 			// Look again when the grace ends, in case nodes are down.
 			due = time.NewTimer(s.cfg.NodeGrace - time.Since(elected))
@@ -233,7 +253,9 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 			return errors.New("election session lost")
 		case <-s.hub.kick:
 		case <-resync.C:
+			full = true
 		case <-dueC():
+			full = true
 		}
 	}
 }
