@@ -40,11 +40,40 @@ type Mirror struct {
 	alive     map[string]bool              // node IDs with a liveness key
 	views     map[string]*spec.Node        // node with its status, by ID, built on demand
 	schedules map[string]*spec.JobSchedule // by job name
+	// Sorted lists for snapshots, kept across them: allocs in sortAllocs
+	// order, updated in place as allocs come and go; jobs and nodes
+	// rebuilt when one of theirs changed (nil).
+	order    []*mirrorAlloc
+	jobList  []*spec.Job
+	nodeList []*spec.Node
 }
 
 type mirrorAlloc struct {
 	a                 *spec.Alloc
 	createRev, modRev int64
+}
+
+// compareMirrorAllocs is sortAllocs's order.
+func compareMirrorAllocs(x, y *mirrorAlloc) int {
+	return cmp.Or(cmp.Compare(x.a.Job, y.a.Job), cmp.Compare(x.a.Group, y.a.Group), cmp.Compare(x.a.Index, y.a.Index),
+		cmp.Compare(x.createRev, y.createRev), cmp.Compare(x.a.ID, y.a.ID))
+}
+
+// setAlloc puts an alloc in allocs and in order; m.mu is held.
+func (m *Mirror) setAlloc(id string, e *mirrorAlloc) {
+	if old := m.allocs[id]; old != nil {
+		m.dropOrder(old)
+	}
+	m.allocs[id] = e
+	i, _ := slices.BinarySearchFunc(m.order, e, compareMirrorAllocs)
+	m.order = slices.Insert(m.order, i, e)
+}
+
+// dropOrder takes an alloc out of order; m.mu is held.
+func (m *Mirror) dropOrder(e *mirrorAlloc) {
+	if i, ok := slices.BinarySearchFunc(m.order, e, compareMirrorAllocs); ok && m.order[i] == e {
+		m.order = slices.Delete(m.order, i, i+1)
+	}
 }
 
 type mirrorStatus struct {
@@ -83,6 +112,7 @@ func (m *Mirror) load(ctx context.Context) (int64, error) {
 	defer m.mu.Unlock()
 	m.jobs, m.allocs, m.statuses = map[string]*spec.Job{}, map[string]*mirrorAlloc{}, map[string]*mirrorStatus{}
 	m.nodes, m.alive, m.views, m.schedules = map[string]*mvccpb.KeyValue{}, map[string]bool{}, map[string]*spec.Node{}, map[string]*spec.JobSchedule{}
+	m.order, m.jobList, m.nodeList = nil, nil, nil
 	for _, res := range resp.Responses {
 		for _, kv := range res.GetResponseRange().Kvs {
 			m.put(kv)
@@ -115,11 +145,12 @@ func (m *Mirror) put(kv *mvccpb.KeyValue) {
 		var j *spec.Job
 		if j, err = decodeJob(kv); err == nil {
 			m.jobs[name] = j
+			m.jobList = nil
 		}
 	case dirAllocs:
 		var a spec.Alloc
 		if err = json.Unmarshal(kv.Value, &a); err == nil {
-			m.allocs[name] = &mirrorAlloc{&a, kv.CreateRevision, kv.ModRevision}
+			m.setAlloc(name, &mirrorAlloc{&a, kv.CreateRevision, kv.ModRevision})
 		}
 	case dirAllocStatus:
 		var rec statusRecord
@@ -129,9 +160,11 @@ func (m *Mirror) put(kv *mvccpb.KeyValue) {
 	case dirNodes:
 		m.nodes[name] = kv
 		delete(m.views, name)
+		m.nodeList = nil
 	case dirNodeAlive:
 		m.alive[name] = true
 		delete(m.views, name)
+		m.nodeList = nil
 	case dirSchedules:
 		var js spec.JobSchedule
 		if err = json.Unmarshal(kv.Value, &js); err == nil {
@@ -152,16 +185,22 @@ func (m *Mirror) del(key string) {
 	switch dir {
 	case dirJobs:
 		delete(m.jobs, name)
+		m.jobList = nil
 	case dirAllocs:
-		delete(m.allocs, name)
+		if e := m.allocs[name]; e != nil {
+			m.dropOrder(e)
+			delete(m.allocs, name)
+		}
 	case dirAllocStatus:
 		delete(m.statuses, name)
 	case dirNodes:
 		delete(m.nodes, name)
 		delete(m.views, name)
+		m.nodeList = nil
 	case dirNodeAlive:
 		delete(m.alive, name)
 		delete(m.views, name)
+		m.nodeList = nil
 	case dirSchedules:
 		delete(m.schedules, name)
 	}
@@ -280,39 +319,47 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 		return nil, m.err
 	}
 	s := &Snapshot{Rev: m.rev, Schedules: make(map[string]*spec.JobSchedule, len(m.schedules))}
-	s.Jobs = make([]*spec.Job, 0, len(m.jobs))
-	for _, j := range m.jobs {
-		s.Jobs = append(s.Jobs, j)
+	if m.jobList == nil {
+		m.jobList = make([]*spec.Job, 0, len(m.jobs))
+		for _, j := range m.jobs {
+			m.jobList = append(m.jobList, j)
+		}
+		slices.SortFunc(m.jobList, func(a, b *spec.Job) int { return cmp.Compare(a.Name, b.Name) })
 	}
-	slices.SortFunc(s.Jobs, func(a, b *spec.Job) int { return cmp.Compare(a.Name, b.Name) })
-	s.Allocs = make([]*spec.Alloc, 0, len(m.allocs))
-	for id, d := range m.allocs {
-		a := *d.a
+	s.Jobs = slices.Clone(m.jobList)
+	copies := make([]spec.Alloc, len(m.order)) // one allocation for all
+	s.Allocs = make([]*spec.Alloc, len(m.order))
+	for i, d := range m.order {
+		a := &copies[i]
+		*a = *d.a
 		a.CreateIndex, a.ModifyIndex, a.Status = d.createRev, d.modRev, nil
-		if st := m.statuses[id]; st != nil {
+		if st := m.statuses[d.a.ID]; st != nil {
 			a.Status = st.st
 			a.ModifyIndex = max(a.ModifyIndex, st.modRev)
 		}
-		s.Allocs = append(s.Allocs, &a)
+		s.Allocs[i] = a
 	}
-	sortAllocs(s.Allocs)
-	s.Nodes = make([]*spec.Node, 0, len(m.nodes))
-	for id, kv := range m.nodes {
-		n := m.views[id]
-		if n == nil {
-			var err error
-			if n, err = decodeNode(kv); err != nil {
-				return nil, err
+	if m.nodeList == nil {
+		list := make([]*spec.Node, 0, len(m.nodes))
+		for id, kv := range m.nodes {
+			n := m.views[id]
+			if n == nil {
+				var err error
+				if n, err = decodeNode(kv); err != nil {
+					return nil, err
+				}
+				n.Status = spec.NodeDown
+				if m.alive[id] {
+					n.Status = spec.NodeReady
+				}
+				m.views[id] = n
 			}
-			n.Status = spec.NodeDown
-			if m.alive[id] {
-				n.Status = spec.NodeReady
-			}
-			m.views[id] = n
+			list = append(list, n)
 		}
-		s.Nodes = append(s.Nodes, n)
+		sortNodes(list)
+		m.nodeList = list
 	}
-	sortNodes(s.Nodes)
+	s.Nodes = slices.Clone(m.nodeList)
 	maps.Copy(s.Schedules, m.schedules)
 	return s, nil
 }

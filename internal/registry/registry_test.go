@@ -1174,6 +1174,16 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev2 := mustCommit(t, l, &Plan{DeleteAllocs: []string{"a1"}})
+	// Many allocs of several jobs, written out of order, some rewritten
+	// and some deleted: the mirror keeps them in the snapshot's order.
+	var many []*spec.Alloc
+	for i := range 24 {
+		job := []string{"web", "db", "api"}[i%3]
+		many = append(many, testAlloc(fmt.Sprintf("m%02d", (i*7)%24), job, "g", (i*5)%4, "n1"))
+	}
+	mustCommit(t, l, &Plan{Allocs: many})
+	mustCommit(t, l, &Plan{Allocs: many[3:6], DeleteAllocs: []string{"m01", "m17"}})
+	rev2 = mustCommit(t, l, &Plan{Allocs: many[10:12]})
 	want, err := r.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
