@@ -51,15 +51,11 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	c, err := startSim(ctx, nodeTTL)
+	c, startup, err := startSimWithAgents(ctx, nodeTTL, agents)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	startup, err := c.addAgents(ctx, agents)
-	if err != nil {
-		return nil, err
-	}
 	// The baseline: one plain etcd put at a time, the floor under any
 	// committed assignment.
 	puts, err := c.putLoop(ctx, min(d, 3*time.Second), 1)

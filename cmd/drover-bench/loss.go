@@ -46,15 +46,11 @@ func loss(agents, k, per int, nodeTTL time.Duration) (*report, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	c, err := startSim(ctx, nodeTTL)
+	c, startup, err := startSimWithAgents(ctx, nodeTTL, agents)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	startup, err := c.addAgents(ctx, agents)
-	if err != nil {
-		return nil, err
-	}
 	n := per * agents
 	job := simJob("loss", n, instanceSize(per*lossSlotsPerInstance))
 	job.Scoring = spec.ScoreLeastLoaded // every agent holds some work

@@ -156,6 +156,21 @@ func startSim(ctx context.Context, nodeTTL time.Duration) (_ *simCluster, err er
 
 // addAgents starts n agents named sim-<first>... and waits until every
 // one of them is registered and ready.
+// startSimWithAgents starts the cluster and n agents, and returns how long
+// the agents took to register; the caller closes the cluster.
+func startSimWithAgents(ctx context.Context, nodeTTL time.Duration, n int) (*simCluster, time.Duration, error) {
+	c, err := startSim(ctx, nodeTTL)
+	if err != nil {
+		return nil, 0, err
+	}
+	startup, err := c.addAgents(ctx, n)
+	if err != nil {
+		c.close()
+		return nil, 0, err
+	}
+	return c, startup, nil
+}
+
 func (c *simCluster) addAgents(ctx context.Context, n int) (time.Duration, error) {
 	t0 := time.Now()
 	c.mu.Lock()

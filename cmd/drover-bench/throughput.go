@@ -43,15 +43,11 @@ func throughput(agents, jobs, instances int, nodeTTL, putFor time.Duration) (*re
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	c, err := startSim(ctx, nodeTTL)
+	c, startup, err := startSimWithAgents(ctx, nodeTTL, agents)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	startup, err := c.addAgents(ctx, agents)
-	if err != nil {
-		return nil, err
-	}
 
 	// The baseline: what the same etcd member commits of plain puts, one
 	// at a time (fsync latency) and 64 at a time (what raft batching gets).
