@@ -24,10 +24,22 @@ func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
 // commonKeys are in every scenario's JSON object (report.write).
 var commonKeys = []string{"arch", "cpus", "os", "scenario"}
 
-// wantKeys are the JSON keys, besides commonKeys, of the scenarios that
-// run real processes. A scenario not listed must still report at least
-// one value, all numbers.
+// wantKeys are the JSON keys, besides commonKeys, of each scenario. A
+// scenario not listed must still report at least one value, all numbers.
 var wantKeys = map[string][]string{
+	"throughput": {"agents", "agents_startup_ms", "alloc_commits", "alloc_commits_per_placement", "baseline_put_p50_ms",
+		"baseline_puts_per_second_1", "baseline_puts_per_second_64", "etcd_requests", "etcd_txns", "etcd_txns_per_placement",
+		"etcd_writes", "etcd_writes_per_placement", "instances", "jobs", "log_warnings", "node_ttl_ms", "placements",
+		"placements_per_second", "submit_ms", "time_to_all_placed_ms", "time_to_all_running_ms"},
+	"latency": {"agents", "agents_startup_ms", "baseline_put_p50_ms", "baseline_put_p99_ms", "log_warnings", "node_ttl_ms",
+		"rate_1_assigned_p50_ms", "rate_1_assigned_p99_ms", "rate_1_jobs", "rate_1_seen_max_ms", "rate_1_seen_p50_ms", "rate_1_seen_p99_ms",
+		"rate_50_assigned_p50_ms", "rate_50_assigned_p99_ms", "rate_50_jobs", "rate_50_seen_max_ms", "rate_50_seen_p50_ms", "rate_50_seen_p99_ms"},
+	"steady": {"agents", "agents_startup_ms", "api_requests_per_second_per_agent", "baseline_cpu_percent", "baseline_etcd_requests_per_second",
+		"baseline_rss_mb", "cpu_percent", "duration_ms", "etcd_requests_per_second", "etcd_requests_per_second_per_agent", "log_warnings",
+		"node_ttl_ms", "rss_mb", "warnings_during"},
+	"loss": {"agents", "agents_startup_ms", "false_downs", "killed", "killed_seen_down", "log_warnings", "lost_instances", "node_ttl_ms",
+		"node_watch_errors", "registrations_after_kill", "replacements_placed", "time_to_replacements_placed_ms",
+		"time_to_replacements_running_ms", "time_to_seen_down_ms", "warnings_after_kill"},
 	"starts": {"instances", "runs", "starts_per_second", "raw_fork_exec_per_second", "ratio_to_raw",
 		"submit_to_running_p50_ms", "submit_to_running_p99_ms", "submit_to_running_max_ms",
 		"submit_to_placed_p50_ms", "submit_to_placed_p99_ms", "submit_to_placed_max_ms",
