@@ -11,6 +11,10 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
+// getAllocsBatch is how many allocs one read takes: two gets each, within
+// etcd's default --max-txn-ops of 128, so that it works on any etcd.
+const getAllocsBatch = 64
+
 // AllocOwners returns the node of every alloc, by alloc ID, and the
 // revision it was read at: what a server needs to build its index of
 // allocs by node, which it then keeps up to date from the watch (changes
@@ -36,13 +40,13 @@ func (r *Registry) AllocOwners(ctx context.Context) (map[string]string, int64, e
 
 // GetAllocs reads the allocs with the given IDs, with their status; IDs
 // that do not exist (any more) are left out. It costs one transaction per
-// maxTxnOps/2 allocs, whatever the size of the cluster.
+// getAllocsBatch allocs, whatever the size of the cluster.
 func (r *Registry) GetAllocs(ctx context.Context, ids []string) ([]*spec.Alloc, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
 	var out []*spec.Alloc
-	for start := 0; start < len(ids); start += maxTxnOps / 2 {
-		batch := ids[start:min(len(ids), start+maxTxnOps/2)]
+	for start := 0; start < len(ids); start += getAllocsBatch {
+		batch := ids[start:min(len(ids), start+getAllocsBatch)]
 		ops := make([]clientv3.Op, 0, 2*len(batch))
 		for _, id := range batch {
 			if err := checkName("alloc id", id); err != nil {
