@@ -63,15 +63,20 @@ func (r *Registry) liveLease(ctx context.Context, ttl time.Duration) (clientv3.L
 		return 0, wrap("keep the node liveness lease alive", err)
 	}
 	l.ttl, l.lease, l.seen, l.stop = ttl, g.ID, map[string]time.Time{}, cancel
-	go r.keepLiveness(kctx, g.ID, ch)
+	// Watch the liveness keys from the grant on: a key another server
+	// moves onto its lease, or that goes away, is this server's no more.
+	wch := r.cli.Watch(clientv3.WithRequireLeader(kctx), r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithRev(g.Revision+1))
+	go r.keepLiveness(kctx, g.ID, ch, wch)
 	return g.ID, nil
 }
 
-// keepLiveness drains the lease's keep-alive answers and sweeps silent
+// keepLiveness drains the lease's keep-alive answers, forgets the nodes
+// whose key another server took over or that went away (their next
+// heartbeat here moves the key back, or finds it gone), and sweeps silent
 // nodes, until the lease is lost or the registry closes. A lost lease
 // took its keys with it: the nodes on it must register again, which their
 // next heartbeat tells them.
-func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch <-chan *clientv3.LeaseKeepAliveResponse, wch clientv3.WatchChan) {
 	l := &r.live
 	l.mu.Lock()
 	every := max(min(l.ttl/10, 500*time.Millisecond), 50*time.Millisecond)
@@ -94,6 +99,28 @@ func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch 
 				r.log.Warn("lost the node liveness lease; nodes will register again")
 			}
 			return
+		case resp, ok := <-wch:
+			if !ok || resp.Err() != nil {
+				// Without the watch, a heartbeat cannot trust its memory:
+				// give the lease up; the nodes register again.
+				l.mu.Lock()
+				if l.lease == lease {
+					l.lease, l.seen = 0, nil
+					l.stop()
+				}
+				l.mu.Unlock()
+				if ctx.Err() == nil {
+					r.log.Warn("lost the watch on node liveness; nodes will register again", "err", resp.Err())
+				}
+				return
+			}
+			l.mu.Lock()
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
+					delete(l.seen, string(ev.Kv.Key[len(r.prefix+dirNodeAlive):]))
+				}
+			}
+			l.mu.Unlock()
 		case <-t.C:
 			r.sweep(ctx, lease)
 		case <-ctx.Done():

@@ -1244,3 +1244,38 @@ func TestGetAllocsManyOnOneNode(t *testing.T) {
 		t.Fatalf("got %d allocs (first %s, last %s), x140 status %v", len(got), got[0].ID, got[len(got)-1].ID, got[140].Status)
 	}
 }
+
+// TestLivenessMovesBackAndForth: a node that heartbeats to r1, then r2,
+// then r1 again within the TTL stays up while it heartbeats to r1: r1 must
+// take its key back from r2's lease, or r2's sweep would delete it once
+// the node is silent there.
+func TestLivenessMovesBackAndForth(t *testing.T) {
+	t.Parallel()
+	e := startEtcd(t)
+	r1, r2 := open(t, e), open(t, e)
+	ctx := context.Background()
+	ttl := 2 * time.Second
+	if _, err := r1.PutNode(ctx, &spec.Node{ID: "n1", Name: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.NodeAlive(ctx, "n1", ttl); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Heartbeat(ctx, "n1", ttl); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // r1's watch sees the move
+	for range 10 {                     // 5 s at r1 only: past r2's silence limit
+		if err := r1.Heartbeat(ctx, "n1", ttl); err != nil {
+			t.Fatal(err)
+		}
+		n, err := r1.GetNode(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status != spec.NodeReady {
+			t.Fatalf("node heartbeating to r1 is %q", n.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
