@@ -165,7 +165,7 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 		if gr.replaced(a.Job) {
 			reason = fmt.Sprintf("replaced by %s (replaces %s)", by, a.Job)
 		}
-		out = append(out, Eviction{Alloc: a, Reason: reason})
+		out = append(out, Eviction{Alloc: a, Reason: reason, By: r})
 	}
 	delete(gr.replaceNodes, n.idx)
 	gr.rescore(n)

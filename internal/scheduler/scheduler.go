@@ -62,6 +62,8 @@ type Eviction struct {
 	Alloc *spec.Alloc
 	// Reason reads "preempted by web.api[2] (priority 80 > 50)".
 	Reason string
+	// By is the request the eviction makes room for.
+	By Request
 }
 
 // Failure gathers the requests of one (job, group) that found no node, and

@@ -156,15 +156,6 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 			p.Diff = specDiff(stored, cand)
 		}
 	}
-	// Only the evictions this job causes: those the same pass without the
-	// change would not make (work pending elsewhere may evict too).
-	if len(p.Evict) > 0 {
-		before := map[string]bool{}
-		for _, e := range decide(snap, now, nil, nil).sched.Evictions {
-			before[e.Alloc.ID] = true
-		}
-		p.Evict = slices.DeleteFunc(p.Evict, func(e spec.PlannedAlloc) bool { return before[e.AllocID] })
-	}
 	return p
 }
 
@@ -239,7 +230,7 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) spec
 		case e.Alloc.Job == job:
 			c.Stop = append(c.Stop, existing(e.Alloc, e.Reason))
 			stopped[e.Alloc.ID] = true
-		default:
+		case e.By.Job.Name == job: // only the evictions this job causes
 			c.Evict = append(c.Evict, existing(e.Alloc, e.Reason))
 		}
 	}
