@@ -39,10 +39,10 @@ const maxCachedGroups = 64
 // date, or a new one when the nodes changed.
 func (c *Cache) state(in Input) *state {
 	if c.s == nil || !slices.Equal(c.nodes, in.Nodes) {
-		s := newState(in)
+		s := newIndex(in.Nodes)
+		s.jobs = in.Jobs
 		*c = Cache{nodes: slices.Clone(in.Nodes), allocs: slices.Clone(in.Allocs), freed: maps.Clone(in.Freed),
-			s: s, groups: map[string]*groupRun{}}
-		c.used = c.s.usedNodes()
+			s: s, groups: map[string]*groupRun{}, used: s.useAllocs(in.Allocs, in.Freed)}
 		s.cache = c
 		s.journal = map[int32]nodeDyn{}
 		return s
@@ -83,17 +83,6 @@ func (c *Cache) state(in Input) *state {
 		c.allocs, c.freed = slices.Clone(in.Allocs), maps.Clone(in.Freed)
 	}
 	return s
-}
-
-// usedNodes lists the nodes that hold live allocs.
-func (s *state) usedNodes() []int32 {
-	var out []int32
-	for _, n := range s.all {
-		if len(n.allocs) > 0 {
-			out = append(out, n.idx)
-		}
-	}
-	return out
 }
 
 // nodeDyn is what a call changes on a node, saved before the first change
