@@ -180,7 +180,16 @@ func (h *hub) markDirty(c registry.Change) {
 	default: // nodes (system jobs, lost instances), resyncs
 		h.dirtyAll = true
 	}
+	// A server that is not leading never takes the set: past a bound, "all"
+	// says the same in constant space.
+	if len(h.dirty) > maxDirty {
+		h.dirty, h.dirtyAll = nil, true
+	}
 }
+
+// maxDirty bounds the dirty set; a pass over more jobs than this may as
+// well look at them all.
+const maxDirty = 4096
 
 // takeDirty returns the jobs changes concerned since the last call, or
 // all = true when any job may be concerned, and starts afresh.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/drover-org/drover/internal/registry"
@@ -62,5 +63,20 @@ func TestHubTracksDirtyJobs(t *testing.T) {
 	h.publish([]registry.Change{{Rev: 6, Kind: registry.KindNode, NodeID: "n1"}})
 	if _, all := h.takeDirty(); !all {
 		t.Fatal("a node change did not make every job dirty")
+	}
+}
+
+// TestHubDirtySetIsBounded: on a server that never leads, the dirty set
+// does not grow with every job name; past the bound it says "all".
+func TestHubDirtySetIsBounded(t *testing.T) {
+	h := newHub(1)
+	for i := range maxDirty + 10 {
+		h.publish([]registry.Change{{Rev: int64(i + 2), Kind: registry.KindJob, ID: fmt.Sprint("job-", i)}})
+	}
+	if len(h.dirty) > maxDirty {
+		t.Fatalf("dirty set holds %d jobs, bound %d", len(h.dirty), maxDirty)
+	}
+	if _, all := h.takeDirty(); !all {
+		t.Fatal("past the bound, the next pass is not a full one")
 	}
 }
