@@ -193,6 +193,7 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 	if err := tr.ar.dirErr; err != nil {
 		return nil, fmt.Errorf("cannot create the alloc directory: %w", err)
 	}
+	a := tr.ar.alloc
 	return tr.drv.Start(ctx, driver.Task{
 		Command: c.Command,
 		Args:    c.Args,
@@ -201,6 +202,12 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 		User:    tr.task.Config.User,
 		Stdout:  stdout,
 		Stderr:  stderr,
+		ID: driver.TaskID{NodeID: tr.ar.agent.nodeID, AllocID: a.ID, AllocName: a.Name,
+			Job: a.Job, Group: a.Group, Task: tr.task.Name},
+		Resources: tr.task.Resources,
+		Ports:     a.Ports,
+		Config:    &tr.task.Config,
+		Hook:      hook,
 	})
 }
 

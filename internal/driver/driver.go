@@ -6,8 +6,11 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
+
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // Driver starts tasks of one kind.
@@ -33,6 +36,27 @@ type Task struct {
 	User string
 	// Stdout and Stderr receive the task's output. The driver closes neither.
 	Stdout, Stderr io.Writer
+
+	// ID says which task this is, for drivers that label what they make
+	// (containers) and find it again after an agent restart.
+	ID TaskID
+	// Resources are the task's reserved resources: limits for the drivers
+	// that isolate (exec, docker).
+	Resources spec.Resources
+	// Ports are the alloc's ports; Config.Ports says which a container maps.
+	Ports []spec.AllocPort
+	// Config is the task's whole config, for a driver's own fields
+	// (docker's image, ports, labels...). Command, Args and the others
+	// above are what to run now: the task's command, or a hook's.
+	Config *spec.TaskConfig
+	// Hook is set for a prestart or stop command: run beside the task, not
+	// as it (docker runs it in the task's container when there is one).
+	Hook bool
+}
+
+// TaskID names a task across the cluster.
+type TaskID struct {
+	NodeID, AllocID, AllocName, Job, Group, Task string
 }
 
 // Handle is a started task.
@@ -60,11 +84,49 @@ type Adopter interface {
 // Process identifies a running process across an agent restart: a PID
 // alone could have been reused, so its start time comes with it.
 type Process struct {
+	// ID is the driver's own name for the task when it has one (a docker
+	// container ID); PID and StartTicks are then informational.
+	ID  string
 	PID int
 	// StartTicks is the process's start time in clock ticks since boot
 	// (field 22 of /proc/PID/stat).
 	StartTicks uint64
 }
+
+// Finder is implemented by drivers whose tasks live in a place of their own
+// that outlasts the agent (docker's containers), instead of being found
+// among the node's processes.
+type Finder interface {
+	// Find returns the tasks of node nodeID that the driver has, oldest
+	// first, whether running or exited.
+	Find(ctx context.Context, nodeID string) ([]Found, error)
+	// Remove kills a found task at once and removes what is left of it.
+	Remove(ctx context.Context, p Process) error
+}
+
+// Found is a task a Finder found.
+type Found struct {
+	Process
+	AllocID, Task string
+}
+
+// Measurer is implemented by handles that can tell what their task uses.
+type Measurer interface {
+	// Usage is the task's cumulative CPU time and its current memory.
+	Usage(ctx context.Context) (Usage, error)
+}
+
+// Usage is what a task has used: CPU time since it started (all its
+// processes) and resident memory now.
+type Usage struct {
+	CPU         time.Duration
+	MemoryBytes uint64
+}
+
+// ErrNoRetry marks a start error that starting again will not fix (an image
+// that is missing and cannot be pulled): the task fails at once rather
+// than going through its restart policy.
+var ErrNoRetry = errors.New("not retried")
 
 // Detacher is implemented by handles that can let go of a task without
 // stopping it: the agent stops reading its output and waiting for it, so
@@ -84,7 +146,10 @@ type Exit struct {
 	// so its exit status is gone unless it was still a zombie when seen.
 	// Code is then -1. An unknown exit is not successful.
 	Unknown bool
-	Time    time.Time
+	// OOMKilled is set when the task was killed for exceeding its memory
+	// limit.
+	OOMKilled bool
+	Time      time.Time
 }
 
 // Successful reports a clean exit with status 0.
@@ -98,6 +163,8 @@ func (e Exit) String() string {
 		return "wait failed: " + e.Err.Error()
 	case e.Unknown:
 		return "exited (status unknown: adopted after an agent restart)"
+	case e.OOMKilled:
+		return "killed: out of memory"
 	case e.Signal != "":
 		return "killed by " + e.Signal
 	}

@@ -462,7 +462,7 @@ func (gr *groupRun) charge(n *nodeState) []spec.AllocPort {
 			n.nextDyn = v + 1
 		}
 		n.usePort(v)
-		ports = append(ports, spec.AllocPort{Label: p.Label, Value: v, HostIP: n.hostIP()})
+		ports = append(ports, spec.AllocPort{Label: p.Label, Value: v, HostIP: n.hostIP(), To: p.To})
 	}
 	for _, d := range gr.distinct {
 		d.add(n.node, 1)

@@ -96,7 +96,10 @@ type AllocStatus struct {
 	ClientStatus ClientStatus          `json:"client_status"`
 	Description  string                `json:"description,omitempty"`
 	Tasks        map[string]*TaskState `json:"tasks,omitempty"`
-	UpdateTime   time.Time             `json:"update_time"`
+	// Health is the instance's health from its tasks' checks (service.go);
+	// "" for an alloc whose tasks have no services.
+	Health     Health    `json:"health,omitempty"`
+	UpdateTime time.Time `json:"update_time"`
 }
 
 // TaskStateName is where a task is in its life on the node.
@@ -121,6 +124,10 @@ type TaskState struct {
 	StartedAt  time.Time     `json:"started_at,omitzero"`
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
 	Events     []TaskEvent   `json:"events,omitempty"`
+	// Checks are the task's services' checks, in job file order.
+	Checks []CheckState `json:"checks,omitempty"`
+	// ContainerID is the docker container running the task.
+	ContainerID string `json:"container_id,omitempty"`
 }
 
 // MaxTaskEvents bounds the events kept per task; the oldest are dropped.

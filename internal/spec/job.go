@@ -124,10 +124,14 @@ type Task struct {
 	Constraints []*Constraint     `json:"constraints,omitempty"`
 	Affinities  []*Affinity       `json:"affinities,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
+	// Services register the task's instances in the service catalog, with
+	// health checks (service.go).
+	Services []*Service `json:"services,omitempty"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and
-// its arguments, run without a shell.
+// its arguments, run without a shell. For docker: an image, and Command and
+// Args when they replace the image's own (Nomad's docker config names).
 type TaskConfig struct {
 	Command string   `json:"command"`
 	Args    []string `json:"args,omitempty"`
@@ -142,6 +146,26 @@ type TaskConfig struct {
 	// Stop, when set, runs before the task is signalled to stop (systemd's
 	// ExecStop); the signal follows when it ends or after kill_timeout.
 	Stop *Command `json:"stop,omitempty"`
+
+	// The docker driver's fields, named as in Nomad's docker config. Image
+	// is required by docker and refused by the other drivers.
+	Image string `json:"image,omitempty"`
+	// Entrypoint replaces the image's entrypoint; Command and Args, when
+	// set, replace its command.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	// Ports are labels of the group's network ports to map into the
+	// container: host port Value to container port To (or Value).
+	Ports []string `json:"ports,omitempty"`
+	// Labels are added to the container's; drover's own (drover.*) are
+	// reserved.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Privileged, NetworkMode "host", PidMode "host" and Volumes (bind
+	// mounts "host_path:container_path[:ro]") reach past the container;
+	// an agent refuses them unless its configuration allows each.
+	Privileged  bool     `json:"privileged,omitempty"`
+	NetworkMode string   `json:"network_mode,omitempty"`
+	PidMode     string   `json:"pid_mode,omitempty"`
+	Volumes     []string `json:"volumes,omitempty"`
 }
 
 // Command is a program and its arguments, run without a shell.

@@ -73,9 +73,15 @@ type Network struct {
 // Port is one port a group needs. Static is a fixed host port; when it is
 // 0 the scheduler picks a free port in DynamicPortMin..DynamicPortMax.
 // Tasks see it as DROVER_PORT_<Label> and DROVER_ADDR_<Label> (ip:port).
+//
+// To is the port inside the task's own network namespace that the host port
+// maps to (a docker container's port, as Nomad's "to"); 0 maps to the same
+// number as the host port. Tasks that share the node's network (exec,
+// raw_exec) listen on the host port itself, so To means nothing to them.
 type Port struct {
 	Label  string `json:"label"`
 	Static int    `json:"static,omitempty"`
+	To     int    `json:"to,omitempty"`
 }
 
 // The range dynamic ports are taken from, as Nomad's default.
@@ -89,6 +95,9 @@ type AllocPort struct {
 	Label  string `json:"label"`
 	Value  int    `json:"value"`
 	HostIP string `json:"host_ip,omitempty"`
+	// To is the group port's To, copied so the agent maps the host port
+	// into a container without the job at hand.
+	To int `json:"to,omitempty"`
 }
 
 // NodeIPAttribute is the node attribute that holds the address ports are

@@ -1,0 +1,158 @@
+package spec
+
+import "time"
+
+// Service registers a task's instances in the service catalog under Name,
+// at the node's address and the port of the group port PortLabel. Only
+// healthy instances are served (DNS, the services API). An instance is
+// healthy when its task runs and every check passes; a service with no
+// checks is healthy while its task runs.
+type Service struct {
+	Name string `json:"name"`
+	// PortLabel names a port of the group's network; "" registers the
+	// address with port 0 (an A record and no SRV target).
+	PortLabel string   `json:"port,omitempty"`
+	Tags      []string `json:"tags,omitempty"`
+	Checks    []*Check `json:"checks,omitempty"`
+}
+
+// CheckType is how a check probes its instance.
+type CheckType string
+
+const (
+	// CheckHTTP is a GET of Path on the instance's address and port: a 2xx
+	// answer passes, anything else (or none within Timeout) fails.
+	CheckHTTP CheckType = "http"
+	// CheckTCP passes when a TCP connection to the address and port opens.
+	CheckTCP CheckType = "tcp"
+	// CheckScript runs Command with Args in the task's environment (inside
+	// its container for docker): exit 0 passes.
+	CheckScript CheckType = "script"
+)
+
+// Check defaults, as Nomad's and Consul's.
+const (
+	DefaultCheckInterval = Duration(10 * time.Second)
+	DefaultCheckTimeout  = Duration(2 * time.Second)
+	MinCheckInterval     = Duration(100 * time.Millisecond)
+)
+
+// Check is one health check of a service's instance.
+type Check struct {
+	// Name defaults to "<service>-<type>" (and an index past the first of
+	// a type).
+	Name string    `json:"name,omitempty"`
+	Type CheckType `json:"type"`
+	// PortLabel overrides the service's port for this check.
+	PortLabel string `json:"port,omitempty"`
+	// Path is the HTTP check's path, "/" by default.
+	Path    string   `json:"path,omitempty"`
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Interval is the time between the starts of two probes; Timeout
+	// bounds each.
+	Interval Duration `json:"interval,omitempty"`
+	Timeout  Duration `json:"timeout,omitempty"`
+	// Grace is the initial grace period: from the task's start, failures
+	// leave the check pending instead of failing it, and count for no
+	// restart; the first pass ends it early.
+	Grace Duration `json:"grace,omitempty"`
+	// Restart restarts the task after Limit consecutive failures.
+	Restart *CheckRestart `json:"check_restart,omitempty"`
+}
+
+// CheckRestart is Nomad's check_restart: Limit consecutive failed probes
+// restart the task (counted by the task's restart policy like an exit);
+// failures within Grace of the task's start do not count. Grace defaults to
+// the check's own.
+type CheckRestart struct {
+	Limit int      `json:"limit"`
+	Grace Duration `json:"grace,omitempty"`
+}
+
+// CheckStatus is the latest verdict of one check.
+type CheckStatus string
+
+const (
+	CheckPending CheckStatus = "pending" // no verdict yet, or failing within grace
+	CheckPassing CheckStatus = "passing"
+	CheckFailing CheckStatus = "failing"
+)
+
+// CheckState is what the agent reports of one check of one task.
+type CheckState struct {
+	Service string      `json:"service"`
+	Check   string      `json:"check"`
+	Status  CheckStatus `json:"status"`
+	// Output is the last probe's result, trimmed: "HTTP 200", "connection
+	// refused", a script's first line of output.
+	Output string `json:"output,omitempty"`
+	// Since is when Status last changed.
+	Since time.Time `json:"since,omitzero"`
+	// Failures counts consecutive failed probes.
+	Failures int `json:"failures,omitempty"`
+}
+
+// Health is an instance's health as a whole.
+type Health string
+
+const (
+	// HealthPending: not running yet, or some check has no verdict.
+	HealthPending Health = "pending"
+	// HealthHealthy: running, and every check of every task passes.
+	HealthHealthy Health = "healthy"
+	// HealthUnhealthy: some check fails, or the instance is not running
+	// after it was healthy.
+	HealthUnhealthy Health = "unhealthy"
+)
+
+// Task event types of health checks.
+const (
+	EventCheckPassing  = "Check Passing"
+	EventCheckFailing  = "Check Failing"
+	EventCheckRestart  = "Restart Signaled"
+	EventOutOfMemory   = "OOM Killed"
+	EventImagePullFail = "Image Unavailable"
+)
+
+// ServiceInstance is one registered instance of a service, as the catalog
+// serves it.
+type ServiceInstance struct {
+	Service   string   `json:"service"`
+	Tags      []string `json:"tags,omitempty"`
+	Address   string   `json:"address"`
+	Port      int      `json:"port,omitempty"`
+	Health    Health   `json:"health"`
+	AllocID   string   `json:"alloc_id"`
+	AllocName string   `json:"alloc_name"`
+	Job       string   `json:"job"`
+	Task      string   `json:"task"`
+	NodeID    string   `json:"node_id"`
+	NodeName  string   `json:"node_name"`
+	// Checks are the instance's checks of this service.
+	Checks []CheckState `json:"checks,omitempty"`
+}
+
+// ServiceSummary is one service in the catalog's list.
+type ServiceSummary struct {
+	Name      string   `json:"name"`
+	Tags      []string `json:"tags,omitempty"`
+	Healthy   int      `json:"healthy"`
+	Instances int      `json:"instances"`
+}
+
+// Usage is what a task, an alloc or a node uses right now: CPU in MHz (the
+// unit resources are reserved in), memory in MB of resident memory.
+type Usage struct {
+	CPU      int `json:"cpu"`
+	MemoryMB int `json:"memory"`
+}
+
+// NodeUsage is a node's usage report: the node's tasks in all, and each
+// alloc's tasks. Time is when it was sampled.
+type NodeUsage struct {
+	NodeID string                      `json:"node_id"`
+	Time   time.Time                   `json:"time"`
+	Tasks  Usage                       `json:"tasks"`
+	Allocs map[string]map[string]Usage `json:"allocs,omitempty"` // alloc ID -> task -> usage
+}
