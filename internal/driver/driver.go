@@ -110,6 +110,14 @@ type Found struct {
 	AllocID, Task string
 }
 
+// Execer is implemented by handles whose task lives apart from the node
+// (a container): script checks run inside it, with its environment.
+type Execer interface {
+	// Exec runs cmd in the task to completion, or until ctx ends, and
+	// returns its exit code and its combined output (bounded).
+	Exec(ctx context.Context, cmd []string) (code int, output []byte, err error)
+}
+
 // Measurer is implemented by handles that can tell what their task uses.
 type Measurer interface {
 	// Usage is the task's cumulative CPU time and its current memory.
