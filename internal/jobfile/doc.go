@@ -2,13 +2,15 @@
 //
 // Four formats are read, all into the same spec structs:
 //
-//   - HCL (.hcl, .nomad), shaped like a Nomad job file for the exec and
-//     raw_exec drivers: job "web" { group "api" { task "server" { ... } } }.
-//     The body is walked by hand rather than with gohcl, so that every
-//     problem has a file:line:col, a name the user typed, and, for typos, a
-//     did-you-mean. Nomad features drover does not have yet (template,
-//     service, volume, ...) are named as "not supported yet" rather than
+//   - HCL (.hcl, .nomad), shaped like a Nomad job file for the exec,
+//     raw_exec and docker drivers: job "web" { group "api" { task "server"
+//     { ... } } }. The body is walked by hand rather than with gohcl, so
+//     that every problem has a file:line:col, a name the user typed, and,
+//     for typos, a did-you-mean. Nomad features drover does not have yet
+//     (template, volume, ...) are named as "not supported yet" rather than
 //     "unknown", so a real Nomad file fails with a list of what to remove.
+//     What a config block may hold depends on the task's driver
+//     (spec.ConfigKeyRefusal says why a key is refused).
 //     datacenters is accepted and ignored: every Nomad file has it and drover
 //     has no datacenters.
 //   - JSON (.json): the spec structs' own JSON, strictly (unknown fields and

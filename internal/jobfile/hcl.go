@@ -30,6 +30,9 @@ type bodySchema struct {
 	// unsupported are Nomad names drover does not implement in this body
 	// only; the names unsupported everywhere are in the unsupported map.
 	unsupported []string
+	// refused are names drover knows that this body does not take, with
+	// why and what to do instead (a docker key in an exec task's config).
+	refused map[string]string
 }
 
 func (s bodySchema) names() []string {
@@ -60,6 +63,7 @@ var (
 	taskSchema       = bodySchema{members: map[string]member{
 		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
 		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock, "constraint": asBlock, "affinity": asBlock,
+		"service": asBlock,
 	}}
 	constraintSchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr}}
 	restartSchema    = bodySchema{members: map[string]member{
@@ -69,19 +73,56 @@ var (
 		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "delay_function": asAttr,
 		"max_delay": asAttr, "unlimited": asAttr,
 	}}
-	resourcesSchema  = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr, "disk": asAttr}}
-	execConfigSchema = bodySchema{members: map[string]member{
+	resourcesSchema = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr, "disk": asAttr}}
+	// configMembers is every key a known driver reads in config;
+	// configSchema narrows it to one driver's.
+	configMembers = map[string]member{
 		"command": asAttr, "args": asAttr, "work_dir": asAttr, "user": asAttr, "prestart": asBlock, "stop": asBlock,
-	}}
+		"image": asAttr, "entrypoint": asAttr, "ports": asAttr, "labels": asAttr | asBlock, "privileged": asAttr,
+		"network_mode": asAttr, "pid_mode": asAttr, "volumes": asAttr,
+	}
 	commandSchema  = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
 	affinitySchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr, "weight": asAttr}}
 	spreadSchema   = bodySchema{members: map[string]member{"attribute": asAttr, "weight": asAttr, "target": asBlock}}
 	targetSchema   = bodySchema{members: map[string]member{"percent": asAttr}}
 	// Ports are reserved on the node's own address (Nomad's host mode):
-	// there is no bridge to map them through, nor other networks to pick.
+	// there are no other networks to pick. A docker task reaches its
+	// container's port through the port's to.
 	networkSchema = bodySchema{members: map[string]member{"port": asBlock}, unsupported: []string{"mode", "hostname", "cni", "mbits"}}
-	portSchema    = bodySchema{members: map[string]member{"static": asAttr}, unsupported: []string{"to", "host_network"}}
+	portSchema    = bodySchema{members: map[string]member{"static": asAttr, "to": asAttr}, unsupported: []string{"host_network"}}
+	// Services are registered in drover's own catalog, so Nomad's
+	// provider and Consul's extras have no meaning here.
+	serviceSchema = bodySchema{
+		members: map[string]member{"name": asAttr, "port": asAttr, "tags": asAttr, "check": asBlock},
+		unsupported: []string{"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
+			"tagged_addresses", "meta", "on_update", "task"},
+	}
+	checkSchema = bodySchema{
+		members: map[string]member{
+			"name": asAttr, "type": asAttr, "port": asAttr, "path": asAttr, "command": asAttr, "args": asAttr,
+			"interval": asAttr, "timeout": asAttr, "grace": asAttr, "check_restart": asBlock,
+		},
+		unsupported: []string{"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
+			"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
+			"expose", "task", "grpc_service", "grpc_use_tls"},
+	}
+	checkRestartSchema = bodySchema{members: map[string]member{"limit": asAttr, "grace": asAttr}, unsupported: []string{"ignore_warnings"}}
 )
+
+// configSchema is what a config block may hold for driver: the keys it
+// reads, and the other drivers' keys refused with the reason. With no
+// driver (itself reported), every key is taken.
+func configSchema(driver string) bodySchema {
+	s := bodySchema{members: map[string]member{}, refused: map[string]string{}}
+	for name, m := range configMembers {
+		if why := spec.ConfigKeyRefusal(driver, name); why != "" {
+			s.refused[name] = why
+		} else {
+			s.members[name] = m
+		}
+	}
+	return s
+}
 
 // labelled block types take exactly one label: what the label is, and the
 // block written with one, for messages.
@@ -97,6 +138,7 @@ var labelled = map[string]struct{ what, example string }{
 var repeatable = map[string]bool{
 	"job": true, "group": true, "task": true, "constraint": true,
 	"affinity": true, "spread": true, "target": true, "port": true, "prestart": true,
+	"service": true, "check": true,
 }
 
 // homes says where a name drover knows does belong, for a name written in
@@ -106,14 +148,18 @@ var homes = map[string]string{
 	"count": "group", "task": "group",
 	"driver": "task", "config": "task", "env": "task", "resources": "task", "kill_timeout": "task",
 	"restart": "group or task", "reschedule": "job or group", "mode": "restart",
-	"attempts": "restart or reschedule", "interval": "restart or reschedule", "delay": "restart or reschedule",
+	"attempts": "restart or reschedule", "interval": "restart, reschedule or check", "delay": "restart or reschedule",
 	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
 	"disconnect": "group", "stop_after": "disconnect",
 	"constraint": "job, group or task", "attribute": "constraint, affinity or spread",
 	"operator": "constraint or affinity", "value": "constraint or affinity",
 	"scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
 	"weight": "affinity or spread", "target": "spread", "percent": "target",
-	"network": "group", "port": "network", "static": "port",
+	"network": "group", "port": "network", "static": "port", "to": "port",
+	"service": "task", "tags": "service", "check": "service", "check_restart": "check",
+	"path": "check", "timeout": "check", "grace": "check or check_restart", "limit": "check_restart",
+	"image": "config", "entrypoint": "config", "labels": "config", "privileged": "config",
+	"network_mode": "config", "pid_mode": "config", "volumes": "config",
 	"cpu": "resources", "memory": "resources", "disk": "resources",
 	"command": "config", "args": "config", "work_dir": "config", "user": "config", "prestart": "config", "stop": "config",
 }
@@ -125,8 +171,8 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		template artifact service update migrate
-		vault volume volume_mount check check_restart lifecycle logs scaling
+		template artifact update migrate
+		vault volume volume_mount lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task dns
@@ -142,9 +188,9 @@ func init() {
 // another way to say.
 var instead = map[string]string{
 	"ephemeral_disk": "reserve scratch space with disk = <MB> in each task's resources block",
-	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode",
+	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
 	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
-	"to":             "the task listens on the reserved port itself, given to it as DROVER_PORT_<label>",
+	"provider":       "drover registers services in its own catalog; remove it",
 }
 
 func insteadHint(name string) string {
@@ -315,6 +361,9 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 			d.errAt(it.nameRange(), "%s is a block; write %s { ... } without '='", it.name, it.name)
 			d.c.markReported(join(path, it.name))
 		case slices.Contains(s.ignored, it.name):
+		case s.refused[it.name] != "":
+			d.errAt(it.nameRange(), "%s", s.refused[it.name])
+			d.c.markReported(join(path, it.name))
 		case (unsupported[it.name] || slices.Contains(s.unsupported, it.name)) && isBlock:
 			d.errAt(it.nameRange(), "%s blocks are not supported yet%s", it.name, insteadHint(it.name))
 		case unsupported[it.name] || slices.Contains(s.unsupported, it.name):
@@ -493,6 +542,8 @@ func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
 			t.Constraints = append(t.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(t.Constraints)), fmt.Sprintf("in a constraint block of task %q", t.Name)))
 		case "affinity":
 			t.Affinities = append(t.Affinities, d.affinity(it.block, fmt.Sprintf("%s.affinities[%d]", path, len(t.Affinities)), fmt.Sprintf("in an affinity block of task %q", t.Name)))
+		case "service":
+			t.Services = append(t.Services, d.service(it.block, fmt.Sprintf("%s.services[%d]", path, len(t.Services)), t.Name))
 		}
 	}
 	if config != nil {
@@ -501,11 +552,11 @@ func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
 	return t
 }
 
-// config decodes a task's config block. For the drivers drover has (and
-// when the driver is missing), only execConfigSchema is allowed. For a
-// driver it does not have, the keys are not checked (they depend on the
-// driver, and the driver itself is already reported), but command and args
-// are still read.
+// config decodes a task's config block. For the drivers drover has, only
+// their keys are allowed (configSchema); when the driver is missing, any
+// key of any of them. For a driver it does not have, the keys are not
+// checked (they depend on the driver, and the driver itself is already
+// reported), but command and args are still read.
 func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.TaskConfig {
 	var tc spec.TaskConfig
 	d.mark(path, b.TypeRange)
@@ -513,9 +564,9 @@ func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.
 	var items []item
 	switch {
 	case slices.Contains(spec.KnownDrivers, driver):
-		items = d.content(b.Body, execConfigSchema, fmt.Sprintf("in the config block for the %s driver", driver), path)
+		items = d.content(b.Body, configSchema(driver), fmt.Sprintf("in the config block for the %s driver", driver), path)
 	case driver == "":
-		items = d.content(b.Body, execConfigSchema, "in the config block", path)
+		items = d.content(b.Body, configSchema(driver), "in the config block", path)
 	default:
 		for _, name := range []string{"command", "args"} {
 			if a, ok := b.Body.Attributes[name]; ok {
@@ -544,6 +595,30 @@ func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.
 		case "stop":
 			c := d.command(it.block, path+".stop", fmt.Sprintf("in the stop block of task %q", task))
 			tc.Stop = &c
+		case "image":
+			if s, ok := d.str(it.attr, path+".image"); ok {
+				tc.Image = s
+			}
+		case "network_mode":
+			if s, ok := d.str(it.attr, path+".network_mode"); ok {
+				tc.NetworkMode = s
+			}
+		case "pid_mode":
+			if s, ok := d.str(it.attr, path+".pid_mode"); ok {
+				tc.PidMode = s
+			}
+		case "entrypoint":
+			tc.Entrypoint = d.stringList(it.attr, path+".entrypoint")
+		case "ports":
+			tc.Ports = d.stringList(it.attr, path+".ports")
+		case "volumes":
+			tc.Volumes = d.stringList(it.attr, path+".volumes")
+		case "labels":
+			tc.Labels = d.stringMap(it, path+".labels")
+		case "privileged":
+			if v, ok := d.bool(it.attr, path+".privileged"); ok {
+				tc.Privileged = v
+			}
 		}
 	}
 	return tc

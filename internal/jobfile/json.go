@@ -244,6 +244,8 @@ var (
 	configJSON     = &jschema{"config", map[string]jfield{
 		"command": {kind: jString}, "args": {kind: jStringList}, "work_dir": {kind: jString}, "user": {kind: jString},
 		"prestart": {kind: jObjectList, obj: commandJSON}, "stop": {kind: jObject, obj: commandJSON},
+		"image": {kind: jString}, "entrypoint": {kind: jStringList}, "ports": {kind: jStringList}, "labels": {kind: jStringMap},
+		"privileged": {kind: jBool}, "network_mode": {kind: jString}, "pid_mode": {kind: jString}, "volumes": {kind: jStringList},
 	}}
 	constraintJSON = &jschema{"constraint", map[string]jfield{"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString}}}
 	affinityJSON   = &jschema{"affinity", map[string]jfield{
@@ -255,13 +257,22 @@ var (
 		"attribute": {kind: jString}, "weight": {kind: jInt, zero: zeroSpreadWeight},
 		"targets": {kind: jObjectList, obj: spreadTargetJSON},
 	}}
-	portJSON    = &jschema{"port", map[string]jfield{"label": {kind: jString}, "static": {kind: jInt}}}
+	portJSON         = &jschema{"port", map[string]jfield{"label": {kind: jString}, "static": {kind: jInt}, "to": {kind: jInt}}}
+	checkRestartJSON = &jschema{"check_restart", map[string]jfield{"limit": {kind: jInt}, "grace": {kind: jDuration}}}
+	checkJSON        = &jschema{"check", map[string]jfield{
+		"name": {kind: jString}, "type": {kind: jString}, "port": {kind: jString}, "path": {kind: jString},
+		"command": {kind: jString}, "args": {kind: jStringList}, "interval": {kind: jDuration}, "timeout": {kind: jDuration},
+		"grace": {kind: jDuration}, "check_restart": {kind: jObject, obj: checkRestartJSON},
+	}}
+	serviceJSON = &jschema{"service", map[string]jfield{
+		"name": {kind: jString}, "port": {kind: jString}, "tags": {kind: jStringList}, "checks": {kind: jObjectList, obj: checkJSON},
+	}}
 	networkJSON = &jschema{"network", map[string]jfield{"ports": {kind: jObjectList, obj: portJSON}}}
 	taskJSON    = &jschema{"task", map[string]jfield{
 		"name": {kind: jString}, "driver": {kind: jString}, "config": {kind: jObject, obj: configJSON},
 		"env": {kind: jStringMap}, "resources": {kind: jObject, obj: resourcesJSON}, "restart": {kind: jObject, obj: restartJSON},
 		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap}, "constraints": {kind: jObjectList, obj: constraintJSON},
-		"affinities": {kind: jObjectList, obj: affinityJSON},
+		"affinities": {kind: jObjectList, obj: affinityJSON}, "services": {kind: jObjectList, obj: serviceJSON},
 	}}
 	groupJSON = &jschema{"group", map[string]jfield{
 		"name": {kind: jString}, "count": {kind: jInt}, "restart": {kind: jObject, obj: restartJSON},
@@ -473,9 +484,17 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 	return true
 }
 
-// configObject checks a task's config, whose keys depend on the driver.
+// configObject checks a task's config, whose keys depend on the driver:
+// a key of another known driver is refused with spec.ConfigKeyRefusal's
+// reason.
 func (k *jchecker) configObject(v *jnode, field, driver string) {
 	k.at[field] = k.pos(v)
+	var names []string
+	for _, n := range configJSON.names() {
+		if spec.ConfigKeyRefusal(driver, n) == "" {
+			names = append(names, n)
+		}
+	}
 	var keys []string
 	var koffs []int
 	var vals []*jnode
@@ -491,10 +510,13 @@ func (k *jchecker) configObject(v *jnode, field, driver string) {
 			if driver != "" {
 				forDriver = " for the " + driver + " driver"
 			}
-			k.fail(&jnode{off: v.koffs[i]}, kf, "unknown config key %q%s; %s", key, forDriver, hint(key, configJSON.names()))
-			if sug := suggest(key, configJSON.names()); sug != "" {
+			k.fail(&jnode{off: v.koffs[i]}, kf, "unknown config key %q%s; %s", key, forDriver, hint(key, names))
+			if sug := suggest(key, names); sug != "" {
 				k.c.markReported(join(field, sug))
 			}
+			continue
+		case spec.ConfigKeyRefusal(driver, key) != "":
+			k.fail(&jnode{off: v.koffs[i]}, kf, "%s", spec.ConfigKeyRefusal(driver, key))
 			continue
 		}
 		if k.value(ev, f, kf, "") {

@@ -111,6 +111,7 @@ func (d *hclDecoder) weight(a *hclsyntax.Attribute, field, zeroMsg string) int {
 //	network {
 //	  port "http" { static = 8080 }
 //	  port "metrics" {}             # dynamic: the scheduler picks one
+//	  port "app" { to = 8080 }      # a docker task's container port
 //	}
 func (d *hclDecoder) network(b *hclsyntax.Block, path, group string) *spec.Network {
 	n := &spec.Network{}
@@ -129,9 +130,14 @@ func (d *hclDecoder) port(b *hclsyntax.Block, path string) spec.Port {
 	d.mark(path, b.TypeRange)
 	p.Label = d.label(b, path+".label")
 	for _, it := range d.content(b.Body, portSchema, fmt.Sprintf("in port %q", p.Label), path) {
-		if it.name == "static" {
+		switch it.name {
+		case "static":
 			if n, ok := d.int(it.attr, path+".static"); ok {
 				p.Static = n
+			}
+		case "to":
+			if n, ok := d.int(it.attr, path+".to"); ok {
+				p.To = n
 			}
 		}
 	}

@@ -345,9 +345,10 @@ func (d Duration) Short() string {
 // Canonicalize fills in defaults so that two specs that mean the same thing
 // compare equal: type, priority, resources, kill timeout, each task's
 // restart policy (task's own, else the group's, else the job type's
-// default) and each group's reschedule policy (group's own, else the job's,
-// else the job type's default, field by field). It does not validate; call
-// Validate after it.
+// default), each group's reschedule policy (group's own, else the job's,
+// else the job type's default, field by field), and each check's name,
+// interval, timeout, path and check_restart grace (validate_service.go).
+// It does not validate; call Validate after it.
 func (j *Job) Canonicalize() {
 	if j.Type == "" {
 		j.Type = JobService
@@ -390,6 +391,7 @@ func (j *Job) Canonicalize() {
 			if t.Restart.Mode == "" {
 				t.Restart.Mode = RestartFail
 			}
+			canonicalizeServices(t)
 		}
 	}
 }

@@ -85,7 +85,7 @@ func CheckName(s string) string {
 }
 
 // Drivers known to this build. A node advertises the subset it can run.
-var KnownDrivers = []string{"exec", "raw_exec"}
+var KnownDrivers = []string{"exec", "raw_exec", "docker"}
 
 // Validate returns every problem with a canonicalized job, each with its
 // field path. It checks the job alone; whether some node can run it is the
@@ -166,6 +166,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	validateAffinities(ps, path+".affinities", g.Affinities)
 	validateSpreads(ps, path+".spreads", g.Spreads)
 	validateNetwork(ps, path+".network", g.Network)
+	validatePortTargets(ps, path+".network", g.Network)
 	if len(g.Tasks) == 0 {
 		ps.Add(path+".tasks", "group %q needs at least one task", g.Name)
 	}
@@ -180,24 +181,30 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 			ps.Add(tp+".name", "task %q is already defined at %s.tasks[%d]", t.Name, path, prev)
 		}
 		seen[t.Name] = i
-		t.validate(ps, tp)
+		t.validate(ps, tp, g)
 	}
 }
 
-func (t *Task) validate(ps *Problems, path string) {
+func (t *Task) validate(ps *Problems, path string, g *Group) {
 	if msg := CheckName(t.Name); msg != "" {
 		ps.Add(path+".name", "task name %s", msg)
 	}
 	switch {
 	case t.Driver == "":
 		ps.Add(path+".driver", "task %q needs a driver; use one of %s", t.Name, strings.Join(KnownDrivers, ", "))
-	case t.Driver == "docker":
-		ps.Add(path+".driver", "the docker driver is not supported yet; use one of %s", strings.Join(KnownDrivers, ", "))
 	case !slices.Contains(KnownDrivers, t.Driver):
 		ps.Add(path+".driver", "unknown driver %q; use one of %s", t.Driver, strings.Join(KnownDrivers, ", "))
 	}
-	if t.Config.Command == "" {
+	switch {
+	case t.Driver == DriverDocker:
+		validateDockerConfig(ps, path+".config", t, g)
+	case t.Config.Command == "":
 		ps.Add(path+".config.command", "task %q needs a command to run", t.Name)
+	}
+	for _, key := range t.Config.setKeys() {
+		if why := ConfigKeyRefusal(t.Driver, key); why != "" {
+			ps.Add(path+".config."+key, "%s", why)
+		}
 	}
 	for i, c := range t.Config.Prestart {
 		if c.Command == "" {
@@ -230,6 +237,7 @@ func (t *Task) validate(ps *Problems, path string) {
 	checkMeta(ps, path+".meta", t.Meta)
 	validateConstraints(ps, path+".constraints", t.Constraints)
 	validateAffinities(ps, path+".affinities", t.Affinities)
+	validateServices(ps, path, t, g)
 }
 
 func (r *RestartPolicy) validate(ps *Problems, path string) {

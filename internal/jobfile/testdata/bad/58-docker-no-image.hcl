@@ -1,0 +1,16 @@
+job "cache" {
+  group "cache" {
+    task "redis" {
+      driver = "docker"
+      config {
+        args = ["--appendonly", "yes"]
+        prestart {
+          command = "/bin/mkdir"
+        }
+        stop {
+          command = "/usr/bin/redis-cli"
+        }
+      }
+    }
+  }
+}
