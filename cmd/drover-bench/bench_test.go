@@ -49,6 +49,10 @@ var wantKeys = map[string][]string{
 		"kill_to_leader_p50_ms", "kill_to_leader_p99_ms", "kill_to_leader_max_ms",
 		"kill_to_first_placement_p50_ms", "kill_to_first_placement_p99_ms", "kill_to_first_placement_max_ms",
 		"gap_p50_ms", "gap_p99_ms", "gap_max_ms"},
+	"health": {"rounds", "interval_ms", "fail_to_unhealthy_p50_ms", "fail_to_unhealthy_p99_ms", "fail_to_unhealthy_max_ms",
+		"fail_to_dns_removal_p50_ms", "fail_to_dns_removal_p99_ms", "fail_to_dns_removal_max_ms",
+		"probe_to_unhealthy_p50_ms", "probe_to_unhealthy_p99_ms", "probe_to_unhealthy_max_ms",
+		"probe_to_dns_removal_p50_ms", "probe_to_dns_removal_p99_ms", "probe_to_dns_removal_max_ms"},
 	"machineloss": {"trials", "node_ttl_ms", "kill_to_placed_p50_ms", "kill_to_placed_p99_ms", "kill_to_placed_max_ms",
 		"kill_to_running_p50_ms", "kill_to_running_p99_ms", "kill_to_running_max_ms"},
 }

@@ -11,11 +11,13 @@ import (
 
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/driver/dockerdriver"
 )
 
 func newAgentCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name, networkIP string
 	var meta, driverNames, serverAddrs []string
+	var docker dockerdriver.Config
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run an agent: register this machine and run the tasks placed on it",
@@ -40,7 +42,7 @@ running.`,
 			if err != nil {
 				return err
 			}
-			drv, err := drivers(driverNames)
+			drv, err := drivers(driverNames, docker, log)
 			if err != nil {
 				return err
 			}
@@ -83,7 +85,8 @@ running.`,
 	cmd.Flags().StringVar(&networkIP, "network-ip", "", "IP address tasks' ports are reached at (default: the --http-addr host if it is an IP, else the first IPv4 address of an interface)")
 	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "node metadata key=value (repeatable)")
-	cmd.Flags().StringSliceVar(&driverNames, "drivers", []string{"exec", "raw_exec"}, "task drivers to offer")
+	cmd.Flags().StringSliceVar(&driverNames, "drivers", []string{"exec", "raw_exec"}, "task drivers to offer; docker is offered besides when its daemon answers")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	dockerFlags(cmd.Flags(), &docker)
 	return cmd
 }

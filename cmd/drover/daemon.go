@@ -14,7 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -75,18 +78,46 @@ func servePprof(addr string) {
 	go http.ListenAndServe(addr, mux)
 }
 
-// drivers returns the task drivers this node offers.
-func drivers(names []string) ([]driver.Driver, error) {
+// drivers returns the task drivers this node offers: those named, and
+// docker besides when its daemon answers (named, it must answer).
+func drivers(names []string, docker dockerdriver.Config, log *slog.Logger) ([]driver.Driver, error) {
 	var out []driver.Driver
+	wantDocker := false
 	for _, n := range names {
 		switch n {
 		case "exec", "raw_exec":
 			out = append(out, execdriver.New(n))
+		case "docker":
+			wantDocker = true
 		default:
-			return nil, fmt.Errorf("unknown driver %q: this build has exec and raw_exec", n)
+			return nil, fmt.Errorf("unknown driver %q: this build has exec, raw_exec and docker", n)
 		}
 	}
+	d, err := dockerdriver.New(docker)
+	if err == nil {
+		// Short: a node without docker should not wait to start.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = d.Ping(ctx)
+		cancel()
+	}
+	switch {
+	case err == nil:
+		log.Info("docker driver enabled")
+		out = append(out, d)
+	case wantDocker:
+		return nil, fmt.Errorf("--drivers docker: %w", err)
+	default:
+		log.Info("docker not available: " + err.Error())
+	}
 	return out, nil
+}
+
+// dockerFlags adds the flags that let containers reach past themselves.
+func dockerFlags(fs *pflag.FlagSet, c *dockerdriver.Config) {
+	fs.BoolVar(&c.AllowPrivileged, "docker-allow-privileged", false, "let docker tasks run privileged (privileged = true)")
+	fs.BoolVar(&c.AllowHostNetwork, "docker-allow-host-network", false, `let docker tasks use the host's network (network_mode = "host")`)
+	fs.BoolVar(&c.AllowHostPID, "docker-allow-host-pid", false, `let docker tasks see the host's processes (pid_mode = "host")`)
+	fs.BoolVar(&c.AllowVolumes, "docker-allow-volumes", false, "let docker tasks bind-mount host paths (volumes)")
 }
 
 // nodeName turns the hostname into a valid node name.

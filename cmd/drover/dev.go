@@ -11,20 +11,23 @@ import (
 
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
 	"github.com/drover-org/drover/internal/spec"
 )
 
 func newDevCmd() *cobra.Command {
-	var dataDir, httpAddr, logLevel, pprofAddr string
+	var dataDir, httpAddr, logLevel, pprofAddr, dnsAddr string
 	var nodeTTL time.Duration
+	var docker dockerdriver.Config
 	cmd := &cobra.Command{
 		Use:   "dev [FILE...]",
 		Short: "Run a server, an agent and an embedded etcd in one process, and submit FILEs",
 		Long: `Dev runs all of drover in one process: an embedded etcd member, a server and
-an agent on this machine, with the exec and raw_exec drivers. It submits the
-given job files and runs until Ctrl-C or SIGTERM, which stops the tasks.
+an agent on this machine, with the exec and raw_exec drivers, and docker when
+its daemon answers. It submits the given job files and runs until Ctrl-C or
+SIGTERM, which stops the tasks.
 
 Without --data-dir, state lives in a temporary directory removed on exit; with
 it, jobs and their instances survive a restart.`,
@@ -79,7 +82,10 @@ it, jobs and their instances survive a restart.`,
 			if err != nil {
 				return err
 			}
-			drv, _ := drivers([]string{"exec", "raw_exec"})
+			drv, err := drivers([]string{"exec", "raw_exec"}, docker, log)
+			if err != nil {
+				return err
+			}
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, StopTasksOnExit: true,
@@ -87,7 +93,13 @@ it, jobs and their instances survive a restart.`,
 			if err != nil {
 				return err
 			}
-			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL})
+			// The default DNS port may be another dev's: then dev runs
+			// without DNS (the server warns); a port asked for must work.
+			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,
+				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr")})
+			if err := srv.ListenDNS(); err != nil {
+				return err
+			}
 			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()))
 
 			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
@@ -149,8 +161,10 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.Flags().DurationVar(&nodeTTL, "node-ttl", server.DefaultNodeTTL, "a node without a heartbeat this long is down and its work is placed elsewhere")
+	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "127.0.0.1:8600", "serve the service catalog over DNS (UDP and TCP) here; \"\" for none (the default port, Consul's, is skipped with a warning when taken)")
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")
+	dockerFlags(cmd.Flags(), &docker)
 	return cmd
 }
 

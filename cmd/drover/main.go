@@ -70,7 +70,7 @@ Then, in another terminal:         drover status hello`,
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.AddCommand(
-		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newLogsCmd(g), newStopCmd(g),
+		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 	)
 	return root

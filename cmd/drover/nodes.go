@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -45,15 +49,62 @@ func newNodesCmd(g *globals) *cobra.Command {
 					count[a.NodeID]++
 				}
 			}
-			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "STATUS", "DRIVERS", "CPU (MHz)", "MEMORY (MB)", "ALLOCS")
+			var ready []string
+			for _, n := range nodes {
+				if n.Status == spec.NodeReady {
+					ready = append(ready, n.ID)
+				}
+			}
+			usage := fetchUsage(ctx, c, ready)
+			// CPU and MEMORY are reserved/capacity; USED is what the
+			// node's tasks use now, as its agent measures them.
+			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "STATUS", "DRIVERS", "CPU (MHz)", "USED CPU", "MEMORY (MB)", "USED MEM", "ALLOCS")
 			for _, n := range nodes {
 				u := used[n.ID]
+				usedCPU, usedMem := "-", "-"
+				if nu := usage[n.ID]; nu != nil {
+					usedCPU, usedMem = strconv.Itoa(nu.Tasks.CPU), strconv.Itoa(nu.Tasks.MemoryMB)
+				}
 				t.row(short(n.ID), n.Name, string(n.Status), strings.Join(n.Drivers, ","),
-					fmt.Sprintf("%d/%d", u.CPU, n.Resources.CPU), fmt.Sprintf("%d/%d", u.MemoryMB, n.Resources.MemoryMB),
+					fmt.Sprintf("%d/%d", u.CPU, n.Resources.CPU), usedCPU,
+					fmt.Sprintf("%d/%d", u.MemoryMB, n.Resources.MemoryMB), usedMem,
 					strconv.Itoa(count[n.ID]))
 			}
 			t.flush()
 			return nil
 		},
 	}
+}
+
+// usageTimeout bounds each node's usage request: usage is a glance, and a
+// node that does not answer shows "-" rather than holding the listing.
+const usageTimeout = 2 * time.Second
+
+// usageFetches bounds how many nodes are asked at once.
+const usageFetches = 8
+
+// fetchUsage asks the nodes for what their tasks use, concurrently. A node
+// that does not answer in time is left out of the result.
+func fetchUsage(ctx context.Context, c *client.Client, nodeIDs []string) map[string]*spec.NodeUsage {
+	var mu sync.Mutex
+	out := map[string]*spec.NodeUsage{}
+	slots := make(chan struct{}, usageFetches)
+	var wg sync.WaitGroup
+	for _, id := range nodeIDs {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			uctx, cancel := context.WithTimeout(ctx, usageTimeout)
+			defer cancel()
+			nu, err := c.NodeUsage(uctx, id)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[id] = nu
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }

@@ -15,7 +15,7 @@ import (
 
 func newServerCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name string
-	var etcdClientAddr, etcdPeerAddr, etcdNote string
+	var etcdClientAddr, etcdPeerAddr, etcdNote, dnsAddr string
 	var apiOnly bool
 	var etcdTLS etcdTLSFlags
 	var endpoints []string
@@ -64,7 +64,10 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			if err != nil {
 				return err
 			}
-			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly})
+			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr})
+			if err := srv.ListenDNS(); err != nil {
+				return err
+			}
 			httpSrv := serveHTTP(ln, srv.Handler(nil))
 			// One parseable line: other servers join with --etcd-endpoints.
 			fmt.Fprintf(os.Stderr, "drover server %s: API at http://%s, %s\n", name, ln.Addr(), etcdNote)
@@ -75,6 +78,7 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
+	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "", "serve the service catalog over DNS (UDP and TCP) at this host:port, e.g. 127.0.0.1:8600 (default: no DNS)")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")
 	etcdTLS.register(cmd.Flags())
 	cmd.Flags().StringVar(&name, "name", "", "server name in the leader election; unique per server (default: hostname)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -59,7 +61,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return printJSON(out, st)
 			}
-			printJobStatus(out, st, time.Now(), events)
+			printJobStatus(out, st, jobUsage(ctx, c, st.Allocations), time.Now(), events)
 			return nil
 		},
 	}
@@ -69,7 +71,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 
 // printJobStatus renders one job for people: what it is, where each
 // instance runs, why anything is pending, and what happened lately.
-func printJobStatus(w io.Writer, st *spec.JobStatus, now time.Time, events int) {
+// usage is what the running instances use, by alloc ID (jobUsage).
+func printJobStatus(w io.Writer, st *spec.JobStatus, usage map[string]map[string]spec.Usage, now time.Time, events int) {
 	j, s := st.Job, st.Summary
 	fmt.Fprintf(w, "Job        %s\n", j.Name)
 	fmt.Fprintf(w, "Type       %s (priority %d)\n", j.Type, j.Priority)
@@ -86,6 +89,7 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, now time.Time, events int) 
 		fmt.Fprintln(w, "No instances yet.")
 	} else {
 		printAllocTable(w, st.Allocations, now, false)
+		printAllocUsage(w, st.Allocations, usage)
 	}
 	if ev := recentEvents(st.Allocations, events); len(ev) > 0 {
 		fmt.Fprintln(w, "\nRecent events")
@@ -95,6 +99,56 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, now time.Time, events int) 
 		}
 		t.flush()
 	}
+}
+
+// jobUsage fetches, from the nodes that run the job's running instances,
+// what each instance's tasks use: alloc ID -> task -> usage. An instance
+// whose node does not answer is missing.
+func jobUsage(ctx context.Context, c *client.Client, allocs []*spec.Alloc) map[string]map[string]spec.Usage {
+	seen := map[string]bool{}
+	var nodes []string
+	for _, a := range allocs {
+		if a.ClientStatusOr() == spec.ClientRunning && a.NodeID != "" && !seen[a.NodeID] {
+			seen[a.NodeID] = true
+			nodes = append(nodes, a.NodeID)
+		}
+	}
+	out := map[string]map[string]spec.Usage{}
+	for _, nu := range fetchUsage(ctx, c, nodes) {
+		for id, tasks := range nu.Allocs {
+			out[id] = tasks
+		}
+	}
+	return out
+}
+
+// printAllocUsage shows, for each running instance, what its tasks use
+// now against what it reserves ("-" when its node did not answer).
+func printAllocUsage(w io.Writer, allocs []*spec.Alloc, usage map[string]map[string]spec.Usage) {
+	var running []*spec.Alloc
+	for _, a := range allocs {
+		if a.ClientStatusOr() == spec.ClientRunning {
+			running = append(running, a)
+		}
+	}
+	if len(running) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nUsage (used/reserved)")
+	t := newTable(w, "ID", "INSTANCE", "NODE", "CPU (MHz)", "MEMORY (MB)")
+	for _, a := range running {
+		cpu, mem := "-", "-"
+		if tasks, ok := usage[a.ID]; ok {
+			var u spec.Usage
+			for _, tu := range tasks {
+				u.CPU += tu.CPU
+				u.MemoryMB += tu.MemoryMB
+			}
+			cpu, mem = strconv.Itoa(u.CPU), strconv.Itoa(u.MemoryMB)
+		}
+		t.row(short(a.ID), a.Name, dash(a.NodeName), cpu+"/"+strconv.Itoa(a.Resources.CPU), mem+"/"+strconv.Itoa(a.Resources.MemoryMB))
+	}
+	t.flush()
 }
 
 func summaryCounts(s spec.JobSummary) string {

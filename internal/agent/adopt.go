@@ -23,6 +23,10 @@ import (
 //     node was down): its processes are stopped the same way, unreported;
 //   - a process that matches no alloc of this node: killed, and logged.
 //
+// Containers (drivers that are a driver.Finder) go the same ways, found by
+// their driver instead of in /proc and removed by it instead of killed; an
+// exited one is removed as soon as it is found (findDriverTasks).
+//
 // Until that first answer comes (the servers may be unreachable) nothing is
 // stopped or started, so a control-plane outage across an agent restart
 // stops no work either.
@@ -45,10 +49,7 @@ func (a *Agent) adoptLeft(al *spec.Alloc) map[string]driver.Process {
 	for _, l := range left { // oldest first
 		_, dup := out[l.task]
 		if !tasks[l.task] || dup {
-			if killLeft(l) {
-				a.log.Warn("killed a task process that duplicates or does not belong to its alloc",
-					"pid", l.PID, "alloc", l.alloc, "task", l.task)
-			}
+			a.dropLeft(l, "killed a task process that duplicates or does not belong to its alloc")
 			continue
 		}
 		out[l.task] = l.Process
@@ -75,10 +76,7 @@ func (a *Agent) settleLeft(allocs []*spec.Alloc) {
 				}
 			}
 			if task == nil {
-				if killLeft(l) {
-					a.log.Warn("killed a task process that matches no allocation of this node",
-						"pid", l.PID, "alloc", l.alloc, "task", l.task)
-				}
+				a.dropLeft(l, "killed a task process that matches no allocation of this node")
 				continue
 			}
 			a.log.Info("stopping a task process whose allocation is finished",
@@ -89,12 +87,27 @@ func (a *Agent) settleLeft(allocs []*spec.Alloc) {
 	a.left = nil
 }
 
+// dropLeft kills a left task and logs why, if it was there. A container is
+// removed in the background: its daemon may be slow, and a.mu is held.
+func (a *Agent) dropLeft(l leftTask, why string) {
+	drop := func() {
+		if a.removeLeft(l) {
+			a.log.Warn(why, "pid", l.PID, "id", l.ID, "alloc", l.alloc, "task", l.task)
+		}
+	}
+	if l.driver == "" {
+		drop()
+		return
+	}
+	go drop()
+}
+
 // stopLeft stops a left process gracefully: SIGTERM, SIGKILL after the
 // task's kill_timeout.
 func (a *Agent) stopLeft(l leftTask, task *spec.Task) {
 	ad, ok := a.drivers[task.Driver].(driver.Adopter)
 	if !ok {
-		killLeft(l)
+		a.removeLeft(l)
 		return
 	}
 	h, err := ad.Adopt(context.Background(), l.Process, nil, nil)

@@ -84,6 +84,10 @@ type Agent struct {
 	repMu    sync.Mutex
 	repDirty map[string]*allocRunner // allocs whose status changed since last sent
 	repKick  chan struct{}
+	// usage samples what the running tasks use (usage.go).
+	usage *usageSampler
+	// repUrgent skips the next report's coalescing wait (reportSoon).
+	repUrgent atomic.Bool
 }
 
 // New prepares an agent; Run starts it.
@@ -132,6 +136,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.nodeID = id
+	mhz, _ := cpuMHz()
+	a.usage = newUsageSampler(a.nodeID, mhz)
 	return a, nil
 }
 
@@ -170,9 +176,10 @@ func (a *Agent) Node() *spec.Node {
 func (a *Agent) Run(ctx context.Context) error {
 	// Tasks an earlier agent left running are adopted, stopped or killed
 	// once the server says what this node should run (adopt.go).
+	left := append(findLeftTasks(a.nodeID), a.findDriverTasks(ctx)...)
 	a.mu.Lock()
 	a.left = map[string][]leftTask{}
-	for _, l := range findLeftTasks(a.nodeID) {
+	for _, l := range left {
 		a.left[l.alloc] = append(a.left[l.alloc], l)
 	}
 	if len(a.left) > 0 {
@@ -191,6 +198,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.reportLoop(reportCtx)
 	go a.heartbeatLoop(ctx)
+	go a.usage.run(ctx)
 	go a.fenceLoop(ctx)
 	var index int64
 	backoff := time.Duration(0)

@@ -24,6 +24,9 @@ type allocRunner struct {
 	mu     sync.Mutex
 	status *spec.AllocStatus
 	tasks  []*taskRunner
+	// judged is set once the alloc's health was healthy or unhealthy:
+	// from then on a task not running makes it unhealthy, not pending.
+	judged bool
 
 	dirOnce sync.Once
 	dirErr  error
@@ -51,6 +54,9 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 			ts.Restarts, ts.Events = prev.Restarts, prev.Events
 		}
 		ar.status.Tasks[t.Name] = ts
+	}
+	if alloc.Status != nil {
+		ar.judged = alloc.Status.Health == spec.HealthHealthy || alloc.Status.Health == spec.HealthUnhealthy
 	}
 	return ar
 }
@@ -113,7 +119,8 @@ func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	}
 }
 
-// recompute derives the alloc's client status from its tasks'. Called with mu held.
+// recompute derives the alloc's client status and health from its tasks'.
+// Called with mu held.
 func (ar *allocRunner) recompute() (failedTask string) {
 	st := ar.status
 	running, dead, failed := 0, 0, ""
@@ -145,6 +152,10 @@ func (ar *allocRunner) recompute() (failedTask string) {
 	case running > 0 && running+dead == n:
 		st.ClientStatus = spec.ClientRunning
 		st.Description = ""
+	}
+	st.Health = allocHealth(ar.alloc.Tasks, st.Tasks, ar.judged)
+	if st.Health == spec.HealthHealthy || st.Health == spec.HealthUnhealthy {
+		ar.judged = true
 	}
 	if failed != "" && prev != spec.ClientFailed {
 		return failed

@@ -44,6 +44,11 @@ func (a *Agent) fingerprint() (spec.Resources, map[string]string) {
 	res, attrs := Fingerprint()
 	res.DiskMB = diskFreeMB(a.cfg.DataDir)
 	attrs[spec.NodeIPAttribute] = nodeIP(a.cfg.NetworkIP, a.cfg.Address)
+	// What isolates exec tasks here (cgroup-v1, cgroup-v2 or none), for
+	// constraints and for people wondering why a limit did not hold.
+	if d, ok := a.drivers["exec"].(interface{ Isolation() string }); ok {
+		attrs["driver.exec.isolation"] = d.Isolation()
+	}
 	return res, attrs
 }
 

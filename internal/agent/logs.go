@@ -11,15 +11,18 @@ import (
 	"github.com/drover-org/drover/internal/tasklog"
 )
 
-// Handler serves this node's own endpoints: the logs of its allocs.
+// Handler serves this node's own endpoints: the logs of its allocs, and
+// what its tasks use (usage.go).
 //
 //	GET /v1/client/allocations/{id}/logs?task=T&type=stdout|stderr&tail=N&follow=true
+//	GET /v1/client/usage
 //
 // The server proxies the public /v1/allocations/{id}/logs here, so a client
 // never needs to know which node runs what.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/client/allocations/{id}/logs", a.serveLogs)
+	mux.HandleFunc("GET /v1/client/usage", a.serveUsage)
 	return mux
 }
 

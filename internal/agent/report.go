@@ -14,6 +14,10 @@ import (
 // person notices and cuts a 100-task start from dozens of reports to a few.
 const reportCoalesce = 50 * time.Millisecond
 
+// reportSoon makes the next report go without waiting for a burst to
+// gather: for changes that others wait on, such as a check's verdict.
+func (a *Agent) reportSoon() { a.repUrgent.Store(true) }
+
 // markDirty queues an alloc's status for the next report.
 func (a *Agent) markDirty(ar *allocRunner) {
 	a.repMu.Lock()
@@ -67,7 +71,9 @@ func (a *Agent) reportLoop(ctx context.Context) {
 		}
 		// Let a burst gather: a task's "received" and "started" come
 		// within a millisecond, and a hundred tasks start within ~100 ms.
-		sleep(ctx, reportCoalesce)
+		if !a.repUrgent.Swap(false) {
+			sleep(ctx, reportCoalesce)
+		}
 		for ctx.Err() == nil {
 			batch := a.takeDirty(spec.MaxStatusBatch)
 			if len(batch) == 0 {

@@ -27,6 +27,9 @@ import (
 //	  +--fail or timeout--------+--driver error-------------+--> mode fail -----------------> dead (failed)
 //	stop request at any point (a running task's stop command first) ----------------------> dead (stopped)
 //
+// While the task runs, its health checks run (health.go); a check_restart
+// stops it as a stop request would, then goes on as a failed exit does.
+//
 // Prestart and stop commands are run here, through the driver like the task
 // itself, rather than inside a driver: so every driver has them, an adopted
 // task's stop command runs as a started one's does, and a slow prestart
@@ -41,6 +44,10 @@ type taskRunner struct {
 	// adopt is the task's process left running by an earlier agent, to
 	// take over instead of starting the task; nil for a fresh start.
 	adopt *driver.Process
+	// checkRestart is set by supervise when a check's check_restart
+	// stopped the task: why, for the restart policy to treat as a failed
+	// exit. Only run's goroutine uses it.
+	checkRestart string
 }
 
 func (tr *taskRunner) run(ctx context.Context) {
@@ -72,7 +79,13 @@ func (tr *taskRunner) run(ctx context.Context) {
 		if stopped {
 			return
 		}
-		if tr.ar.alloc.JobType == spec.JobBatch && exit.Successful() {
+		why, ok := exit.String(), exit.Successful()
+		if tr.checkRestart != "" {
+			// The exit of a task stopped for failing its checks is what
+			// the stop made it; it counts as a failure whatever its code.
+			why, ok, tr.checkRestart = tr.checkRestart, false, ""
+		}
+		if tr.ar.alloc.JobType == spec.JobBatch && ok {
 			tr.ar.taskDead(name, false, spec.EventCompleted, "exit code 0")
 			return
 		}
@@ -86,7 +99,7 @@ func (tr *taskRunner) run(ctx context.Context) {
 		case len(window) < policy.Attempts:
 			wait = policy.Delay.Std()
 			tr.ar.taskEvent(name, spec.EventRestarting,
-				fmt.Sprintf("%s; restarting in %s (restart %d of %d within %s)", exit, wait, len(window)+1, policy.Attempts, policy.Interval), nil)
+				fmt.Sprintf("%s; restarting in %s (restart %d of %d within %s)", why, wait, len(window)+1, policy.Attempts, policy.Interval), nil)
 		case policy.Mode == spec.RestartDelay && policy.Attempts > 0:
 			wait = window[0].Add(policy.Interval.Std()).Sub(now)
 			if wait < policy.Delay.Std() {
@@ -94,10 +107,10 @@ func (tr *taskRunner) run(ctx context.Context) {
 			}
 			window = window[:0]
 			tr.ar.taskEvent(name, spec.EventRestarting,
-				fmt.Sprintf("%s; %d restarts used within %s, waiting %s for the interval to pass", exit, policy.Attempts, policy.Interval, wait.Round(time.Second)), nil)
+				fmt.Sprintf("%s; %d restarts used within %s, waiting %s for the interval to pass", why, policy.Attempts, policy.Interval, wait.Round(time.Second)), nil)
 		default:
 			tr.ar.taskDead(name, true, spec.EventNotRestart,
-				fmt.Sprintf("%s; exceeded %d restarts within %s", exit, policy.Attempts, policy.Interval))
+				fmt.Sprintf("%s; exceeded %d restarts within %s", why, policy.Attempts, policy.Interval))
 			return
 		}
 		t := time.NewTimer(wait)
@@ -157,15 +170,32 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		}
 	}
 	h, err := tr.start(ctx, spec.Command{Command: cfg.Command, Args: cfg.Args}, false, stdout, stderr)
+	if errors.Is(err, driver.ErrNoRetry) {
+		// Starting again would fail the same way (an image that cannot be
+		// had): fail now rather than retry on the restart policy's clock.
+		tr.ar.taskDead(name, true, spec.EventDriverFail, err.Error())
+		return driver.Exit{}, true
+	}
 	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
 	started := time.Now()
-	tr.ar.taskEvent(name, spec.EventStarted, "pid "+strconv.Itoa(h.PID()), func(ts *spec.TaskState) {
+	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h)
+	checks := tr.newCheckRunner(h, started, nil)
+	msg := "pid " + strconv.Itoa(h.PID())
+	if id := containerID(h); id != "" {
+		msg = "container " + id[:min(12, len(id))] + ", " + msg
+	}
+	if n, ok := h.(interface{ Note() string }); ok && n.Note() != "" {
+		msg += "; " + n.Note()
+	}
+	tr.ar.taskEvent(name, spec.EventStarted, msg, func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, h.PID(), started, nil
+		ts.ContainerID = containerID(h)
+		ts.Checks = checks.states()
 	})
-	return tr.supervise(ctx, h, stdout, stderr)
+	return tr.supervise(ctx, h, checks, stdout, stderr)
 }
 
 // prestartTimeout bounds each prestart command. Prestart commands are
@@ -268,29 +298,46 @@ func commandLine(c spec.Command) string {
 	return b.String()
 }
 
-// supervise waits for the running task h to exit or be stopped; see runOnce.
-// stdout and stderr are the task's logs, for its stop command's output.
-func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, stdout, stderr io.Writer) (driver.Exit, bool) {
+// supervise waits for the running task h to exit or be stopped, running
+// its health checks meanwhile; see runOnce. A check_restart stops the task
+// as a stop does, and returns its exit as not stopped for good, with
+// tr.checkRestart saying why. stdout and stderr are the task's logs, for
+// its stop command's output.
+func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *checkRunner, stdout, stderr io.Writer) (driver.Exit, bool) {
 	name := tr.task.Name
+	defer tr.ar.agent.clearHandle(tr.ar.alloc.ID, name)
+	checks.start(ctx)
+	var restartWhy string
 	select {
 	case exit := <-h.Wait():
+		checks.stop()
 		var code *int // unknown for an adopted process reaped by another
 		if !exit.Unknown {
 			code = &exit.Code
 		}
-		tr.ar.taskEvent(name, spec.EventTerminated, exit.String(), func(ts *spec.TaskState) {
+		typ, msg := spec.EventTerminated, exit.String()
+		if exit.OOMKilled {
+			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (memory limit %d MB)", msg, tr.task.Resources.MemoryMB)
+		}
+		tr.ar.taskEvent(name, typ, msg, func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, exit.Time
 		})
 		return exit, false
 	case <-tr.stop:
+	case restartWhy = <-checks.restarts():
 	case <-ctx.Done():
 		// The agent is going away without being asked to stop tasks: leave
 		// the task running (principle 5) for the next agent to adopt, and
 		// stop reading its output so that nothing is in flight meanwhile.
+		checks.stop()
 		if d, ok := h.(driver.Detacher); ok {
 			d.Detach()
 		}
 		return driver.Exit{}, true
+	}
+	checks.stop()
+	if restartWhy != "" {
+		tr.ar.taskEvent(name, spec.EventCheckRestart, restartWhy+"; restarting", nil)
 	}
 	grace := tr.task.KillTimeout.Std()
 	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
@@ -320,6 +367,13 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, stdout, st
 	default:
 		code = &exit.Code
 	}
+	if restartWhy != "" {
+		tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {
+			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, time.Now()
+		})
+		tr.checkRestart = restartWhy
+		return exit, false
+	}
 	tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {
 		ts.ExitCode, ts.FinishedAt = code, time.Now()
 	})
@@ -336,7 +390,7 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 	stdout, stderr, err := tr.openLogs()
 	if err != nil {
 		// Its output cannot be kept: stop it rather than let it block.
-		killLeft(leftTask{Process: p})
+		tr.ar.agent.removeLeft(tr.leftOf(p))
 		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot open log files: "+err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
@@ -345,7 +399,7 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 	if ad, ok := tr.drv.(driver.Adopter); ok {
 		h, err = ad.Adopt(ctx, p, stdout, stderr)
 	} else {
-		killLeft(leftTask{Process: p})
+		tr.ar.agent.removeLeft(tr.leftOf(p))
 		err = fmt.Errorf("driver %s cannot adopt a running task; killed it", tr.task.Driver)
 	}
 	if err != nil {
@@ -356,17 +410,34 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 		return exit, false
 	}
 	started := proc.StartTime(p.StartTicks)
+	var prevChecks []spec.CheckState
 	if prev := tr.ar.alloc.Status; prev != nil && prev.Tasks[name] != nil && prev.Tasks[name].PID == p.PID && !prev.Tasks[name].StartedAt.IsZero() {
 		started = prev.Tasks[name].StartedAt
+		// The same process: its checks' verdicts still hold.
+		prevChecks = prev.Tasks[name].Checks
 	}
+	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h)
+	checks := tr.newCheckRunner(h, started, prevChecks)
 	msg := "pid " + strconv.Itoa(p.PID) + ", left running by an earlier agent; not restarted"
 	if n, ok := h.(interface{ Note() string }); ok && n.Note() != "" {
 		msg += "; " + n.Note()
 	}
 	tr.ar.taskEvent(name, spec.EventAdopted, msg, func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, p.PID, started, nil
+		ts.ContainerID = containerID(h)
+		ts.Checks = checks.states()
 	})
-	return tr.supervise(ctx, h, stdout, stderr)
+	return tr.supervise(ctx, h, checks, stdout, stderr)
+}
+
+// leftOf is the left task p of this task: a process, or what the task's
+// driver found (a container), to remove.
+func (tr *taskRunner) leftOf(p driver.Process) leftTask {
+	l := leftTask{Process: p, alloc: tr.ar.alloc.ID, task: tr.task.Name}
+	if p.ID != "" {
+		l.driver = tr.task.Driver
+	}
+	return l
 }
 
 // openLogs opens the task's size-rotated stdout and stderr files.
@@ -406,6 +477,14 @@ func (tr *taskRunner) env(hook bool) []string {
 		"DROVER_MEMORY_LIMIT": strconv.Itoa(tr.task.Resources.MemoryMB),
 		"DROVER_JOB_VERSION":  strconv.FormatUint(a.JobVersion, 10),
 	}
+	if tr.task.Driver == "docker" {
+		// A container has its own file system: the image's PATH and HOME
+		// hold there, and the host's alloc directory does not exist.
+		delete(m, "PATH")
+		delete(m, "HOME")
+		delete(m, "DROVER_ALLOC_DIR")
+		delete(m, "DROVER_TASK_DIR")
+	}
 	for _, p := range a.Ports {
 		ip := p.HostIP
 		if ip == "" {
@@ -427,6 +506,14 @@ func (tr *taskRunner) env(hook bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// containerID is the container a handle runs its task in, "" for a process.
+func containerID(h driver.Handle) string {
+	if c, ok := h.(interface{ ContainerID() string }); ok {
+		return c.ContainerID()
+	}
+	return ""
 }
 
 func closeAll(ws ...*tasklog.Writer) {

@@ -450,6 +450,15 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"Restart":     func(t *spec.Task) { t.Restart = &spec.RestartPolicy{Attempts: 1} },
 		"KillTimeout": func(t *spec.Task) { t.KillTimeout++ },
 		"Meta":        func(t *spec.Task) { t.Meta = map[string]string{"k": "v"} },
+		"Services":    func(t *spec.Task) { t.Services = []*spec.Service{{Name: "web"}} },
+		"Image":       func(t *spec.Task) { t.Config.Image = "app:2" },
+		"Entrypoint":  func(t *spec.Task) { t.Config.Entrypoint = []string{"/app"} },
+		"Ports":       func(t *spec.Task) { t.Config.Ports = []string{"http"} },
+		"Labels":      func(t *spec.Task) { t.Config.Labels = map[string]string{"team": "a"} },
+		"Privileged":  func(t *spec.Task) { t.Config.Privileged = true },
+		"NetworkMode": func(t *spec.Task) { t.Config.NetworkMode = "none" },
+		"PidMode":     func(t *spec.Task) { t.Config.PidMode = "host" },
+		"Volumes":     func(t *spec.Task) { t.Config.Volumes = []string{"/a:/b"} },
 	}
 	// Fields that decide where a task runs, not what it runs: changing
 	// them keeps running allocs, as a job or group constraint does.

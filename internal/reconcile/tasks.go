@@ -33,7 +33,28 @@ func taskEqual(a, b *spec.Task) bool {
 		a.Resources == b.Resources &&
 		restartEqual(a.Restart, b.Restart) &&
 		a.KillTimeout == b.KillTimeout &&
-		maps.Equal(a.Meta, b.Meta)
+		maps.Equal(a.Meta, b.Meta) &&
+		slices.EqualFunc(a.Services, b.Services, serviceEqual)
+}
+
+// serviceEqual: a changed service or check replaces the task's instances,
+// since an agent runs the checks of the task it was given.
+func serviceEqual(a, b *spec.Service) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && a.PortLabel == b.PortLabel && slices.Equal(a.Tags, b.Tags) &&
+		slices.EqualFunc(a.Checks, b.Checks, checkEqual)
+}
+
+func checkEqual(a, b *spec.Check) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && a.Type == b.Type && a.PortLabel == b.PortLabel && a.Path == b.Path &&
+		a.Command == b.Command && slices.Equal(a.Args, b.Args) &&
+		a.Interval == b.Interval && a.Timeout == b.Timeout && a.Grace == b.Grace &&
+		(a.Restart == nil) == (b.Restart == nil) && (a.Restart == nil || *a.Restart == *b.Restart)
 }
 
 func configEqual(a, b spec.TaskConfig) bool {
@@ -42,7 +63,15 @@ func configEqual(a, b spec.TaskConfig) bool {
 		a.WorkDir == b.WorkDir &&
 		a.User == b.User &&
 		slices.EqualFunc(a.Prestart, b.Prestart, commandEqual) &&
-		(a.Stop == nil) == (b.Stop == nil) && (a.Stop == nil || commandEqual(*a.Stop, *b.Stop))
+		(a.Stop == nil) == (b.Stop == nil) && (a.Stop == nil || commandEqual(*a.Stop, *b.Stop)) &&
+		a.Image == b.Image &&
+		slices.Equal(a.Entrypoint, b.Entrypoint) &&
+		slices.Equal(a.Ports, b.Ports) &&
+		maps.Equal(a.Labels, b.Labels) &&
+		a.Privileged == b.Privileged &&
+		a.NetworkMode == b.NetworkMode &&
+		a.PidMode == b.PidMode &&
+		slices.Equal(a.Volumes, b.Volumes)
 }
 
 func commandEqual(a, b spec.Command) bool {

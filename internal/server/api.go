@@ -37,9 +37,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h("POST /v1/nodes", s.registerNode)
 	h("GET /v1/nodes/{id}", s.getNode)
 	h("GET /v1/nodes/{id}/allocations", s.nodeAllocs)
+	h("GET /v1/nodes/{id}/usage", s.nodeUsage)
 	h("PUT /v1/nodes/{id}/allocations/status", s.putNodeStatuses)
 	h("PUT /v1/nodes/{id}/heartbeat", s.heartbeat)
 	h("GET /v1/status/leader", s.leader)
+	h("GET /v1/services", s.listServices)
+	h("GET /v1/services/{name}", s.getService)
 	mux.Handle("/v1/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no API endpoint %s %s", r.Method, r.URL.Path)
 	}))

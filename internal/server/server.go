@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drover-org/drover/internal/dns"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
 )
@@ -43,6 +44,12 @@ type Config struct {
 	// leads (fleet's disable_engine): for a server that carries the
 	// embedded etcd, whose loss would stop every server anyway.
 	APIOnly bool
+	// DNSAddr is where to serve the service catalog over DNS (UDP and
+	// TCP, internal/dns); "" serves none. An address that cannot be bound
+	// fails Run, unless DNSOptional, which only logs a warning: drover
+	// dev's default port may be taken by another dev instance.
+	DNSAddr     string
+	DNSOptional bool
 }
 
 // DefaultLeaderTTL is the shortest lease etcd grants with its default
@@ -81,6 +88,12 @@ type Server struct {
 	// to the leader's loop.
 	mirror    *registry.Mirror
 	committed int64
+	// catalog is the service catalog last built, for the API and DNS.
+	catalog catalogCache
+	// dns serves the catalog once ListenDNS bound it; dnsTried says
+	// ListenDNS ran. Both are set before Run.
+	dns      *dns.Server
+	dnsTried bool
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -105,6 +118,11 @@ func New(cfg Config) *Server {
 
 // Run watches the registry and takes part in the election until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	dnsDone, err := s.startDNS(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { <-dnsDone }()
 	rev, err := s.loadAllocIndex(ctx)
 	if err != nil {
 		return err

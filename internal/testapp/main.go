@@ -9,6 +9,9 @@
 //	GET  /health    200, or 503 while unhealthy
 //	POST /fail      make /health answer 503
 //	POST /recover   make /health answer 200 again
+//	GET  /failed-at the Unix time in ns at which /health first answered 503
+//	                after the last POST /fail (0 if it has not yet), so that
+//	                a benchmark can time from the probe that saw the failure
 package main
 
 import (
@@ -57,10 +60,12 @@ func main() {
 	}
 
 	var failing atomic.Bool
+	var failedAt atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "ok %s\n", host) })
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {
+			failedAt.CompareAndSwap(0, time.Now().UnixNano())
 			http.Error(w, "failing", http.StatusServiceUnavailable)
 			return
 		}
@@ -72,7 +77,11 @@ func main() {
 		}
 		fmt.Fprintln(w, "healthy")
 	})
-	mux.HandleFunc("POST /fail", func(w http.ResponseWriter, r *http.Request) { failing.Store(true) })
+	mux.HandleFunc("POST /fail", func(w http.ResponseWriter, r *http.Request) {
+		failedAt.Store(0)
+		failing.Store(true)
+	})
+	mux.HandleFunc("GET /failed-at", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, failedAt.Load()) })
 	mux.HandleFunc("POST /recover", func(w http.ResponseWriter, r *http.Request) { failing.Store(false) })
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
 	"github.com/drover-org/drover/internal/driver"
@@ -60,6 +61,11 @@ func (d *Driver) Adopt(ctx context.Context, p driver.Process, stdout, stderr io.
 	if err != nil {
 		notes = append(notes, "stderr: "+err.Error())
 	}
+	// Its cgroup, if exec made one, is where /proc says it is: OOM kills
+	// and usage are read from it as for a task this agent started.
+	if h.cg, err = adoptedCgroup(p.PID); err != nil {
+		notes = append(notes, "cgroup: "+err.Error())
+	}
 	h.note = strings.Join(notes, "; ")
 	go h.waitLoop()
 	return h, nil
@@ -106,8 +112,9 @@ func fdinfoFlags(info []byte) (int, bool) {
 type adoptedHandle struct {
 	pid            int
 	start          uint64
-	pidfd          *os.File // nil: poll /proc instead
-	stdout, stderr *pipe    // nil when that output could not be re-attached
+	pidfd          *os.File        // nil: poll /proc instead
+	cg             cgroups.Manager // nil: not isolated
+	stdout, stderr *pipe           // nil when that output could not be re-attached
 	note           string
 	exited         chan struct{}
 	wait           chan driver.Exit
@@ -129,6 +136,11 @@ func (h *adoptedHandle) Detach() {
 	h.stderr.detach()
 }
 
+// Usage is the task's CPU time and memory (see measure).
+func (h *adoptedHandle) Usage(context.Context) (driver.Usage, error) {
+	return measure(h.cg, h.pid)
+}
+
 func (h *adoptedHandle) Stop(ctx context.Context, grace time.Duration) (driver.Exit, error) {
 	return stopGroup(ctx, h.pid, grace, h.exited, &h.exit)
 }
@@ -143,6 +155,8 @@ func (h *adoptedHandle) waitLoop() {
 	}
 	// As for a started task: the task is over when its main process is.
 	syscall.Kill(-h.pid, syscall.SIGKILL)
+	e = adoptedOOM(h.cg, e)
+	removeCgroup(h.cg)
 	drainOutput(h.stdout, h.stderr)
 	if h.pidfd != nil {
 		h.pidfd.Close()
@@ -150,6 +164,20 @@ func (h *adoptedHandle) waitLoop() {
 	h.exit = e
 	close(h.exited)
 	h.wait <- e
+}
+
+// adoptedOOM is oomKilled for an adopted task, whose exit status is often
+// unknown (another process reaped it). Its cgroup's OOM kill count is then
+// the only witness, and it says how the task most likely ended: the OOM
+// killer sends SIGKILL, and nothing else kills a task on its own.
+func adoptedOOM(cg cgroups.Manager, e driver.Exit) driver.Exit {
+	if e.Unknown && cg != nil {
+		if n, err := cg.OOMKillCount(); err == nil && n > 0 {
+			e.Unknown, e.Signal = false, "SIGKILL"
+		}
+	}
+	e.OOMKilled = oomKilled(cg, e)
+	return e
 }
 
 // waitExit returns once the process has exited.

@@ -1,10 +1,13 @@
 // Package execdriver runs tasks as child processes of the agent, each in its
 // own process group so that stopping a task stops everything it started.
 //
-// It serves two driver names. raw_exec runs the command as the agent's user
-// with no isolation. exec is meant to add isolation (cgroup limits, a
-// chroot); until the containers issue lands it runs exactly like raw_exec,
-// and says so in its doc and in the README rather than pretending.
+// It serves two driver names. raw_exec runs the command with no isolation.
+// exec puts each task in a cgroup of its own (cgroup.go): its memory limit
+// is the task's reserved memory, so that a task that outgrows it is
+// OOM-killed and reported so, and its CPU shares are its reserved MHz.
+// Where the agent cannot make cgroups (not root, no cgroup file system),
+// exec runs tasks as raw_exec does and says so (Isolation, and a note on
+// the task). Both measure what their tasks use (usage.go).
 package execdriver
 
 import (
@@ -19,17 +22,50 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/opencontainers/cgroups"
 
 	"github.com/drover-org/drover/internal/driver"
 )
 
 // Driver starts processes.
-type Driver struct{ name string }
+type Driver struct {
+	name string
+	// cg is where exec makes task cgroups; nil for raw_exec, and for exec
+	// where cgErr says why it cannot.
+	cg    *cgroupSetup
+	cgErr error
+	// noted is set once a task was told that exec does not isolate here.
+	noted atomic.Bool
+}
 
-// New returns a process driver registered under name ("exec" or "raw_exec").
-func New(name string) *Driver { return &Driver{name: name} }
+// New returns a process driver registered under name ("exec" or
+// "raw_exec"). exec finds where to make task cgroups now: under the
+// agent's own cgroup, in a directory "drover" (v1), or in /sys/fs/cgroup/drover
+// (v2).
+func New(name string) *Driver {
+	d := &Driver{name: name}
+	if name == "exec" {
+		d.cg, d.cgErr = probeCgroups()
+	}
+	return d
+}
+
+// Isolation is what isolates this driver's tasks, for the node attribute
+// driver.exec.isolation: IsolationV1, IsolationV2 or IsolationNone.
+func (d *Driver) Isolation() string {
+	if d.cg == nil {
+		return IsolationNone
+	}
+	return d.cg.isolation()
+}
+
+// IsolationError says why exec does not isolate tasks here (nil when it
+// does, or for raw_exec, which never does).
+func (d *Driver) IsolationError() error { return d.cgErr }
 
 var _ driver.Driver = (*Driver)(nil)
 
@@ -60,6 +96,18 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		}
 		cmd.SysProcAttr.Credential = cred
 	}
+	cg, note := d.taskCgroup(t)
+	if cg != nil && d.cg.v2 {
+		// v2 starts the process in its cgroup (clone3 CLONE_INTO_CGROUP):
+		// nothing it does escapes the limits.
+		dir, err := os.Open(cg.Path(""))
+		if err != nil {
+			removeCgroup(cg)
+			return nil, fmt.Errorf("open cgroup: %w", err)
+		}
+		defer dir.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
+	}
 
 	stdout, err := pipeTo(t.Stdout)
 	if err != nil {
@@ -74,6 +122,7 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	if err := cmd.Start(); err != nil {
 		stdout.close()
 		stderr.close()
+		removeCgroup(cg)
 		if derr := checkDir(t.Dir); derr != nil {
 			return nil, fmt.Errorf("start %s: %w", t.Command, derr)
 		}
@@ -82,10 +131,41 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	// The child has its copies; close ours so that EOF arrives when it exits.
 	stdout.w.Close()
 	stderr.w.Close()
+	if cg != nil && !d.cg.v2 {
+		// v1 has no way to fork into a cgroup: the task joins it now, a
+		// few hundred microseconds after its fork, before it has run much
+		// beyond its exec. A child it forked in that window stays outside.
+		if err := cg.Apply(cmd.Process.Pid); err != nil {
+			note = noIsolationNote(fmt.Errorf("join cgroup %s: %w", cg.Path("memory"), err))
+			removeCgroup(cg)
+			cg = nil
+		}
+	}
 
-	h := &handle{cmd: cmd, stdout: stdout, stderr: stderr, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
+	h := &handle{cmd: cmd, cg: cg, note: note, stdout: stdout, stderr: stderr, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
 	go h.waitLoop(stdout, stderr)
 	return h, nil
+}
+
+// taskCgroup makes the cgroup of a task that exec starts, or returns a note
+// saying why the task runs without one: once per driver when this node
+// cannot isolate at all (the node's attribute says so from then on), at
+// every start when making this task's cgroup failed.
+func (d *Driver) taskCgroup(t driver.Task) (cgroups.Manager, string) {
+	if d.name != "exec" {
+		return nil, ""
+	}
+	if d.cg == nil {
+		if d.noted.CompareAndSwap(false, true) {
+			return nil, noIsolationNote(d.cgErr)
+		}
+		return nil, ""
+	}
+	cg, err := d.cg.newTaskCgroup(t.ID, t.Hook, t.Resources)
+	if err != nil {
+		return nil, noIsolationNote(err)
+	}
+	return cg, ""
 }
 
 // lookPath resolves a bare command name against the task's own PATH.
@@ -236,6 +316,8 @@ func (p *pipe) detach() {
 
 type handle struct {
 	cmd            *exec.Cmd
+	cg             cgroups.Manager // nil: not isolated
+	note           string
 	stdout, stderr *pipe
 	exited         chan struct{}
 	wait           chan driver.Exit
@@ -251,6 +333,14 @@ func (h *handle) Detach() {
 }
 
 func (h *handle) PID() int { return h.cmd.Process.Pid }
+
+// Note says why the task runs without the isolation exec gives, or "".
+func (h *handle) Note() string { return h.note }
+
+// Usage is the task's CPU time and memory (see measure).
+func (h *handle) Usage(context.Context) (driver.Usage, error) {
+	return measure(h.cg, h.cmd.Process.Pid)
+}
 
 func (h *handle) Wait() <-chan driver.Exit { return h.wait }
 
@@ -268,6 +358,8 @@ func (h *handle) waitLoop(stdout, stderr *pipe) {
 	default:
 		e.Err = err
 	}
+	e.OOMKilled = oomKilled(h.cg, e)
+	removeCgroup(h.cg)
 	drainOutput(stdout, stderr)
 	h.exit = e
 	close(h.exited)

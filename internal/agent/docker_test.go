@@ -1,0 +1,125 @@
+package agent_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/dockertest"
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/dockerdriver"
+	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// startDockerAgent is startAgent with the docker driver besides exec; the
+// agent leaves its tasks running when it stops.
+func (c *cluster) startDockerAgent(dataDir string) *runningAgent {
+	t := c.t
+	t.Helper()
+	dd, err := dockerdriver.New(dockerdriver.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dd.Close() })
+	ag, err := agent.New(agent.Config{
+		DataDir: dataDir, Name: "node-1", Address: c.url,
+		Drivers: []driver.Driver{execdriver.New("raw_exec"), dd},
+		Client:  c.client, Logger: testLogger(t, slog.LevelWarn),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := ag.Handler()
+	c.agentH.Store(&h)
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := &runningAgent{Agent: ag, cancel: cancel, done: make(chan error, 1), name: "node-1"}
+	go func() { ra.done <- ag.Run(ctx) }()
+	t.Cleanup(func() { ra.stop(t) })
+	waitFor(t, 10*time.Second, "node registration", func() bool {
+		n, err := c.client.Node(context.Background(), ag.NodeID())
+		return err == nil && n.ID == ag.NodeID()
+	})
+	return ra
+}
+
+// containersOf lists the containers (running or not) with label key=value.
+func containersOf(t *testing.T, dc *client.Client, key, value string) []container.Summary {
+	t.Helper()
+	res, err := dc.ContainerList(context.Background(), client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", key+"="+value),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Items
+}
+
+// A restarted agent adopts its running container (same container, an
+// Adopted event, no restart) and removes a container of its node that
+// matches no alloc.
+func TestRestartedAgentAdoptsContainer(t *testing.T) {
+	t.Parallel()
+	dc := dockertest.Require(t)
+	image := dockertest.Image(t)
+	dataDir := t.TempDir()
+	var nodeID string
+	// Registered first, so it runs last: whatever the agents left.
+	t.Cleanup(func() {
+		for _, ct := range containersOf(t, dc, dockerdriver.LabelNodeID, nodeID) {
+			dc.ContainerRemove(context.Background(), ct.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	c := newCluster(t)
+	first := c.startDockerAgent(dataDir)
+	nodeID = first.NodeID()
+
+	task := &spec.Task{
+		Name: "web", Driver: "docker",
+		Config:      spec.TaskConfig{Image: image},
+		Resources:   spec.Resources{CPU: 100, MemoryMB: 64},
+		KillTimeout: spec.Duration(2 * time.Second),
+	}
+	c.submit(job("dockeradopt", spec.JobService, task))
+	al := c.alloc("dockeradopt", 30*time.Second, "the container running", running("web"))
+	cts := containersOf(t, dc, dockerdriver.LabelAllocID, al.ID)
+	if len(cts) != 1 || cts[0].State != container.StateRunning {
+		t.Fatalf("containers of the alloc: %+v, want one running", cts)
+	}
+	id := cts[0].ID
+
+	first.stop(t)
+	// A container of this node that no alloc has: a leftover to remove.
+	stray, err := dc.ContainerCreate(context.Background(), client.ContainerCreateOptions{
+		Config: &container.Config{Image: image, Labels: map[string]string{
+			dockerdriver.LabelNodeID: nodeID, dockerdriver.LabelAllocID: "no-such-alloc", dockerdriver.LabelTask: "web",
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.ContainerStart(context.Background(), stray.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	c.startDockerAgent(dataDir)
+	al = c.alloc("dockeradopt", 30*time.Second, "the container adopted", func(a *spec.Alloc) bool {
+		ts := taskState(a, "web")
+		return ts != nil && len(events(ts, spec.EventAdopted)) == 1 && ts.State == spec.TaskRunning
+	})
+	if ts := taskState(al, "web"); ts.Restarts != 0 {
+		t.Errorf("restarts = %d, want 0:\n%s", ts.Restarts, describe(al))
+	}
+	cts = containersOf(t, dc, dockerdriver.LabelAllocID, al.ID)
+	if len(cts) != 1 || cts[0].ID != id || cts[0].State != container.StateRunning {
+		t.Errorf("containers of the alloc after the restart: %+v, want only %s, running", cts, id)
+	}
+	waitFor(t, 20*time.Second, "the stray container removed", func() bool {
+		return len(containersOf(t, dc, dockerdriver.LabelAllocID, "no-such-alloc")) == 0
+	})
+}

@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Usage: what this node's running tasks use, for `drover nodes` and
+// `drover status`. The sampler asks each running task's handle that is a
+// driver.Measurer for its cumulative CPU time and its memory every
+// usageEvery, and on demand when its last sample is older than usageFresh.
+// CPU becomes MHz, the unit reservations are in: the CPU time used between
+// two samples over the wall time between them, times the MHz of one core
+// (the fingerprint's cpu.mhz).
+const (
+	// usageEvery: often enough that a reading is recent, rarely enough that
+	// measuring (a /proc walk per raw_exec task) costs nothing noticeable.
+	usageEvery = 10 * time.Second
+	// usageFresh: a request within this of the last sample reuses it, so
+	// that a CLI polling many nodes does not make each measure again.
+	usageFresh = time.Second
+	// usageFirstGap: a task measured for the first time is measured again
+	// after this, for a CPU rate to be computed at all.
+	usageFirstGap = 250 * time.Millisecond
+)
+
+type taskKey struct{ alloc, task string }
+
+// cpuPoint is a task's cumulative CPU time when it was measured.
+type cpuPoint struct {
+	cpu time.Duration
+	at  time.Time
+}
+
+// usageSampler holds the running tasks' handles and the last sample.
+type usageSampler struct {
+	nodeID     string
+	mhzPerCore int
+
+	mu      sync.Mutex
+	handles map[taskKey]driver.Handle
+	prev    map[taskKey]cpuPoint
+	last    spec.NodeUsage
+
+	sampleMu sync.Mutex // one sample at a time
+}
+
+func newUsageSampler(nodeID string, mhzPerCore int) *usageSampler {
+	return &usageSampler{nodeID: nodeID, mhzPerCore: mhzPerCore,
+		handles: map[taskKey]driver.Handle{}, prev: map[taskKey]cpuPoint{}}
+}
+
+// setHandle records the handle of alloc's task once it runs (started or
+// adopted); clearHandle forgets it once the task has exited.
+func (a *Agent) setHandle(alloc, task string, h driver.Handle) { a.usage.set(alloc, task, h) }
+func (a *Agent) clearHandle(alloc, task string)                { a.usage.set(alloc, task, nil) }
+
+func (u *usageSampler) set(alloc, task string, h driver.Handle) {
+	k := taskKey{alloc, task}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if h == nil {
+		delete(u.handles, k)
+	} else {
+		u.handles[k] = h
+	}
+	// A new process starts its CPU count from zero.
+	delete(u.prev, k)
+}
+
+// run samples every usageEvery until ctx ends.
+func (u *usageSampler) run(ctx context.Context) {
+	t := time.NewTicker(usageEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			u.sample(ctx)
+		}
+	}
+}
+
+// current is the last sample, taken anew if older than usageFresh.
+func (u *usageSampler) current(ctx context.Context) spec.NodeUsage {
+	u.mu.Lock()
+	last := u.last
+	u.mu.Unlock()
+	if time.Since(last.Time) < usageFresh {
+		return last
+	}
+	return u.sample(ctx)
+}
+
+// sample measures every task whose handle is a Measurer. A task seen for
+// the first time is measured twice, usageFirstGap apart, so that it has a
+// CPU rate; a task whose measure fails (it just exited) is left out.
+func (u *usageSampler) sample(ctx context.Context) spec.NodeUsage {
+	u.sampleMu.Lock()
+	defer u.sampleMu.Unlock()
+	u.mu.Lock()
+	ms := map[taskKey]driver.Measurer{}
+	fresh := false
+	for k, h := range u.handles {
+		if m, ok := h.(driver.Measurer); ok {
+			ms[k] = m
+			_, seen := u.prev[k]
+			fresh = fresh || !seen
+		}
+	}
+	u.mu.Unlock()
+
+	points := measureAll(ctx, ms)
+	if fresh {
+		u.mu.Lock()
+		for k, p := range points {
+			if _, seen := u.prev[k]; !seen {
+				u.prev[k] = p.cpuPoint
+			}
+		}
+		u.mu.Unlock()
+		select {
+		case <-time.After(usageFirstGap):
+		case <-ctx.Done():
+		}
+		points = measureAll(ctx, ms)
+	}
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	nu := spec.NodeUsage{NodeID: u.nodeID, Time: time.Now(), Allocs: map[string]map[string]spec.Usage{}}
+	for k, p := range points {
+		if _, ok := u.handles[k]; !ok {
+			continue // exited while measured
+		}
+		tu := spec.Usage{MemoryMB: int(p.memory >> 20)}
+		if prev, ok := u.prev[k]; ok {
+			tu.CPU = rateMHz(prev, p.cpuPoint, u.mhzPerCore)
+		}
+		u.prev[k] = p.cpuPoint
+		if nu.Allocs[k.alloc] == nil {
+			nu.Allocs[k.alloc] = map[string]spec.Usage{}
+		}
+		nu.Allocs[k.alloc][k.task] = tu
+		nu.Tasks.CPU += tu.CPU
+		nu.Tasks.MemoryMB += tu.MemoryMB
+	}
+	u.last = nu
+	return nu
+}
+
+type measured struct {
+	cpuPoint
+	memory uint64
+}
+
+func measureAll(ctx context.Context, ms map[taskKey]driver.Measurer) map[taskKey]measured {
+	out := make(map[taskKey]measured, len(ms))
+	for k, m := range ms {
+		us, err := m.Usage(ctx)
+		if err != nil {
+			continue
+		}
+		out[k] = measured{cpuPoint{us.CPU, time.Now()}, us.MemoryBytes}
+	}
+	return out
+}
+
+// rateMHz is the CPU rate between two points, in MHz: the share of one core
+// used over the interval, times a core's MHz. A drop in CPU time (another
+// process behind the same key) reads as 0, not as a negative rate.
+func rateMHz(from, to cpuPoint, mhzPerCore int) int {
+	wall := to.at.Sub(from.at)
+	if wall <= 0 || to.cpu < from.cpu {
+		return 0
+	}
+	return int(float64(to.cpu-from.cpu) / float64(wall) * float64(mhzPerCore))
+}
+
+// serveUsage answers GET /v1/client/usage with the node's spec.NodeUsage.
+func (a *Agent) serveUsage(w http.ResponseWriter, r *http.Request) {
+	nu := a.usage.current(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(nu)
+}

@@ -1,0 +1,355 @@
+// Package dockerdriver runs tasks as Docker containers through the Docker
+// Engine API. Containers outlive the agent: each is labelled with the node,
+// alloc and task it belongs to (drover.*), so that a restarted agent finds
+// them (Find), takes them over (Adopt) or removes them (Remove). Docker's
+// own restart policy is off: drover restarts tasks itself.
+package dockerdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Config is what an agent allows containers, and where the daemon is.
+type Config struct {
+	// Host is the daemon's address ("unix:///var/run/docker.sock"); ""
+	// takes DOCKER_HOST, else the default socket.
+	Host string
+	// Each of these reaches past the container; a task asking for one is
+	// refused unless the agent allows it (--docker-allow-*).
+	AllowPrivileged, AllowHostNetwork, AllowHostPID, AllowVolumes bool
+}
+
+// Driver starts tasks as containers.
+type Driver struct {
+	cfg Config
+	c   *client.Client
+}
+
+var (
+	_ driver.Driver  = (*Driver)(nil)
+	_ driver.Adopter = (*Driver)(nil)
+	_ driver.Finder  = (*Driver)(nil)
+)
+
+// Label names on every container the driver creates.
+const (
+	labelPrefix    = "drover."
+	LabelNodeID    = "drover.node_id"
+	LabelAllocID   = "drover.alloc_id"
+	LabelAllocName = "drover.alloc_name"
+	LabelJob       = "drover.job"
+	LabelGroup     = "drover.group"
+	LabelTask      = "drover.task"
+)
+
+// pullTimeout bounds an image pull at start: long enough for a large image
+// on a slow link, short enough that a start never hangs on an unreachable
+// registry.
+const pullTimeout = 2 * time.Minute
+
+// New returns a driver talking to the daemon at cfg.Host. It does not
+// contact the daemon; Ping does.
+func New(cfg Config) (*Driver, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if cfg.Host != "" {
+		opts = append(opts, client.WithHost(cfg.Host))
+	}
+	c, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	return &Driver{cfg: cfg, c: c}, nil
+}
+
+// Ping reports whether the daemon answers, and settles the API version.
+func (d *Driver) Ping(ctx context.Context) error {
+	if _, err := d.c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return fmt.Errorf("docker daemon: %w", err)
+	}
+	return nil
+}
+
+// Close releases the client's connections.
+func (d *Driver) Close() error { return d.c.Close() }
+
+// Name returns "docker".
+func (d *Driver) Name() string { return "docker" }
+
+// ContainerName is the name of task t's container: one per task of an
+// alloc, so that a leftover can never run beside a new start.
+func ContainerName(id driver.TaskID) string {
+	return "drover-" + id.Task + "-" + id.AllocID
+}
+
+// Start creates and starts t's container and follows its output.
+func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error) {
+	if t.Hook {
+		return nil, errors.New("docker: prestart and stop commands are not supported by the docker driver (they would run outside the container); remove them from the task or use the exec driver")
+	}
+	cfg := t.Config
+	if cfg == nil || cfg.Image == "" {
+		return nil, errors.New("docker: the task has no image (config { image = \"...\" })")
+	}
+	if err := d.checkPolicy(cfg); err != nil {
+		return nil, err
+	}
+	labels, err := containerLabels(t.ID, cfg.Labels)
+	if err != nil {
+		return nil, err
+	}
+	ports, bindings, portEnv, err := portMap(cfg.Ports, t.Ports)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ensureImage(ctx, cfg.Image); err != nil {
+		return nil, err
+	}
+
+	ccfg := &container.Config{
+		Image:        cfg.Image,
+		Env:          mergeEnv(t.Env, portEnv),
+		Entrypoint:   cfg.Entrypoint,
+		User:         cfg.User,
+		Labels:       labels,
+		ExposedPorts: ports,
+	}
+	if cfg.Command != "" {
+		ccfg.Cmd = append([]string{cfg.Command}, cfg.Args...)
+	}
+	// A relative work_dir means "in the task's directory" for the other
+	// drivers, a host path the container does not have: the image's
+	// working directory applies instead.
+	if path.IsAbs(cfg.WorkDir) {
+		ccfg.WorkingDir = cfg.WorkDir
+	}
+	hcfg := &container.HostConfig{
+		PortBindings:  bindings,
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Privileged:    cfg.Privileged,
+		NetworkMode:   container.NetworkMode(cfg.NetworkMode),
+		PidMode:       container.PidMode(cfg.PidMode),
+		Binds:         cfg.Volumes,
+	}
+	hcfg.Memory = int64(t.Resources.MemoryMB) << 20
+	// Without a swap limit the memory limit would only push the task into
+	// swap: memory+swap equal to memory means no swap.
+	hcfg.MemorySwap = hcfg.Memory
+	hcfg.CPUShares = int64(t.Resources.CPU)
+	if hcfg.CPUShares == 1 {
+		hcfg.CPUShares = 2 // the kernel's minimum; docker refuses 1
+	}
+
+	name := ContainerName(t.ID)
+	// A container of this name is a leftover (a start that crashed half
+	// way, or one the agent lost track of): it must not run beside this one.
+	if _, err := d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("docker: removing leftover container %s: %w", name, err)
+	}
+	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: ccfg, HostConfig: hcfg})
+	if err != nil {
+		return nil, fmt.Errorf("docker: create container %s: %w", name, err)
+	}
+	if _, err := d.c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		d.remove(created.ID)
+		return nil, fmt.Errorf("docker: start container %s (image %s): %w", name, cfg.Image, err)
+	}
+	ins, err := d.c.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		d.remove(created.ID)
+		return nil, fmt.Errorf("docker: inspect container %s: %w", name, err)
+	}
+	return d.follow(created.ID, ins.Container.State.Pid, "", t.Stdout, t.Stderr), nil
+}
+
+// checkPolicy refuses what reaches past the container unless the agent
+// allows it, naming the flag that would.
+func (d *Driver) checkPolicy(cfg *spec.TaskConfig) error {
+	refuse := func(what, flag string) error {
+		return fmt.Errorf("docker: %s is not allowed on this node; start the agent with %s to allow it", what, flag)
+	}
+	switch {
+	case cfg.Privileged && !d.cfg.AllowPrivileged:
+		return refuse("privileged = true", "--docker-allow-privileged")
+	case cfg.NetworkMode == "host" && !d.cfg.AllowHostNetwork:
+		return refuse(`network_mode = "host"`, "--docker-allow-host-network")
+	case cfg.PidMode == "host" && !d.cfg.AllowHostPID:
+		return refuse(`pid_mode = "host"`, "--docker-allow-host-pid")
+	case len(cfg.Volumes) > 0 && !d.cfg.AllowVolumes:
+		return refuse("volumes (bind mounts of host paths)", "--docker-allow-volumes")
+	}
+	return nil
+}
+
+// containerLabels are drover's labels plus the job's own.
+func containerLabels(id driver.TaskID, user map[string]string) (map[string]string, error) {
+	labels := map[string]string{
+		LabelNodeID: id.NodeID, LabelAllocID: id.AllocID, LabelAllocName: id.AllocName,
+		LabelJob: id.Job, LabelGroup: id.Group, LabelTask: id.Task,
+	}
+	keys := make([]string, 0, len(user))
+	for k := range user {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if strings.HasPrefix(k, labelPrefix) {
+			return nil, fmt.Errorf("docker: label %q: labels starting with %q are drover's own; rename it", k, labelPrefix)
+		}
+		labels[k] = user[k]
+	}
+	return labels, nil
+}
+
+// portMap maps each port label the task names to its alloc port: host
+// HostIP:Value to container port To (Value when To is 0), TCP and UDP.
+// Inside the container DROVER_PORT_<label> is the container's port (what
+// the task listens on), DROVER_HOST_PORT_<label> the host's.
+func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.PortMap, []string, error) {
+	if len(labels) == 0 {
+		return nil, nil, nil, nil
+	}
+	set := network.PortSet{}
+	m := network.PortMap{}
+	var env []string
+	for _, label := range labels {
+		var ap *spec.AllocPort
+		for i := range ports {
+			if ports[i].Label == label {
+				ap = &ports[i]
+			}
+		}
+		if ap == nil {
+			return nil, nil, nil, fmt.Errorf("docker: config ports: %q is not a port of the group's network; declare it as network { port %q { to = ... } }", label, label)
+		}
+		to := ap.To
+		if to == 0 {
+			to = ap.Value
+		}
+		b := network.PortBinding{HostPort: strconv.Itoa(ap.Value)}
+		if ap.HostIP != "" {
+			ip, err := netip.ParseAddr(ap.HostIP)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("docker: port %q: host IP %q: %w", label, ap.HostIP, err)
+			}
+			b.HostIP = ip
+		}
+		for _, proto := range []network.IPProtocol{network.TCP, network.UDP} {
+			p, _ := network.PortFrom(uint16(to), proto)
+			set[p] = struct{}{}
+			m[p] = append(m[p], b)
+		}
+		env = append(env, "DROVER_PORT_"+label+"="+strconv.Itoa(to), "DROVER_HOST_PORT_"+label+"="+strconv.Itoa(ap.Value))
+	}
+	return set, m, env, nil
+}
+
+// mergeEnv returns env with the variables of over replacing those of the
+// same name: a program sees the first of two entries with one name, so an
+// override cannot just be appended.
+func mergeEnv(env, over []string) []string {
+	out := make([]string, 0, len(env)+len(over))
+	replaced := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		replaced[k] = true
+	}
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !replaced[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
+}
+
+// ensureImage makes sure image is on the node, pulling it if not. A pull
+// that fails is not retried by the task's restart policy (ErrNoRetry): an
+// image that is not there now will not be there in a few seconds either,
+// and each retry would hit the registry again.
+func (d *Driver) ensureImage(ctx context.Context, image string) error {
+	_, err := d.c.ImageInspect(ctx, image)
+	if err == nil {
+		return nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: image %s: %w", image, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	defer cancel()
+	resp, err := d.c.ImagePull(pctx, image, client.ImagePullOptions{})
+	if err == nil {
+		err = resp.Wait(pctx)
+		resp.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("docker: image %s is not on this node and could not be pulled (%v): %w", image, err, driver.ErrNoRetry)
+	}
+	return nil
+}
+
+// remove force-removes a container, with a bound of its own: it runs
+// after the caller's context may have ended.
+func (d *Driver) remove(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return d.removeCtx(ctx, id)
+}
+
+func (d *Driver) removeCtx(ctx context.Context, id string) error {
+	_, err := d.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// follow returns the handle of running container id, copying its output
+// (from since, "" for all of it) to stdout and stderr.
+func (d *Driver) follow(id string, pid int, since string, stdout, stderr io.Writer) *handle {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &handle{
+		d: d, id: id, pid: pid, ctx: ctx, detach: cancel,
+		logsDone: make(chan struct{}), exited: make(chan struct{}), wait: make(chan driver.Exit, 1),
+	}
+	go h.copyLogs(since, orDiscard(stdout), orDiscard(stderr))
+	go h.waitLoop()
+	return h
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// copyLogs follows the container's output until it exits or the handle is
+// detached.
+func (h *handle) copyLogs(since string, stdout, stderr io.Writer) {
+	defer close(h.logsDone)
+	rc, err := h.d.c.ContainerLogs(h.ctx, h.id, client.ContainerLogsOptions{
+		ShowStdout: true, ShowStderr: true, Follow: true, Since: since,
+	})
+	if err != nil {
+		return
+	}
+	defer rc.Close()
+	stdcopy.StdCopy(stdout, stderr, rc)
+}

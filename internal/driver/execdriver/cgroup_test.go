@@ -1,0 +1,258 @@
+package execdriver_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// These tests use real cgroups: they need root and a cgroup file system,
+// and skip without them, except in CI, where a skip would hide that they
+// never ran.
+
+// isolatingDriver returns an exec driver that isolates, or skips.
+func isolatingDriver(t *testing.T) *execdriver.Driver {
+	t.Helper()
+	d := execdriver.New("exec")
+	if d.Isolation() != execdriver.IsolationNone {
+		return d
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI runs as root with cgroups, but exec cannot isolate: %v", d.IsolationError())
+	}
+	t.Skipf("exec cannot isolate here: %v", d.IsolationError())
+	return nil
+}
+
+var testapp struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// testappPath builds internal/testapp once per test binary.
+func testappPath(t *testing.T) string {
+	t.Helper()
+	testapp.once.Do(func() {
+		dir, err := os.MkdirTemp("", "drover-testapp")
+		if err != nil {
+			testapp.err = err
+			return
+		}
+		testapp.path = filepath.Join(dir, "testapp")
+		out, err := exec.Command("go", "build", "-o", testapp.path, "github.com/drover-org/drover/internal/testapp").CombinedOutput()
+		if err != nil {
+			testapp.err = err
+			testapp.path = string(out)
+		}
+	})
+	if testapp.err != nil {
+		t.Fatalf("build testapp: %v\n%s", testapp.err, testapp.path)
+	}
+	return testapp.path
+}
+
+func startTask(t *testing.T, d *execdriver.Driver, res spec.Resources, command string, args ...string) (driver.Handle, driver.TaskID) {
+	t.Helper()
+	id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+	h, err := d.Start(context.Background(), driver.Task{Command: command, Args: args, Env: []string{testPATH},
+		Dir: t.TempDir(), ID: id, Resources: res})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	pgid := h.PID()
+	var dirs []string
+	if d.Isolation() != execdriver.IsolationNone && d.Name() == "exec" {
+		dirs = taskCgroupDirs(t, pgid)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		// The driver removes the task's cgroup once it has seen the exit;
+		// the test binary may end before, so this waits for it.
+		for _, dir := range dirs {
+			for i := 0; i < 100 && exists(dir); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if exists(dir) {
+				t.Errorf("cgroup %s still there after the task exited", dir)
+			}
+		}
+	})
+	return h, id
+}
+
+// cgroupOf is the path of pid's cgroup in hierarchy controller (v1; "" is
+// the unified hierarchy), relative to that hierarchy's root.
+func cgroupOf(t *testing.T, pid int, controller string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		for c := range strings.SplitSeq(parts[1], ",") {
+			if c == controller {
+				return parts[2]
+			}
+		}
+	}
+	t.Fatalf("pid %d is in no %q cgroup:\n%s", pid, controller, b)
+	return ""
+}
+
+// taskCgroupDirs are the directories of pid's cgroups that the driver made.
+func taskCgroupDirs(t *testing.T, pid int) []string {
+	if cgroupOf(t, pid, "") != "/" {
+		return []string{filepath.Join("/sys/fs/cgroup", cgroupOf(t, pid, ""))}
+	}
+	var dirs []string
+	for _, c := range []string{"memory", "cpu", "cpuacct"} {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", c, cgroupOf(t, pid, c)))
+	}
+	return dirs
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// memoryLimitFile is the file that holds pid's memory limit.
+func memoryLimitFile(t *testing.T, d *execdriver.Driver, pid int) string {
+	if d.Isolation() == execdriver.IsolationV2 {
+		return filepath.Join("/sys/fs/cgroup", cgroupOf(t, pid, ""), "memory.max")
+	}
+	return filepath.Join("/sys/fs/cgroup/memory", cgroupOf(t, pid, "memory"), "memory.limit_in_bytes")
+}
+
+func TestExecTaskRunsInItsCgroupWithItsLimits(t *testing.T) {
+	d := isolatingDriver(t)
+	h, id := startTask(t, d, spec.Resources{CPU: 500, MemoryMB: 64}, "sleep", "30")
+	if n, ok := h.(interface{ Note() string }); !ok || n.Note() != "" {
+		t.Fatalf("isolated start has a note: %v", h)
+	}
+	file := memoryLimitFile(t, d, h.PID())
+	if want := "/drover/" + id.AllocID + "-web/"; !strings.Contains(file, want) {
+		t.Fatalf("task's cgroup is %s, want one under %s", file, want)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(b)), strconv.Itoa(64<<20); got != want {
+		t.Fatalf("%s = %s, want %s", file, got, want)
+	}
+	if d.Isolation() == execdriver.IsolationV1 {
+		shares := filepath.Join("/sys/fs/cgroup/cpu", cgroupOf(t, h.PID(), "cpu"), "cpu.shares")
+		b, err := os.ReadFile(shares)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != "500" {
+			t.Fatalf("%s = %s, want 500", shares, got)
+		}
+	}
+	// The cgroup goes with the task.
+	cgdir := filepath.Dir(file)
+	if _, err := h.Stop(context.Background(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cgdir); !os.IsNotExist(err) {
+		t.Fatalf("cgroup %s still there after the task exited (%v)", cgdir, err)
+	}
+}
+
+func TestExecTaskOverItsMemoryIsOOMKilled(t *testing.T) {
+	d := isolatingDriver(t)
+	h, _ := startTask(t, d, spec.Resources{MemoryMB: 64}, testappPath(t), "-alloc-mb", "200", "-listen", "127.0.0.1:0")
+	e := waitExit(t, h, 30*time.Second)
+	want := driver.Exit{Code: -1, Signal: "SIGKILL", OOMKilled: true, Time: e.Time}
+	if e != want {
+		t.Fatalf("exit = %+v, want %+v", e, want)
+	}
+	if got := e.String(); got != "killed: out of memory" {
+		t.Fatalf("exit reads %q", got)
+	}
+}
+
+func TestExecTaskKilledOtherwiseIsNotOOM(t *testing.T) {
+	d := isolatingDriver(t)
+	h, _ := startTask(t, d, spec.Resources{MemoryMB: 64}, "sleep", "30")
+	syscall.Kill(h.PID(), syscall.SIGKILL)
+	e := waitExit(t, h, 10*time.Second)
+	if e.OOMKilled || e.Signal != "SIGKILL" {
+		t.Fatalf("exit = %+v, want a SIGKILL that is not an OOM kill", e)
+	}
+}
+
+func TestRawExecIsNotPutInACgroup(t *testing.T) {
+	isolatingDriver(t) // this host could isolate; raw_exec still must not
+	self := cgroupOf(t, os.Getpid(), "memory")
+	h, _ := startTask(t, execdriver.New("raw_exec"), spec.Resources{MemoryMB: 64}, "sleep", "30")
+	if got := cgroupOf(t, h.PID(), "memory"); got != self {
+		t.Fatalf("raw_exec task is in memory cgroup %s, want the agent's %s", got, self)
+	}
+	if n, ok := h.(interface{ Note() string }); ok && n.Note() != "" {
+		t.Fatalf("raw_exec start has a note: %q", n.Note())
+	}
+}
+
+// busy is a shell loop that keeps a core busy and holds some memory.
+const busy = `x=$(head -c 20000000 /dev/zero | tr '\0' a); while :; do :; done`
+
+func TestUsageOfBusyTask(t *testing.T) {
+	for _, name := range []string{"exec", "raw_exec"} {
+		t.Run(name, func(t *testing.T) {
+			d := execdriver.New(name)
+			if name == "exec" {
+				d = isolatingDriver(t)
+			}
+			h, _ := startTask(t, d, spec.Resources{CPU: 500, MemoryMB: 256}, "sh", "-c", busy)
+			m, ok := h.(driver.Measurer)
+			if !ok {
+				t.Fatalf("%T is not a driver.Measurer", h)
+			}
+			var u driver.Usage
+			poll(t, 10*time.Second, "CPU > 100ms and memory > 10 MB", func() bool {
+				var err error
+				if u, err = m.Usage(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				return u.CPU > 100*time.Millisecond && u.MemoryBytes > 10<<20
+			})
+			if u.MemoryBytes > 256<<20 {
+				t.Fatalf("usage %+v: more memory than the task can hold", u)
+			}
+		})
+	}
+}
+
+func TestAdoptedExecTaskKeepsItsCgroup(t *testing.T) {
+	d := isolatingDriver(t)
+	h, _ := startTask(t, d, spec.Resources{MemoryMB: 64}, "sh", "-c", "sleep 1; exec "+testappPath(t)+" -alloc-mb 200 -listen 127.0.0.1:0")
+	a := detachAndAdopt(t, h, &syncBuffer{}, &syncBuffer{})
+	if n := a.(interface{ Note() string }).Note(); strings.Contains(n, "cgroup") {
+		t.Fatalf("adopt note: %s", n)
+	}
+	if _, err := a.(driver.Measurer).Usage(context.Background()); err != nil {
+		t.Fatalf("Usage of the adopted task: %v", err)
+	}
+	e := waitExit(t, a, 30*time.Second)
+	if !e.OOMKilled {
+		t.Fatalf("adopted task's exit = %+v (%s), want OOM-killed", e, e)
+	}
+}
