@@ -35,7 +35,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
@@ -71,20 +70,13 @@ func dockerBench(bin string, rounds int) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev, addr, err := startDev(bin, filepath.Join(tmp, "data"), "--dns-addr", "")
+	c, _, stop, err := devNode(bin, filepath.Join(tmp, "data"), "--dns-addr", "")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		dev.Process.Signal(syscall.SIGTERM)
-		dev.Wait()
-	}()
-	c, _ := client.New(addr)
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := waitNode(ctx, c); err != nil {
-		return nil, err
-	}
 	nodes, _, err := c.Nodes(ctx, nil)
 	if err != nil {
 		return nil, err

@@ -34,10 +34,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
-	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -72,20 +70,13 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev, addr, err := startDev(bin, filepath.Join(tmp, "data"), "--dns-addr", dnsAddr)
+	c, addr, stop, err := devNode(bin, filepath.Join(tmp, "data"), "--dns-addr", dnsAddr)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		dev.Process.Signal(syscall.SIGTERM)
-		dev.Wait()
-	}()
-	c, _ := client.New(addr)
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := waitNode(ctx, c); err != nil {
-		return nil, err
-	}
 
 	job := &spec.Job{Name: "bench-health", Groups: []*spec.Group{{
 		Name: "g", Count: 1,

@@ -28,6 +28,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
@@ -166,6 +167,27 @@ func startDev(bin, dataDir string, extra ...string) (*exec.Cmd, string, error) {
 		cmd.Wait()
 		return nil, "", fmt.Errorf("drover dev did not start within 60s")
 	}
+}
+
+// devNode runs `drover dev` (startDev) and waits, up to a minute, for its
+// node to register. stop ends it (SIGTERM) and waits for it to exit.
+func devNode(bin, dataDir string, extra ...string) (c *client.Client, addr string, stop func(), err error) {
+	dev, addr, err := startDev(bin, dataDir, extra...)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	stop = func() {
+		dev.Process.Signal(syscall.SIGTERM)
+		dev.Wait()
+	}
+	c, _ = client.New(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := waitNode(ctx, c); err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return c, addr, stop, nil
 }
 
 func waitNode(ctx context.Context, c *client.Client) error {

@@ -60,20 +60,13 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 	if pprofAddr != "" {
 		extra = []string{"--pprof-addr", pprofAddr}
 	}
-	dev, addr, err := startDev(bin, filepath.Join(tmp, "data"), extra...)
+	c, _, stop, err := devNode(bin, filepath.Join(tmp, "data"), extra...)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		dev.Process.Signal(syscall.SIGTERM)
-		dev.Wait()
-	}()
-	c, _ := client.New(addr)
+	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := waitNode(ctx, c); err != nil {
-		return nil, err
-	}
 
 	var lat, placed, raw []time.Duration
 	var droverSpan, rawSpan time.Duration
