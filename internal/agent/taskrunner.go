@@ -181,7 +181,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
 	started := time.Now()
-	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h)
+	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h, true)
 	checks := tr.newCheckRunner(h, started, nil)
 	msg := "pid " + strconv.Itoa(h.PID())
 	if id := containerID(h); id != "" {
@@ -416,7 +416,7 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 		// The same process: its checks' verdicts still hold.
 		prevChecks = prev.Tasks[name].Checks
 	}
-	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h)
+	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h, false)
 	checks := tr.newCheckRunner(h, started, prevChecks)
 	msg := "pid " + strconv.Itoa(p.PID) + ", left running by an earlier agent; not restarted"
 	if n, ok := h.(interface{ Note() string }); ok && n.Note() != "" {

@@ -25,9 +25,10 @@ const (
 	// usageFresh: a request within this of the last sample reuses it, so
 	// that a CLI polling many nodes does not make each measure again.
 	usageFresh = time.Second
-	// usageFirstGap: a task measured for the first time is measured again
-	// after this, for a CPU rate to be computed at all.
-	usageFirstGap = 250 * time.Millisecond
+	// measureAtOnce bounds the measures in flight: docker's stats take
+	// about a second each (the daemon's collector ticks once a second), so
+	// one after the other they would take a second per container.
+	measureAtOnce = 16
 )
 
 type taskKey struct{ alloc, task string }
@@ -56,22 +57,31 @@ func newUsageSampler(nodeID string, mhzPerCore int) *usageSampler {
 		handles: map[taskKey]driver.Handle{}, prev: map[taskKey]cpuPoint{}}
 }
 
-// setHandle records the handle of alloc's task once it runs (started or
-// adopted); clearHandle forgets it once the task has exited.
-func (a *Agent) setHandle(alloc, task string, h driver.Handle) { a.usage.set(alloc, task, h) }
-func (a *Agent) clearHandle(alloc, task string)                { a.usage.set(alloc, task, nil) }
+// setHandle records the handle of alloc's task once it runs; started says
+// it was started just now rather than adopted. clearHandle forgets it once
+// the task has exited.
+func (a *Agent) setHandle(alloc, task string, h driver.Handle, started bool) {
+	a.usage.set(alloc, task, h, started)
+}
+func (a *Agent) clearHandle(alloc, task string) { a.usage.set(alloc, task, nil, false) }
 
-func (u *usageSampler) set(alloc, task string, h driver.Handle) {
+func (u *usageSampler) set(alloc, task string, h driver.Handle, started bool) {
 	k := taskKey{alloc, task}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	delete(u.prev, k)
 	if h == nil {
 		delete(u.handles, k)
-	} else {
-		u.handles[k] = h
+		return
 	}
-	// A new process starts its CPU count from zero.
-	delete(u.prev, k)
+	u.handles[k] = h
+	if started {
+		// A process started now has used no CPU yet: its first sample
+		// gives its rate since the start. An adopted one's CPU count
+		// began earlier, unknown to this agent: its rate is known from its
+		// second sample on.
+		u.prev[k] = cpuPoint{0, time.Now()}
+	}
 }
 
 // run samples every usageEvery until ctx ends.
@@ -99,39 +109,21 @@ func (u *usageSampler) current(ctx context.Context) spec.NodeUsage {
 	return u.sample(ctx)
 }
 
-// sample measures every task whose handle is a Measurer. A task seen for
-// the first time is measured twice, usageFirstGap apart, so that it has a
-// CPU rate; a task whose measure fails (it just exited) is left out.
+// sample measures every task whose handle is a Measurer; a task whose
+// measure fails (it just exited) is left out.
 func (u *usageSampler) sample(ctx context.Context) spec.NodeUsage {
 	u.sampleMu.Lock()
 	defer u.sampleMu.Unlock()
 	u.mu.Lock()
 	ms := map[taskKey]driver.Measurer{}
-	fresh := false
 	for k, h := range u.handles {
 		if m, ok := h.(driver.Measurer); ok {
 			ms[k] = m
-			_, seen := u.prev[k]
-			fresh = fresh || !seen
 		}
 	}
 	u.mu.Unlock()
 
 	points := measureAll(ctx, ms)
-	if fresh {
-		u.mu.Lock()
-		for k, p := range points {
-			if _, seen := u.prev[k]; !seen {
-				u.prev[k] = p.cpuPoint
-			}
-		}
-		u.mu.Unlock()
-		select {
-		case <-time.After(usageFirstGap):
-		case <-ctx.Done():
-		}
-		points = measureAll(ctx, ms)
-	}
 
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -163,13 +155,24 @@ type measured struct {
 
 func measureAll(ctx context.Context, ms map[taskKey]driver.Measurer) map[taskKey]measured {
 	out := make(map[taskKey]measured, len(ms))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, measureAtOnce)
 	for k, m := range ms {
-		us, err := m.Usage(ctx)
-		if err != nil {
-			continue
-		}
-		out[k] = measured{cpuPoint{us.CPU, time.Now()}, us.MemoryBytes}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			us, err := m.Usage(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[k] = measured{cpuPoint{us.CPU, time.Now()}, us.MemoryBytes}
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return out
 }
 

@@ -59,8 +59,8 @@ func TestUsageEndpointReturnsRunningTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(-idle.PID(), syscall.SIGKILL) })
-	a.setHandle("alloc-1", "web", h)
-	a.setHandle("alloc-2", "idle", idle)
+	a.setHandle("alloc-1", "web", h, true)
+	a.setHandle("alloc-2", "idle", idle, true)
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
 
