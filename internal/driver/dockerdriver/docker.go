@@ -131,8 +131,12 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		Labels:       labels,
 		ExposedPorts: ports,
 	}
+	// As Nomad: command and args replace the image's CMD; args alone are
+	// the arguments of the image's entrypoint.
 	if cfg.Command != "" {
 		ccfg.Cmd = append([]string{cfg.Command}, cfg.Args...)
+	} else if len(cfg.Args) > 0 {
+		ccfg.Cmd = cfg.Args
 	}
 	// A relative work_dir means "in the task's directory" for the other
 	// drivers, a host path the container does not have: the image's

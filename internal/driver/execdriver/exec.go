@@ -322,12 +322,15 @@ type handle struct {
 	exited         chan struct{}
 	wait           chan driver.Exit
 	exit           driver.Exit
+	detached       atomic.Bool
 }
 
 // Detach stops reading the task's output and leaves the task running, for
 // a later agent to adopt. The exit is still reaped (the task is our child)
-// but nobody needs to receive it.
+// but nobody needs to receive it, and the cgroup is left to the adopter: it
+// holds the OOM count that tells the adopter how the task ended.
 func (h *handle) Detach() {
+	h.detached.Store(true)
 	h.stdout.detach()
 	h.stderr.detach()
 }
@@ -359,7 +362,9 @@ func (h *handle) waitLoop(stdout, stderr *pipe) {
 		e.Err = err
 	}
 	e.OOMKilled = oomKilled(h.cg, e)
-	removeCgroup(h.cg)
+	if !h.detached.Load() {
+		removeCgroup(h.cg)
+	}
 	drainOutput(stdout, stderr)
 	h.exit = e
 	close(h.exited)
