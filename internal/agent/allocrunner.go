@@ -27,6 +27,9 @@ type allocRunner struct {
 	// judged is set once the alloc's health was healthy or unhealthy:
 	// from then on a task not running makes it unhealthy, not pending.
 	judged bool
+	// deploy is set while the alloc's deployment health verdict is due
+	// (deployhealth.go).
+	deploy *deployWatch
 
 	dirOnce sync.Once
 	dirErr  error
@@ -57,6 +60,14 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 	}
 	if alloc.Status != nil {
 		ar.judged = alloc.Status.Health == spec.HealthHealthy || alloc.Status.Health == spec.HealthUnhealthy
+		// A verdict given is final: carry it, as the tasks' history.
+		if dh := alloc.Status.DeploymentHealth; dh != nil {
+			c := *dh
+			ar.status.DeploymentHealth = &c
+		}
+	}
+	if deploying(alloc) {
+		ar.deploy = &deployWatch{exits: map[string]string{}}
 	}
 	return ar
 }
@@ -86,12 +97,22 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 			tr.run(taskCtx)
 		}()
 	}
-	go func() { wg.Wait(); close(ar.done) }()
+	go func() {
+		wg.Wait()
+		// Finished, or let go by an agent going away: the next agent
+		// judges what it adopts.
+		ar.endDeployment()
+		close(ar.done)
+	}()
 }
 
-// stop asks every task to stop; it does not wait.
+// stop asks every task to stop; it does not wait. An alloc asked to stop
+// gets no deployment health verdict.
 func (ar *allocRunner) stop() {
-	ar.stopOnce.Do(func() { close(ar.stopping) })
+	ar.stopOnce.Do(func() {
+		close(ar.stopping)
+		ar.endDeployment()
+	})
 }
 
 func (ar *allocRunner) stopRequested() bool {
@@ -104,13 +125,19 @@ func (ar *allocRunner) stopRequested() bool {
 }
 
 // mutate changes the status under the lock, recomputes the alloc's overall
-// state and marks it for reporting.
+// state and deployment health, and marks it for reporting.
 func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	ar.mu.Lock()
 	f(ar.status)
 	failedTask := ar.recompute()
-	ar.status.UpdateTime = time.Now().UTC()
+	now := time.Now().UTC()
+	verdict := ar.judgeDeploymentLocked(now)
+	ar.status.UpdateTime = now
 	ar.mu.Unlock()
+	if verdict {
+		// The deployment waits on it: no coalescing wait.
+		ar.agent.reportSoon()
+	}
 	ar.agent.markDirty(ar)
 	// A failed task fails the alloc: stop its siblings, as Nomad does.
 	if failedTask != "" && !ar.stopRequested() {

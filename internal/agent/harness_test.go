@@ -64,6 +64,11 @@ type cluster struct {
 	url    string
 	client *client.Client
 	agentH atomic.Pointer[http.Handler]
+
+	depMu sync.Mutex
+	// deploys are, by job, what the agent is told of a deployment
+	// (placedBy).
+	deploys map[string]deployed
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -99,7 +104,7 @@ func newCluster(t *testing.T) *cluster {
 		}
 		(*h).ServeHTTP(w, r)
 	})
-	hs := httptest.NewServer(srv.Handler(agentH))
+	hs := httptest.NewServer(c.withDeploys(srv.Handler(agentH)))
 	c.url = hs.URL
 	c.client, err = client.New(hs.URL)
 	if err != nil {

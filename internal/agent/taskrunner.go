@@ -89,6 +89,9 @@ func (tr *taskRunner) run(ctx context.Context) {
 			tr.ar.taskDead(name, false, spec.EventCompleted, "exit code 0")
 			return
 		}
+		// Before the event that says what comes next, which judges the
+		// deployment health with it.
+		tr.ar.noteExit(name, why)
 		now := time.Now()
 		cut := now.Add(-policy.Interval.Std())
 		for len(window) > 0 && window[0].Before(cut) {

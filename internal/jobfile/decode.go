@@ -199,8 +199,10 @@ func (m positions) lookup(field string) pos {
 // finish canonicalizes and validates job, adds the validation problems to
 // those already found, and returns the job or every problem.
 func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
+	checkGroupUpdates(job, c, at)
 	job.Canonicalize()
 	inheritRestartPositions(job, at)
+	inheritUpdatePositions(job, at)
 	// A task whose driver is not supported cannot be checked for a command:
 	// what its config needs depends on the driver, and the driver problem
 	// already says what to change.
@@ -247,6 +249,45 @@ func inheritRestartPositions(job *spec.Job, at positions) {
 				if f == gp || strings.HasPrefix(f, gp+".") {
 					at[tp+strings.TrimPrefix(f, gp)] = p
 				}
+			}
+		}
+	}
+}
+
+// checkGroupUpdates reports a group's update block in a job that is not a
+// service. It must run before Canonicalize, which drops such a block
+// (spec.Job.UpdateOf) where validation would never see it, and the file
+// would seem to ask for deployments it does not get. The message is the one
+// validation gives for the job's own block.
+func checkGroupUpdates(job *spec.Job, c *collector, at positions) {
+	if job.Type == "" || job.Type == spec.JobService {
+		return
+	}
+	for i, g := range job.Groups {
+		if g == nil || g.Update == nil {
+			continue
+		}
+		f := fmt.Sprintf("groups[%d].update", i)
+		c.add(at.lookup(f), f, "update applies to service jobs only; a %s job's changed instances are replaced at once", job.Type)
+	}
+}
+
+// inheritUpdatePositions points each group that has no update block of its
+// own at the job's, whose fields Canonicalize copied into it, so that a
+// group's problem with an inherited field (canary more than its count) is
+// reported where the field was written.
+func inheritUpdatePositions(job *spec.Job, at positions) {
+	if _, ok := at["update"]; !ok {
+		return
+	}
+	for i := range job.Groups {
+		gp := fmt.Sprintf("groups[%d].update", i)
+		if _, ok := at[gp]; ok {
+			continue
+		}
+		for f, p := range at {
+			if f == "update" || strings.HasPrefix(f, "update.") {
+				at[gp+strings.TrimPrefix(f, "update")] = p
 			}
 		}
 	}

@@ -220,6 +220,7 @@ func TestJSONSchemaMatchesSpec(t *testing.T) {
 		{resourcesJSON, reflect.TypeFor[spec.Resources]()},
 		{restartJSON, reflect.TypeFor[spec.RestartPolicy]()},
 		{rescheduleJSON, reflect.TypeFor[spec.ReschedulePolicy]()},
+		{updateJSON, reflect.TypeFor[spec.UpdateStrategy]()},
 		{constraintJSON, reflect.TypeFor[spec.Constraint]()},
 		{disconnectJSON, reflect.TypeFor[spec.DisconnectPolicy]()},
 		{commandJSON, reflect.TypeFor[spec.Command]()},
@@ -395,5 +396,46 @@ func TestSystemJobFromFile(t *testing.T) {
 	}
 	if diff := cmp.Diff([]spec.Port{{Label: "metrics", Static: 9100}}, job.Groups[0].Ports()); diff != "" {
 		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+}
+
+// TestUpdateFromFile checks how the update blocks of update.hcl combine, in
+// each format: the group's fields over the job's over DefaultUpdate, the
+// job's strategy kept whole for groups without a block of their own.
+func TestUpdateFromFile(t *testing.T) {
+	n1, n2, n0, yes, no := 1, 2, 0, true, false
+	sec := func(n int) spec.Duration { return spec.Duration(time.Duration(n) * time.Second) }
+	job := &spec.UpdateStrategy{
+		MaxParallel: &n2, HealthCheck: spec.HealthChecks, MinHealthyTime: sec(5), HealthyDeadline: sec(60),
+		ProgressDeadline: sec(600), AutoRevert: &yes, Canary: &n0, AutoPromote: &no,
+	}
+	worker := *job
+	worker.MaxParallel = &n1
+	api := *job
+	api.Canary, api.AutoPromote, api.HealthCheck, api.ProgressDeadline = &n2, &yes, spec.HealthTaskStates, sec(900)
+	want := map[string]*spec.UpdateStrategy{"": job, "web": job, "worker": &worker, "api": &api}
+	for _, name := range []string{"update.hcl", "update.json", "update.yaml"} {
+		j, err := decodeTestFile(t, filepath.Join("testdata/good", name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		got := map[string]*spec.UpdateStrategy{"": j.Update}
+		for _, g := range j.Groups {
+			got[g.Name] = g.Update
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: strategies by group, \"\" the job's (-want +got):\n%s", name, diff)
+		}
+	}
+
+	// Without any block, no group deploys: changed instances are replaced
+	// at once, as before update blocks existed.
+	j, err := decodeTestFile(t, "testdata/good/web.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Update != nil || j.Groups[0].Update != nil {
+		t.Errorf("update strategy without a block: job %+v, group %+v", j.Update, j.Groups[0].Update)
 	}
 }

@@ -50,13 +50,14 @@ var (
 	// and refusing the line would make every Nomad file fail for nothing.
 	jobSchema = bodySchema{
 		members: map[string]member{
-			"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "constraint": asBlock, "group": asBlock,
+			"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "update": asBlock,
+			"constraint": asBlock, "group": asBlock,
 			"scoring": asAttr, "preempt": asAttr, "affinity": asBlock, "spread": asBlock,
 		},
 		ignored: []string{"datacenters"},
 	}
 	groupSchema = bodySchema{members: map[string]member{
-		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
+		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "update": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
 		"constraint": asBlock, "affinity": asBlock, "spread": asBlock, "network": asBlock, "task": asBlock,
 	}}
 	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
@@ -73,6 +74,14 @@ var (
 		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "delay_function": asAttr,
 		"max_delay": asAttr, "unlimited": asAttr,
 	}}
+	// stagger only paces Nomad's system jobs, and update is for services.
+	updateSchema = bodySchema{
+		members: map[string]member{
+			"max_parallel": asAttr, "health_check": asAttr, "min_healthy_time": asAttr, "healthy_deadline": asAttr,
+			"progress_deadline": asAttr, "auto_revert": asAttr, "canary": asAttr, "auto_promote": asAttr,
+		},
+		unsupported: []string{"stagger"},
+	}
 	resourcesSchema = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr, "disk": asAttr}}
 	// configMembers is every key a known driver reads in config;
 	// configSchema narrows it to one driver's.
@@ -150,7 +159,9 @@ var homes = map[string]string{
 	"restart": "group or task", "reschedule": "job or group", "mode": "restart",
 	"attempts": "restart or reschedule", "interval": "restart, reschedule or check", "delay": "restart or reschedule",
 	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
-	"disconnect": "group", "stop_after": "disconnect",
+	"update": "job or group", "max_parallel": "update", "health_check": "update", "min_healthy_time": "update",
+	"healthy_deadline": "update", "progress_deadline": "update", "auto_revert": "update", "canary": "update",
+	"auto_promote": "update", "disconnect": "group", "stop_after": "disconnect",
 	"constraint": "job, group or task", "attribute": "constraint, affinity or spread",
 	"operator": "constraint or affinity", "value": "constraint or affinity",
 	"scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
@@ -171,7 +182,7 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		template artifact update migrate
+		template artifact migrate
 		vault volume volume_mount lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
@@ -191,6 +202,14 @@ var instead = map[string]string{
 	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
 	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
 	"provider":       "drover registers services in its own catalog; remove it",
+}
+
+// withArticle puts "a" or "an" before a block name: "an update".
+func withArticle(name string) string {
+	if name != "" && strings.ContainsRune("aeiou", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }
 
 func insteadHint(name string) string {
@@ -371,7 +390,7 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 		case it.name == "job":
 			d.errAt(it.nameRange(), "job blocks belong at the top level of the file, not %s", in)
 		case homes[it.name] != "":
-			d.errAt(it.nameRange(), "%s belongs in a %s block, not %s", it.name, homes[it.name], in)
+			d.errAt(it.nameRange(), "%s belongs in %s block, not %s", it.name, withArticle(homes[it.name]), in)
 		default:
 			kind := "attribute"
 			if isBlock {
@@ -467,6 +486,8 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 			job.Meta = d.stringMap(it, "meta")
 		case "reschedule":
 			job.Reschedule = d.reschedule(it.block, "reschedule", fmt.Sprintf("in the reschedule block of job %q", job.Name))
+		case "update":
+			job.Update = d.update(it.block, "update", fmt.Sprintf("in the update block of job %q", job.Name))
 		case "constraint":
 			job.Constraints = append(job.Constraints, d.constraint(it.block, fmt.Sprintf("constraints[%d]", len(job.Constraints)), fmt.Sprintf("in a constraint block of job %q", job.Name)))
 		case "group":
@@ -491,6 +512,8 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 			g.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of group %q", g.Name))
 		case "reschedule":
 			g.Reschedule = d.reschedule(it.block, path+".reschedule", fmt.Sprintf("in the reschedule block of group %q", g.Name))
+		case "update":
+			g.Update = d.update(it.block, path+".update", fmt.Sprintf("in the update block of group %q", g.Name))
 		case "disconnect":
 			g.Disconnect = d.disconnect(it.block, path+".disconnect", fmt.Sprintf("in the disconnect block of group %q", g.Name))
 		case "meta":
@@ -718,6 +741,50 @@ func (d *hclDecoder) reschedule(b *hclsyntax.Block, path, in string) *spec.Resch
 		}
 	}
 	return r
+}
+
+func (d *hclDecoder) update(b *hclsyntax.Block, path, in string) *spec.UpdateStrategy {
+	u := &spec.UpdateStrategy{}
+	d.mark(path, b.TypeRange)
+	d.noLabels(b)
+	for _, it := range d.content(b.Body, updateSchema, in, path) {
+		field := path + "." + it.name
+		switch it.name {
+		case "max_parallel":
+			if n, ok := d.int(it.attr, field); ok {
+				u.MaxParallel = &n
+			}
+		case "health_check":
+			if s, ok := d.str(it.attr, field); ok {
+				u.HealthCheck = s
+			}
+		case "min_healthy_time":
+			if v, ok := d.duration(it.attr, field); ok {
+				u.MinHealthyTime = v
+			}
+		case "healthy_deadline":
+			if v, ok := d.duration(it.attr, field); ok {
+				u.HealthyDeadline = v
+			}
+		case "progress_deadline":
+			if v, ok := d.duration(it.attr, field); ok {
+				u.ProgressDeadline = v
+			}
+		case "auto_revert":
+			if v, ok := d.bool(it.attr, field); ok {
+				u.AutoRevert = &v
+			}
+		case "canary":
+			if n, ok := d.int(it.attr, field); ok {
+				u.Canary = &n
+			}
+		case "auto_promote":
+			if v, ok := d.bool(it.attr, field); ok {
+				u.AutoPromote = &v
+			}
+		}
+	}
+	return u
 }
 
 func (d *hclDecoder) resources(b *hclsyntax.Block, path, in string) spec.Resources {

@@ -238,6 +238,11 @@ var (
 		"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration},
 		"delay_function": {kind: jString}, "max_delay": {kind: jDuration}, "unlimited": {kind: jBool},
 	}}
+	updateJSON = &jschema{"update strategy", map[string]jfield{
+		"max_parallel": {kind: jInt}, "health_check": {kind: jString}, "min_healthy_time": {kind: jDuration},
+		"healthy_deadline": {kind: jDuration}, "progress_deadline": {kind: jDuration}, "auto_revert": {kind: jBool},
+		"canary": {kind: jInt}, "auto_promote": {kind: jBool},
+	}}
 	disconnectJSON = &jschema{"disconnect policy", map[string]jfield{"stop_after": {kind: jDuration}}}
 	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}, "disk": {kind: jInt}}}
 	commandJSON    = &jschema{"prestart or stop command", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
@@ -276,16 +281,16 @@ var (
 	}}
 	groupJSON = &jschema{"group", map[string]jfield{
 		"name": {kind: jString}, "count": {kind: jInt}, "restart": {kind: jObject, obj: restartJSON},
-		"reschedule": {kind: jObject, obj: rescheduleJSON}, "disconnect": {kind: jObject, obj: disconnectJSON},
-		"meta": {kind: jStringMap}, "constraints": {kind: jObjectList, obj: constraintJSON},
-		"affinities": {kind: jObjectList, obj: affinityJSON}, "spreads": {kind: jObjectList, obj: spreadJSON},
-		"network": {kind: jObject, obj: networkJSON}, "tasks": {kind: jObjectList, obj: taskJSON},
+		"reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
+		"disconnect": {kind: jObject, obj: disconnectJSON}, "meta": {kind: jStringMap},
+		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
+		"spreads": {kind: jObjectList, obj: spreadJSON}, "network": {kind: jObject, obj: networkJSON}, "tasks": {kind: jObjectList, obj: taskJSON},
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
 		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
-		"meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "constraints": {kind: jObjectList, obj: constraintJSON},
-		"affinities": {kind: jObjectList, obj: affinityJSON}, "spreads": {kind: jObjectList, obj: spreadJSON},
-		"scoring": {kind: jString}, "preempt": {kind: jBool},
+		"meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
+		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
+		"spreads": {kind: jObjectList, obj: spreadJSON}, "scoring": {kind: jString}, "preempt": {kind: jBool},
 		"groups":  {kind: jObjectList, obj: groupJSON},
 		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
 		"modify_index": {kind: jInt},

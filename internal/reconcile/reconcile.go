@@ -21,6 +21,9 @@ type Input struct {
 	// leader from node liveness after its grace period); a system job's
 	// instance is placed on a node only while the node is ready.
 	Nodes []*spec.Node
+	// Deployments is every deployment in the registry, with operators'
+	// requests merged in (deploy.go).
+	Deployments []*spec.Deployment
 	// Now is the time the decisions are made at; delayed replacements that
 	// are due at or before Now are placed.
 	Now time.Time
@@ -41,6 +44,11 @@ type Place struct {
 	// instance runs on the node it is for, or nowhere (then AvoidNode is
 	// "").
 	Node string
+	// Deployment is the running deployment the instance belongs to, or
+	// nil; a new one has no ID yet (the leader gives it one). Canary: the
+	// instance runs beside Previous, which keeps running.
+	Deployment *spec.Deployment
+	Canary     bool
 }
 
 // Stop asks for one alloc to be stopped.
@@ -54,8 +62,15 @@ type Result struct {
 	Place []Place  // sorted by job, group, index
 	Stop  []Stop   // sorted by alloc ID
 	GC    []string // alloc IDs to delete from the registry, sorted
+	// Deployments are the deployments created or changed, sorted by job;
+	// DeleteDeployments the IDs to forget, sorted; Reverts the jobs to
+	// revert after a failed deployment, sorted by job.
+	Deployments       []*spec.Deployment
+	DeleteDeployments []string
+	Reverts           []Revert
 	// NextRun is zero, or the earliest time after Now at which a delayed
-	// replacement becomes due; the leader should reconcile again then.
+	// replacement becomes due or a deployment's deadline passes; the
+	// leader should reconcile again then.
 	NextRun time.Time
 }
 
@@ -88,7 +103,14 @@ func Reconcile(in Input) Result {
 		slices.SortFunc(as, oldestFirst)
 	}
 
-	r := &reconciler{now: in.Now}
+	r := &reconciler{now: in.Now, deployments: map[string]*spec.Deployment{}}
+	for _, d := range in.Deployments {
+		r.deployments[d.ID] = d
+	}
+	deps := deploymentsByJob(in.Deployments)
+	for name, ds := range deps {
+		r.gcDeployments(jobs[name], ds)
+	}
 	for k, as := range slots {
 		j := jobs[k.job]
 		if j == nil {
@@ -117,18 +139,32 @@ func Reconcile(in Input) Result {
 		// no allocs at all.
 	}
 	for _, j := range in.Jobs {
+		ro := r.startRollout(j, deps[j.Name])
 		if j.Stopped {
 			continue
 		}
+		byGroup := map[string][]*spec.Alloc{}
+		for _, g := range j.Groups {
+			byGroup[g.Name] = groups[[2]string{j.Name, g.Name}]
+		}
+		if ro != nil {
+			ro.tally(j, byGroup, r.now)
+		}
 		for _, g := range j.Groups {
 			if j.Type == spec.JobSystem {
-				r.system(j, g, groups[[2]string{j.Name, g.Name}], in.Nodes)
+				r.system(j, g, byGroup[g.Name], in.Nodes)
 				continue
 			}
+			r.enterGroup(ro, g)
 			for i := range g.Count {
 				r.instance(j, g, i, "", slots[slot{j.Name, g.Name, i}])
 			}
+			if r.gr != nil {
+				r.rollGroup(j, g, ro, r.gr)
+			}
+			r.enterGroup(nil, nil)
 		}
+		r.finish(j, ro, stableVersion(deps[j.Name], j.Version))
 	}
 
 	res := r.res
@@ -141,12 +177,40 @@ func Reconcile(in Input) Result {
 	})
 	slices.SortFunc(res.Stop, func(a, b Stop) int { return strings.Compare(a.Alloc.ID, b.Alloc.ID) })
 	slices.Sort(res.GC)
+	slices.SortFunc(res.Deployments, func(a, b *spec.Deployment) int {
+		return cmp.Or(strings.Compare(a.Job, b.Job), a.CreateTime.Compare(b.CreateTime), strings.Compare(a.ID, b.ID))
+	})
+	slices.Sort(res.DeleteDeployments)
+	slices.SortFunc(res.Reverts, func(a, b Revert) int { return strings.Compare(a.Job, b.Job) })
 	return res
 }
 
 type reconciler struct {
 	now time.Time
 	res Result
+	// deployments are the input's, by ID.
+	deployments map[string]*spec.Deployment
+	// For the group being decided: its running deployment (placements
+	// join it) and the rollout's view of the group, or nil; hold is true
+	// when the deployment of the job's version failed, so that no more
+	// old instances are replaced.
+	dep  *spec.Deployment
+	gr   *groupRollout
+	hold bool
+}
+
+// enterGroup sets what the rules for group g's instances need to know of
+// the job's deployment ro (nil: none, or leaving the group).
+func (r *reconciler) enterGroup(ro *rollout, g *spec.Group) {
+	r.dep, r.gr, r.hold = nil, nil, false
+	switch {
+	case ro == nil || g == nil:
+	case ro.running():
+		r.dep = ro.d
+		r.gr = ro.groups[g.Name] // nil: this group has no update block
+	case ro.failure != "" || ro.d.Status == spec.DeploymentFailed:
+		r.hold = ro.d.Groups[g.Name] != nil
+	}
 }
 
 func (r *reconciler) stop(a *spec.Alloc, reason string) {
@@ -159,7 +223,10 @@ func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin, reason, p
 	if pin != "" {
 		avoid = ""
 	}
-	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin})
+	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin, Deployment: r.dep})
+	if r.gr != nil {
+		r.gr.undecided++ // every placement of a deployment needs a verdict
+	}
 }
 
 func (r *reconciler) stopLive(as []*spec.Alloc, reason string) {
@@ -237,13 +304,36 @@ func (r *reconciler) gc(as []*spec.Alloc, counted []*spec.Alloc) {
 // instance decides for one wanted instance j.g[index]; as are its allocs,
 // oldest first. pin is the node a system job's instance is for, or "".
 func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string, as []*spec.Alloc) {
+	// The instance to keep is the oldest live alloc of the job's current
+	// tasks, else the oldest live one. A canary not yet promoted runs
+	// beside it; a canary of a deployment that ended unpromoted is
+	// stopped.
 	var kept *spec.Alloc
+	var others []*spec.Alloc
 	for _, a := range as {
 		switch {
 		case !live(a):
+		case r.unpromotedCanary(a):
+			if r.dep != nil && a.DeploymentID == r.dep.ID {
+				if r.gr != nil {
+					r.gr.canaries = append(r.gr.canaries, a)
+				}
+			} else {
+				r.stop(a, "canary of a deployment that ended unpromoted")
+			}
 		case kept == nil:
 			kept = a
+		case outdated(j, g, kept) && !outdated(j, g, a):
+			others = append(others, kept)
+			kept = a
 		default:
+			others = append(others, a)
+		}
+	}
+	for _, a := range others {
+		if outdated(j, g, a) && !outdated(j, g, kept) {
+			r.stop(a, "replaced by "+shortID(kept.ID))
+		} else {
 			r.stop(a, "duplicate of "+kept.ID)
 		}
 	}
@@ -260,7 +350,12 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	}
 
 	if kept != nil {
-		if kept.JobVersion != j.Version && !tasksEqual(kept.Tasks, g.Tasks) {
+		switch {
+		case !outdated(j, g, kept), r.hold:
+			// Current, or the job's deployment failed: kept as it is.
+		case r.gr != nil:
+			r.gr.old = append(r.gr.old, kept) // rollGroup decides
+		default:
 			reason := fmt.Sprintf("job updated to version %d", j.Version)
 			r.stop(kept, reason)
 			r.place(j, g, index, pin, reason, kept.ID, "")
@@ -317,6 +412,12 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		r.place(j, g, index, pin, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
 			rs.last.ID, rs.last.NodeID)
 	}
+}
+
+// outdated reports whether a runs other tasks than the job's current
+// version of group g: it must be replaced for the version to run.
+func outdated(j *spec.Job, g *spec.Group, a *spec.Alloc) bool {
+	return a.JobVersion != j.Version && !tasksEqual(a.Tasks, g.Tasks)
 }
 
 // rescheduling is what the reschedule policy says about an instance that

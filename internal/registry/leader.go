@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,10 +148,16 @@ type Plan struct {
 	DeleteAllocs    []string
 	Schedules       []*spec.JobSchedule
 	DeleteSchedules []string
+	// Deployments are stored as the leader's record: Request and
+	// ModifyIndex are not stored (an operator's request lives apart).
+	Deployments []*spec.Deployment
+	// DeleteDeployments deletes each deployment and its request.
+	DeleteDeployments []string
 }
 
 func (p *Plan) empty() bool {
-	return p == nil || len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules) == 0
+	return p == nil || len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+
+		len(p.Deployments)+len(p.DeleteDeployments) == 0
 }
 
 // opGroup is ops that must be in the same txn.
@@ -227,6 +234,9 @@ func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
 			return nil, err
 		}
 	}
+	if err := r.deploymentOps(p, add); err != nil {
+		return nil, err
+	}
 	return groups, nil
 }
 
@@ -293,4 +303,71 @@ func (l *Leader) Commit(ctx context.Context, p *Plan) (rev int64, err error) {
 		groups = groups[n:]
 	}
 	return rev, nil
+}
+
+// PutJob stores job as the job's next version, as Registry.PutJob does
+// (the same keys, Version bumped, SubmitTime now): the leader's automatic
+// revert. The one transaction is fenced on the election key, as Commit
+// is, and on the job key's ModRevision being checkIndex (0: the job must
+// not exist), so that a revert never overwrites a job an operator changed
+// after the leader decided. ErrNotLeader: the fence failed; ErrConflict:
+// the job moved. Either way nothing was written.
+//
+// A spec equal to the stored one writes nothing and returns the stored
+// job. A stopped job stays stopped: a revert must not start what an
+// operator stopped.
+func (l *Leader) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (*spec.Job, error) {
+	ctx, cancel := l.r.opCtx(ctx)
+	defer cancel()
+	r := l.r
+	if job == nil {
+		return nil, fmt.Errorf("registry: leader put job: no job: %w", ErrInvalid)
+	}
+	key, err := r.key(dirJobs, "job name", job.Name)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-l.session.Done():
+		return nil, fmt.Errorf("registry: put job %q: leader %s lost its lease: %w", job.Name, l.id, ErrNotLeader)
+	default:
+	}
+	cur, modRev, err := r.getJob(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if modRev != checkIndex {
+		return nil, fmt.Errorf("registry: job %q: check index %d does not match modify index %d: %w", job.Name, checkIndex, modRev, ErrConflict)
+	}
+	if cur != nil && bytes.Equal(specBytes(cur), specBytes(job)) {
+		return cur, nil
+	}
+	next := job.SpecOnly()
+	next.Version = 1
+	if cur != nil {
+		next.Version, next.Stopped = cur.Version+1, cur.Stopped
+	}
+	next.SubmitTime = r.now().UTC()
+	val, err := json.Marshal(next)
+	if err != nil {
+		return nil, fmt.Errorf("registry: encode job %q: %w", job.Name, err)
+	}
+	resp, err := r.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.epoch),
+		clientv3.Compare(clientv3.ModRevision(key), "=", checkIndex),
+	).Then(
+		clientv3.OpPut(key, string(val)),
+		clientv3.OpPut(versionKey(r.prefix, job.Name, next.Version), string(val)),
+	).Else(clientv3.OpGet(l.key)).Commit()
+	if err != nil {
+		return nil, wrap("leader write job "+job.Name, err)
+	}
+	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != l.epoch {
+			return nil, fmt.Errorf("registry: put job %q: leader %s (epoch %d) was deposed: %w", job.Name, l.id, l.epoch, ErrNotLeader)
+		}
+		return nil, fmt.Errorf("registry: job %q changed since index %d: %w", job.Name, checkIndex, ErrConflict)
+	}
+	next.ModifyIndex = resp.Header.Revision
+	return next, nil
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // Mirror keeps in memory what a scheduling pass reads (jobs, allocs and
-// their status, nodes and their liveness, schedules), from one full read
+// their status, nodes and their liveness, schedules, deployments and their
+// requests), from one full read
 // and then its own watch, decoding each change once as it arrives, so that
 // the leader's pass does not read and decode the whole registry each time.
 //
@@ -40,12 +41,22 @@ type Mirror struct {
 	alive     map[string]bool              // node IDs with a liveness key
 	views     map[string]*spec.Node        // node with its status, by ID, built on demand
 	schedules map[string]*spec.JobSchedule // by job name
+	deploys   map[string]*spec.Deployment  // by ID; ModifyIndex set, Request nil
+	requests  map[string]*mirrorRequest    // by deployment ID
 	// Sorted lists for snapshots, kept across them: allocs in sortAllocs
 	// order, updated in place as allocs come and go; jobs and nodes
 	// rebuilt when one of theirs changed (nil).
 	order    []*mirrorAlloc
 	jobList  []*spec.Job
 	nodeList []*spec.Node
+	// deployList is the deployments with their requests merged, in
+	// sortDeployments order; nil when one of either changed.
+	deployList []*spec.Deployment
+}
+
+type mirrorRequest struct {
+	req    *spec.DeploymentRequest
+	modRev int64
 }
 
 type mirrorAlloc struct {
@@ -82,7 +93,7 @@ type mirrorStatus struct {
 }
 
 // mirrorDirs are the dirs a pass reads.
-var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive}
+var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive, dirDeployments, dirDeploymentRequests}
 
 // NewMirror reads the registry and keeps a copy of it up to date until ctx
 // ends.
@@ -112,7 +123,8 @@ func (m *Mirror) load(ctx context.Context) (int64, error) {
 	defer m.mu.Unlock()
 	m.jobs, m.allocs, m.statuses = map[string]*spec.Job{}, map[string]*mirrorAlloc{}, map[string]*mirrorStatus{}
 	m.nodes, m.alive, m.views, m.schedules = map[string]*mvccpb.KeyValue{}, map[string]bool{}, map[string]*spec.Node{}, map[string]*spec.JobSchedule{}
-	m.order, m.jobList, m.nodeList = nil, nil, nil
+	m.deploys, m.requests = map[string]*spec.Deployment{}, map[string]*mirrorRequest{}
+	m.order, m.jobList, m.nodeList, m.deployList = nil, nil, nil, nil
 	for _, res := range resp.Responses {
 		for _, kv := range res.GetResponseRange().Kvs {
 			m.put(kv)
@@ -170,6 +182,18 @@ func (m *Mirror) put(kv *mvccpb.KeyValue) {
 		if err = json.Unmarshal(kv.Value, &js); err == nil {
 			m.schedules[name] = &js
 		}
+	case dirDeployments:
+		var d *spec.Deployment
+		if d, err = decodeDeployment(kv); err == nil {
+			m.deploys[name] = d
+			m.deployList = nil
+		}
+	case dirDeploymentRequests:
+		var rec *requestRecord
+		if rec, err = decodeRequest(kv); err == nil {
+			m.requests[name] = &mirrorRequest{&rec.DeploymentRequest, kv.ModRevision}
+			m.deployList = nil
+		}
 	}
 	if err != nil {
 		m.r.log.Warn("leader's mirror: cannot decode a key; leaving it out", "key", string(kv.Key), "err", err)
@@ -203,6 +227,12 @@ func (m *Mirror) del(key string) {
 		m.nodeList = nil
 	case dirSchedules:
 		delete(m.schedules, name)
+	case dirDeployments:
+		delete(m.deploys, name)
+		m.deployList = nil
+	case dirDeploymentRequests:
+		delete(m.requests, name)
+		m.deployList = nil
 	}
 }
 
@@ -287,9 +317,10 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 }
 
 // Snapshot returns the mirrored state once it is at revision atLeast or
-// later, waiting at most until ctx ends. Jobs, nodes, statuses and
-// schedules are shared with the mirror and later snapshots: callers must
-// not modify them. Allocs are copies (the leader marks NodeDown on them).
+// later, waiting at most until ctx ends. Jobs, nodes, statuses,
+// schedules and deployments are shared with the mirror and later
+// snapshots: callers must not modify them (copy a deployment to change
+// it). Allocs are copies (the leader marks NodeDown on them).
 func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error) {
 	m.mu.Lock()
 	asked := false
@@ -361,5 +392,17 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 	}
 	s.Nodes = slices.Clone(m.nodeList)
 	maps.Copy(s.Schedules, m.schedules)
+	if m.deployList == nil {
+		list := make([]*spec.Deployment, 0, len(m.deploys))
+		for id, d := range m.deploys {
+			if rq := m.requests[id]; rq != nil {
+				d = withRequest(d, rq.req, rq.modRev)
+			}
+			list = append(list, d)
+		}
+		sortDeployments(list)
+		m.deployList = list
+	}
+	s.Deployments = slices.Clone(m.deployList)
 	return s, nil
 }

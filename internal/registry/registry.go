@@ -304,6 +304,24 @@ func (r *Registry) JobVersions(ctx context.Context, name string) ([]*spec.Job, e
 	return out, nil
 }
 
+// GetJobVersion returns one stored version of the job; ErrNotFound when
+// the job never had it (or was purged).
+func (r *Registry) GetJobVersion(ctx context.Context, name string, version uint64) (*spec.Job, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	if err := checkName("job name", name); err != nil {
+		return nil, err
+	}
+	j, _, err := r.getJob(ctx, versionKey(r.prefix, name, version))
+	if err != nil {
+		return nil, err
+	}
+	if j == nil {
+		return nil, fmt.Errorf("registry: job %q has no version %d: %w", name, version, ErrNotFound)
+	}
+	return j, nil
+}
+
 // ListJobs returns every job sorted by name, and the revision read at.
 func (r *Registry) ListJobs(ctx context.Context) ([]*spec.Job, int64, error) {
 	ctx, cancel := r.opCtx(ctx)
@@ -648,10 +666,14 @@ type Snapshot struct {
 	Allocs    []*spec.Alloc
 	Nodes     []*spec.Node
 	Schedules map[string]*spec.JobSchedule
+	// Deployments are every deployment with its request merged in, by
+	// job, then oldest first.
+	Deployments []*spec.Deployment
 }
 
-// Snapshot reads jobs, allocs (with status), nodes and schedules in one
-// transaction, so all of them are as of the same revision.
+// Snapshot reads jobs, allocs (with status), nodes, schedules and
+// deployments in one transaction, so all of them are as of the same
+// revision.
 func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
@@ -662,6 +684,8 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
 		clientv3.OpGet(r.prefix+dirSchedules, clientv3.WithPrefix()),
 		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.prefix+dirDeployments, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirDeploymentRequests, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, wrap("read snapshot", err)
@@ -684,5 +708,9 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 		}
 		s.Schedules[string(kv.Key[len(r.prefix+dirSchedules):])] = &js
 	}
+	if s.Deployments, err = r.mergeDeployments(kvs(6), kvs(7)); err != nil {
+		return nil, err
+	}
+	sortDeployments(s.Deployments)
 	return s, nil
 }

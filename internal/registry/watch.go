@@ -24,6 +24,9 @@ const (
 	// KindResync: changes may have been missed (compaction, broken watch);
 	// list again at Rev or later. Only Rev is set.
 	KindResync
+	// KindDeployment: a deployment's record (the leader's) or its request
+	// (an operator's) changed. ID is the deployment's, Job its job's.
+	KindDeployment
 )
 
 func (k Kind) String() string {
@@ -38,6 +41,8 @@ func (k Kind) String() string {
 		return "node"
 	case KindSchedule:
 		return "schedule"
+	case KindDeployment:
+		return "deployment"
 	case KindResync:
 		return "resync"
 	}
@@ -49,9 +54,11 @@ func (k Kind) String() string {
 type Change struct {
 	Rev  int64
 	Kind Kind
-	// ID is the job name (KindJob, KindSchedule), alloc id or node id.
+	// ID is the job name (KindJob, KindSchedule), alloc id, node id or
+	// deployment id.
 	ID string
-	// Job is the job concerned (alloc kinds, KindJob, KindSchedule).
+	// Job is the job concerned (alloc kinds, KindJob, KindSchedule,
+	// KindDeployment).
 	Job string
 	// NodeID is the node concerned (alloc kinds, KindNode).
 	NodeID string
@@ -141,6 +148,20 @@ type ownerFields struct {
 	ClientStatus spec.ClientStatus `json:"client_status"`
 }
 
+// owner reads the owner fields of an event's value (its previous value
+// for a deletion); zero when they cannot be read.
+func owner(ev *clientv3.Event) ownerFields {
+	val := ev.Kv.Value
+	if ev.Type == mvccpb.DELETE && ev.PrevKv != nil {
+		val = ev.PrevKv.Value
+	}
+	var o ownerFields
+	if len(val) == 0 || json.Unmarshal(val, &o) != nil {
+		return ownerFields{}
+	}
+	return o
+}
+
 func (r *Registry) changes(evs []*clientv3.Event) []Change {
 	var out []Change
 	for _, ev := range evs {
@@ -162,15 +183,11 @@ func (r *Registry) changes(evs []*clientv3.Event) []Change {
 			if dir+"/" == dirAllocStatus {
 				c.Kind = KindAllocStatus
 			}
-			val := ev.Kv.Value
-			if c.Deleted && ev.PrevKv != nil {
-				val = ev.PrevKv.Value
-			}
-			var o ownerFields
-			if len(val) > 0 && json.Unmarshal(val, &o) == nil {
-				c.Job, c.NodeID = o.Job, o.NodeID
-				c.Terminal = c.Kind == KindAllocStatus && o.ClientStatus.Terminal()
-			}
+			o := owner(ev)
+			c.Job, c.NodeID = o.Job, o.NodeID
+			c.Terminal = c.Kind == KindAllocStatus && o.ClientStatus.Terminal()
+		case dirDeployments, dirDeploymentRequests: // both records carry "job"
+			c.Kind, c.Job = KindDeployment, owner(ev).Job
 		default: // job_versions/ follow jobs/; leader/ is the election's
 			continue
 		}

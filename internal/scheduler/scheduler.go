@@ -25,6 +25,11 @@ type Request struct {
 	// Node pins the request to one node ID (a system job's instance on
 	// that node); "" lets the scheduler choose.
 	Node string
+	// DeploymentID and Canary are carried through untouched to the alloc:
+	// the deployment that places it, and whether it runs beside the
+	// instance it may replace.
+	DeploymentID string
+	Canary       bool
 }
 
 // Input is a snapshot of the cluster and the instances to place.

@@ -14,7 +14,8 @@ import (
 // N, and only the waiters of that topic wake: a change to node A's allocs
 // wakes node A's agent, not every agent (fleet's mistake, DESIGN.md).
 //
-// Topics: "jobs", "allocs", "nodes", "schedules", "job/<name>", "node/<id>".
+// Topics: "jobs", "allocs", "nodes", "schedules", "job/<name>", "node/<id>",
+// "deployments", "deployments/<job>", "deployment/<id>".
 type hub struct {
 	mu      sync.Mutex
 	start   int64            // revision the hub started from (or last resync)
@@ -82,6 +83,16 @@ func (h *hub) publish(changes []registry.Change) {
 			touch("schedules", c.Rev)
 			touch("jobs", c.Rev)
 			touch("job/"+c.ID, c.Rev)
+		case registry.KindDeployment:
+			// What a schedule wakes, and the deployment's own topics
+			// (a CLI following a rollout waits on those).
+			touch("deployments", c.Rev)
+			touch("deployment/"+c.ID, c.Rev)
+			touch("jobs", c.Rev)
+			if c.Job != "" {
+				touch("deployments/"+c.Job, c.Rev)
+				touch("job/"+c.Job, c.Rev)
+			}
 		case registry.KindResync:
 			// Something may have been missed: every topic moved.
 			h.start = c.Rev
@@ -113,7 +124,10 @@ func (h *hub) publish(changes []registry.Change) {
 // reconciler acts on terminal reports and on node liveness), nor can the
 // leader's own record of what it could not place; under load those are
 // most of the changes, and a pass reads the whole registry. The periodic
-// resync still runs a pass whatever happens.
+// resync still runs a pass whatever happens. A deployment change does: an
+// operator's promote or fail waits on the next pass of its job (the
+// leader's own deployment writes cost one more pass of that job, which
+// must write nothing when nothing moved).
 func decides(c registry.Change) bool {
 	switch c.Kind {
 	case registry.KindAllocStatus:
@@ -177,6 +191,13 @@ func (h *hub) markDirty(c registry.Change) {
 		h.dirty[c.ID] = true
 	case registry.KindAlloc, registry.KindAllocStatus:
 		h.dirty[c.Job] = true
+	case registry.KindDeployment:
+		// An operator's promote or fail is acted on in the job's pass.
+		if c.Job != "" {
+			h.dirty[c.Job] = true
+		} else {
+			h.dirtyAll = true // a deletion whose value is gone
+		}
 	default: // nodes (system jobs, lost instances), resyncs
 		h.dirtyAll = true
 	}

@@ -23,6 +23,7 @@ func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 		{registry.Change{Kind: registry.KindAlloc, Job: "web", NodeID: "n1"}, true},
 		{registry.Change{Kind: registry.KindNode, NodeID: "n1"}, true},
 		{registry.Change{Kind: registry.KindResync}, true},
+		{registry.Change{Kind: registry.KindDeployment, ID: "d1", Job: "web"}, true},
 	} {
 		tt.c.Rev = 5
 		h := newHub(1)
@@ -78,5 +79,29 @@ func TestHubDirtySetIsBounded(t *testing.T) {
 	}
 	if _, all := h.takeDirty(); !all {
 		t.Fatal("past the bound, the next pass is not a full one")
+	}
+}
+
+// TestHubDeploymentChanges: a deployment's change (the leader's record or
+// an operator's request) wakes its followers and makes its job's pass run;
+// one whose job is unknown (a deletion without its old value) makes the
+// pass look at every job.
+func TestHubDeploymentChanges(t *testing.T) {
+	h := newHub(1)
+	h.publish([]registry.Change{{Rev: 7, Kind: registry.KindDeployment, ID: "d1", Job: "web"}})
+	for _, topic := range []string{"deployments", "deployments/web", "deployment/d1", "job/web", "jobs"} {
+		if h.topicRev(topic) != 7 {
+			t.Errorf("topic %s at %d, want 7", topic, h.topicRev(topic))
+		}
+	}
+	if h.topicRev("deployments/db") != 1 || h.topicRev("job/db") != 1 {
+		t.Error("another job's topics moved")
+	}
+	if jobs, all := h.takeDirty(); all || len(jobs) != 1 || !jobs["web"] {
+		t.Fatalf("dirty = %v, all %v; want web", jobs, all)
+	}
+	h.publish([]registry.Change{{Rev: 8, Kind: registry.KindDeployment, ID: "d2", Deleted: true}})
+	if _, all := h.takeDirty(); !all {
+		t.Fatal("a deployment change without its job did not make every job dirty")
 	}
 }

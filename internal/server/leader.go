@@ -36,7 +36,8 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
 	d := decide(snap, now, s.placer, only)
-	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules) == 0 {
+	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+len(p.Deployments)+len(p.DeleteDeployments) == 0 {
+		s.revert(ctx, l, d.reconcile.Reverts)
 		return d.reconcile.NextRun, nil
 	}
 	rev, err := l.Commit(ctx, d.plan)
@@ -44,6 +45,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		return time.Time{}, err
 	}
 	s.committed = rev
+	s.revert(ctx, l, d.reconcile.Reverts)
 	s.log.Debug("plan committed", "placed", len(d.sched.Placements), "stopped", len(d.reconcile.Stop),
 		"evicted", len(d.sched.Evictions), "gc", len(d.reconcile.GC), "unplaced", len(d.sched.Failures))
 	return d.reconcile.NextRun, nil
@@ -68,9 +70,9 @@ type decision struct {
 // when not nil, limits the reconciler to those jobs (their allocs, and
 // their schedule records); the scheduler still counts every alloc.
 func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only map[string]bool) decision {
-	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Now: now}
+	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Deployments: snap.Deployments, Now: now}
 	if only != nil {
-		in.Jobs, in.Allocs = nil, nil
+		in.Jobs, in.Allocs, in.Deployments = nil, nil, nil
 		for _, j := range snap.Jobs {
 			if only[j.Name] {
 				in.Jobs = append(in.Jobs, j)
@@ -81,9 +83,20 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 				in.Allocs = append(in.Allocs, a)
 			}
 		}
+		for _, d := range snap.Deployments {
+			if only[d.Job] {
+				in.Deployments = append(in.Deployments, d)
+			}
+		}
 	}
 	res := reconcile.Reconcile(in)
-	plan := &registry.Plan{DeleteAllocs: res.GC}
+	plan := &registry.Plan{DeleteAllocs: res.GC, DeleteDeployments: res.DeleteDeployments}
+	// A new deployment gets its ID here, before its placements copy it.
+	for _, d := range res.Deployments {
+		if d.ID == "" {
+			d.ID = uuid.NewString()
+		}
+	}
 
 	// stopped holds the allocs this plan stops: their room is free for its
 	// placements, and an alloc must be written at most once per commit
@@ -120,6 +133,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 	for _, p := range out.Placements {
 		plan.Allocs = append(plan.Allocs, newAlloc(p, now))
 	}
+	plan.Deployments = res.Deployments
 
 	// Record, per job, which version was scheduled and what could not be
 	// placed; write only what changed.
@@ -143,7 +157,11 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 
 // requestOf turns the reconciler's ask into the scheduler's.
 func requestOf(p reconcile.Place) scheduler.Request {
-	return scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode, Node: p.Node}
+	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode, Node: p.Node, Canary: p.Canary}
+	if p.Deployment != nil {
+		r.DeploymentID = p.Deployment.ID
+	}
+	return r
 }
 
 // newAlloc is the alloc a placement creates: the group's tasks as of the
@@ -155,6 +173,10 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 	for i, t := range r.Group.Tasks {
 		c := *t
 		tasks[i] = &c
+	}
+	var update *spec.UpdateStrategy
+	if r.DeploymentID != "" {
+		update = r.Job.UpdateOf(r.Group)
 	}
 	return &spec.Alloc{
 		ID:            uuid.NewString(),
@@ -170,6 +192,9 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 		Ports:         p.Ports,
 		Tasks:         tasks,
 		Disconnect:    r.Group.Disconnect,
+		DeploymentID:  r.DeploymentID,
+		Update:        update,
+		Canary:        r.Canary,
 		DesiredStatus: spec.DesiredRun,
 		DesiredReason: r.Reason,
 		CreateTime:    now,
@@ -231,4 +256,34 @@ func sameSchedule(a, b *spec.JobSchedule) bool {
 		}
 	}
 	return true
+}
+
+// revert carries out the reconciler's reverts after failed deployments:
+// the version's spec becomes the job's next version, fenced by this
+// leader's term and the job's ModifyIndex. A revert that fails is asked for
+// again by the next pass, which sees the same failed deployment.
+func (s *Server) revert(ctx context.Context, l *registry.Leader, reverts []reconcile.Revert) {
+	for _, rv := range reverts {
+		vs, err := s.reg.JobVersions(ctx, rv.Job)
+		if err != nil {
+			s.log.Warn("revert: read versions", "job", rv.Job, "err", err)
+			continue
+		}
+		var target *spec.Job
+		for _, v := range vs {
+			if v.Version == rv.ToVersion {
+				target = v
+			}
+		}
+		if target == nil {
+			s.log.Warn("revert: version is gone", "job", rv.Job, "version", rv.ToVersion)
+			continue
+		}
+		stored, err := l.PutJob(ctx, target.SpecOnly(), rv.CheckIndex)
+		if err != nil {
+			s.log.Warn("revert failed", "job", rv.Job, "to_version", rv.ToVersion, "err", err)
+			continue
+		}
+		s.log.Info("job reverted", "job", rv.Job, "to_version", rv.ToVersion, "now_version", stored.Version, "why", rv.Reason)
+	}
 }

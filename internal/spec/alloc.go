@@ -38,6 +38,14 @@ type Alloc struct {
 	// Disconnect is the group's policy as of JobVersion: the agent stops
 	// the alloc itself after StopAfter without contact with any server.
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
+	// DeploymentID is the deployment that placed the alloc, or "". Its
+	// agent then judges the alloc's health once, by Update's health_check,
+	// min_healthy_time and healthy_deadline (AllocStatus.DeploymentHealth).
+	DeploymentID string          `json:"deployment_id,omitempty"`
+	Update       *UpdateStrategy `json:"update,omitempty"`
+	// Canary: placed beside the old version's instance of the same index,
+	// which keeps running until the deployment is promoted.
+	Canary bool `json:"canary,omitempty"`
 
 	DesiredStatus DesiredStatus `json:"desired_status"`
 	DesiredReason string        `json:"desired_reason,omitempty"`
@@ -98,8 +106,11 @@ type AllocStatus struct {
 	Tasks        map[string]*TaskState `json:"tasks,omitempty"`
 	// Health is the instance's health from its tasks' checks (service.go);
 	// "" for an alloc whose tasks have no services.
-	Health     Health    `json:"health,omitempty"`
-	UpdateTime time.Time `json:"update_time"`
+	Health Health `json:"health,omitempty"`
+	// DeploymentHealth is the agent's verdict on an alloc placed by a
+	// deployment (Alloc.DeploymentID); nil until given, then final.
+	DeploymentHealth *DeploymentHealth `json:"deployment_health,omitempty"`
+	UpdateTime       time.Time         `json:"update_time"`
 }
 
 // TaskStateName is where a task is in its life on the node.

@@ -43,6 +43,9 @@ type Job struct {
 	// Reschedule is the default reschedule policy for the job's groups; a
 	// group's own policy overrides it field by field.
 	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
+	// Update is the default update strategy for the job's groups; a group's
+	// own overrides it field by field (deploy.go).
+	Update *UpdateStrategy `json:"update,omitempty"`
 	// Constraints apply to every group's placement.
 	Constraints []*Constraint `json:"constraints,omitempty"`
 	// Affinities and Spreads are soft preferences for every group.
@@ -83,6 +86,10 @@ type Group struct {
 	// Disconnect makes the group's instances singletons across a
 	// partition: see DisconnectPolicy.
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
+	// Update says how a new version of the group rolls out: nil, none (a
+	// changed instance is replaced at once); else a deployment gated on
+	// health (deploy.go). After Canonicalize it is complete, or nil.
+	Update *UpdateStrategy `json:"update,omitempty"`
 	// Constraints limit the nodes the group's instances go to, on top of
 	// the job's and its tasks' (see Job.ConstraintsOf).
 	Constraints []*Constraint `json:"constraints,omitempty"`
@@ -359,12 +366,18 @@ func (j *Job) Canonicalize() {
 	if j.Reschedule != nil {
 		j.Reschedule = j.Reschedule.WithDefaults(DefaultReschedule(j.Type))
 	}
+	if j.Update != nil {
+		j.Update = j.Update.WithDefaults(DefaultUpdate())
+	}
 	defaultOperators(j.Constraints)
 	for _, g := range j.Groups {
 		if g == nil {
 			continue
 		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
+		if j.Type == JobService {
+			g.Update = j.UpdateOf(g)
+		} // else Validate refuses a group's update block
 		defaultOperators(g.Constraints)
 		for _, t := range g.Tasks {
 			if t == nil {

@@ -118,6 +118,12 @@ func (j *Job) Validate() Problems {
 		j.Reschedule.validate(&jobResched, "reschedule")
 		ps = append(ps, jobResched...)
 	}
+	var jobUpdate Problems
+	if j.Update != nil {
+		j.Update.validate(&jobUpdate, "update", j.Type)
+		ps = append(ps, jobUpdate...)
+	}
+	jobResched = append(jobResched, jobUpdate...)
 	if len(j.Groups) == 0 {
 		ps.Add("groups", "a job needs at least one group")
 	}
@@ -160,6 +166,12 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	}
 	if g.Reschedule != nil {
 		g.Reschedule.validate(ps, path+".reschedule")
+	}
+	if g.Update != nil {
+		g.Update.validate(ps, path+".update", jt)
+		if c := g.Update.Canary; c != nil && *c > g.Count && g.Count > 0 {
+			ps.Add(path+".update.canary", "canary %d is more than the group's count %d", *c, g.Count)
+		}
 	}
 	checkMeta(ps, path+".meta", g.Meta)
 	validateConstraints(ps, path+".constraints", g.Constraints)

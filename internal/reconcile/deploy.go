@@ -1,0 +1,470 @@
+package reconcile
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Deployments: a service job whose groups have an update block rolls each
+// new version out as a deployment (spec.Deployment), one per version. For
+// each such group, while the deployment runs:
+//
+//	canary > 0, not promoted   place one canary beside each of the first
+//	                           `canary` old instances; replace nothing else.
+//	                           Promote when every canary is healthy and
+//	                           auto_promote is set, or an operator asked.
+//	promoted, or no canary     a promoted canary's old instance is stopped;
+//	                           then old instances are replaced in index
+//	                           order, so that at most max_parallel of the
+//	                           deployment's instances are undecided (no
+//	                           health verdict from their agent yet).
+//	an instance unhealthy      the deployment fails: nothing more is
+//	(its agent's verdict, or   replaced, unpromoted canaries are stopped,
+//	it failed before one)      and with auto_revert the job goes back to
+//	                           its newest version whose deployment succeeded
+//	no instance healthy for    the deployment fails, as above
+//	progress_deadline
+//	nothing old is left and    the deployment succeeds: its version is
+//	every instance it placed   stable, a target for later reverts
+//	is healthy
+//
+// Every instance placed while the deployment runs (replacements, new
+// instances, replacements of failed ones) belongs to it and needs a
+// verdict. A newer version cancels a running deployment, as does a stop.
+// A version without update blocks has no deployment, and its changed
+// instances are replaced at once.
+
+// Revert asks the leader to store version ToVersion's spec as the job's next
+// version, if the job's ModifyIndex is still CheckIndex.
+type Revert struct {
+	Job        string
+	ToVersion  uint64
+	CheckIndex int64
+	Reason     string
+}
+
+// keepDeployments is how many final deployments are kept per job, besides
+// its newest successful one (the revert target).
+const keepDeployments = 10
+
+// rollout is one job's deployment as this pass sees and changes it.
+type rollout struct {
+	d       *spec.Deployment // a copy; compared with orig at the end
+	orig    *spec.Deployment // as read, or nil when new in this pass
+	failure string           // why it fails in this pass, or ""
+	groups  map[string]*groupRollout
+}
+
+// groupRollout is what one pass knows of one group in a running deployment.
+type groupRollout struct {
+	u  *spec.UpdateStrategy
+	dg *spec.DeploymentGroup
+	// undecided counts the deployment's live instances without a verdict,
+	// those placed in this pass included.
+	undecided int
+	// old are the live instances to replace, by index.
+	old []*spec.Alloc
+	// canaries are the live unpromoted canaries of this deployment.
+	canaries []*spec.Alloc
+}
+
+// deploymentsByJob returns each job's deployments, newest first.
+func deploymentsByJob(ds []*spec.Deployment) map[string][]*spec.Deployment {
+	out := map[string][]*spec.Deployment{}
+	for _, d := range ds {
+		out[d.Job] = append(out[d.Job], d)
+	}
+	for _, l := range out {
+		slices.SortFunc(l, func(a, b *spec.Deployment) int {
+			return cmp.Or(b.CreateTime.Compare(a.CreateTime), cmp.Compare(b.JobVersion, a.JobVersion), strings.Compare(b.ID, a.ID))
+		})
+	}
+	return out
+}
+
+// managed reports whether any group of j rolls out through deployments.
+func managed(j *spec.Job) bool {
+	for _, g := range j.Groups {
+		if j.UpdateOf(g).Parallel() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// startRollout finds or creates the deployment of j's current version, and
+// cancels an older one that still runs; ds are j's deployments, newest
+// first. It returns nil when j's version has no deployment.
+func (r *reconciler) startRollout(j *spec.Job, ds []*spec.Deployment) *rollout {
+	var latest *spec.Deployment
+	if len(ds) > 0 {
+		latest = ds[0]
+	}
+	cancel := func(why string) {
+		if latest != nil && latest.Status == spec.DeploymentRunning {
+			d := cloneDeployment(latest)
+			d.Status, d.Description, d.ModifyTime = spec.DeploymentCancelled, why, r.now
+			clearDeadlines(d)
+			r.res.Deployments = append(r.res.Deployments, d)
+		}
+	}
+	switch {
+	case j.Stopped:
+		cancel("job stopped")
+		return nil
+	case !managed(j):
+		if latest != nil && latest.JobVersion != j.Version {
+			cancel(fmt.Sprintf("superseded by version %d, which has no update block", j.Version))
+		}
+		return nil
+	case latest != nil && latest.JobVersion == j.Version:
+		if latest.Status != spec.DeploymentRunning {
+			return &rollout{d: latest, orig: latest}
+		}
+		return &rollout{d: cloneDeployment(latest), orig: latest, groups: map[string]*groupRollout{}}
+	}
+	cancel(fmt.Sprintf("superseded by version %d", j.Version))
+	d := &spec.Deployment{Job: j.Name, JobVersion: j.Version, Status: spec.DeploymentRunning,
+		Description: running, Groups: map[string]*spec.DeploymentGroup{}, CreateTime: r.now, ModifyTime: r.now}
+	for _, g := range j.Groups {
+		if u := j.UpdateOf(g); u.Parallel() > 0 {
+			d.Groups[g.Name] = &spec.DeploymentGroup{Desired: g.Count, AutoRevert: u.Reverts(), AutoPromote: u.Promotes(),
+				RequireProgressBy: r.now.Add(u.ProgressDeadline.Std())}
+		}
+	}
+	return &rollout{d: d, groups: map[string]*groupRollout{}}
+}
+
+// running is a running deployment's description unless it waits for
+// something in particular.
+const running = "deployment is running"
+
+// running reports whether ro is a deployment that still acts.
+func (ro *rollout) running() bool {
+	return ro != nil && ro.d.Status == spec.DeploymentRunning && ro.failure == ""
+}
+
+// tally counts, before any decision, what the deployment's instances of
+// each group say, and fails the deployment when one is unhealthy or
+// progress stalled. groupAllocs are the job's allocs by group.
+func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now time.Time) {
+	if !ro.running() {
+		return
+	}
+	d := ro.d
+	d.Description = running
+	if req := d.Request; req != nil && req.Fail {
+		ro.failure = "failed by an operator"
+	}
+	for _, g := range j.Groups {
+		u := j.UpdateOf(g)
+		if u.Parallel() == 0 {
+			continue
+		}
+		dg := d.Groups[g.Name]
+		if dg == nil {
+			dg = &spec.DeploymentGroup{AutoRevert: u.Reverts(), AutoPromote: u.Promotes(), RequireProgressBy: now.Add(u.ProgressDeadline.Std())}
+			d.Groups[g.Name] = dg
+		}
+		dg.Desired = g.Count
+		gr := &groupRollout{u: u, dg: dg}
+		ro.groups[g.Name] = gr
+		healthy, unhealthy, placed := 0, 0, 0
+		var lastHealthy time.Time
+		var canaries []string
+		for _, a := range groupAllocs[g.Name] {
+			if a.DeploymentID != d.ID {
+				continue
+			}
+			placed++
+			if a.Canary {
+				canaries = append(canaries, a.ID)
+			}
+			h := verdict(a)
+			switch {
+			case h != nil && h.Healthy:
+				healthy++
+				if h.Time.After(lastHealthy) {
+					lastHealthy = h.Time
+				}
+			case h != nil:
+				unhealthy++
+				if ro.failure == "" {
+					ro.failure = fmt.Sprintf("%s unhealthy: %s", a.Name, h.Reason)
+				}
+			case live(a):
+				gr.undecided++
+			}
+		}
+		slices.Sort(canaries)
+		dg.Placed, dg.Unhealthy, dg.PlacedCanaries = placed, unhealthy, canaries
+		if healthy > dg.Healthy && !lastHealthy.IsZero() {
+			dg.RequireProgressBy = lastHealthy.Add(u.ProgressDeadline.Std())
+		}
+		dg.Healthy = healthy
+		if ro.failure == "" && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
+			ro.failure = fmt.Sprintf("no instance of group %s became healthy within progress_deadline %s", g.Name, u.ProgressDeadline.Short())
+		}
+	}
+}
+
+// verdict is an alloc's deployment health: its agent's verdict, or an
+// unhealthy one when it failed before giving one. An alloc lost with its
+// node, or stopped by the leader, has none.
+func verdict(a *spec.Alloc) *spec.DeploymentHealth {
+	if a.Status != nil && a.Status.DeploymentHealth != nil {
+		return a.Status.DeploymentHealth
+	}
+	if a.DesiredStatus == spec.DesiredRun && a.ClientStatusOr() == spec.ClientFailed {
+		why := "failed"
+		if a.Status.Description != "" {
+			why = "failed: " + a.Status.Description
+		}
+		return &spec.DeploymentHealth{Healthy: false, Time: a.Status.UpdateTime, Reason: why}
+	}
+	return nil
+}
+
+// unpromotedCanary reports whether a is a canary whose deployment has not
+// promoted its group: it runs beside the instance it may replace.
+func (r *reconciler) unpromotedCanary(a *spec.Alloc) bool {
+	if !a.Canary {
+		return false
+	}
+	d := r.deployments[a.DeploymentID]
+	if d == nil {
+		return false
+	}
+	dg := d.Groups[a.Group]
+	return dg == nil || !dg.Promoted
+}
+
+// rollGroup carries out a running deployment for group g once its
+// instances have been looked at: canaries, promotion, then replacements
+// within max_parallel.
+func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *groupRollout) {
+	dg, u := gr.dg, gr.u
+	if c := u.Canaries(); c > 0 && !dg.Promoted {
+		if len(gr.old) == 0 && len(gr.canaries) == 0 && dg.DesiredCanaries == 0 {
+			// Nothing of the group changed: no canary is needed.
+			return
+		}
+		if dg.DesiredCanaries == 0 {
+			dg.DesiredCanaries = min(c, len(gr.old))
+		}
+		have := map[int]bool{}
+		for _, a := range gr.canaries {
+			have[a.Index] = true
+		}
+		placed := len(gr.canaries)
+		for _, a := range gr.old {
+			if placed >= dg.DesiredCanaries {
+				break
+			}
+			if !have[a.Index] {
+				r.placeCanary(j, g, a.Index, fmt.Sprintf("canary for version %d", j.Version), a.ID)
+				placed++
+			}
+		}
+		healthy := 0
+		for _, a := range gr.canaries {
+			if h := verdict(a); h != nil && h.Healthy {
+				healthy++
+			}
+		}
+		ready := healthy == dg.DesiredCanaries && len(gr.canaries) == dg.DesiredCanaries
+		asked := ro.d.Request != nil && ro.d.Request.Promote
+		switch {
+		case ready && (u.Promotes() || asked):
+			dg.Promoted = true
+		case ready:
+			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for promotion (drover deployment promote %s)", g.Name, healthy, shortID(ro.d.ID)))
+			return
+		case asked:
+			ro.wait(fmt.Sprintf("group %s: promotion asked, waiting for %d of %d canaries to be healthy", g.Name, dg.DesiredCanaries-healthy, dg.DesiredCanaries))
+			return
+		default:
+			return
+		}
+	}
+	// Promoted canaries replace their slot's old instance at once: they
+	// are healthy already.
+	promoted := map[int]*spec.Alloc{}
+	for _, a := range gr.canaries {
+		promoted[a.Index] = a
+	}
+	gr.canaries = nil
+	budget := u.Parallel() - gr.undecided
+	var left []*spec.Alloc
+	for _, a := range gr.old {
+		if c := promoted[a.Index]; c != nil {
+			r.stop(a, "replaced by canary "+shortID(c.ID)+" (deployment promoted)")
+			continue
+		}
+		left = append(left, a)
+	}
+	gr.old = left
+	for len(gr.old) > 0 && budget > 0 {
+		a := gr.old[0]
+		gr.old = gr.old[1:]
+		reason := fmt.Sprintf("job updated to version %d", j.Version)
+		r.stop(a, reason)
+		r.place(j, g, a.Index, "", reason, a.ID, "")
+		budget--
+	}
+}
+
+// wait notes why the deployment waits for an operator (the first group's
+// reason, when several wait).
+func (ro *rollout) wait(why string) {
+	if ro.d.Description == running {
+		ro.d.Description = why
+	}
+}
+
+// placeCanary places a canary of version j in slot index, beside the old
+// instance previous.
+func (r *reconciler) placeCanary(j *spec.Job, g *spec.Group, index int, reason, previous string) {
+	r.place(j, g, index, "", reason, previous, "")
+	r.res.Place[len(r.res.Place)-1].Canary = true
+}
+
+// finish settles a running deployment after this pass's decisions: failed
+// (with a revert when asked for), successful, or still running; and
+// records it when it changed. stable is the newest version whose
+// deployment succeeded before this one, or 0.
+func (r *reconciler) finish(j *spec.Job, ro *rollout, stable uint64) {
+	if ro == nil {
+		return
+	}
+	d := ro.d
+	switch {
+	case d.Status == spec.DeploymentFailed:
+		// Already failed: revert (again) until the job's version moves.
+		if d.RevertTo != 0 && j.Version == d.JobVersion {
+			r.res.Reverts = append(r.res.Reverts, Revert{Job: j.Name, ToVersion: d.RevertTo, CheckIndex: j.ModifyIndex,
+				Reason: fmt.Sprintf("deployment %s failed", shortID(d.ID))})
+		}
+	case d.Status != spec.DeploymentRunning:
+	case ro.failure != "":
+		d.Status, d.Description = spec.DeploymentFailed, ro.failure
+		revert := false
+		for _, dg := range d.Groups {
+			revert = revert || dg.AutoRevert
+		}
+		switch {
+		case revert && stable != 0:
+			d.RevertTo = stable
+			d.Description += fmt.Sprintf("; reverting to version %d", stable)
+			r.res.Reverts = append(r.res.Reverts, Revert{Job: j.Name, ToVersion: stable, CheckIndex: j.ModifyIndex,
+				Reason: fmt.Sprintf("deployment %s failed", shortID(d.ID))})
+		case revert:
+			d.Description += "; no earlier version succeeded, so there is nothing to revert to"
+		}
+		clearDeadlines(d)
+	case ro.done():
+		d.Status, d.Description = spec.DeploymentSuccessful, "every instance is healthy"
+		clearDeadlines(d)
+	default:
+		for _, dg := range d.Groups {
+			if !dg.RequireProgressBy.IsZero() {
+				r.wakeAt(dg.RequireProgressBy)
+			}
+		}
+	}
+	if ro.orig == nil || !sameDeployment(ro.orig, d) {
+		d.ModifyTime = r.now
+		r.res.Deployments = append(r.res.Deployments, d)
+	}
+}
+
+// done reports whether every group of a running deployment is done: nothing
+// old left, canaries promoted, every instance it placed healthy.
+func (ro *rollout) done() bool {
+	for _, gr := range ro.groups {
+		if len(gr.old) > 0 || len(gr.canaries) > 0 || gr.undecided > 0 {
+			return false
+		}
+		if gr.dg.DesiredCanaries > 0 && !gr.dg.Promoted {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *reconciler) wakeAt(t time.Time) {
+	if t.After(r.now) && (r.res.NextRun.IsZero() || t.Before(r.res.NextRun)) {
+		r.res.NextRun = t
+	}
+}
+
+// stableVersion is the newest version below v whose deployment succeeded.
+func stableVersion(ds []*spec.Deployment, v uint64) uint64 {
+	var best uint64
+	for _, d := range ds {
+		if d.Status == spec.DeploymentSuccessful && d.JobVersion < v && d.JobVersion > best {
+			best = d.JobVersion
+		}
+	}
+	return best
+}
+
+// gcDeployments forgets the deployments of jobs that no longer exist, and
+// all but the newest keepDeployments final ones of a job (never its newest
+// successful one). ds is newest first.
+func (r *reconciler) gcDeployments(job *spec.Job, ds []*spec.Deployment) {
+	if job == nil {
+		for _, d := range ds {
+			r.res.DeleteDeployments = append(r.res.DeleteDeployments, d.ID)
+		}
+		return
+	}
+	kept, stableKept := 0, false
+	for _, d := range ds {
+		if !d.Status.Final() {
+			continue
+		}
+		if d.Status == spec.DeploymentSuccessful && !stableKept {
+			stableKept = true
+			continue
+		}
+		if kept++; kept > keepDeployments {
+			r.res.DeleteDeployments = append(r.res.DeleteDeployments, d.ID)
+		}
+	}
+}
+
+func clearDeadlines(d *spec.Deployment) {
+	for _, dg := range d.Groups {
+		dg.RequireProgressBy = time.Time{}
+	}
+}
+
+func cloneDeployment(d *spec.Deployment) *spec.Deployment {
+	c := *d
+	c.Groups = make(map[string]*spec.DeploymentGroup, len(d.Groups))
+	for name, dg := range d.Groups {
+		g := *dg
+		g.PlacedCanaries = slices.Clone(dg.PlacedCanaries)
+		c.Groups[name] = &g
+	}
+	return &c
+}
+
+// sameDeployment compares what the leader stores of a deployment.
+func sameDeployment(a, b *spec.Deployment) bool {
+	if a.Status != b.Status || a.Description != b.Description || a.RevertTo != b.RevertTo || len(a.Groups) != len(b.Groups) {
+		return false
+	}
+	return maps.EqualFunc(a.Groups, b.Groups, func(x, y *spec.DeploymentGroup) bool {
+		return x.Desired == y.Desired && x.DesiredCanaries == y.DesiredCanaries && slices.Equal(x.PlacedCanaries, y.PlacedCanaries) &&
+			x.Promoted == y.Promoted && x.AutoPromote == y.AutoPromote && x.AutoRevert == y.AutoRevert &&
+			x.Placed == y.Placed && x.Healthy == y.Healthy && x.Unhealthy == y.Unhealthy && x.RequireProgressBy.Equal(y.RequireProgressBy)
+	})
+}

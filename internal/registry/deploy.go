@@ -1,0 +1,260 @@
+package registry
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// A deployment is two keys with one writer each (DESIGN.md principle 8):
+// deployments/<id> is the leader's record, written only in its fenced
+// plans; deployment_requests/<id> is what operators asked of it (promote,
+// fail), written by any server for the API. They are merged on read, as
+// an alloc's desired and observed halves are.
+const (
+	dirDeployments        = "deployments/"
+	dirDeploymentRequests = "deployment_requests/"
+)
+
+// requestRecord is what deployment_requests/<id> holds: the request with
+// the deployment's job alongside, so that a watcher can tell whom it
+// concerns without reading the deployment.
+type requestRecord struct {
+	Job string `json:"job"`
+	spec.DeploymentRequest
+}
+
+func decodeDeployment(kv *mvccpb.KeyValue) (*spec.Deployment, error) {
+	var d spec.Deployment
+	if err := json.Unmarshal(kv.Value, &d); err != nil {
+		return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+	}
+	d.Request, d.ModifyIndex = nil, kv.ModRevision
+	return &d, nil
+}
+
+func decodeRequest(kv *mvccpb.KeyValue) (*requestRecord, error) {
+	var rec requestRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
+	}
+	return &rec, nil
+}
+
+// withRequest returns a copy of d with the request merged in; ModifyIndex
+// is the later of the two keys' revisions, so that a request moves it.
+func withRequest(d *spec.Deployment, req *spec.DeploymentRequest, reqRev int64) *spec.Deployment {
+	c := *d
+	if req != nil {
+		r := *req
+		c.Request = &r
+		c.ModifyIndex = max(c.ModifyIndex, reqRev)
+	}
+	return &c
+}
+
+// mergeDeployments decodes the leader's records and attaches the requests
+// by ID. A request whose deployment is gone is left out.
+func (r *Registry) mergeDeployments(depKVs, reqKVs []*mvccpb.KeyValue) ([]*spec.Deployment, error) {
+	reqs := make(map[string]*mvccpb.KeyValue, len(reqKVs))
+	for _, kv := range reqKVs {
+		reqs[string(kv.Key[len(r.prefix+dirDeploymentRequests):])] = kv
+	}
+	out := make([]*spec.Deployment, 0, len(depKVs))
+	for _, kv := range depKVs {
+		d, err := decodeDeployment(kv)
+		if err != nil {
+			return nil, err
+		}
+		if rkv := reqs[string(kv.Key[len(r.prefix+dirDeployments):])]; rkv != nil {
+			rec, err := decodeRequest(rkv)
+			if err != nil {
+				return nil, err
+			}
+			d = withRequest(d, &rec.DeploymentRequest, rkv.ModRevision)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// sortDeployments is the snapshot's order: by job, then oldest first.
+func sortDeployments(ds []*spec.Deployment) {
+	slices.SortFunc(ds, func(a, b *spec.Deployment) int {
+		return cmp.Or(cmp.Compare(a.Job, b.Job), a.CreateTime.Compare(b.CreateTime), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// sortNewestFirst is the API's order: the newest deployment first, whatever
+// its job; ties (one pass creating several) by job version, then ID.
+func sortNewestFirst(ds []*spec.Deployment) {
+	slices.SortFunc(ds, func(a, b *spec.Deployment) int {
+		return cmp.Or(b.CreateTime.Compare(a.CreateTime), cmp.Compare(b.JobVersion, a.JobVersion),
+			cmp.Compare(a.Job, b.Job), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// ListDeployments returns the deployments of job ("" for every job) with
+// their requests, newest first, and the revision read at.
+func (r *Registry) ListDeployments(ctx context.Context, job string) ([]*spec.Deployment, int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	if job != "" {
+		if err := checkName("job name", job); err != nil {
+			return nil, 0, err
+		}
+	}
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpGet(r.prefix+dirDeployments, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirDeploymentRequests, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, 0, wrap("list deployments", err)
+	}
+	all, err := r.mergeDeployments(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := all[:0]
+	for _, d := range all {
+		if job == "" || d.Job == job {
+			out = append(out, d)
+		}
+	}
+	sortNewestFirst(out)
+	return out, resp.Header.Revision, nil
+}
+
+// GetDeployment returns one deployment with its request.
+func (r *Registry) GetDeployment(ctx context.Context, id string) (*spec.Deployment, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	dkey, err := r.key(dirDeployments, "deployment id", id)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(dkey), clientv3.OpGet(r.prefix+dirDeploymentRequests+id)).Commit()
+	if err != nil {
+		return nil, wrap("read deployment "+id, err)
+	}
+	ds, err := r.mergeDeployments(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("registry: deployment %q: %w", id, ErrNotFound)
+	}
+	return ds[0], nil
+}
+
+// PutDeploymentRequest records an operator's request about a deployment
+// for the leader to act on. Requests accumulate: a promote asked earlier
+// stays asked when a fail follows (the leader decides what both mean);
+// Time is the latest request's (now when zero). ErrNotFound: no such
+// deployment. ErrConflict: the deployment is final (its status is in the
+// message), checked in the same transaction as the write. ErrInvalid: the
+// request asks for nothing.
+func (r *Registry) PutDeploymentRequest(ctx context.Context, id string, req *spec.DeploymentRequest) error {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	dkey, err := r.key(dirDeployments, "deployment id", id)
+	if err != nil {
+		return err
+	}
+	if req == nil || (!req.Promote && !req.Fail) {
+		return fmt.Errorf("registry: deployment %q: the request asks for neither promote nor fail: %w", id, ErrInvalid)
+	}
+	rkey := r.prefix + dirDeploymentRequests + id
+	for range casAttempts {
+		resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(dkey), clientv3.OpGet(rkey)).Commit()
+		if err != nil {
+			return wrap("read deployment "+id, err)
+		}
+		dkvs, rkvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(dkvs) == 0 {
+			return fmt.Errorf("registry: deployment %q: %w", id, ErrNotFound)
+		}
+		d, err := decodeDeployment(dkvs[0])
+		if err != nil {
+			return err
+		}
+		if d.Status.Final() {
+			return fmt.Errorf("registry: deployment %q of job %q is %s: %w", id, d.Job, d.Status, ErrConflict)
+		}
+		rec := &requestRecord{Job: d.Job}
+		var reqRev int64
+		if len(rkvs) > 0 {
+			if rec, err = decodeRequest(rkvs[0]); err != nil {
+				return err
+			}
+			rec.Job, reqRev = d.Job, rkvs[0].ModRevision
+		}
+		rec.Promote = rec.Promote || req.Promote
+		rec.Fail = rec.Fail || req.Fail
+		rec.Time = req.Time
+		if rec.Time.IsZero() {
+			rec.Time = r.now().UTC()
+		}
+		val, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("registry: encode deployment request %q: %w", id, err)
+		}
+		tresp, err := r.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(dkey), "=", dkvs[0].ModRevision),
+			clientv3.Compare(clientv3.ModRevision(rkey), "=", reqRev),
+		).Then(clientv3.OpPut(rkey, string(val))).Commit()
+		if err != nil {
+			return wrap("write deployment request "+id, err)
+		}
+		if tresp.Succeeded {
+			return nil
+		}
+		// The leader moved the deployment, or another request came in:
+		// look again (it may have become final).
+	}
+	return fmt.Errorf("registry: deployment %q keeps changing under concurrent writes: %w", id, ErrConflict)
+}
+
+// deploymentOps are a plan's deployment writes (see planOps).
+func (r *Registry) deploymentOps(p *Plan, add func(opGroup, ...string) error) error {
+	for _, d := range p.Deployments {
+		if d == nil {
+			return fmt.Errorf("registry: plan has a nil deployment: %w", ErrInvalid)
+		}
+		key, err := r.key(dirDeployments, "deployment id", d.ID)
+		if err != nil {
+			return err
+		}
+		if err := checkName("deployment job name", d.Job); err != nil {
+			return err
+		}
+		c := *d
+		c.Request, c.ModifyIndex = nil, 0
+		val, err := json.Marshal(&c)
+		if err != nil {
+			return fmt.Errorf("registry: encode deployment %q: %w", d.ID, err)
+		}
+		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, key); err != nil {
+			return err
+		}
+	}
+	for _, id := range p.DeleteDeployments {
+		key, err := r.key(dirDeployments, "deployment id", id)
+		if err != nil {
+			return err
+		}
+		rkey := r.prefix + dirDeploymentRequests + id
+		g := opGroup{ops: []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(rkey)}, bytes: len(key) + len(rkey)}
+		if err := add(g, key, rkey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
