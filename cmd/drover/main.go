@@ -71,6 +71,7 @@ Then, in another terminal:         drover status hello`,
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.AddCommand(
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
+		newHistoryCmd(g), newRevertCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 	)
 	return root

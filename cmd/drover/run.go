@@ -26,11 +26,15 @@ func newRunCmd(g *globals) *cobra.Command {
 		Short: "Submit a job and follow it until it runs, completes or fails",
 		Long: `Run applies a job file (HCL, JSON, YAML, or a fleet .service unit as in docs/fleet.md; "-" reads stdin). Applying the
 same spec again changes nothing. Then it follows the job until every instance
-runs (a batch job: completes), or something fails.
+runs (a batch job: completes), or something fails. A service job with an
+update block rolls each new version out as a deployment: run follows that
+deployment until it succeeds, fails (and perhaps reverts), or waits for its
+canaries to be promoted (drover deployment promote).
 
-Exit status: 0 success; 1 failure (an instance failed, or the wait timed out);
-2 the job cannot be placed now (the reasons are printed; it stays registered
-and is placed as soon as room appears).`,
+Exit status: 0 success (or canaries waiting for promotion); 1 failure (an
+instance or the deployment failed, or the wait timed out); 2 the job cannot
+be placed now (the reasons are printed; it stays registered and is placed as
+soon as room appears).`,
 		Example: `  drover run examples/hello.hcl
   drover run --detach examples/batch.hcl
   drover status hello -o json | drover run -`,
@@ -60,7 +64,7 @@ and is placed as soon as room appears).`,
 				fmt.Fprintf(out, "Follow it with: drover status %s\n", res.Job.Name)
 				return nil
 			}
-			return monitor(ctx, c, out, res.Job, isTerminal(os.Stdout), minHealthy)
+			return followJob(ctx, c, out, res, isTerminal(os.Stdout), minHealthy)
 		},
 	}
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return after submitting, without following")
@@ -145,14 +149,8 @@ func currentAllocs(st *spec.JobStatus) []*spec.Alloc {
 // says when to look again if nothing changes.
 func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now time.Time) (done bool, recheck time.Duration, err error) {
 	j, s := st.Job, st.Summary
-	if len(st.Failures) > 0 {
-		var lines []string
-		for _, f := range st.Failures {
-			lines = append(lines, fmt.Sprintf("  %d instance(s) of group %s: %s", f.Missing, f.Group, f.String()))
-		}
-		fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as room appears (drover stop %s withdraws it).\n",
-			j.Name, strings.Join(lines, "\n"), j.Name)
-		return true, 0, &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
+	if err := placementFailure(out, st); err != nil {
+		return true, 0, err
 	}
 	// An instance of this version failed for good: say so now rather than
 	// wait for its delayed replacement (drover status shows that too).

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func TestPrintDeployment(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	d := &spec.Deployment{
+		ID: "6c2f0e1a-1111-2222-3333-444455556666", Job: "web", JobVersion: 3, Status: spec.DeploymentRunning,
+		Description: "group api: 1 canaries healthy, waiting for promotion (drover deployment promote 6c2f0e1a)",
+		Groups: map[string]*spec.DeploymentGroup{
+			"worker": {Desired: 2, Placed: 1, Healthy: 0, Unhealthy: 1},
+			"api": {Desired: 3, DesiredCanaries: 1, PlacedCanaries: []string{"x"}, Placed: 1, Healthy: 1,
+				RequireProgressBy: now.Add(9*time.Minute + 30*time.Second)},
+			"cache": {Desired: 1, DesiredCanaries: 1, PlacedCanaries: []string{"y"}, Promoted: true, Placed: 1, Healthy: 1,
+				RequireProgressBy: now.Add(-time.Second)},
+		},
+		Request:    &spec.DeploymentRequest{Promote: true, Time: now.Add(-5 * time.Second)},
+		CreateTime: now.Add(-2 * time.Minute),
+	}
+	var b strings.Builder
+	printDeployment(&b, d, now)
+	want := `ID           6c2f0e1a-1111-2222-3333-444455556666
+Job          web (version 3)
+Status       running
+Description  group api: 1 canaries healthy, waiting for promotion (drover deployment promote 6c2f0e1a)
+Requested    promotion, 5s ago
+Started      2m ago
+
+GROUP   DESIRED  CANARIES      PLACED  HEALTHY  UNHEALTHY  PROGRESS DEADLINE
+api     3        1/1           1       1        0          in 9m
+cache   1        1/1 promoted  1       1        0          passed
+worker  2        -             1       0        1          -
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printDeployment (-want +got):\n%s", diff)
+	}
+
+	b.Reset()
+	failed := &spec.Deployment{ID: "bbbbbbbb-2", Job: "web", JobVersion: 2, Status: spec.DeploymentFailed, RevertTo: 1,
+		Description: "web.api[1] unhealthy: task server restarted: exit code 1; reverting to version 1",
+		Request:     &spec.DeploymentRequest{Fail: true}, CreateTime: now.Add(-time.Hour)}
+	printDeployment(&b, failed, now)
+	want = `ID           bbbbbbbb-2
+Job          web (version 2)
+Status       failed
+Description  web.api[1] unhealthy: task server restarted: exit code 1; reverting to version 1
+Reverted     to version 1
+Started      1h ago
+
+No groups yet.
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printDeployment of a failed one (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrintDeploymentList(t *testing.T) {
+	var b strings.Builder
+	printDeploymentList(&b, []*spec.Deployment{
+		{ID: "6c2f0e1a-1111", Job: "web", JobVersion: 3, Status: spec.DeploymentRunning, Description: "deployment is running"},
+		{ID: "0badc0de-2222", Job: "api", JobVersion: 12, Status: spec.DeploymentCancelled},
+	})
+	printDeploymentList(&b, nil)
+	want := `ID        JOB  VERSION  STATUS     DESCRIPTION
+6c2f0e1a  web  3        running    deployment is running
+0badc0de  api  12       cancelled  -
+No deployments. A service job with an update block makes one for each new version.
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("printDeploymentList (-want +got):\n%s", diff)
+	}
+}
+
+func TestDeploymentOutcome(t *testing.T) {
+	groups := map[string]*spec.DeploymentGroup{
+		"api":    {Desired: 3, DesiredCanaries: 1, PlacedCanaries: []string{"x"}, Placed: 1, Healthy: 1},
+		"worker": {Desired: 1, Placed: 1, Unhealthy: 1},
+	}
+	d := func(st spec.DeploymentStatus, desc string, revertTo uint64, req *spec.DeploymentRequest) *spec.Deployment {
+		return &spec.Deployment{ID: "6c2f0e1a-1111", Job: "web", JobVersion: 2, Status: st, Description: desc, RevertTo: revertTo, Request: req, Groups: groups}
+	}
+	waiting := "group api: 1 canaries healthy, waiting for promotion (drover deployment promote 6c2f0e1a)"
+	cases := []struct {
+		name string
+		d    *spec.Deployment
+		done bool
+		code int // exit status when done
+		out  string
+	}{
+		{"running", d(spec.DeploymentRunning, "deployment is running", 0, nil), false, 0, ""},
+		{"successful", d(spec.DeploymentSuccessful, "every instance is healthy", 0, nil), true, 0,
+			"✓ Deployment 6c2f0e1a of job \"web\" version 2 successful: every instance is healthy.\n"},
+		{"waits for promotion", d(spec.DeploymentRunning, waiting, 0, nil), true, 0,
+			"canaries healthy; promote with: drover deployment promote 6c2f0e1a\n"},
+		{"promotion asked, not acted on yet", d(spec.DeploymentRunning, waiting, 0, &spec.DeploymentRequest{Promote: true}), false, 0, ""},
+		{"failed and reverted", d(spec.DeploymentFailed, "web.worker[0] unhealthy: task w restarted: exit code 1; reverting to version 1", 1, nil), true, 1,
+			"✗ Deployment 6c2f0e1a of job \"web\" version 2 failed: web.worker[0] unhealthy: task w restarted: exit code 1; reverting to version 1\n" +
+				"Job \"web\" reverted to version 1: that spec is now the job's next version (drover history web).\n"},
+		{"failed, nothing to revert to", d(spec.DeploymentFailed, "failed by an operator", 0, nil), true, 1,
+			"✗ Deployment 6c2f0e1a of job \"web\" version 2 failed: failed by an operator\nSee why: drover status web; drover logs web --stderr\n"},
+		{"cancelled", d(spec.DeploymentCancelled, "superseded by version 3", 0, nil), true, 1,
+			"✗ Deployment 6c2f0e1a of job \"web\" version 2 cancelled: superseded by version 3\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b strings.Builder
+			done, err := deploymentOutcome(&b, c.d)
+			code := 0
+			if err != nil {
+				var ee *exitError
+				if !errors.As(err, &ee) || !ee.silent {
+					t.Fatalf("error %v is not a silent exitError: the outcome is printed already", err)
+				}
+				code = ee.code
+			}
+			if done != c.done || code != c.code {
+				t.Errorf("done, exit = %v, %d; want %v, %d", done, code, c.done, c.code)
+			}
+			if diff := cmp.Diff(c.out, b.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+	got := deploymentLine(d(spec.DeploymentRunning, "deployment is running", 0, nil))
+	want := "deployment 6c2f0e1a running: api 1/3 placed, 1 healthy, 0 unhealthy, canaries 1/1; worker 1/1 placed, 0 healthy, 1 unhealthy; deployment is running"
+	if got != want {
+		t.Errorf("deploymentLine:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestRollsOut(t *testing.T) {
+	j := historyJob()
+	if rollsOut(j) {
+		t.Error("a job without update blocks rolls out as a deployment")
+	}
+	j.Update = &spec.UpdateStrategy{}
+	if !rollsOut(j) {
+		t.Error("a service job with a job-level update block does not roll out as a deployment")
+	}
+	j.Groups[0].Update = &spec.UpdateStrategy{MaxParallel: intp(0)}
+	if rollsOut(j) {
+		t.Error("max_parallel 0 rolls out as a deployment")
+	}
+	j.Groups[0].Update, j.Type = nil, spec.JobBatch
+	if rollsOut(j) {
+		t.Error("a batch job rolls out as a deployment")
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// historyJob is a small valid service job; edit the copy it returns.
+func historyJob() *spec.Job {
+	return &spec.Job{Name: "web", Type: spec.JobService, Priority: 50, Groups: []*spec.Group{{
+		Name: "api", Count: 2,
+		Tasks: []*spec.Task{{
+			Name: "server", Driver: "exec",
+			Config:    spec.TaskConfig{Command: "/bin/app", Args: []string{"-v1"}},
+			Resources: spec.Resources{CPU: 100, MemoryMB: 64},
+		}},
+	}}}
+}
+
+func intp(n int) *int { return &n }
+
+func TestSpecChanges(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(j *spec.Job)
+		want []string
+	}{
+		{"identical", func(*spec.Job) {}, nil},
+		{"server-owned fields are not the spec", func(j *spec.Job) {
+			j.Version, j.SubmitTime, j.ModifyIndex, j.Stopped = 7, time.Unix(99, 0), 42, true
+		}, nil},
+		{"a task's args", func(j *spec.Job) { j.Groups[0].Tasks[0].Config.Args = []string{"-v2"} },
+			[]string{`~ groups[api].tasks[server].config.args: ["-v1"] -> ["-v2"]`}},
+		{"an update block added", func(j *spec.Job) {
+			j.Groups[0].Update = &spec.UpdateStrategy{Canary: intp(1), MinHealthyTime: spec.Duration(2 * time.Second)}
+		}, []string{
+			`+ groups[api].update.canary: 1`,
+			`+ groups[api].update.min_healthy_time: "2s"`,
+		}},
+		{"count and a removed field", func(j *spec.Job) {
+			j.Groups[0].Count = 3
+			j.Groups[0].Tasks[0].Config.Args = nil
+		}, []string{
+			`~ groups[api].count: 2 -> 3`,
+			`- groups[api].tasks[server].config.args: ["-v1"]`,
+		}},
+		{"a group added before the other is its own fields only", func(j *spec.Job) {
+			j.Groups = append([]*spec.Group{{Name: "cache", Count: 1, Tasks: []*spec.Task{{
+				Name: "redis", Driver: "exec", Config: spec.TaskConfig{Command: "redis"}, Resources: spec.Resources{CPU: 200, MemoryMB: 128}}}}}, j.Groups...)
+		}, []string{
+			`+ groups[cache].count: 1`,
+			`+ groups[cache].name: "cache"`,
+			`+ groups[cache].tasks[redis].config.command: "redis"`,
+			`+ groups[cache].tasks[redis].driver: "exec"`,
+			`+ groups[cache].tasks[redis].name: "redis"`,
+			`+ groups[cache].tasks[redis].resources.cpu: 200`,
+			`+ groups[cache].tasks[redis].resources.memory: 128`,
+		}},
+		{"env and meta by key, odd keys quoted, no HTML escapes", func(j *spec.Job) {
+			j.Meta = map[string]string{"team.owner": "ops"}
+			j.Groups[0].Tasks[0].Env = map[string]string{"VERSION": "2", "URL": "http://a/?x=1&y=<2>"}
+		}, []string{
+			`+ groups[api].tasks[server].env.URL: "http://a/?x=1&y=<2>"`,
+			`+ groups[api].tasks[server].env.VERSION: "2"`,
+			`+ meta["team.owner"]: "ops"`,
+		}},
+		{"unnamed objects by index", func(j *spec.Job) {
+			j.Constraints = []*spec.Constraint{{Attribute: "${attr.os}", Operator: "=", Value: "linux"}}
+		}, []string{
+			`+ constraints[0].attribute: "${attr.os}"`,
+			`+ constraints[0].operator: "="`,
+			`+ constraints[0].value: "linux"`,
+		}},
+		{"big numbers stay exact", func(j *spec.Job) { j.Groups[0].Tasks[0].Resources.MemoryMB = 12345678901 },
+			[]string{`~ groups[api].tasks[server].resources.memory: 64 -> 12345678901`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			from, to := historyJob(), historyJob()
+			c.edit(to)
+			var got []string
+			for _, ch := range specChanges(from, to) {
+				got = append(got, ch.String())
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Errorf("specChanges (-want +got):\n%s", d)
+			}
+			// The other way round, every + is a - and every ~ turns around.
+			var back []string
+			for _, ch := range specChanges(to, from) {
+				back = append(back, ch.String())
+			}
+			if len(back) != len(got) {
+				t.Errorf("reverse has %d changes, want %d: %q", len(back), len(got), back)
+			}
+		})
+	}
+}
+
+func TestSpecChangesReorderIsNoChange(t *testing.T) {
+	from := historyJob()
+	from.Groups = append(from.Groups, &spec.Group{Name: "worker", Count: 1, Tasks: []*spec.Task{{Name: "w", Driver: "exec", Config: spec.TaskConfig{Command: "w"}}}})
+	to := historyJob()
+	to.Groups = []*spec.Group{from.Groups[1], to.Groups[0]}
+	if ch := specChanges(from, to); len(ch) != 0 {
+		t.Errorf("reordering groups: %v, want no change", ch)
+	}
+}
+
+func TestFlattenDuplicateNamesByIndex(t *testing.T) {
+	got := map[string]string{}
+	flattenJSON("l", []any{map[string]any{"name": "a"}, map[string]any{"name": "a"}, map[string]any{}}, got)
+	want := map[string]string{`l[0].name`: `"a"`, `l[1].name`: `"a"`, `l[2]`: `{}`}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("flattenJSON (-want +got):\n%s", d)
+	}
+}
+
+func TestPrintHistory(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	v1 := historyJob()
+	v1.Version, v1.SubmitTime = 1, now.Add(-3*time.Hour)
+	v2 := historyJob()
+	v2.Version, v2.SubmitTime = 2, now.Add(-10*time.Minute)
+	v2.Groups[0].Tasks[0].Config.Args = []string{"-v2"}
+	v3 := historyJob()
+	v3.Version, v3.SubmitTime = 3, now.Add(-30*time.Second)
+	deps := []*spec.Deployment{
+		{ID: "cccccccc-3", Job: "web", JobVersion: 3, Status: spec.DeploymentRunning},
+		{ID: "bbbbbbbb-2", Job: "web", JobVersion: 2, Status: spec.DeploymentFailed, RevertTo: 1},
+		{ID: "aaaaaaaa-1", Job: "web", JobVersion: 1, Status: spec.DeploymentSuccessful},
+	}
+	versions := []*spec.Job{v3, v2, v1}
+
+	var b strings.Builder
+	printHistory(&b, versions, deps, now, true)
+	want := `VERSION  SUBMITTED  DEPLOYMENT
+3        30s ago    running
+  ~ groups[api].tasks[server].config.args: ["-v2"] -> ["-v1"]
+2        10m ago    failed (reverted to 1)
+  ~ groups[api].tasks[server].config.args: ["-v1"] -> ["-v2"]
+1        3h ago     successful (stable)
+`
+	if d := cmp.Diff(want, b.String()); d != "" {
+		t.Errorf("printHistory (-want +got):\n%s", d)
+	}
+
+	b.Reset()
+	printHistory(&b, versions[1:], deps[2:], now, false)
+	want = `VERSION  SUBMITTED  DEPLOYMENT
+2        10m ago    -
+1        3h ago     successful (stable)
+`
+	if d := cmp.Diff(want, b.String()); d != "" {
+		t.Errorf("printHistory --no-diff (-want +got):\n%s", d)
+	}
+}
