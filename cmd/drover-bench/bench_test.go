@@ -56,6 +56,8 @@ var wantKeys = map[string][]string{
 		"fail_to_dns_removal_p50_ms", "fail_to_dns_removal_p99_ms", "fail_to_dns_removal_max_ms",
 		"probe_to_unhealthy_p50_ms", "probe_to_unhealthy_p99_ms", "probe_to_unhealthy_max_ms",
 		"probe_to_dns_removal_p50_ms", "probe_to_dns_removal_p99_ms", "probe_to_dns_removal_max_ms"},
+	"rollout": {"instances", "max_parallel", "min_healthy_time_ms", "rollout_ms", "gates_ms", "overhead_per_batch_ms", "ratio_to_gates",
+		"min_healthy_good", "min_healthy_bad", "bad_to_failed_ms", "bad_to_reverted_ms"},
 	"machineloss": {"trials", "node_ttl_ms", "kill_to_placed_p50_ms", "kill_to_placed_p99_ms", "kill_to_placed_max_ms",
 		"kill_to_running_p50_ms", "kill_to_running_p99_ms", "kill_to_running_max_ms"},
 }

@@ -140,7 +140,10 @@ var apiLine = regexp.MustCompile(`API at (http://\S+),`)
 // startDev runs `drover dev` with its state in dataDir and extra flags,
 // and returns once it prints its API address.
 func startDev(bin, dataDir string, extra ...string) (*exec.Cmd, string, error) {
-	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
+	// Dynamic ports apart from internal/e2e's (21000-21999), whose tests
+	// run beside this package's in `go test ./...`: tasks bind them.
+	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir,
+		"--min-dynamic-port", "22000", "--max-dynamic-port", "22999"}, extra...)
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

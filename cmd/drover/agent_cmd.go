@@ -18,6 +18,7 @@ func newAgentCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name, networkIP string
 	var meta, driverNames, serverAddrs []string
 	var docker dockerdriver.Config
+	var ports portFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run an agent: register this machine and run the tasks placed on it",
@@ -34,6 +35,9 @@ running.`,
 			}
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required: the agent keeps its node ID and task directories there")
+			}
+			if err := ports.check(); err != nil {
+				return err
 			}
 			if networkIP != "" && net.ParseIP(networkIP) == nil {
 				return fmt.Errorf("--network-ip %q is not an IP address; give the address this node's ports are reached at, such as 10.0.0.5", networkIP)
@@ -62,7 +66,8 @@ running.`,
 				return err
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: "http://" + ln.Addr().String(),
-				NetworkIP: networkIP, Meta: m, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true})
+				NetworkIP: networkIP, Meta: m, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true,
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max})
 			if err != nil {
 				return err
 			}
@@ -82,6 +87,7 @@ running.`,
 		return pflag.NormalizedName(name)
 	})
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4647", "this agent's HTTP address (serves task logs to the servers)")
+	ports.add(cmd.Flags())
 	cmd.Flags().StringVar(&networkIP, "network-ip", "", "IP address tasks' ports are reached at (default: the --http-addr host if it is an IP, else the first IPv4 address of an interface)")
 	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "node metadata key=value (repeatable)")

@@ -19,6 +19,8 @@ import (
 
 func newDevCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, pprofAddr, dnsAddr string
+	var memory memoryFlags
+	var ports portFlags
 	var nodeTTL time.Duration
 	var docker dockerdriver.Config
 	cmd := &cobra.Command{
@@ -33,6 +35,12 @@ Without --data-dir, state lives in a temporary directory removed on exit; with
 it, jobs and their instances survive a restart.`,
 		Example: "  drover dev examples/hello.hcl\n  drover dev --data-dir /tmp/drover --http-addr 127.0.0.1:0",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := memory.check(); err != nil {
+				return err
+			}
+			if err := ports.check(); err != nil {
+				return err
+			}
 			// Read every file first: a typo should not cost a cluster start.
 			var jobs []*spec.Job
 			for _, path := range args {
@@ -89,6 +97,7 @@ it, jobs and their instances survive a restart.`,
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, StopTasksOnExit: true,
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max,
 			})
 			if err != nil {
 				return err
@@ -96,7 +105,8 @@ it, jobs and their instances survive a restart.`,
 			// The default DNS port may be another dev's: then dev runs
 			// without DNS (the server warns); a port asked for must work.
 			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,
-				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr")})
+				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr"),
+				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval})
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
@@ -161,6 +171,8 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.Flags().DurationVar(&nodeTTL, "node-ttl", server.DefaultNodeTTL, "a node without a heartbeat this long is down and its work is placed elsewhere")
+	memory.add(cmd.Flags())
+	ports.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "127.0.0.1:8600", "serve the service catalog over DNS (UDP and TCP) here; \"\" for none (the default port, Consul's, is skipped with a warning when taken)")
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")

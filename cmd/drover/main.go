@@ -70,8 +70,8 @@ Then, in another terminal:         drover status hello`,
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.AddCommand(
-		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
-		newHistoryCmd(g), newRevertCmd(g), newDeploymentCmd(g),
+		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
+		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 	)
 	return root

@@ -17,7 +17,7 @@ import (
 func newNodesCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "nodes",
-		Short:   "List machines with their drivers and what is allocated on them",
+		Short:   "List machines with their status, drivers and what is allocated on them",
 		Example: "  drover nodes\n  drover nodes -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,15 +57,21 @@ func newNodesCmd(g *globals) *cobra.Command {
 			}
 			usage := fetchUsage(ctx, c, ready)
 			// CPU and MEMORY are reserved/capacity; USED is what the
-			// node's tasks use now, as its agent measures them.
+			// node's tasks use now, as its agent measures them. STATUS
+			// says whether an operator took the node out of scheduling
+			// (drover node eligibility, drover node drain).
 			t := newTable(cmd.OutOrStdout(), "ID", "NAME", "STATUS", "DRIVERS", "CPU (MHz)", "USED CPU", "MEMORY (MB)", "USED MEM", "ALLOCS")
 			for _, n := range nodes {
 				u := used[n.ID]
 				usedCPU, usedMem := "-", "-"
-				if nu := usage[n.ID]; nu != nil {
+				nu := usage[n.ID]
+				if nu == nil && n.Status == spec.NodeReady {
+					nu = n.Usage // the agent's last report, when it does not answer now
+				}
+				if nu != nil {
 					usedCPU, usedMem = strconv.Itoa(nu.Tasks.CPU), strconv.Itoa(nu.Tasks.MemoryMB)
 				}
-				t.row(short(n.ID), n.Name, string(n.Status), strings.Join(n.Drivers, ","),
+				t.row(short(n.ID), n.Name, nodeStatus(n), strings.Join(n.Drivers, ","),
 					fmt.Sprintf("%d/%d", u.CPU, n.Resources.CPU), usedCPU,
 					fmt.Sprintf("%d/%d", u.MemoryMB, n.Resources.MemoryMB), usedMem,
 					strconv.Itoa(count[n.ID]))

@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 func newServerCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name string
 	var etcdClientAddr, etcdPeerAddr, etcdNote, dnsAddr string
+	var memory memoryFlags
 	var apiOnly bool
 	var etcdTLS etcdTLSFlags
 	var endpoints []string
@@ -31,6 +34,9 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := newLogger(logLevel)
 			if err != nil {
+				return err
+			}
+			if err := memory.check(); err != nil {
 				return err
 			}
 			ctx := signalContext(cmd.Context())
@@ -64,7 +70,8 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			if err != nil {
 				return err
 			}
-			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr})
+			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr,
+				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval})
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
@@ -78,6 +85,7 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
+	memory.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "", "serve the service catalog over DNS (UDP and TCP) at this host:port, e.g. 127.0.0.1:8600 (default: no DNS)")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")
 	etcdTLS.register(cmd.Flags())
@@ -88,4 +96,40 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	cmd.Flags().DurationVar(&leaderTTL, "leader-ttl", server.DefaultLeaderTTL, "leader election lease TTL")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
+}
+
+// memoryFlags are the server's memory-pressure settings, for server and dev.
+type memoryFlags struct {
+	highPercent int
+	interval    time.Duration
+}
+
+func (m *memoryFlags) add(fs *pflag.FlagSet) {
+	fs.IntVar(&m.highPercent, "memory-high-percent", 90, "when a node's tasks use more than this % of its memory, move its lowest-priority service instance elsewhere (0: never)")
+	fs.DurationVar(&m.interval, "memory-move-interval", server.DefaultMemoryMoveInterval, "at most one such move per node per this interval")
+}
+
+func (m *memoryFlags) check() error {
+	if m.highPercent < 0 || m.highPercent > 100 {
+		return fmt.Errorf("--memory-high-percent %d is out of range; use 1 to 100, or 0 for never", m.highPercent)
+	}
+	if m.interval <= 0 {
+		return fmt.Errorf("--memory-move-interval must be positive, got %s", m.interval)
+	}
+	return nil
+}
+
+// portFlags are an agent's dynamic port range, for agent and dev.
+type portFlags struct{ min, max int }
+
+func (p *portFlags) add(fs *pflag.FlagSet) {
+	fs.IntVar(&p.min, "min-dynamic-port", spec.DynamicPortMin, "lowest port the scheduler picks for this node's dynamic ports")
+	fs.IntVar(&p.max, "max-dynamic-port", spec.DynamicPortMax, "highest port the scheduler picks for this node's dynamic ports")
+}
+
+func (p *portFlags) check() error {
+	if p.min < 1024 || p.max > 65535 || p.min > p.max {
+		return fmt.Errorf("--min-dynamic-port %d and --max-dynamic-port %d: give 1024 <= min <= max <= 65535", p.min, p.max)
+	}
+	return nil
 }

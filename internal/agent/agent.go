@@ -51,6 +51,9 @@ type Config struct {
 	// NetworkIP is the address the node's ports are reached at; by default
 	// Address's host if that is an IP, else the first IPv4 of an interface.
 	NetworkIP string
+	// MinDynamicPort and MaxDynamicPort bound the node's dynamic ports; 0:
+	// spec.DynamicPortMin and spec.DynamicPortMax.
+	MinDynamicPort, MaxDynamicPort int
 }
 
 // Agent runs one node.
@@ -169,6 +172,7 @@ func (a *Agent) Node() *spec.Node {
 	return &spec.Node{
 		ID: a.nodeID, Name: a.nodeName, Address: a.cfg.Address,
 		Attributes: attrs, Meta: a.cfg.Meta, Resources: res, Drivers: drivers,
+		MinDynamicPort: a.cfg.MinDynamicPort, MaxDynamicPort: a.cfg.MaxDynamicPort,
 	}
 }
 
@@ -198,7 +202,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.reportLoop(reportCtx)
 	go a.heartbeatLoop(ctx)
-	go a.usage.run(ctx)
+	go a.usage.run(ctx, a.reportUsage)
 	go a.fenceLoop(ctx)
 	var index int64
 	backoff := time.Duration(0)

@@ -8,9 +8,10 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Deployment health. An alloc placed by a deployment (Alloc.DeploymentID,
-// with the group's Update strategy) gets one verdict from its agent, which
-// the deployment waits on before it replaces more instances. The verdict
+// Deployment health. An alloc placed with an update strategy (by a
+// deployment, Alloc.DeploymentID, or by a move such as a drain's;
+// Alloc.Update) gets one verdict from its agent, which the deployment or
+// move waits on before it replaces more instances. The verdict
 // goes out in AllocStatus.DeploymentHealth and is final:
 //
 //	waiting --every task running (and, with health_check "checks",
@@ -156,10 +157,11 @@ type deployWatch struct {
 }
 
 // deploying reports whether alloc a is waiting for a deployment health
-// verdict: placed by a deployment and not judged yet (by this agent or,
-// as read back in a.Status, an earlier one).
+// verdict: placed with a strategy to judge it by (by a deployment, or a
+// move that waits on it) and not judged yet (by this agent or, as read
+// back in a.Status, an earlier one).
 func deploying(a *spec.Alloc) bool {
-	return a.DeploymentID != "" && a.Update != nil && (a.Status == nil || a.Status.DeploymentHealth == nil)
+	return a.Update != nil && (a.Status == nil || a.Status.DeploymentHealth == nil)
 }
 
 // noteExit records why a task exited, to be restarted or for good, just

@@ -210,13 +210,12 @@ func TestDeploymentTaskStatesIgnoresChecks(t *testing.T) {
 	}
 }
 
-func TestNoDeploymentHealthWithoutDeployment(t *testing.T) {
+func TestNoDeploymentHealthWithoutStrategy(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	c.startAgent(t.TempDir(), true)
 	j := webJob(t, "dep-none", fastCheck(&spec.Check{Type: spec.CheckHTTP, Path: "/health", Grace: spec.Duration(5 * time.Second)}))
-	// An update strategy, but no deployment placed it.
-	c.placedBy(j.Name, "", update(spec.HealthChecks, 100*time.Millisecond, 2*time.Second))
+	// Neither a deployment nor a move placed it: no strategy to judge by.
 	c.submit(j)
 
 	a := c.alloc(j.Name, 10*time.Second, "check passing", checkIs("web-http", spec.CheckPassing))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -18,6 +19,12 @@ import (
 // CPU becomes MHz, the unit reservations are in: the CPU time used between
 // two samples over the wall time between them, times the MHz of one core
 // (the fingerprint's cpu.mhz).
+//
+// After each periodic sample, the node's totals go to the server (PUT
+// /v1/nodes/{id}/usage, where the leader reads them to move work off a
+// node short of memory) when they moved enough since the last report
+// (shouldReport), or usageReportMaxAge passed; a report that fails is
+// tried again at the next sample.
 const (
 	// usageEvery: often enough that a reading is recent, rarely enough that
 	// measuring (a /proc walk per raw_exec task) costs nothing noticeable.
@@ -29,6 +36,20 @@ const (
 	// about a second each (the daemon's collector ticks once a second), so
 	// one after the other they would take a second per container.
 	measureAtOnce = 16
+
+	// A report is sent when memory moved by usageReportMemPercent of the
+	// node's memory, or CPU by usageReportCPUPercent of its CPU, since the
+	// last one: a change the leader could act on (it moves work at tens
+	// of percent of memory), while a node at rest sends little. CPU is
+	// noisier than memory, hence the larger step.
+	usageReportMemPercent = 1
+	usageReportCPUPercent = 5
+	// usageReportMaxAge: a report at least this often, so that the leader
+	// (which ignores reports older than two minutes) always has a recent one.
+	usageReportMaxAge = time.Minute
+	// usageReportTimeout bounds a report, well under usageEvery, so that a
+	// stuck server never holds the sampler past its next sample.
+	usageReportTimeout = 5 * time.Second
 )
 
 type taskKey struct{ alloc, task string }
@@ -43,6 +64,16 @@ type cpuPoint struct {
 type usageSampler struct {
 	nodeID     string
 	mhzPerCore int
+	// capacity is the node's CPU (MHz) and memory (MB), what the report
+	// thresholds are shares of.
+	capacity spec.Resources
+	// every and maxAge are usageEvery and usageReportMaxAge, but for tests.
+	every, maxAge time.Duration
+	// sent is the totals last reported and when; sentOnce is false until
+	// a report got through. Only run touches them.
+	sent     spec.Usage
+	sentAt   time.Time
+	sentOnce bool
 
 	mu      sync.Mutex
 	handles map[taskKey]driver.Handle
@@ -54,6 +85,8 @@ type usageSampler struct {
 
 func newUsageSampler(nodeID string, mhzPerCore int) *usageSampler {
 	return &usageSampler{nodeID: nodeID, mhzPerCore: mhzPerCore,
+		capacity: spec.Resources{CPU: mhzPerCore * runtime.NumCPU(), MemoryMB: memTotalMB()},
+		every:    usageEvery, maxAge: usageReportMaxAge,
 		handles: map[taskKey]driver.Handle{}, prev: map[taskKey]cpuPoint{}}
 }
 
@@ -84,18 +117,65 @@ func (u *usageSampler) set(alloc, task string, h driver.Handle, started bool) {
 	}
 }
 
-// run samples every usageEvery until ctx ends.
-func (u *usageSampler) run(ctx context.Context) {
-	t := time.NewTicker(usageEvery)
+// run samples every u.every until ctx ends, and after each sample (and
+// one at the start, so that the server has a report soon after the node
+// registers) sends the totals through report when shouldReport says so.
+// report returns whether the server took them; it is bounded
+// (usageReportTimeout), so a sample is never late by more than that.
+func (u *usageSampler) run(ctx context.Context, report func(context.Context, *spec.NodeUsage) bool) {
+	t := time.NewTicker(u.every)
 	defer t.Stop()
 	for {
+		nu := u.sample(ctx)
+		if shouldReport(u.sentOnce, u.sent, u.sentAt, nu.Tasks, nu.Time, u.capacity, u.maxAge) {
+			// Totals only: per-alloc figures would make each report as
+			// large as the node's work; the agent serves them on demand.
+			if report(ctx, &spec.NodeUsage{NodeID: nu.NodeID, Time: nu.Time, Tasks: nu.Tasks}) {
+				u.sent, u.sentAt, u.sentOnce = nu.Tasks, nu.Time, true
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			u.sample(ctx)
 		}
 	}
+}
+
+// shouldReport decides whether a sample of the totals (now, taken at) is
+// worth sending, given the last report (last, at lastAt; none when
+// !sent): always the first; then when maxAge passed, or memory moved by
+// usageReportMemPercent of the node's memory, or CPU by
+// usageReportCPUPercent of its CPU. A node of unknown capacity reports
+// any change.
+func shouldReport(sent bool, last spec.Usage, lastAt time.Time, now spec.Usage, at time.Time, capacity spec.Resources, maxAge time.Duration) bool {
+	if !sent || at.Sub(lastAt) >= maxAge {
+		return true
+	}
+	memStep := max(1, capacity.MemoryMB*usageReportMemPercent/100)
+	cpuStep := max(1, capacity.CPU*usageReportCPUPercent/100)
+	return abs(now.MemoryMB-last.MemoryMB) >= memStep || abs(now.CPU-last.CPU) >= cpuStep
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// reportUsage sends the node's usage to the server; a failure is logged
+// at debug (the next sample tries again) and reported as false.
+func (a *Agent) reportUsage(ctx context.Context, nu *spec.NodeUsage) bool {
+	rctx, cancel := context.WithTimeout(ctx, usageReportTimeout)
+	defer cancel()
+	if err := a.client.ReportNodeUsage(rctx, a.nodeID, nu); err != nil {
+		if ctx.Err() == nil {
+			a.log.Debug("cannot report node usage; will try again at the next sample", "err", err)
+		}
+		return false
+	}
+	return true
 }
 
 // current is the last sample, taken anew if older than usageFresh.

@@ -14,3 +14,10 @@ func (c *Client) NodeUsage(ctx context.Context, id string) (*spec.NodeUsage, err
 	_, err := c.do(ctx, "GET", "/v1/nodes/"+url.PathEscape(id)+"/usage", nil, nil, &out)
 	return &out, err
 }
+
+// ReportNodeUsage stores what node id's tasks use in all (agents only:
+// the request carries the node's secret). u.Allocs is not kept.
+func (c *Client) ReportNodeUsage(ctx context.Context, id string, u *spec.NodeUsage) error {
+	_, err := c.do(ctx, "PUT", "/v1/nodes/"+url.PathEscape(id)+"/usage", nil, u, nil)
+	return err
+}

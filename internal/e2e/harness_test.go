@@ -25,6 +25,11 @@ import (
 // droverBin is the binary under test, built once by TestMain.
 var droverBin string
 
+// portRange is this package's dynamic ports, apart from those of the other
+// packages whose tests run at the same time (cmd/drover-bench uses
+// 22000-22999): tasks bind the host ports they are given.
+var portRange = []string{"--min-dynamic-port", "21000", "--max-dynamic-port", "21999"}
+
 func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
 
 var sourcesOnce sync.Once
@@ -46,7 +51,8 @@ var apiLine = regexp.MustCompile(`API at (http://\S+),`)
 func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 	t.Helper()
 	sourcesOnce.Do(func() { touchSources("../..") })
-	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, files...)
+	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, portRange...)
+	args = append(args, files...)
 	cmd := exec.Command(droverBin, args...)
 	out := &syncBuffer{}
 	pr, pw, _ := os.Pipe()

@@ -13,8 +13,8 @@ import (
 // startAgent runs a second node, `drover agent`, against a dev server.
 func startAgent(t *testing.T, d *devProc, name, dataDir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(droverBin, "agent", "--server", d.addr, "--data-dir", dataDir,
-		"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn")
+	cmd := exec.Command(droverBin, append([]string{"agent", "--server", d.addr, "--data-dir", dataDir,
+		"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn"}, portRange...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

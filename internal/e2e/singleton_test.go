@@ -16,6 +16,7 @@ import (
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testbin"
 )
 
 // proxy is a TCP relay an agent reaches its server through; cutting it is
@@ -112,6 +113,9 @@ func startServer(t *testing.T, dataDir string) string {
 // appends to shows the two copies never ran at the same time.
 func TestSingletonNeverOverlapsAcrossAPartition(t *testing.T) {
 	dir := t.TempDir()
+	// Runs after the agents are killed (cleanups run last registered
+	// first) and before dir is removed.
+	t.Cleanup(func() { testbin.KillTasks(t, "e2esingle", dir) })
 	srv := startServer(t, dir+"/server")
 	c, _ := client.New(srv)
 	d := &devProc{t: t, addr: srv}

@@ -439,3 +439,40 @@ func TestUpdateFromFile(t *testing.T) {
 		t.Errorf("update strategy without a block: job %+v, group %+v", j.Update, j.Groups[0].Update)
 	}
 }
+
+// TestRebalanceFromFile checks that rebalance = true reaches the group in
+// each format, and that a group without it stays off.
+func TestRebalanceFromFile(t *testing.T) {
+	want := map[string]bool{"cache": true, "pinned": false}
+	for _, name := range []string{"rebalance.hcl", "rebalance.json", "rebalance.yaml"} {
+		j, err := decodeTestFile(t, filepath.Join("testdata/good", name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		got := map[string]bool{}
+		for _, g := range j.Groups {
+			got[g.Name] = g.Rebalance
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: rebalance by group (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestServerOwnedFieldsKept checks that the server-owned fields of a job
+// read back from the API (drover status -o json) decode as they were: the
+// registry drops them on submit (spec.Job.SpecOnly), not the decoder.
+func TestServerOwnedFieldsKept(t *testing.T) {
+	j, err := decodeTestFile(t, "testdata/good/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2025, 1, 2, 4, 0, 0, 0, time.UTC)
+	if !j.RestartRequested.Equal(want) || j.Version != 3 || j.ModifyIndex != 42 {
+		t.Errorf("restart_requested %v, version %d, modify_index %d; want %v, 3, 42", j.RestartRequested, j.Version, j.ModifyIndex, want)
+	}
+	if !j.SpecOnly().RestartRequested.IsZero() {
+		t.Errorf("SpecOnly kept restart_requested")
+	}
+}

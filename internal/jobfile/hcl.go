@@ -58,7 +58,7 @@ var (
 	}
 	groupSchema = bodySchema{members: map[string]member{
 		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "update": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
-		"constraint": asBlock, "affinity": asBlock, "spread": asBlock, "network": asBlock, "task": asBlock,
+		"rebalance": asAttr, "constraint": asBlock, "affinity": asBlock, "spread": asBlock, "network": asBlock, "task": asBlock,
 	}}
 	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
 	taskSchema       = bodySchema{members: map[string]member{
@@ -161,7 +161,7 @@ var homes = map[string]string{
 	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
 	"update": "job or group", "max_parallel": "update", "health_check": "update", "min_healthy_time": "update",
 	"healthy_deadline": "update", "progress_deadline": "update", "auto_revert": "update", "canary": "update",
-	"auto_promote": "update", "disconnect": "group", "stop_after": "disconnect",
+	"auto_promote": "update", "disconnect": "group", "stop_after": "disconnect", "rebalance": "group",
 	"constraint": "job, group or task", "attribute": "constraint, affinity or spread",
 	"operator": "constraint or affinity", "value": "constraint or affinity",
 	"scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
@@ -516,6 +516,10 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 			g.Update = d.update(it.block, path+".update", fmt.Sprintf("in the update block of group %q", g.Name))
 		case "disconnect":
 			g.Disconnect = d.disconnect(it.block, path+".disconnect", fmt.Sprintf("in the disconnect block of group %q", g.Name))
+		case "rebalance":
+			if v, ok := d.bool(it.attr, path+".rebalance"); ok {
+				g.Rebalance = v
+			}
 		case "meta":
 			g.Meta = d.stringMap(it, path+".meta")
 		case "constraint":

@@ -282,7 +282,7 @@ var (
 	groupJSON = &jschema{"group", map[string]jfield{
 		"name": {kind: jString}, "count": {kind: jInt}, "restart": {kind: jObject, obj: restartJSON},
 		"reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
-		"disconnect": {kind: jObject, obj: disconnectJSON}, "meta": {kind: jStringMap},
+		"disconnect": {kind: jObject, obj: disconnectJSON}, "rebalance": {kind: jBool}, "meta": {kind: jStringMap},
 		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
 		"spreads": {kind: jObjectList, obj: spreadJSON}, "network": {kind: jObject, obj: networkJSON}, "tasks": {kind: jObjectList, obj: taskJSON},
 	}}
@@ -293,7 +293,7 @@ var (
 		"spreads": {kind: jObjectList, obj: spreadJSON}, "scoring": {kind: jString}, "preempt": {kind: jBool},
 		"groups":  {kind: jObjectList, obj: groupJSON},
 		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
-		"modify_index": {kind: jInt},
+		"restart_requested": {kind: jTime}, "modify_index": {kind: jInt},
 	}}
 	// statusJSON is spec.JobStatus; only its job is read.
 	statusJSON = &jschema{"job status", map[string]jfield{

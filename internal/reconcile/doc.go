@@ -50,6 +50,12 @@
 // An instance keeps its index (see system.go); a new one takes the smallest
 // index no other node holds.
 //
+// Two more sets of rules replace instances that are running: a service
+// job with update blocks rolls each new version out as a deployment, a few
+// instances at a time gated on their health (deploy.go); and instances
+// move when a restart is requested, their node drains or runs short of
+// memory, or their group rebalances (move.go).
+//
 // The package is pure. Reconcile reads only its Input, including the current
 // time, and returns a Result that the leader carries out; it does no I/O and
 // reads no clock. The same input therefore always gives the same result, in

@@ -24,6 +24,14 @@ type Input struct {
 	// Deployments is every deployment in the registry, with operators'
 	// requests merged in (deploy.go).
 	Deployments []*spec.Deployment
+	// NodeAllocs is every live alloc of the cluster, when Allocs holds only
+	// some jobs': what the node rules (move.go) count. Nil: Allocs.
+	NodeAllocs []*spec.Alloc
+	// MemoryHighPercent, when > 0, is the share of a node's memory its
+	// tasks may use before its lowest-priority service instance moves
+	// elsewhere, at most one per MemoryMoveInterval per node (move.go).
+	MemoryHighPercent  int
+	MemoryMoveInterval time.Duration
 	// Now is the time the decisions are made at; delayed replacements that
 	// are due at or before Now are placed.
 	Now time.Time
@@ -49,6 +57,9 @@ type Place struct {
 	// instance runs beside Previous, which keeps running.
 	Deployment *spec.Deployment
 	Canary     bool
+	// Update, when set, is the strategy by which the instance's agent
+	// judges its health: a move waits on that verdict (move.go).
+	Update *spec.UpdateStrategy
 }
 
 // Stop asks for one alloc to be stopped.
@@ -107,6 +118,8 @@ func Reconcile(in Input) Result {
 	for _, d := range in.Deployments {
 		r.deployments[d.ID] = d
 	}
+	r.view = newNodeView(in)
+	r.wakeAt(r.view.memoryVictims(in, jobs))
 	deps := deploymentsByJob(in.Deployments)
 	for name, ds := range deps {
 		r.gcDeployments(jobs[name], ds)
@@ -162,6 +175,7 @@ func Reconcile(in Input) Result {
 			if r.gr != nil {
 				r.rollGroup(j, g, ro, r.gr)
 			}
+			r.rollMoves(j, g, byGroup[g.Name])
 			r.enterGroup(nil, nil)
 		}
 		r.finish(j, ro, stableVersion(deps[j.Name], j.Version))
@@ -197,6 +211,10 @@ type reconciler struct {
 	dep  *spec.Deployment
 	gr   *groupRollout
 	hold bool
+	// view is the cluster's nodes as the move rules see them; moves are
+	// the current group's (move.go).
+	view  *nodeView
+	moves []move
 }
 
 // enterGroup sets what the rules for group g's instances need to know of
@@ -351,8 +369,10 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 
 	if kept != nil {
 		switch {
-		case !outdated(j, g, kept), r.hold:
-			// Current, or the job's deployment failed: kept as it is.
+		case !outdated(j, g, kept):
+			r.considerMove(j, kept)
+		case r.hold:
+			// The job's deployment failed: kept as it is.
 		case r.gr != nil:
 			r.gr.old = append(r.gr.old, kept) // rollGroup decides
 		default:

@@ -114,6 +114,16 @@ func (r *reconciler) system(j *spec.Job, g *spec.Group, as []*spec.Alloc, nodes 
 		as, st := byNode[id], states[id]
 		r.stopLost(as)
 		switch {
+		case st.eligible() && r.view.drained(id, r.now):
+			r.gc(as, assess(j, g, as).counted)
+			r.stopLive(as, fmt.Sprintf("node %s is drained", st.node.Name))
+		case st.eligible() && !st.node.Eligible():
+			// Ineligible or draining: what runs there keeps running (and
+			// restarting), nothing new is placed.
+			r.gc(as, assess(j, g, as).counted)
+			if slices.ContainsFunc(as, live) {
+				r.instance(j, g, index[id], id, as)
+			}
 		case st.eligible():
 			r.gc(as, assess(j, g, as).counted)
 			r.instance(j, g, index[id], id, as)

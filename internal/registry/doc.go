@@ -17,6 +17,9 @@
 //	                             that watchers learn whom a status change concerns
 //	nodes/<id>                   spec.Node (Status is not stored: it is read from node_alive/)
 //	node_alive/<id>              empty, under the node's liveness lease (see nodealive.go): present = ready
+//	node_ctl/<id>                spec.NodeControl: an operator's eligibility and drain (see nodectl.go);
+//	                             absent = eligible, not draining; merged into spec.Node on read
+//	node_usage/<id>              spec.NodeUsage without Allocs: the agent's last usage report; merged on read
 //	node_secrets/<id>            hex SHA-256 of the node's secret (see nodesecret.go); never returned by the API
 //	schedules/<job>              spec.JobSchedule (leader-written, fenced)
 //	leader/<lease id, hex>       election keys (concurrency.Election); the value is the server's id
@@ -27,7 +30,9 @@
 //
 // # Writers (principle 8)
 //
-// Jobs and nodes are written by the API on behalf of operators and agents.
+// Jobs and nodes are written by the API on behalf of operators and agents;
+// a node's control by the API on behalf of operators only, its usage on
+// behalf of its agent only.
 // The desired half of an alloc (allocs/) and schedules are written only by the
 // leader, through Leader.Commit. The observed half of an alloc
 // (alloc_status/) is written only through PutAllocStatus, which refuses a

@@ -18,8 +18,8 @@ import (
 )
 
 // Mirror keeps in memory what a scheduling pass reads (jobs, allocs and
-// their status, nodes and their liveness, schedules, deployments and their
-// requests), from one full read
+// their status, nodes with their liveness, control and usage, schedules,
+// deployments and their requests), from one full read
 // and then its own watch, decoding each change once as it arrives, so that
 // the leader's pass does not read and decode the whole registry each time.
 //
@@ -39,6 +39,8 @@ type Mirror struct {
 	statuses  map[string]*mirrorStatus     // by alloc ID
 	nodes     map[string]*mvccpb.KeyValue  // node records, by ID
 	alive     map[string]bool              // node IDs with a liveness key
+	ctls      map[string]*mirrorCtl        // node control, by node ID
+	usages    map[string]*mirrorUsage      // node usage, by node ID
 	views     map[string]*spec.Node        // node with its status, by ID, built on demand
 	schedules map[string]*spec.JobSchedule // by job name
 	deploys   map[string]*spec.Deployment  // by ID; ModifyIndex set, Request nil
@@ -49,9 +51,24 @@ type Mirror struct {
 	order    []*mirrorAlloc
 	jobList  []*spec.Job
 	nodeList []*spec.Node
+	// stale are the nodes whose view in nodeList must be built again
+	// although their place in it is the same: their control or usage
+	// changed (usage reports come every few seconds per node; re-sorting
+	// every node for each would be waste).
+	stale map[string]bool
 	// deployList is the deployments with their requests merged, in
 	// sortDeployments order; nil when one of either changed.
 	deployList []*spec.Deployment
+}
+
+type mirrorCtl struct {
+	c      *spec.NodeControl
+	modRev int64
+}
+
+type mirrorUsage struct {
+	u      *spec.NodeUsage
+	modRev int64
 }
 
 type mirrorRequest struct {
@@ -93,7 +110,8 @@ type mirrorStatus struct {
 }
 
 // mirrorDirs are the dirs a pass reads.
-var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive, dirDeployments, dirDeploymentRequests}
+var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive, dirDeployments, dirDeploymentRequests,
+	dirNodeCtl, dirNodeUsage}
 
 // NewMirror reads the registry and keeps a copy of it up to date until ctx
 // ends.
@@ -124,6 +142,7 @@ func (m *Mirror) load(ctx context.Context) (int64, error) {
 	m.jobs, m.allocs, m.statuses = map[string]*spec.Job{}, map[string]*mirrorAlloc{}, map[string]*mirrorStatus{}
 	m.nodes, m.alive, m.views, m.schedules = map[string]*mvccpb.KeyValue{}, map[string]bool{}, map[string]*spec.Node{}, map[string]*spec.JobSchedule{}
 	m.deploys, m.requests = map[string]*spec.Deployment{}, map[string]*mirrorRequest{}
+	m.ctls, m.usages, m.stale = map[string]*mirrorCtl{}, map[string]*mirrorUsage{}, map[string]bool{}
 	m.order, m.jobList, m.nodeList, m.deployList = nil, nil, nil, nil
 	for _, res := range resp.Responses {
 		for _, kv := range res.GetResponseRange().Kvs {
@@ -177,6 +196,18 @@ func (m *Mirror) put(kv *mvccpb.KeyValue) {
 		m.alive[name] = true
 		delete(m.views, name)
 		m.nodeList = nil
+	case dirNodeCtl:
+		var c *spec.NodeControl
+		if c, err = decodeControl(kv); err == nil {
+			m.ctls[name] = &mirrorCtl{c, kv.ModRevision}
+			m.restale(name)
+		}
+	case dirNodeUsage:
+		var u *spec.NodeUsage
+		if u, err = decodeUsage(kv); err == nil {
+			m.usages[name] = &mirrorUsage{u, kv.ModRevision}
+			m.restale(name)
+		}
 	case dirSchedules:
 		var js spec.JobSchedule
 		if err = json.Unmarshal(kv.Value, &js); err == nil {
@@ -225,6 +256,12 @@ func (m *Mirror) del(key string) {
 		delete(m.alive, name)
 		delete(m.views, name)
 		m.nodeList = nil
+	case dirNodeCtl:
+		delete(m.ctls, name)
+		m.restale(name)
+	case dirNodeUsage:
+		delete(m.usages, name)
+		m.restale(name)
 	case dirSchedules:
 		delete(m.schedules, name)
 	case dirDeployments:
@@ -234,6 +271,41 @@ func (m *Mirror) del(key string) {
 		delete(m.requests, name)
 		m.deployList = nil
 	}
+}
+
+// restale drops node id's view after its control or usage changed; its
+// place in nodeList stays; m.mu is held.
+func (m *Mirror) restale(id string) {
+	delete(m.views, id)
+	if m.nodeList != nil && m.nodes[id] != nil {
+		m.stale[id] = true
+	}
+}
+
+// view returns node id's view, with its status, control and usage,
+// building it when there is none; m.mu is held.
+func (m *Mirror) view(id string, kv *mvccpb.KeyValue) (*spec.Node, error) {
+	if n := m.views[id]; n != nil {
+		return n, nil
+	}
+	n, err := decodeNode(kv)
+	if err != nil {
+		return nil, err
+	}
+	n.Status = spec.NodeDown
+	if m.alive[id] {
+		n.Status = spec.NodeReady
+	}
+	var x nodeExtras
+	if c := m.ctls[id]; c != nil {
+		x.ctl, x.ctlRev = c.c, c.modRev
+	}
+	if u := m.usages[id]; u != nil {
+		x.usage, x.usageRev = u.u, u.modRev
+	}
+	x.apply(n)
+	m.views[id] = n
+	return n, nil
 }
 
 // split returns a mirrored key's dir and the name after it.
@@ -370,25 +442,8 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 		}
 		s.Allocs[i] = a
 	}
-	if m.nodeList == nil {
-		list := make([]*spec.Node, 0, len(m.nodes))
-		for id, kv := range m.nodes {
-			n := m.views[id]
-			if n == nil {
-				var err error
-				if n, err = decodeNode(kv); err != nil {
-					return nil, err
-				}
-				n.Status = spec.NodeDown
-				if m.alive[id] {
-					n.Status = spec.NodeReady
-				}
-				m.views[id] = n
-			}
-			list = append(list, n)
-		}
-		sortNodes(list)
-		m.nodeList = list
+	if err := m.nodesList(); err != nil {
+		return nil, err
 	}
 	s.Nodes = slices.Clone(m.nodeList)
 	maps.Copy(s.Schedules, m.schedules)
@@ -405,4 +460,45 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 	}
 	s.Deployments = slices.Clone(m.deployList)
 	return s, nil
+}
+
+// nodesList brings nodeList up to date: built again when a node came,
+// went or changed its record or liveness; only the stale views replaced
+// in place otherwise. m.mu is held. Snapshots hold clones of nodeList, so
+// replacing an element does not change theirs.
+func (m *Mirror) nodesList() error {
+	if m.nodeList != nil {
+		for id := range m.stale {
+			kv := m.nodes[id]
+			if kv == nil {
+				continue
+			}
+			n, err := m.view(id, kv)
+			if err != nil {
+				return err
+			}
+			i, ok := slices.BinarySearchFunc(m.nodeList, n, compareNodes)
+			if !ok || m.nodeList[i].ID != id {
+				m.nodeList = nil // not expected: its name is unchanged
+				break
+			}
+			m.nodeList[i] = n
+		}
+		clear(m.stale)
+		if m.nodeList != nil {
+			return nil
+		}
+	}
+	list := make([]*spec.Node, 0, len(m.nodes))
+	for id, kv := range m.nodes {
+		n, err := m.view(id, kv)
+		if err != nil {
+			return err
+		}
+		list = append(list, n)
+	}
+	sortNodes(list)
+	m.nodeList = list
+	clear(m.stale)
+	return nil
 }

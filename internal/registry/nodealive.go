@@ -262,17 +262,27 @@ type nodeViews struct {
 }
 
 type nodeView struct {
-	rev  int64
-	node *spec.Node
+	// rev, ctlRev and usageRev are the mod revisions of the node's
+	// record, control and usage keys (0: none).
+	rev, ctlRev, usageRev int64
+	node                  *spec.Node
 }
 
 // snapshotNodes decodes the nodes of a snapshot with their status from
-// the liveness keys, reusing the previous snapshot's value of each node
-// that did not change, in the order decodeNodes gives.
-func (r *Registry) snapshotNodes(kvs, alive []*mvccpb.KeyValue) ([]*spec.Node, error) {
+// the liveness keys and their control and usage merged in, reusing the
+// previous snapshot's value of each node that did not change, in the
+// order decodeNodes gives.
+func (r *Registry) snapshotNodes(kvs, alive, ctls, usages []*mvccpb.KeyValue) ([]*spec.Node, error) {
 	up := make(map[string]bool, len(alive))
 	for _, kv := range alive {
 		up[string(kv.Key[len(r.prefix+dirNodeAlive):])] = true
+	}
+	ctlOf, usageOf := r.byNodeID(dirNodeCtl, ctls), r.byNodeID(dirNodeUsage, usages)
+	revOf := func(kv *mvccpb.KeyValue) int64 {
+		if kv == nil {
+			return 0
+		}
+		return kv.ModRevision
 	}
 	r.views.mu.Lock()
 	defer r.views.mu.Unlock()
@@ -280,18 +290,25 @@ func (r *Registry) snapshotNodes(kvs, alive []*mvccpb.KeyValue) ([]*spec.Node, e
 	out := make([]*spec.Node, 0, len(kvs))
 	for _, kv := range kvs {
 		key := string(kv.Key)
+		id := key[len(r.prefix+dirNodes):]
 		status := spec.NodeDown
-		if up[key[len(r.prefix+dirNodes):]] {
+		if up[id] {
 			status = spec.NodeReady
 		}
+		ckv, ukv := ctlOf[id], usageOf[id]
 		v, ok := r.views.m[key]
-		if !ok || v.rev != kv.ModRevision || v.node.Status != status {
+		if !ok || v.rev != kv.ModRevision || v.node.Status != status || v.ctlRev != revOf(ckv) || v.usageRev != revOf(ukv) {
 			n, err := decodeNode(kv)
 			if err != nil {
 				return nil, err
 			}
 			n.Status = status
-			v = nodeView{rev: kv.ModRevision, node: n}
+			x, err := extrasOf(ckv, ukv)
+			if err != nil {
+				return nil, err
+			}
+			x.apply(n)
+			v = nodeView{rev: kv.ModRevision, ctlRev: revOf(ckv), usageRev: revOf(ukv), node: n}
 		}
 		seen[key] = v
 		out = append(out, v.node)

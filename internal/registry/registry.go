@@ -179,7 +179,8 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		next := job.SpecOnly()
 		next.Version = 1
 		if cur != nil {
-			next.Version = cur.Version
+			// A restart in progress goes on across versions.
+			next.Version, next.RestartRequested = cur.Version, cur.RestartRequested
 			if !sameSpec {
 				next.Version++
 			}
@@ -558,18 +559,33 @@ func (r *Registry) PutNode(ctx context.Context, n *spec.Node) (*spec.Node, error
 		return nil, err
 	}
 	c := *n
-	c.ModifyIndex = 0
+	// The operator's fields and the usage have keys of their own
+	// (nodectl.go): a registration never writes them.
+	c.ModifyIndex, c.Ineligible, c.Drain, c.Usage = 0, false, nil, nil
 	val, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("registry: encode node %q: %w", n.ID, err)
 	}
-	resp, err := r.cli.Put(ctx, key, string(val))
+	resp, err := r.cli.Txn(ctx).Then(
+		clientv3.OpPut(key, string(val)),
+		clientv3.OpGet(r.prefix+dirNodeCtl+n.ID),
+		clientv3.OpGet(r.prefix+dirNodeUsage+n.ID),
+	).Commit()
 	if err != nil {
 		return nil, wrap("write node "+n.ID, err)
 	}
-	// Return a copy decoded from what was stored, sharing nothing with n.
+	// Return a copy decoded from what was stored, sharing nothing with n,
+	// with what is merged on read.
 	out, err := decodeNode(&mvccpb.KeyValue{Key: []byte(key), Value: val, ModRevision: resp.Header.Revision})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	x, err := extrasOf(firstKV(resp, 1), firstKV(resp, 2))
+	if err != nil {
+		return nil, err
+	}
+	x.apply(out)
+	return out, nil
 }
 
 // GetNode returns one node.
@@ -580,19 +596,25 @@ func (r *Registry) GetNode(ctx context.Context, id string) (*spec.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.prefix+dirNodeAlive+id)).Commit()
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.prefix+dirNodeAlive+id),
+		clientv3.OpGet(r.prefix+dirNodeCtl+id), clientv3.OpGet(r.prefix+dirNodeUsage+id)).Commit()
 	if err != nil {
 		return nil, wrap("read node "+id, err)
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	kv := firstKV(resp, 0)
+	if kv == nil {
 		return nil, fmt.Errorf("registry: node %q: %w", id, ErrNotFound)
 	}
-	n, err := decodeNode(kvs[0])
+	n, err := decodeNode(kv)
 	if err != nil {
 		return nil, err
 	}
 	r.applyAlive([]*spec.Node{n}, resp.Responses[1].GetResponseRange().Kvs)
+	x, err := extrasOf(firstKV(resp, 2), firstKV(resp, 3))
+	if err != nil {
+		return nil, err
+	}
+	x.apply(n)
 	return n, nil
 }
 
@@ -603,15 +625,21 @@ func (r *Registry) ListNodes(ctx context.Context) ([]*spec.Node, int64, error) {
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
 		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(r.prefix+dirNodeCtl, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirNodeUsage, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, 0, wrap("list nodes", err)
 	}
-	nodes, err := decodeNodes(resp.Responses[0].GetResponseRange().Kvs)
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
+	nodes, err := decodeNodes(kvs(0))
 	if err != nil {
 		return nil, 0, err
 	}
-	r.applyAlive(nodes, resp.Responses[1].GetResponseRange().Kvs)
+	r.applyAlive(nodes, kvs(1))
+	if err := r.mergeNodes(nodes, kvs(2), kvs(3)); err != nil {
+		return nil, 0, err
+	}
 	return nodes, resp.Header.Revision, nil
 }
 
@@ -629,8 +657,10 @@ func decodeNodes(kvs []*mvccpb.KeyValue) ([]*spec.Node, error) {
 }
 
 // sortNodes orders nodes by name, then ID.
-func sortNodes(ns []*spec.Node) {
-	slices.SortFunc(ns, func(a, b *spec.Node) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+func sortNodes(ns []*spec.Node) { slices.SortFunc(ns, compareNodes) }
+
+func compareNodes(a, b *spec.Node) int {
+	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
 }
 
 // ---- Schedules ----
@@ -671,8 +701,8 @@ type Snapshot struct {
 	Deployments []*spec.Deployment
 }
 
-// Snapshot reads jobs, allocs (with status), nodes, schedules and
-// deployments in one transaction, so all of them are as of the same
+// Snapshot reads jobs, allocs (with status), nodes (with liveness,
+// control and usage), schedules and deployments in one transaction, so all of them are as of the same
 // revision.
 func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	ctx, cancel := r.opCtx(ctx)
@@ -686,6 +716,8 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(r.prefix+dirDeployments, clientv3.WithPrefix()),
 		clientv3.OpGet(r.prefix+dirDeploymentRequests, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirNodeCtl, clientv3.WithPrefix()),
+		clientv3.OpGet(r.prefix+dirNodeUsage, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, wrap("read snapshot", err)
@@ -698,7 +730,7 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if s.Allocs, err = r.mergeAllocs(kvs(1), kvs(2), true); err != nil {
 		return nil, err
 	}
-	if s.Nodes, err = r.snapshotNodes(kvs(3), kvs(5)); err != nil {
+	if s.Nodes, err = r.snapshotNodes(kvs(3), kvs(5), kvs(8), kvs(9)); err != nil {
 		return nil, err
 	}
 	for _, kv := range kvs(4) {

@@ -27,6 +27,11 @@ const (
 	// KindDeployment: a deployment's record (the leader's) or its request
 	// (an operator's) changed. ID is the deployment's, Job its job's.
 	KindDeployment
+	// KindNodeUsage: a node's usage report changed (node_usage/). Apart
+	// from KindNode because it comes every few seconds per node and
+	// changes nothing the leader must act on at once. ID and NodeID are
+	// the node's.
+	KindNodeUsage
 )
 
 func (k Kind) String() string {
@@ -43,6 +48,8 @@ func (k Kind) String() string {
 		return "schedule"
 	case KindDeployment:
 		return "deployment"
+	case KindNodeUsage:
+		return "node_usage"
 	case KindResync:
 		return "resync"
 	}
@@ -60,13 +67,16 @@ type Change struct {
 	// Job is the job concerned (alloc kinds, KindJob, KindSchedule,
 	// KindDeployment).
 	Job string
-	// NodeID is the node concerned (alloc kinds, KindNode).
+	// NodeID is the node concerned (alloc kinds, KindNode, KindNodeUsage).
 	NodeID string
 	// Deleted: the key was deleted.
 	Deleted bool
 	// Terminal (KindAllocStatus): the status reported is terminal
 	// (complete, failed, lost); a report of pending or running is not.
 	Terminal bool
+	// Judged (KindAllocStatus): the report brings the alloc's deployment
+	// health verdict, which a deployment or move waits on.
+	Judged bool
 }
 
 const watchRetryMax = 2 * time.Second
@@ -146,6 +156,21 @@ type ownerFields struct {
 	Job          string            `json:"job"`
 	NodeID       string            `json:"node_id"`
 	ClientStatus spec.ClientStatus `json:"client_status"`
+	// Judged: an alloc status that holds a deployment health verdict.
+	Judged *json.RawMessage `json:"deployment_health"`
+}
+
+// judgedNow reports whether an alloc status event brings a deployment
+// health verdict its previous value did not have.
+func judgedNow(ev *clientv3.Event) bool {
+	if ev.Type == mvccpb.DELETE || owner(ev).Judged == nil {
+		return false
+	}
+	var prev ownerFields
+	if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Judged != nil {
+		return false
+	}
+	return true
 }
 
 // owner reads the owner fields of an event's value (its previous value
@@ -176,8 +201,12 @@ func (r *Registry) changes(evs []*clientv3.Event) []Change {
 			c.Kind, c.Job = KindJob, id
 		case dirSchedules:
 			c.Kind, c.Job = KindSchedule, id
-		case dirNodes, dirNodeAlive: // liveness coming or going is a node change
+		case dirNodes, dirNodeAlive, dirNodeCtl:
+			// Liveness coming or going, and an operator's eligibility or
+			// drain, are node changes.
 			c.Kind, c.NodeID = KindNode, id
+		case dirNodeUsage:
+			c.Kind, c.NodeID = KindNodeUsage, id
 		case dirAllocs, dirAllocStatus:
 			c.Kind = KindAlloc
 			if dir+"/" == dirAllocStatus {
@@ -186,6 +215,7 @@ func (r *Registry) changes(evs []*clientv3.Event) []Change {
 			o := owner(ev)
 			c.Job, c.NodeID = o.Job, o.NodeID
 			c.Terminal = c.Kind == KindAllocStatus && o.ClientStatus.Terminal()
+			c.Judged = c.Kind == KindAllocStatus && judgedNow(ev)
 		case dirDeployments, dirDeploymentRequests: // both records carry "job"
 			c.Kind, c.Job = KindDeployment, owner(ev).Job
 		default: // job_versions/ follow jobs/; leader/ is the election's

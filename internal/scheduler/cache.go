@@ -16,7 +16,9 @@ import (
 // the same nodes (the same *spec.Node values in the same order, as the
 // registry's decode cache hands them out) and the same allocs, a call
 // costs O(placements * log nodes); each alloc that appeared or went away
-// costs a rescore of its node in the cached heaps.
+// costs a rescore of its node in the cached heaps. A node whose new value
+// differs only in what placement does not read (its usage report, which
+// comes every few seconds, and ModifyIndex) counts as the same node.
 //
 // The result of Place is the same with or without a Cache (the property
 // tests hold it to that). A Cache must not be used by two calls at once.
@@ -38,7 +40,7 @@ const maxCachedGroups = 64
 // state returns the state for a call with in: the cached one brought up to
 // date, or a new one when the nodes changed.
 func (c *Cache) state(in Input) *state {
-	if c.s == nil || !slices.Equal(c.nodes, in.Nodes) {
+	if c.s == nil || !c.sameNodes(in.Nodes) {
 		s := newIndex(in.Nodes)
 		s.jobs = in.Jobs
 		*c = Cache{nodes: slices.Clone(in.Nodes), allocs: slices.Clone(in.Allocs), freed: maps.Clone(in.Freed),
@@ -60,7 +62,7 @@ func (c *Cache) state(in Input) *state {
 		for _, idx := range c.used {
 			n := s.all[idx]
 			before[idx] = nodeDyn{used: n.used, ports: n.ports}
-			n.used, n.ports, n.dynUsed, n.nextDyn, n.allocs = spec.Resources{}, nil, 0, spec.DynamicPortMin, nil
+			n.used, n.ports, n.dynUsed, n.nextDyn, n.allocs = spec.Resources{}, nil, 0, n.dynMin, nil
 		}
 		s.allocs = nil
 		c.used = s.useAllocs(in.Allocs, in.Freed)
@@ -83,6 +85,49 @@ func (c *Cache) state(in Input) *state {
 		c.allocs, c.freed = slices.Clone(in.Allocs), maps.Clone(in.Freed)
 	}
 	return s
+}
+
+// sameNodes reports whether nodes are the cached ones for placement:
+// the same values, or values that differ only in what placement does not
+// read (samePlacement). The node states then take the new values.
+func (c *Cache) sameNodes(nodes []*spec.Node) bool {
+	if slices.Equal(c.nodes, nodes) {
+		return true
+	}
+	if len(c.nodes) != len(nodes) {
+		return false
+	}
+	for i, n := range nodes {
+		if c.nodes[i] != n && !samePlacement(c.nodes[i], n) {
+			return false
+		}
+	}
+	for i, n := range nodes {
+		if c.nodes[i] != n {
+			c.nodes[i], c.s.all[i].node = n, n
+		}
+	}
+	return true
+}
+
+// samePlacement reports whether a and b are the same node as far as
+// placement goes: equal but for Usage and ModifyIndex. Only the nodes
+// whose value changed are compared. TestSamePlacementSeesEveryField
+// fails when spec.Node gains a field this does not compare.
+func samePlacement(a, b *spec.Node) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Address == b.Address &&
+		maps.Equal(a.Attributes, b.Attributes) && maps.Equal(a.Meta, b.Meta) &&
+		a.Resources == b.Resources && slices.Equal(a.Drivers, b.Drivers) &&
+		a.Status == b.Status && a.RegisterTime.Equal(b.RegisterTime) &&
+		a.Ineligible == b.Ineligible && sameDrain(a.Drain, b.Drain) &&
+		a.MinDynamicPort == b.MinDynamicPort && a.MaxDynamicPort == b.MaxDynamicPort
+}
+
+func sameDrain(a, b *spec.DrainStrategy) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.StartedAt.Equal(b.StartedAt) && a.Deadline.Equal(b.Deadline)
 }
 
 // nodeDyn is what a call changes on a node, saved before the first change

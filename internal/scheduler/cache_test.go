@@ -61,7 +61,21 @@ func TestCacheMatchesFresh(t *testing.T) {
 				next.Nodes = slices.Clone(in.Nodes)
 				k := rapid.IntRange(0, len(next.Nodes)-1).Draw(t, "changed")
 				n := *next.Nodes[k]
-				n.Resources.CPU += 500
+				switch rapid.IntRange(0, 3).Draw(t, "how") {
+				case 0:
+					n.Resources.CPU += 500
+				case 1: // a usage report: the same node for placement
+					n.Usage = &spec.NodeUsage{Tasks: spec.Usage{CPU: step + 1}}
+					n.ModifyIndex++
+				case 2:
+					n.Ineligible = !n.Ineligible
+				case 3:
+					if n.Drain == nil {
+						n.Drain = &spec.DrainStrategy{}
+					} else {
+						n.Drain = nil
+					}
+				}
 				next.Nodes[k] = &n
 			}
 			in = next

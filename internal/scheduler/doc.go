@@ -8,7 +8,8 @@
 //
 // Placement is feasibility -> rank -> select, per group:
 //
-//	feasible  the node is ready, has every driver the group needs, meets
+//	feasible  the node is eligible (ready, not marked ineligible, not
+//	          draining: spec.Node.Eligible), has every driver the group needs, meets
 //	          every constraint of the job, the group and its tasks, has
 //	          the group's static ports free and room for its dynamic ones,
 //	          and its free cpu, memory and disk cover the group's
@@ -29,7 +30,7 @@
 //	least_loaded       1 - mean_r u_r                   fleet's rule: the emptiest node
 //	epvm               1 - sum_r (N^u_r - N^u'_r) / (R (N-1))
 //	                   Cube's and Borg's E-PVM: u'_r is the use before the
-//	                   placement, N the number of ready nodes, R the number
+//	                   placement, N the number of eligible nodes, R the number
 //	                   of resources; the exponential cost grows fastest on
 //	                   a resource that is already busy, so it favours the
 //	                   node where the instance raises no resource far
@@ -57,7 +58,7 @@
 // would do, and what lets the tests compare a fast placer with an obvious
 // one on random inputs.
 //
-// How it is fast: when a group's first request comes up, the ready nodes
+// How it is fast: when a group's first request comes up, the eligible nodes
 // of the driver classes it needs go into max-heaps by score, one per
 // spread partition (nodes with the same spread values). Constraints are
 // evaluated lazily, on the node at the top of a heap, and a node that

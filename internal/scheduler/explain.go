@@ -9,11 +9,22 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
+// Dimensions of a placement failure for nodes an operator took out of
+// scheduling: a node that is ready but draining (`drover node drain`), or
+// marked ineligible (`drover node eligibility NODE off`). They read
+// "draining on 2", "ineligible on 1" in a failure, as "status" (a node
+// that is down) reads "not ready on 1".
+const (
+	DimensionDraining   = "draining"
+	DimensionIneligible = "ineligible"
+)
+
 // explain says why none of nodes can take an instance of the group, and
 // what smallest change would let some of them. It runs only after a
 // failure, so it may look at every node. Each node is counted under the
-// first filter it fails, in the order status, drivers, constraints (with
-// distinct_*, colocate and conflicts), ports, resources; a node missing
+// first filter it fails, in the order status (not ready), draining,
+// ineligible, drivers, constraints (with distinct_*, colocate and
+// conflicts), ports, resources; a node missing
 // several drivers counts under each, a node that fails several
 // constraints counts under each, and a node short of several resources
 // counts under each. MostFree is the largest free amount among the nodes
@@ -23,7 +34,7 @@ import (
 // if memory <= 512 MB" (the most free memory among nodes that have enough
 // of everything else), "fits on 2 nodes without constraint ...".
 func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
-	var notReady int
+	var notReady, draining, ineligible int
 	missing := make([]int, len(gr.drivers))
 	unmet := make([]int, len(gr.rules))
 	onlyRule := make([]int, len(gr.rules))
@@ -47,8 +58,15 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 		{name: "disk", unit: "MB", need: func(r spec.Resources) int { return r.DiskMB }},
 	}
 	for _, n := range nodes {
-		if n.node.Status != spec.NodeReady {
+		switch {
+		case n.node.Status != spec.NodeReady:
 			notReady++
+			continue
+		case n.node.Drain != nil:
+			draining++ // an operator's drain: its work moves off
+			continue
+		case n.node.Ineligible:
+			ineligible++ // an operator's `drover node eligibility off`
 			continue
 		}
 		lacks := false
@@ -81,7 +99,7 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 				taken = append(taken, p)
 			}
 		}
-		dynShort := gr.dynamic > 0 && spec.DynamicPortMax-spec.DynamicPortMin+1-n.dynUsed < gr.dynamic
+		dynShort := gr.dynamic > 0 && n.dynFree() < gr.dynamic
 		if dynShort {
 			dynFull++
 		}
@@ -117,6 +135,12 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	add := func(d spec.DimensionFailure) { f.Dimensions = append(f.Dimensions, d) }
 	if notReady > 0 {
 		add(spec.DimensionFailure{Dimension: "status", Nodes: notReady})
+	}
+	if draining > 0 {
+		add(spec.DimensionFailure{Dimension: DimensionDraining, Nodes: draining})
+	}
+	if ineligible > 0 {
+		add(spec.DimensionFailure{Dimension: DimensionIneligible, Nodes: ineligible})
 	}
 	for i, d := range gr.drivers {
 		if missing[i] > 0 {
@@ -228,7 +252,7 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 
 // dimensionRank orders dimensions as explain writes them.
 func dimensionRank(d string) int {
-	for i, prefix := range []string{"unregistered", "status", "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+	for i, prefix := range []string{"unregistered", "status", DimensionDraining, DimensionIneligible, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
 		if strings.HasPrefix(d, prefix) {
 			return i
 		}

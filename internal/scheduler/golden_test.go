@@ -14,9 +14,11 @@ package scheduler
 // the default shown:
 //
 //	node ID [cpu=4000] [mem=8192] [disk=0] [drivers=exec] [status=ready]
-//	     [ip=ADDR] [meta.KEY=VALUE]... [attr.KEY=VALUE]...
+//	     [ineligible=false] [drain=false] [ip=ADDR] [meta.KEY=VALUE]...
+//	     [attr.KEY=VALUE]...
 //	    A node named ID. ip sets attr network.ip, the address ports are
-//	    reserved on.
+//	    reserved on. ineligible=true and drain=true are an operator's
+//	    `drover node eligibility ID off` and `drover node drain ID`.
 //	job NAME [type=service] [priority=50] [scoring=binpack] [preempt=unset]
 //	    Opens a job; the lines below it, up to its first group, add to
 //	    the job.
@@ -252,11 +254,11 @@ func wantArgs(o options, lo, hi int, usage string) error {
 }
 
 func (s *script) node(args []string) error {
-	o, err := parseOptions(args, "cpu", "mem", "disk", "drivers", "status", "ip", "meta.", "attr.")
+	o, err := parseOptions(args, "cpu", "mem", "disk", "drivers", "status", "ineligible", "drain", "ip", "meta.", "attr.")
 	if err != nil {
 		return err
 	}
-	if err := wantArgs(o, 1, 1, "node ID [cpu=] [mem=] [disk=] [drivers=a,b] [status=ready|down] [ip=] [meta.K=V] [attr.K=V]"); err != nil {
+	if err := wantArgs(o, 1, 1, "node ID [cpu=] [mem=] [disk=] [drivers=a,b] [status=ready|down] [ineligible=true] [drain=true] [ip=] [meta.K=V] [attr.K=V]"); err != nil {
 		return err
 	}
 	id := o.pos[0]
@@ -271,6 +273,16 @@ func (s *script) node(args []string) error {
 		Status: spec.NodeStatus(o.str("status", string(spec.NodeReady)))}
 	if n.Status != spec.NodeReady && n.Status != spec.NodeDown {
 		return fmt.Errorf("status=%s: use ready or down", n.Status)
+	}
+	ineligible, err := o.bool("ineligible")
+	if err != nil {
+		return err
+	}
+	n.Ineligible = ineligible != nil && *ineligible
+	if drain, err := o.bool("drain"); err != nil {
+		return err
+	} else if drain != nil && *drain {
+		n.Drain = &spec.DrainStrategy{}
 	}
 	for k, v := range o.opts {
 		if key, ok := strings.CutPrefix(k, "meta."); ok {
@@ -728,7 +740,14 @@ func (s *script) table() []string {
 		if used.DiskMB != 0 || n.Resources.DiskMB != 0 {
 			diskCol = fmt.Sprintf("disk %d/%d%s", used.DiskMB, n.Resources.DiskMB, over(used.DiskMB, n.Resources.DiskMB))
 		}
-		fmt.Fprintf(w, "  %s\t%s\tcpu %d/%d%s\tmem %d/%d%s\t%s\t%s\t%s\n", n.ID, n.Status,
+		status := string(n.Status)
+		if n.Drain != nil {
+			status += ",draining"
+		}
+		if n.Ineligible {
+			status += ",ineligible"
+		}
+		fmt.Fprintf(w, "  %s\t%s\tcpu %d/%d%s\tmem %d/%d%s\t%s\t%s\t%s\n", n.ID, status,
 			used.CPU, n.Resources.CPU, over(used.CPU, n.Resources.CPU),
 			used.MemoryMB, n.Resources.MemoryMB, over(used.MemoryMB, n.Resources.MemoryMB),
 			diskCol, portCol, strings.Join(names, " "))
@@ -748,7 +767,7 @@ func over(used, total int) string {
 // its file and line, with what to write instead.
 func TestGoldenScriptErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
-		{"node n1\nnode n2 cpus=4000\n", `x.txt:2: node: unknown option "cpus"; use cpu, mem, disk, drivers, status, ip, meta., attr.`},
+		{"node n1\nnode n2 cpus=4000\n", `x.txt:2: node: unknown option "cpus"; use cpu, mem, disk, drivers, status, ineligible, drain, ip, meta., attr.`},
 		{"# comment\n\nlaunch web\n", "x.txt:3: launch: unknown directive; use node, job, group, constraint, affinity, spread, alloc, place, pin or run (see golden_test.go)"},
 		{"place web\n", "x.txt:1: place: no job web; declare it with a job line first"},
 		{"job web priority=500\n  group g\nrun\n", "x.txt:3: run: job web (declared at x.txt:1) is not valid: priority: priority 500 is out of range; use 1 to 100"},

@@ -273,7 +273,7 @@ func (gr *groupRun) portsFree(n *nodeState) bool {
 			return false
 		}
 	}
-	return gr.dynamic == 0 || spec.DynamicPortMax-spec.DynamicPortMin+1-n.dynUsed >= gr.dynamic
+	return gr.dynamic == 0 || n.dynFree() >= gr.dynamic
 }
 
 // base is the node's score from its use, by the job's scoring method,

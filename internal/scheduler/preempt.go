@@ -107,7 +107,7 @@ func (gr *groupRun) evictionsOn(n *nodeState, r Request, mayPreempt bool) ([]*sp
 				return false
 			}
 		}
-		return gr.dynamic == 0 || spec.DynamicPortMax-spec.DynamicPortMin+1-n.dynUsed >= gr.dynamic
+		return gr.dynamic == 0 || n.dynFree() >= gr.dynamic
 	}
 	evict := must
 	for _, a := range may {

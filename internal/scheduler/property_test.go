@@ -34,14 +34,21 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 	used := map[string]spec.Resources{}
 	ports := map[string]map[int]bool{}
 	for _, a := range in.Allocs {
-		if !a.Terminal() && !in.Freed[a.ID] {
+		if a.Terminal() {
+			continue
+		}
+		if !in.Freed[a.ID] {
 			used[a.NodeID] = used[a.NodeID].Add(a.Resources)
-			for _, p := range a.Ports {
-				if ports[a.NodeID] == nil {
-					ports[a.NodeID] = map[int]bool{}
-				}
-				ports[a.NodeID][p.Value] = true
+		}
+		for _, p := range a.Ports {
+			// A freed alloc's dynamic ports stay taken until it has stopped.
+			if in.Freed[a.ID] && (p.Value < spec.DynamicPortMin || p.Value > spec.DynamicPortMax) {
+				continue
 			}
+			if ports[a.NodeID] == nil {
+				ports[a.NodeID] = map[int]bool{}
+			}
+			ports[a.NodeID][p.Value] = true
 		}
 	}
 	gave := map[[2]string]bool{}
@@ -103,9 +110,10 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 }
 
 // referenceFits reports whether node n can take one more instance of r's
-// group: ready, drivers, constraints, resources and ports.
+// group: eligible (ready, not ineligible, not draining), drivers,
+// constraints, resources and ports.
 func referenceFits(in Input, placements []Placement, r Request, n *spec.Node, u spec.Resources, ports map[int]bool) bool {
-	if n.Status != spec.NodeReady {
+	if n.Status != spec.NodeReady || n.Ineligible || n.Drain != nil {
 		return false
 	}
 	for _, t := range r.Group.Tasks {
@@ -155,7 +163,7 @@ func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u
 	case spec.ScoreEPVM:
 		ready := 0
 		for _, x := range in.Nodes {
-			if x.Status == spec.NodeReady {
+			if x.Status == spec.NodeReady && !x.Ineligible && x.Drain == nil {
 				ready++
 			}
 		}
@@ -216,7 +224,7 @@ func referenceSpread(in Input, placements []Placement, r Request, n *spec.Node, 
 		// use and the other instances.
 		values := map[string]bool{}
 		for _, x := range in.Nodes {
-			drivers := x.Status == spec.NodeReady
+			drivers := x.Status == spec.NodeReady && !x.Ineligible && x.Drain == nil
 			for _, t := range r.Group.Tasks {
 				drivers = drivers && x.HasDriver(t.Driver)
 			}
@@ -413,6 +421,12 @@ func genInput(t *rapid.T) Input {
 		if rapid.IntRange(0, 4).Draw(t, "down") == 0 {
 			n.Status = spec.NodeDown
 		}
+		switch rapid.IntRange(0, 9).Draw(t, "control") {
+		case 0:
+			n.Ineligible = true
+		case 1:
+			n.Drain = &spec.DrainStrategy{}
+		}
 		if rack := rapid.SampledFrom([]string{"", "r0", "r1", "r2"}).Draw(t, "rack"); rack != "" {
 			n.Meta = map[string]string{"rack": rack}
 		}
@@ -537,8 +551,8 @@ func TestPlaceMatchesReference(t *testing.T) {
 		}
 		for _, p := range got.Placements {
 			n := nodes[p.NodeID]
-			if n == nil || n.Status != spec.NodeReady {
-				t.Fatalf("%s placed on missing or not-ready node %s", requestKey(p.Request), p.NodeID)
+			if n == nil || !n.Eligible() {
+				t.Fatalf("%s placed on missing or not eligible node %s", requestKey(p.Request), p.NodeID)
 			}
 			for _, d := range p.Request.Group.Drivers() {
 				if !n.HasDriver(d) {
@@ -589,9 +603,11 @@ func TestPlaceMatchesReference(t *testing.T) {
 			held[node][port] = by
 		}
 		for _, a := range in.Allocs {
-			if !a.Terminal() && !in.Freed[a.ID] {
+			if !a.Terminal() {
 				for _, p := range a.Ports {
-					hold(a.NodeID, p.Value, a.ID, false)
+					if !in.Freed[a.ID] || (p.Value >= spec.DynamicPortMin && p.Value <= spec.DynamicPortMax) {
+						hold(a.NodeID, p.Value, a.ID, false)
+					}
 				}
 			}
 		}

@@ -30,6 +30,9 @@ type Request struct {
 	// instance it may replace.
 	DeploymentID string
 	Canary       bool
+	// Update, when set, is the strategy by which the alloc's agent judges
+	// its health; carried through untouched.
+	Update *spec.UpdateStrategy
 }
 
 // Input is a snapshot of the cluster and the instances to place.

@@ -18,7 +18,7 @@ type state struct {
 	// is cheaper than comparing strings.
 	rank    []int32
 	classes []*class
-	ready   int // how many nodes are ready: E-PVM's base
+	ready   int // how many nodes take new work (Eligible): E-PVM's base
 	rules   map[spec.Constraint]*rule
 	// meets caches, per list of static constraints, whether each node
 	// meets them all: 0 not yet evaluated, 1 yes, 2 no. Groups with the
@@ -43,31 +43,39 @@ type nodeState struct {
 	node *spec.Node
 	idx  int32
 	used spec.Resources
-	cls  *class // nil for a node that is not ready
+	cls  *class // nil for a node that takes no new work (not Eligible)
 	// ports holds the host ports in use; nil while there are none.
 	ports map[int]bool
 	// dynUsed counts the ports in use inside the dynamic range; nextDyn is
 	// where the search for a free dynamic port starts.
 	dynUsed, nextDyn int
-	allocs           []*spec.Alloc // live allocs, for preemption
+	// dynMin and dynMax are the node's dynamic port range.
+	dynMin, dynMax int
+	allocs         []*spec.Alloc // live allocs, for preemption
 }
 
 func (n *nodeState) fits(need spec.Resources) bool {
 	return n.node.Resources.Sub(n.used).Fits(need)
 }
 
+// dynamic reports whether port p is in the node's dynamic range.
+func (n *nodeState) dynamic(p int) bool { return p >= n.dynMin && p <= n.dynMax }
+
+// dynFree is how many dynamic ports the node has left.
+func (n *nodeState) dynFree() int { return n.dynMax - n.dynMin + 1 - n.dynUsed }
+
 func (n *nodeState) usePort(p int) {
 	if n.ports == nil {
 		n.ports = map[int]bool{}
 	}
-	if !n.ports[p] && p >= spec.DynamicPortMin && p <= spec.DynamicPortMax {
+	if !n.ports[p] && n.dynamic(p) {
 		n.dynUsed++
 	}
 	n.ports[p] = true
 }
 
 func (n *nodeState) freePort(p int) {
-	if n.ports[p] && p >= spec.DynamicPortMin && p <= spec.DynamicPortMax {
+	if n.ports[p] && n.dynamic(p) {
 		n.dynUsed--
 		n.nextDyn = min(n.nextDyn, p)
 	}
@@ -82,11 +90,12 @@ func (n *nodeState) hostIP() string {
 	return "127.0.0.1"
 }
 
-// class is the ready nodes that have exactly the same set of drivers.
+// class is the eligible nodes (ready, not ineligible, not draining) that
+// have exactly the same set of drivers.
 type class struct {
 	id      int
 	drivers map[string]bool
-	nodes   []int32 // ready nodes of the class, in input order
+	nodes   []int32 // eligible nodes of the class, in input order
 }
 
 // rule is one constraint compiled for this call; check is nil when the
@@ -144,7 +153,10 @@ func newState(in Input) *state {
 }
 
 // newIndex builds what depends on the nodes alone: their order by ID, and
-// the ready ones by driver class.
+// the eligible ones (spec.Node.Eligible: ready, neither marked ineligible
+// nor draining) by driver class. A node that is not eligible is in no
+// class, so no group's heaps, pins or preemption consider it; explain
+// says why.
 func newIndex(nodes []*spec.Node) *state {
 	s := &state{
 		all:   make([]*nodeState, len(nodes)),
@@ -153,7 +165,8 @@ func newIndex(nodes []*spec.Node) *state {
 	}
 	states := make([]nodeState, len(nodes)) // one allocation for all
 	for i, n := range nodes {
-		states[i] = nodeState{node: n, idx: int32(i), nextDyn: spec.DynamicPortMin}
+		lo, hi := n.DynamicPorts()
+		states[i] = nodeState{node: n, idx: int32(i), nextDyn: lo, dynMin: lo, dynMax: hi}
 		s.all[i] = &states[i]
 	}
 	s.rankByID()
@@ -163,7 +176,7 @@ func newIndex(nodes []*spec.Node) *state {
 	// node's class is tried first, without building a key.
 	var last *nodeState
 	for _, ns := range s.all {
-		if ns.node.Status != spec.NodeReady {
+		if !ns.node.Eligible() {
 			continue
 		}
 		s.ready++
@@ -197,11 +210,25 @@ func newIndex(nodes []*spec.Node) *state {
 }
 
 // useAllocs charges the live allocs (not terminal, not freed) to their
-// nodes, and returns the nodes it charged.
+// nodes, and returns the nodes it charged. A freed alloc's dynamic ports
+// stay taken: its process holds them until it has stopped, up to its
+// kill_timeout after this plan, and a replacement given the same port
+// would fail to bind it. Its static ports are free: a replacement of
+// the same group needs them.
 func (s *state) useAllocs(allocs []*spec.Alloc, freed map[string]bool) []int32 {
 	var used []int32
 	for _, a := range allocs {
-		if a.Terminal() || freed[a.ID] {
+		if a.Terminal() {
+			continue
+		}
+		if freed[a.ID] {
+			if ns := s.node(a.NodeID); ns != nil {
+				for _, p := range a.Ports {
+					if ns.dynamic(p.Value) {
+						ns.usePort(p.Value)
+					}
+				}
+			}
 			continue
 		}
 		s.allocs = append(s.allocs, a)

@@ -28,6 +28,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h("GET /v1/jobs/{name}/allocations", s.jobAllocs)
 	h("GET /v1/jobs/{name}/versions", s.jobVersions)
 	h("POST /v1/jobs/{name}/revert", s.revertJob)
+	h("POST /v1/jobs/{name}/restart", s.restartJob)
 	h("GET /v1/jobs/{name}/deployments", s.jobDeployments)
 	h("GET /v1/jobs/{name}/deployment", s.latestDeployment)
 	h("GET /v1/deployments", s.listDeployments)
@@ -48,6 +49,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	h("GET /v1/nodes/{id}/usage", s.nodeUsage)
 	h("PUT /v1/nodes/{id}/allocations/status", s.putNodeStatuses)
 	h("PUT /v1/nodes/{id}/heartbeat", s.heartbeat)
+	s.nodeCtlRoutes(h) // eligibility, drain, usage reports (nodectl_api.go)
 	h("GET /v1/status/leader", s.leader)
 	h("GET /v1/services", s.listServices)
 	h("GET /v1/services/{name}", s.getService)
@@ -436,7 +438,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 			nodes = []*spec.Node{}
 		}
 		return writeJSON(w, rev, nodes)
-	}, "nodes")
+	}, "nodes", "node_usage")
 }
 
 func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {

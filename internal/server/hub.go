@@ -14,13 +14,14 @@ import (
 // N, and only the waiters of that topic wake: a change to node A's allocs
 // wakes node A's agent, not every agent (fleet's mistake, DESIGN.md).
 //
-// Topics: "jobs", "allocs", "nodes", "schedules", "job/<name>", "node/<id>",
-// "deployments", "deployments/<job>", "deployment/<id>".
+// Topics: "jobs", "allocs", "nodes", "node_usage", "schedules",
+// "job/<name>", "node/<id>", "deployments", "deployments/<job>",
+// "deployment/<id>".
 type hub struct {
 	mu      sync.Mutex
 	start   int64            // revision the hub started from (or last resync)
 	topics  map[string]int64 // topic -> revision of its last change
-	waiters map[string]map[chan struct{}]struct{}
+	waiters map[string]map[*waiter]struct{}
 	// kick wakes the leader's loop, coalesced; only changes that can
 	// change its decisions do (see decides). seen is the revision of the
 	// latest change published: a pass must see at least that much.
@@ -33,7 +34,7 @@ type hub struct {
 }
 
 func newHub(rev int64) *hub {
-	return &hub{start: rev, topics: map[string]int64{}, waiters: map[string]map[chan struct{}]struct{}{}, kick: make(chan struct{}, 1)}
+	return &hub{start: rev, topics: map[string]int64{}, waiters: map[string]map[*waiter]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 // topicRev is the revision of the topic's last change; before any change
@@ -47,12 +48,12 @@ func (h *hub) topicRev(topic string) int64 {
 
 func (h *hub) publish(changes []registry.Change) {
 	h.mu.Lock()
-	var wake []chan struct{}
+	var wake []*waiter
 	kick := false
 	touch := func(topic string, rev int64) {
 		h.topics[topic] = rev
-		for ch := range h.waiters[topic] {
-			wake = append(wake, ch)
+		for w := range h.waiters[topic] {
+			wake = w.wake(wake)
 		}
 		delete(h.waiters, topic)
 	}
@@ -79,6 +80,11 @@ func (h *hub) publish(changes []registry.Change) {
 			touch("job/"+c.Job, c.Rev)
 		case registry.KindNode:
 			touch("nodes", c.Rev)
+		case registry.KindNodeUsage:
+			// Its own topic: node listings wait on it, but the service
+			// catalog (built again on "nodes") and the agents'
+			// assignment queries ("node/<id>") do not.
+			touch("node_usage", c.Rev)
 		case registry.KindSchedule:
 			touch("schedules", c.Rev)
 			touch("jobs", c.Rev)
@@ -100,16 +106,16 @@ func (h *hub) publish(changes []registry.Change) {
 				h.topics[t] = c.Rev
 			}
 			for t, ws := range h.waiters {
-				for ch := range ws {
-					wake = append(wake, ch)
+				for w := range ws {
+					wake = w.wake(wake)
 				}
 				delete(h.waiters, t)
 			}
 		}
 	}
 	h.mu.Unlock()
-	for _, ch := range wake {
-		close(ch)
+	for _, w := range wake {
+		close(w.ch)
 	}
 	if kick {
 		select {
@@ -121,9 +127,11 @@ func (h *hub) publish(changes []registry.Change) {
 
 // decides reports whether a change can change what the leader's next pass
 // decides. An agent reporting an instance pending or running cannot (the
-// reconciler acts on terminal reports and on node liveness), nor can the
-// leader's own record of what it could not place; under load those are
-// most of the changes, and a pass reads the whole registry. The periodic
+// reconciler acts on terminal reports, on health verdicts that a
+// deployment or move waits on, and on node liveness), nor can the
+// leader's own record of what it could not place, nor a node's usage
+// report (every few seconds per node); under load those are most of the
+// changes, and a pass reads the whole registry. The periodic
 // resync still runs a pass whatever happens. A deployment change does: an
 // operator's promote or fail waits on the next pass of its job (the
 // leader's own deployment writes cost one more pass of that job, which
@@ -131,11 +139,31 @@ func (h *hub) publish(changes []registry.Change) {
 func decides(c registry.Change) bool {
 	switch c.Kind {
 	case registry.KindAllocStatus:
-		return c.Terminal || c.Deleted
-	case registry.KindSchedule:
+		return c.Terminal || c.Deleted || c.Judged
+	case registry.KindSchedule, registry.KindNodeUsage:
 		return false
 	}
 	return true
+}
+
+// waiter is one blocking query's wake-up, registered under each of its
+// topics. woken (under hub.mu) makes it wake once: a query on several
+// topics ("nodes" and "node_usage", the catalog's "allocs" and "nodes")
+// stays registered under the others until it takes itself out, and two
+// batches may touch two of them before it does.
+type waiter struct {
+	ch    chan struct{}
+	woken bool
+}
+
+// wake adds w to the list of waiters to wake, unless it is woken already;
+// hub.mu is held.
+func (w *waiter) wake(list []*waiter) []*waiter {
+	if w.woken {
+		return list
+	}
+	w.woken = true
+	return append(list, w)
 }
 
 // wait blocks until one of topics changes past index, or d passes, or ctx
@@ -148,25 +176,24 @@ func (h *hub) wait(ctx context.Context, index int64, d time.Duration, topics ...
 			return
 		}
 	}
-	ch := make(chan struct{})
+	w := &waiter{ch: make(chan struct{})}
 	for _, t := range topics {
 		if h.waiters[t] == nil {
-			h.waiters[t] = map[chan struct{}]struct{}{}
+			h.waiters[t] = map[*waiter]struct{}{}
 		}
-		h.waiters[t][ch] = struct{}{}
+		h.waiters[t][w] = struct{}{}
 	}
 	h.mu.Unlock()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-ch:
-		return
+	case <-w.ch:
 	case <-timer.C:
 	case <-ctx.Done():
 	}
 	h.mu.Lock()
 	for _, t := range topics {
-		delete(h.waiters[t], ch)
+		delete(h.waiters[t], w)
 		if len(h.waiters[t]) == 0 {
 			delete(h.waiters, t)
 		}
@@ -198,7 +225,7 @@ func (h *hub) markDirty(c registry.Change) {
 		} else {
 			h.dirtyAll = true // a deletion whose value is gone
 		}
-	default: // nodes (system jobs, lost instances), resyncs
+	default: // nodes (system jobs, lost instances, eligibility, drains), resyncs
 		h.dirtyAll = true
 	}
 	// A server that is not leading never takes the set: past a bound, "all"

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/drover-org/drover/internal/registry"
 )
@@ -22,6 +24,7 @@ func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 		{registry.Change{Kind: registry.KindJob, ID: "web"}, true},
 		{registry.Change{Kind: registry.KindAlloc, Job: "web", NodeID: "n1"}, true},
 		{registry.Change{Kind: registry.KindNode, NodeID: "n1"}, true},
+		{registry.Change{Kind: registry.KindNodeUsage, ID: "n1", NodeID: "n1"}, false},
 		{registry.Change{Kind: registry.KindResync}, true},
 		{registry.Change{Kind: registry.KindDeployment, ID: "d1", Job: "web"}, true},
 	} {
@@ -40,6 +43,11 @@ func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 		}
 		if tt.c.Kind == registry.KindAllocStatus && h.topicRev("job/web") != 5 {
 			t.Errorf("%+v did not touch job/web", tt.c)
+		}
+		// A usage report wakes node listings, not the catalog ("nodes")
+		// nor the node's assignment query.
+		if tt.c.Kind == registry.KindNodeUsage && (h.topicRev("node_usage") != 5 || h.topicRev("nodes") == 5 || h.topicRev("node/n1") == 5) {
+			t.Errorf("%+v touched node_usage %d, nodes %d, node/n1 %d; want only node_usage", tt.c, h.topicRev("node_usage"), h.topicRev("nodes"), h.topicRev("node/n1"))
 		}
 	}
 }
@@ -104,4 +112,43 @@ func TestHubDeploymentChanges(t *testing.T) {
 	if _, all := h.takeDirty(); !all {
 		t.Fatal("a deployment change without its job did not make every job dirty")
 	}
+}
+
+// TestHubWakesAWaiterOnSeveralTopicsOnce: a blocking query on several
+// topics ("nodes" and "node_usage") wakes once when one batch touches
+// both, or two batches touch one each before it took itself out: its
+// channel is closed once, not a panic.
+func TestHubWakesAWaiterOnSeveralTopicsOnce(t *testing.T) {
+	h := newHub(1)
+	done := make(chan struct{})
+	go func() {
+		h.wait(context.Background(), 1, time.Minute, "nodes", "node_usage")
+		close(done)
+	}()
+	for {
+		h.mu.Lock()
+		n := len(h.waiters["nodes"]) + len(h.waiters["node_usage"])
+		h.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.publish([]registry.Change{
+		{Rev: 2, Kind: registry.KindNode, ID: "n1", NodeID: "n1"},
+		{Rev: 3, Kind: registry.KindNodeUsage, ID: "n1", NodeID: "n1"},
+	})
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not woken")
+	}
+	// Two batches before the waiter runs again: registered by hand, as a
+	// waiter that has not taken itself out yet.
+	w := &waiter{ch: make(chan struct{})}
+	h.waiters["nodes"] = map[*waiter]struct{}{w: {}}
+	h.waiters["node_usage"] = map[*waiter]struct{}{w: {}}
+	h.publish([]registry.Change{{Rev: 4, Kind: registry.KindNode, ID: "n1", NodeID: "n1"}})
+	h.publish([]registry.Change{{Rev: 5, Kind: registry.KindNodeUsage, ID: "n1", NodeID: "n1"}})
+	<-w.ch
 }

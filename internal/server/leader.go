@@ -35,7 +35,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		markNodeDown(snap.Allocs, snap.Nodes)
 		s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
-	d := decide(snap, now, s.placer, only)
+	d := decide(snap, now, s.placer, only, s.movePolicy())
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+len(p.Deployments)+len(p.DeleteDeployments) == 0 {
 		s.revert(ctx, l, d.reconcile.Reverts)
 		return d.reconcile.NextRun, nil
@@ -69,8 +69,9 @@ type decision struct {
 // leader's); a plan passes nil, since it runs beside the leader. only,
 // when not nil, limits the reconciler to those jobs (their allocs, and
 // their schedule records); the scheduler still counts every alloc.
-func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only map[string]bool) decision {
-	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Deployments: snap.Deployments, Now: now}
+func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only map[string]bool, mp movePolicy) decision {
+	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Deployments: snap.Deployments, Now: now,
+		NodeAllocs: snap.Allocs, MemoryHighPercent: mp.memoryHighPercent, MemoryMoveInterval: mp.memoryMoveInterval}
 	if only != nil {
 		in.Jobs, in.Allocs, in.Deployments = nil, nil, nil
 		for _, j := range snap.Jobs {
@@ -157,7 +158,8 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 
 // requestOf turns the reconciler's ask into the scheduler's.
 func requestOf(p reconcile.Place) scheduler.Request {
-	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode, Node: p.Node, Canary: p.Canary}
+	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode, Node: p.Node,
+		Canary: p.Canary, Update: p.Update}
 	if p.Deployment != nil {
 		r.DeploymentID = p.Deployment.ID
 	}
@@ -174,8 +176,8 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 		c := *t
 		tasks[i] = &c
 	}
-	var update *spec.UpdateStrategy
-	if r.DeploymentID != "" {
+	update := r.Update
+	if update == nil && r.DeploymentID != "" {
 		update = r.Job.UpdateOf(r.Group)
 	}
 	return &spec.Alloc{

@@ -42,7 +42,7 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, snap.Rev, jobPlan(snap, job, down, diff, time.Now().UTC()))
+	return writeJSON(w, snap.Rev, jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy()))
 }
 
 // planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...].
@@ -59,7 +59,7 @@ func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, snap.Rev, nodeLossPlan(snap, down, time.Now().UTC()))
+	return writeJSON(w, snap.Rev, nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy()))
 }
 
 // resolveNodes finds the nodes named, by name or ID. Every node with a
@@ -131,7 +131,7 @@ func leaveOut(snap *registry.Snapshot, down []*spec.Node) {
 var longAgo = time.Unix(0, 0).UTC()
 
 // jobPlan plans job in place of the stored one.
-func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff bool, now time.Time) *spec.JobPlan {
+func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff bool, now time.Time, mp movePolicy) *spec.JobPlan {
 	leaveOut(snap, down)
 	var stored *spec.Job
 	for _, j := range snap.Jobs {
@@ -145,7 +145,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	with.Jobs = append(with.Jobs, cand)
 	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
 
-	d := decide(&with, now, nil, nil)
+	d := decide(&with, now, nil, nil, mp)
 	p := &spec.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
 	for _, n := range down {
 		p.Without = append(p.Without, n.Name)
@@ -174,7 +174,7 @@ func candidate(stored, job *spec.Job) *spec.Job {
 
 // nodeLossPlan plans every job with the nodes down, and reports the jobs
 // that had instances on them or would have some evicted.
-func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *spec.NodeLossPlan {
+func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time, mp movePolicy) *spec.NodeLossPlan {
 	leaveOut(snap, down)
 	out := map[string]bool{}
 	p := &spec.NodeLossPlan{Jobs: []spec.JobChanges{}}
@@ -182,7 +182,7 @@ func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time) *sp
 		out[n.ID] = true
 		p.Without = append(p.Without, n.Name)
 	}
-	d := decide(snap, now, nil, nil)
+	d := decide(snap, now, nil, nil, mp)
 	hit := map[string]bool{}
 	for _, a := range snap.Allocs {
 		if out[a.NodeID] && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {

@@ -8,6 +8,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -50,6 +51,26 @@ type Config struct {
 	// dev's default port may be taken by another dev instance.
 	DNSAddr     string
 	DNSOptional bool
+	// MemoryHighPercent, when > 0, is the share of a node's memory its
+	// tasks may use before the leader moves the node's lowest-priority
+	// service instance elsewhere, at most one per MemoryMoveInterval per
+	// node (default DefaultMemoryMoveInterval). 0: never.
+	MemoryHighPercent  int
+	MemoryMoveInterval time.Duration
+}
+
+// DefaultMemoryMoveInterval is how often at most one instance moves off a
+// node under memory pressure.
+const DefaultMemoryMoveInterval = time.Minute
+
+// movePolicy is what decide needs of the server's configuration.
+type movePolicy struct {
+	memoryHighPercent  int
+	memoryMoveInterval time.Duration
+}
+
+func (s *Server) movePolicy() movePolicy {
+	return movePolicy{memoryHighPercent: s.cfg.MemoryHighPercent, memoryMoveInterval: cmp.Or(s.cfg.MemoryMoveInterval, DefaultMemoryMoveInterval)}
 }
 
 // DefaultLeaderTTL is the shortest lease etcd grants with its default

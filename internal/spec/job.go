@@ -65,6 +65,11 @@ type Job struct {
 	Version uint64 `json:"version,omitempty"`
 	// Stopped is true after `drover stop`; submitting the job again clears it.
 	Stopped bool `json:"stopped,omitempty"`
+	// RestartRequested is when `drover restart` asked for every instance to
+	// be replaced, a group's update block's max_parallel at a time (1
+	// without one), each replacement healthy before the next; zero: never.
+	// Instances created before it are replaced.
+	RestartRequested time.Time `json:"restart_requested,omitzero"`
 	// SubmitTime is when the current version was submitted.
 	SubmitTime time.Time `json:"submit_time,omitzero"`
 	// ModifyIndex is the registry revision of the last write to the job; pass
@@ -95,6 +100,10 @@ type Group struct {
 	Constraints []*Constraint `json:"constraints,omitempty"`
 	Affinities  []*Affinity   `json:"affinities,omitempty"`
 	Spreads     []*Spread     `json:"spreads,omitempty"`
+	// Rebalance lets the leader move the group's instances, one batch at a
+	// time under its update block, when the nodes' allocated load is
+	// uneven (a node joined, or others filled up); off by default.
+	Rebalance bool `json:"rebalance,omitempty"`
 	// Network holds the ports the group's instance reserves on its node.
 	Network *Network          `json:"network,omitempty"`
 	Meta    map[string]string `json:"meta,omitempty"`
@@ -414,7 +423,7 @@ func (j *Job) Canonicalize() {
 // are equal.
 func (j *Job) SpecOnly() *Job {
 	c := j.Clone()
-	c.Version, c.Stopped, c.SubmitTime, c.ModifyIndex = 0, false, time.Time{}, 0
+	c.Version, c.Stopped, c.SubmitTime, c.ModifyIndex, c.RestartRequested = 0, false, time.Time{}, 0, time.Time{}
 	return c
 }
 

@@ -173,6 +173,12 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 			ps.Add(path+".update.canary", "canary %d is more than the group's count %d", *c, g.Count)
 		}
 	}
+	// Moving instances to even out load only makes sense for instances
+	// meant to run indefinitely: batch ones finish where they are, and a
+	// system job has one per node by definition.
+	if g.Rebalance && jt != JobService {
+		ps.Add(path+".rebalance", "rebalance applies to service jobs only")
+	}
 	checkMeta(ps, path+".meta", g.Meta)
 	validateConstraints(ps, path+".constraints", g.Constraints)
 	validateAffinities(ps, path+".affinities", g.Affinities)

@@ -114,6 +114,26 @@ func TaskProcs(job, under string) []int {
 	return pids
 }
 
+// KillTasks SIGKILLs job's task processes below under (and their process
+// groups) and waits, up to 10 s, until none is left: a killed agent leaves
+// its tasks running, by design, and they must not outlive the test that
+// started them (t.TempDir cannot remove a directory they still write to).
+func KillTasks(t testing.TB, job, under string) {
+	t.Helper()
+	for _, pid := range TaskProcs(job, under) {
+		syscall.Kill(-pid, syscall.SIGKILL)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(TaskProcs(job, under)) > 0 {
+		if time.Now().After(deadline) {
+			t.Errorf("task processes of %s still running 10s after SIGKILL: %v", job, TaskProcs(job, under))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Tail returns the last n lines of s.
 func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

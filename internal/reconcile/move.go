@@ -1,0 +1,278 @@
+package reconcile
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Moves: instances of the job's current version that are replaced although
+// nothing is wrong with them.
+//
+//	the job's restart requested after      replaced                  "restart requested at <t>"
+//	the instance was created
+//	its node is draining                   replaced elsewhere        "node <n> is draining"
+//	                                       (batch: only at the deadline)
+//	past the drain's deadline              replaced at once          "node <n> drain deadline reached"
+//	its node's tasks use more memory than  the node's lowest-priority "node <n> uses 93% of its memory ..."
+//	Input.MemoryHighPercent                service instance moves,
+//	                                       one per MemoryMoveInterval per node
+//	the group has rebalance = true and     one instance moves from    "rebalance: node <a> is 80% allocated, ..."
+//	nodes' allocated load differs by more  the most to the least
+//	than rebalanceSkew                     loaded node that fits it
+//
+// Moves of a group wait while a deployment of it runs, and otherwise go
+// max_parallel at a time (the group's update block, else Nomad's default
+// of 1), each replacement judged by its agent (it carries the strategy, as
+// a deployment's do) before the next moves; the memory moves and those
+// past a drain's deadline do not wait. A draining node's system-job
+// instances keep running until nothing else is left on it.
+
+// rebalanceSkew is how much more of its capacity the most loaded node must
+// have allocated than the least loaded before a rebalance moves anything.
+const rebalanceSkew = 0.25
+
+// memoryReportMaxAge: an older usage report does not move anything.
+const memoryReportMaxAge = 2 * time.Minute
+
+type move struct {
+	a      *spec.Alloc
+	reason string
+	avoid  string // node to avoid, or ""
+	pin    string // node to place on, or ""
+	force  bool   // not gated on health
+}
+
+// nodeView is what the move rules know of the cluster's nodes.
+type nodeView struct {
+	nodes map[string]*spec.Node
+	// used is each node's allocated resources, from every live alloc.
+	used map[string]spec.Resources
+	// busy counts each node's live allocs of jobs that are not system jobs.
+	busy map[string]int
+	// victims are the allocs that move off nodes under memory pressure.
+	victims map[string]string
+}
+
+func newNodeView(in Input) *nodeView {
+	v := &nodeView{nodes: map[string]*spec.Node{}, used: map[string]spec.Resources{}, busy: map[string]int{}, victims: map[string]string{}}
+	for _, n := range in.Nodes {
+		v.nodes[n.ID] = n
+	}
+	all := in.NodeAllocs
+	if all == nil {
+		all = in.Allocs
+	}
+	for _, a := range all {
+		if !live(a) {
+			continue
+		}
+		v.used[a.NodeID] = v.used[a.NodeID].Add(a.Resources)
+		if a.JobType != spec.JobSystem {
+			v.busy[a.NodeID]++
+		}
+	}
+	return v
+}
+
+// memoryVictims picks, for each node whose tasks use more than pct% of its
+// memory, its lowest-priority service instance, unless one moved off it
+// within interval; it returns when the next budget opens, or zero.
+func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time {
+	var next time.Time
+	if in.MemoryHighPercent <= 0 {
+		return next
+	}
+	all := in.NodeAllocs
+	if all == nil {
+		all = in.Allocs
+	}
+	ids := make([]string, 0, len(v.nodes))
+	for id := range v.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		n := v.nodes[id]
+		u := n.Usage
+		if u == nil || n.Resources.MemoryMB <= 0 || n.Status != spec.NodeReady || in.Now.Sub(u.Time) > memoryReportMaxAge {
+			continue
+		}
+		pct := u.Tasks.MemoryMB * 100 / n.Resources.MemoryMB
+		if pct <= in.MemoryHighPercent {
+			continue
+		}
+		prefix := memoryPrefix(n)
+		var last time.Time
+		var candidates []*spec.Alloc
+		for _, a := range all {
+			if a.NodeID != id {
+				continue
+			}
+			if a.DesiredStatus == spec.DesiredStop && strings.HasPrefix(a.DesiredReason, prefix) && a.ModifyTime.After(last) {
+				last = a.ModifyTime
+			}
+			if j := jobs[a.Job]; live(a) && j != nil && j.Type == spec.JobService && !j.Stopped {
+				candidates = append(candidates, a)
+			}
+		}
+		if due := last.Add(in.MemoryMoveInterval); !last.IsZero() && in.Now.Before(due) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		if len(candidates) == 0 {
+			continue
+		}
+		slices.SortFunc(candidates, func(a, b *spec.Alloc) int {
+			return cmp.Or(cmp.Compare(jobs[a.Job].Priority, jobs[b.Job].Priority),
+				cmp.Compare(b.Resources.MemoryMB, a.Resources.MemoryMB), strings.Compare(a.ID, b.ID))
+		})
+		v.victims[candidates[0].ID] = fmt.Sprintf("%s %d%% of its memory (%d of %d MB), over %d%%: moving its lowest-priority instance",
+			prefix, pct, u.Tasks.MemoryMB, n.Resources.MemoryMB, in.MemoryHighPercent)
+	}
+	return next
+}
+
+func memoryPrefix(n *spec.Node) string { return "node " + n.Name + " uses" }
+
+// drainPast reports whether n's drain deadline has passed.
+func drainPast(n *spec.Node, now time.Time) bool {
+	return n != nil && n.Drain != nil && !n.Drain.Deadline.IsZero() && !now.Before(n.Drain.Deadline)
+}
+
+// drained reports whether a draining node has nothing left to move off it
+// (or its deadline passed): its system-job instances may stop.
+func (v *nodeView) drained(id string, now time.Time) bool {
+	n := v.nodes[id]
+	return n != nil && n.Drain != nil && (v.busy[id] == 0 || drainPast(n, now))
+}
+
+// considerMove notes whether a, the live alloc kept for its slot, should
+// move (see the table above); rollMoves decides when.
+func (r *reconciler) considerMove(j *spec.Job, a *spec.Alloc) {
+	if r.view == nil || j.Type == spec.JobSystem {
+		return
+	}
+	n := r.view.nodes[a.NodeID]
+	switch {
+	case n != nil && n.Drain != nil && drainPast(n, r.now):
+		r.moves = append(r.moves, move{a: a, reason: "node " + n.Name + " drain deadline reached", avoid: n.ID, force: true})
+	case n != nil && n.Drain != nil && j.Type != spec.JobBatch:
+		r.moves = append(r.moves, move{a: a, reason: "node " + n.Name + " is draining", avoid: n.ID})
+		if !n.Drain.Deadline.IsZero() {
+			r.wakeAt(n.Drain.Deadline)
+		}
+	case n != nil && n.Drain != nil:
+		if !n.Drain.Deadline.IsZero() {
+			r.wakeAt(n.Drain.Deadline) // a batch instance finishes, or stops then
+		}
+	case r.view.victims[a.ID] != "":
+		r.moves = append(r.moves, move{a: a, reason: r.view.victims[a.ID], avoid: a.NodeID, force: true})
+	case j.Type == spec.JobService && a.CreateTime.Before(j.RestartRequested):
+		r.moves = append(r.moves, move{a: a, reason: "restart requested at " + j.RestartRequested.UTC().Format(time.RFC3339)})
+	}
+}
+
+// rollMoves carries out the moves noted for group g: the forced ones at
+// once, the others within the group's budget, which a running deployment
+// takes whole. as are the group's allocs.
+func (r *reconciler) rollMoves(j *spec.Job, g *spec.Group, as []*spec.Alloc) {
+	moves := r.moves
+	r.moves = nil
+	u := j.UpdateOf(g)
+	if u == nil || u.Parallel() == 0 {
+		u = spec.DefaultUpdate()
+	}
+	budget := 0
+	if r.gr == nil {
+		budget = u.Parallel()
+		for _, a := range as {
+			if live(a) && a.Update != nil && verdict(a) == nil {
+				budget--
+			}
+		}
+	}
+	if len(moves) == 0 && budget > 0 && g.Rebalance && j.Type == spec.JobService {
+		if m, ok := r.rebalance(g, as); ok {
+			moves = append(moves, m)
+		}
+	}
+	for _, m := range moves {
+		if !m.force {
+			if budget <= 0 {
+				continue
+			}
+			budget--
+		}
+		r.stop(m.a, m.reason)
+		r.place(j, g, m.a.Index, m.pin, m.reason, m.a.ID, m.avoid)
+		r.res.Place[len(r.res.Place)-1].Update = u
+	}
+}
+
+// rebalance picks one instance of g to move from the most to the least
+// loaded eligible node, when their allocated load differs by more than
+// rebalanceSkew and the move narrows the gap; as are g's allocs.
+func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
+	v := r.view
+	load := func(id string) float64 {
+		n, used := v.nodes[id], v.used[id]
+		l := 0.0
+		if n.Resources.CPU > 0 {
+			l = float64(used.CPU) / float64(n.Resources.CPU)
+		}
+		if n.Resources.MemoryMB > 0 {
+			l = max(l, float64(used.MemoryMB)/float64(n.Resources.MemoryMB))
+		}
+		return l
+	}
+	var from *spec.Alloc
+	for _, a := range as {
+		n := v.nodes[a.NodeID]
+		if !live(a) || n == nil || !n.Eligible() || a.Canary {
+			continue
+		}
+		if from == nil || load(a.NodeID) > load(from.NodeID) || (load(a.NodeID) == load(from.NodeID) && a.Index > from.Index) {
+			from = a
+		}
+	}
+	if from == nil {
+		return move{}, false
+	}
+	need := g.Resources()
+	var to *spec.Node
+	ids := make([]string, 0, len(v.nodes))
+	for id := range v.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		n := v.nodes[id]
+		if id == from.NodeID || !n.Eligible() || !n.Resources.Sub(v.used[id]).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB}) {
+			continue
+		}
+		if to == nil || load(id) < load(to.ID) {
+			to = n
+		}
+	}
+	if to == nil {
+		return move{}, false
+	}
+	hi, lo := load(from.NodeID), load(to.ID)
+	after := v.used[to.ID].Add(need)
+	loAfter := max(float64(after.CPU)/float64(max(to.Resources.CPU, 1)), float64(after.MemoryMB)/float64(max(to.Resources.MemoryMB, 1)))
+	if hi-lo <= rebalanceSkew || loAfter >= hi {
+		return move{}, false
+	}
+	// The pass's later decisions see the move.
+	v.used[from.NodeID] = v.used[from.NodeID].Sub(from.Resources)
+	v.used[to.ID] = after
+	fromName := cmp.Or(v.nodes[from.NodeID].Name, from.NodeID)
+	return move{a: from, pin: to.ID, reason: fmt.Sprintf("rebalance: node %s is %.0f%% allocated, node %s %.0f%%", fromName, hi*100, to.Name, lo*100)}, true
+}

@@ -1,0 +1,200 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func sized(id string, cpu, mem int) *spec.Node {
+	return &spec.Node{ID: id, Name: id, Status: spec.NodeReady, Drivers: []string{"exec"}, Resources: spec.Resources{CPU: cpu, MemoryMB: mem}}
+}
+
+// onNodes spreads n running allocs of j's group over nodes, round robin.
+func onNodes(j *spec.Job, group string, n int, nodes ...string) []*spec.Alloc {
+	var out []*spec.Alloc
+	for i := range n {
+		out = append(out, mk(fmt.Sprintf("%s-%d", group, i), j, group, i, int64(i+1), spec.ClientRunning, on(nodes[i%len(nodes)])))
+	}
+	return out
+}
+
+func placesAndStops(res Result) (int, int) { return len(res.Place), len(res.Stop) }
+
+func TestDrainMovesOneAtATimeGatedOnHealth(t *testing.T) {
+	j := svc("web", 1, grp("api", 4, "serve"))
+	a, b := sized("a", 4000, 4000), sized("b", 4000, 4000)
+	a.Drain = &spec.DrainStrategy{StartedAt: now}
+	allocs := onNodes(j, "api", 4, "a", "b")
+	res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
+	if p, s := placesAndStops(res); p != 1 || s != 1 {
+		t.Fatalf("first pass: %d places, %d stops; want one move (max_parallel 1 without an update block)", p, s)
+	}
+	if res.Stop[0].Alloc.NodeID != "a" || res.Stop[0].Reason != "node a is draining" || res.Place[0].AvoidNode != "a" {
+		t.Fatalf("move %+v / %+v", res.Stop[0], res.Place[0])
+	}
+	if u := res.Place[0].Update; u == nil || u.Parallel() != 1 || u.MinHealthyTime != spec.DefaultUpdate().MinHealthyTime {
+		t.Fatalf("the replacement carries no strategy to judge it by: %+v", u)
+	}
+	// While the replacement waits for its verdict, nothing else moves.
+	moved := res.Stop[0].Alloc
+	moved.DesiredStatus = spec.DesiredStop
+	repl := mk("r1", j, "api", moved.Index, 10, spec.ClientRunning, on("b"))
+	repl.Update = res.Place[0].Update
+	allocs = append(allocs, repl)
+	res = Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
+	if p, s := placesAndStops(res); p+s != 0 {
+		t.Fatalf("with the replacement undecided: %d places, %d stops", p, s)
+	}
+	repl.Status.DeploymentHealth = &spec.DeploymentHealth{Healthy: true, Time: now}
+	res = Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
+	if p, s := placesAndStops(res); p != 1 || s != 1 || res.Stop[0].Alloc.NodeID != "a" {
+		t.Fatalf("after the verdict: %d places, %d stops", p, s)
+	}
+}
+
+func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
+	j := svc("web", 1, grp("api", 4, "serve"))
+	bj := batch("jobs", 1, grp("work", 1, "run"))
+	a, b := sized("a", 4000, 4000), sized("b", 4000, 4000)
+	a.Drain = &spec.DrainStrategy{StartedAt: now.Add(-time.Hour), Deadline: now.Add(time.Minute)}
+	allocs := append(onNodes(j, "api", 4, "a"), mk("batch0", bj, "work", 0, 9, spec.ClientRunning, on("a")))
+	res := Reconcile(Input{Jobs: []*spec.Job{j, bj}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
+	if p, s := placesAndStops(res); p != 1 || s != 1 || !res.NextRun.Equal(a.Drain.Deadline) {
+		t.Fatalf("before the deadline: %d places, %d stops (the batch instance stays), next run %v", p, s, res.NextRun)
+	}
+	res = Reconcile(Input{Jobs: []*spec.Job{j, bj}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: a.Drain.Deadline})
+	if p, s := placesAndStops(res); p != 5 || s != 5 {
+		t.Fatalf("at the deadline: %d places, %d stops; want all 5 moved at once", p, s)
+	}
+	for _, st := range res.Stop {
+		if st.Reason != "node a drain deadline reached" {
+			t.Fatalf("reason %q", st.Reason)
+		}
+	}
+}
+
+func TestDrainStopsSystemJobsLast(t *testing.T) {
+	sys := svc("agentd", 1, grp("d", 1, "run"))
+	sys.Type = spec.JobSystem
+	j := svc("web", 1, grp("api", 1, "serve"))
+	a, b := sized("a", 4000, 4000), sized("b", 4000, 4000)
+	a.Drain = &spec.DrainStrategy{StartedAt: now}
+	sa := mk("sys-a", sys, "d", 0, 1, spec.ClientRunning, on("a"))
+	sb := mk("sys-b", sys, "d", 1, 2, spec.ClientRunning, on("b"))
+	web := mk("web-a", j, "api", 0, 3, spec.ClientRunning, on("a"))
+	in := Input{Jobs: []*spec.Job{sys, j}, Allocs: []*spec.Alloc{sa, sb, web}, Nodes: []*spec.Node{a, b}, Now: now}
+	res := Reconcile(in)
+	for _, st := range res.Stop {
+		if st.Alloc == sa {
+			t.Fatalf("the system instance stopped while the node still has work: %q", st.Reason)
+		}
+	}
+	web.DesiredStatus = spec.DesiredStop
+	web.Status.ClientStatus = spec.ClientComplete
+	res = Reconcile(in)
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != sa || res.Stop[0].Reason != "node a is drained" {
+		t.Fatalf("drained node: stops %+v", res.Stop)
+	}
+	for _, p := range res.Place {
+		if p.Job == sys {
+			t.Fatalf("a system instance placed: %+v", p)
+		}
+	}
+}
+
+func TestRestartReplacesOldInstancesUnderTheUpdateBlock(t *testing.T) {
+	j := svc("web", 1, withUpdate(grp("api", 4, "serve"), upd(2, 0, false, false)))
+	j.RestartRequested = now.Add(-time.Second)
+	allocs := onNodes(j, "api", 4, "a")
+	allocs[3].CreateTime = now // after the request: not restarted
+	res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{sized("a", 4000, 4000)}, Now: now,
+		Deployments: []*spec.Deployment{{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentSuccessful}}})
+	if p, s := placesAndStops(res); p != 2 || s != 2 {
+		t.Fatalf("%d places, %d stops; want 2 (max_parallel)", p, s)
+	}
+	if !strings.HasPrefix(res.Stop[0].Reason, "restart requested at ") || res.Place[0].Update.Parallel() != 2 {
+		t.Fatalf("stop %q, update %+v", res.Stop[0].Reason, res.Place[0].Update)
+	}
+}
+
+func TestMemoryPressureMovesLowestPriorityOncePerInterval(t *testing.T) {
+	low := svc("low", 1, grp("api", 1, "serve"))
+	low.Priority = 20
+	high := svc("high", 1, grp("api", 1, "serve"))
+	high.Priority = 80
+	a, b := sized("a", 4000, 1000), sized("b", 4000, 1000)
+	a.Usage = &spec.NodeUsage{Tasks: spec.Usage{MemoryMB: 950}, Time: now.Add(-5 * time.Second)}
+	la := mk("low-a", low, "api", 0, 1, spec.ClientRunning, on("a"))
+	ha := mk("high-a", high, "api", 0, 2, spec.ClientRunning, on("a"))
+	in := Input{Jobs: []*spec.Job{low, high}, Allocs: []*spec.Alloc{la, ha}, Nodes: []*spec.Node{a, b}, Now: now,
+		MemoryHighPercent: 90, MemoryMoveInterval: time.Minute}
+	res := Reconcile(in)
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != la || len(res.Place) != 1 || res.Place[0].AvoidNode != "a" {
+		t.Fatalf("stops %+v, places %+v", res.Stop, res.Place)
+	}
+	if want := "node a uses 95% of its memory (950 of 1000 MB), over 90%: moving its lowest-priority instance"; res.Stop[0].Reason != want {
+		t.Fatalf("reason %q, want %q", res.Stop[0].Reason, want)
+	}
+	// The budget: one move per interval per node.
+	la.DesiredStatus, la.DesiredReason, la.ModifyTime = spec.DesiredStop, res.Stop[0].Reason, now
+	in.Allocs = append(in.Allocs, mk("low-b", low, "api", 0, 3, spec.ClientRunning, on("b")))
+	res = Reconcile(in)
+	if p, s := placesAndStops(res); p+s != 0 || !res.NextRun.Equal(now.Add(time.Minute)) {
+		t.Fatalf("within the interval: %d places, %d stops, next run %v", p, s, res.NextRun)
+	}
+	in.Now = now.Add(time.Minute)
+	a.Usage.Time = in.Now
+	res = Reconcile(in)
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != ha {
+		t.Fatalf("after the interval: stops %+v", res.Stop)
+	}
+	// Off, or a stale report: nothing moves.
+	in.MemoryHighPercent = 0
+	if res := Reconcile(in); len(res.Stop) != 0 {
+		t.Fatalf("threshold off: %+v", res.Stop)
+	}
+	in.MemoryHighPercent, a.Usage.Time = 90, in.Now.Add(-time.Hour)
+	if res := Reconcile(in); len(res.Stop) != 0 {
+		t.Fatalf("stale usage: %+v", res.Stop)
+	}
+}
+
+func TestRebalanceMovesTowardTheEmptyNode(t *testing.T) {
+	g := grp("api", 4, "serve")
+	g.Rebalance = true
+	g.Tasks[0].Resources = spec.Resources{CPU: 500, MemoryMB: 500}
+	j := svc("web", 1, g)
+	a, b := sized("a", 4000, 2000), sized("b", 4000, 2000)
+	allocs := onNodes(j, "api", 4, "a") // a: 2000 of 2000 MB; b: empty
+	res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
+	if len(res.Place) != 1 || res.Place[0].Node != "b" || len(res.Stop) != 1 ||
+		res.Stop[0].Reason != "rebalance: node a is 100% allocated, node b 0%" {
+		t.Fatalf("places %+v, stops %+v", res.Place, res.Stop)
+	}
+	// Balanced (2 and 2): nothing moves.
+	balanced := onNodes(j, "api", 4, "a", "b")
+	if res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: balanced, Nodes: []*spec.Node{a, b}, Now: now}); len(res.Stop) != 0 {
+		t.Fatalf("balanced: %+v", res.Stop)
+	}
+	// Without rebalance = true: nothing moves.
+	g.Rebalance = false
+	if res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now}); len(res.Stop) != 0 {
+		t.Fatalf("not opted in: %+v", res.Stop)
+	}
+}
+
+func TestMovesWaitForARunningDeployment(t *testing.T) {
+	w := deployedV1(t, upd(1, 0, false, false))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false))))
+	w.pass() // one replacement, undecided
+	j := w.jobs[0]
+	j.RestartRequested = w.now.Add(time.Second)
+	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
+	if p, s := placesAndStops(res); p+s != 0 {
+		t.Fatalf("a restart during a deployment: %d places, %d stops", p, s)
+	}
+}

@@ -1,0 +1,32 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/drover-org/drover/internal/registry"
+)
+
+// restartJob answers POST /v1/jobs/{name}/restart: every instance of the
+// job is to be replaced, without a spec change. Only the request is
+// stored here (the job's RestartRequested, no new version); the leader's
+// loop, woken by the write, replaces the instances created before it a
+// batch at a time. The answer is the job, as DELETE's: {"job": ...}.
+// 404 for an unknown job, 409 for a stopped one.
+func (s *Server) restartJob(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathName(r, "name", "job name")
+	if err != nil {
+		return err
+	}
+	job, err := s.reg.RestartJob(r.Context(), name)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		return notFound("no job named %q; see drover status for the jobs there are", name)
+	case errors.Is(err, registry.ErrJobStopped):
+		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("job %q is stopped: there is nothing to restart (drover run starts it again)", name)}
+	case err != nil:
+		return err
+	}
+	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
+}
