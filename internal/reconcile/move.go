@@ -21,9 +21,12 @@ import (
 //	its node's tasks use more memory than  the node's lowest-priority "node <n> uses 93% of its memory ..."
 //	Input.MemoryHighPercent                service instance moves,
 //	                                       one per MemoryMoveInterval per node
-//	the group has rebalance = true and     one instance moves from    "rebalance: node <a> is 80% allocated, ..."
-//	nodes' allocated load differs by more  the most to the least
-//	than rebalanceSkew                     loaded node that fits it
+//	the group has rebalance = true and     one instance moves from    "rebalance: node <a> runs 4 instances ..."
+//	an eligible node that fits one runs    the node with the most
+//	at least two fewer than another        to the one with the fewest
+//	... or nodes' allocated load differs   one instance moves from    "rebalance: node <a> is 80% allocated, ..."
+//	by more than rebalanceSkew             the most to the least
+//	                                       loaded node that fits it
 //
 // Moves of a group wait while a deployment of it runs, and otherwise go
 // max_parallel at a time (the group's update block, else Nomad's default
@@ -216,10 +219,15 @@ func (r *reconciler) rollMoves(j *spec.Job, g *spec.Group, as []*spec.Alloc) {
 	}
 }
 
-// rebalance picks one instance of g to move from the most to the least
-// loaded eligible node, when their allocated load differs by more than
-// rebalanceSkew and the move narrows the gap; as are g's allocs.
+// rebalance picks one instance of g to move: from the eligible node that
+// runs the most of them to one that fits another and runs at least two
+// fewer (a node joined); else from the most to the least loaded eligible
+// node, when their allocated load differs by more than rebalanceSkew and
+// the move narrows the gap. as are g's allocs.
 func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
+	if m, ok := r.spreadOut(g, as); ok {
+		return m, true
+	}
 	v := r.view
 	load := func(id string) float64 {
 		n, used := v.nodes[id], v.used[id]
@@ -275,4 +283,50 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	v.used[to.ID] = after
 	fromName := cmp.Or(v.nodes[from.NodeID].Name, from.NodeID)
 	return move{a: from, pin: to.ID, reason: fmt.Sprintf("rebalance: node %s is %.0f%% allocated, node %s %.0f%%", fromName, hi*100, to.Name, lo*100)}, true
+}
+
+// spreadOut is rebalance's first rule: even out g's instance counts over
+// the eligible nodes that fit one.
+func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
+	v := r.view
+	need := g.Resources()
+	fits := func(n *spec.Node) bool {
+		return n.Eligible() && n.Resources.Sub(v.used[n.ID]).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB})
+	}
+	count := map[string]int{}
+	last := map[string]*spec.Alloc{} // the highest index on each node
+	for _, a := range as {
+		n := v.nodes[a.NodeID]
+		if !live(a) || n == nil || !n.Eligible() || a.Canary {
+			continue
+		}
+		count[a.NodeID]++
+		if l := last[a.NodeID]; l == nil || a.Index > l.Index {
+			last[a.NodeID] = a
+		}
+	}
+	ids := make([]string, 0, len(v.nodes))
+	for id := range v.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	from, to := "", ""
+	for _, id := range ids {
+		if count[id] > 0 && (from == "" || count[id] > count[from]) {
+			from = id
+		}
+	}
+	for _, id := range ids {
+		if id != from && fits(v.nodes[id]) && (to == "" || count[id] < count[to]) {
+			to = id
+		}
+	}
+	if from == "" || to == "" || count[from]-count[to] < 2 {
+		return move{}, false
+	}
+	a := last[from]
+	v.used[from] = v.used[from].Sub(a.Resources)
+	v.used[to] = v.used[to].Add(need)
+	return move{a: a, pin: to, reason: fmt.Sprintf("rebalance: node %s runs %d instances of the group, node %s %d",
+		cmp.Or(v.nodes[from].Name, from), count[from], cmp.Or(v.nodes[to].Name, to), count[to])}, true
 }

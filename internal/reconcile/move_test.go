@@ -171,9 +171,20 @@ func TestRebalanceMovesTowardTheEmptyNode(t *testing.T) {
 	a, b := sized("a", 4000, 2000), sized("b", 4000, 2000)
 	allocs := onNodes(j, "api", 4, "a") // a: 2000 of 2000 MB; b: empty
 	res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
-	if len(res.Place) != 1 || res.Place[0].Node != "b" || len(res.Stop) != 1 ||
-		res.Stop[0].Reason != "rebalance: node a is 100% allocated, node b 0%" {
+	if len(res.Place) != 1 || res.Place[0].Node != "b" || len(res.Stop) != 1 || res.Stop[0].Alloc.Index != 3 ||
+		res.Stop[0].Reason != "rebalance: node a runs 4 instances of the group, node b 0" {
 		t.Fatalf("places %+v, stops %+v", res.Place, res.Stop)
+	}
+	// Counts even (2 and 2) but loads not: another job fills a.
+	other := svc("other", 1, grp("big", 1, "x"))
+	other.Groups[0].Tasks[0].Resources = spec.Resources{CPU: 100, MemoryMB: 900}
+	skewed := append(onNodes(j, "api", 4, "a", "b"), mk("big", other, "big", 0, 9, spec.ClientRunning, on("a")))
+	for _, x := range skewed[:4] {
+		x.Resources = spec.Resources{CPU: 100, MemoryMB: 100}
+	}
+	res = Reconcile(Input{Jobs: []*spec.Job{j, other}, Allocs: skewed, Nodes: []*spec.Node{a, b}, Now: now})
+	if len(res.Place) != 1 || res.Place[0].Node != "b" || res.Stop[0].Reason != "rebalance: node a is 55% allocated, node b 10%" {
+		t.Fatalf("load skew: places %+v, stops %+v", res.Place, res.Stop)
 	}
 	// Balanced (2 and 2): nothing moves.
 	balanced := onNodes(j, "api", 4, "a", "b")
