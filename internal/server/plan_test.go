@@ -339,3 +339,31 @@ func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
 		t.Errorf("evicted alloc: desired %s (%s, evicted %v), want stop (%s, evicted)", got.DesiredStatus, got.DesiredReason, got.Evicted, reason)
 	}
 }
+
+// drover plan shows the moves the leader would make on its own: here a
+// rebalance onto an empty node, with its reason.
+func TestPlanShowsRebalanceMoves(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	job := &spec.Job{Name: "web", Type: spec.JobService, Priority: 50, Version: 1, Groups: []*spec.Group{{
+		Name: "api", Count: 4, Rebalance: true,
+		Tasks: []*spec.Task{{Name: "t", Driver: "exec", Config: spec.TaskConfig{Command: "sleep"}, Resources: spec.Resources{CPU: 100, MemoryMB: 100}}},
+	}}}
+	job.Canonicalize()
+	nodes := []*spec.Node{
+		{ID: "a", Name: "a", Status: spec.NodeReady, Drivers: []string{"exec"}, Resources: spec.Resources{CPU: 4000, MemoryMB: 4000}},
+		{ID: "b", Name: "b", Status: spec.NodeReady, Drivers: []string{"exec"}, Resources: spec.Resources{CPU: 4000, MemoryMB: 4000}},
+	}
+	var allocs []*spec.Alloc
+	for i := range 4 {
+		allocs = append(allocs, &spec.Alloc{ID: fmt.Sprintf("alloc-%d", i), Name: spec.AllocName("web", "api", i), Job: "web", JobVersion: 1,
+			JobType: spec.JobService, Group: "api", Index: i, NodeID: "a", NodeName: "a", Tasks: job.Groups[0].Tasks,
+			Resources: job.Groups[0].Resources(), DesiredStatus: spec.DesiredRun, CreateIndex: int64(i + 1),
+			Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: now}})
+	}
+	snap := &registry.Snapshot{Jobs: []*spec.Job{job}, Allocs: allocs, Nodes: nodes, Schedules: map[string]*spec.JobSchedule{}}
+	p := jobPlan(snap, job, nil, false, now, movePolicy{})
+	if len(p.Stop) != 1 || !strings.HasPrefix(p.Stop[0].Reason, "rebalance: node a runs 4 instances") ||
+		len(p.Create) != 1 || p.Create[0].Node != "b" || p.Create[0].FromNode != "a" {
+		t.Fatalf("plan: stop %+v, create %+v", p.Stop, p.Create)
+	}
+}
