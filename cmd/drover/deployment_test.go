@@ -155,3 +155,23 @@ func TestRollsOut(t *testing.T) {
 		t.Error("a batch job rolls out as a deployment")
 	}
 }
+
+func TestStatusShowsLatestDeployment(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := &spec.JobStatus{Job: &spec.Job{Name: "web", Type: spec.JobService, Priority: 50, Version: 2, SubmitTime: now},
+		Summary: spec.JobSummary{State: spec.JobRunning, Desired: 2, Running: 2}}
+	dep := &spec.Deployment{ID: "0123456789ab", Job: "web", JobVersion: 2, Status: spec.DeploymentFailed,
+		Description: "web.api[0] unhealthy: check http failing; reverting to version 1",
+		Groups:      map[string]*spec.DeploymentGroup{"api": {Desired: 2, Placed: 1, Unhealthy: 1}}}
+	var b strings.Builder
+	printJobStatus(&b, st, dep, nil, now, 0)
+	want := "Deployment version 2: deployment 01234567 failed: api 1/2 placed, 0 healthy, 1 unhealthy; web.api[0] unhealthy: check http failing; reverting to version 1\n"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("status lacks the deployment line %q:\n%s", want, b.String())
+	}
+	b.Reset()
+	printJobStatus(&b, st, nil, nil, now, 0)
+	if strings.Contains(b.String(), "Deployment") {
+		t.Fatalf("a job without deployments shows one:\n%s", b.String())
+	}
+}

@@ -61,7 +61,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if g.output == "json" {
 				return printJSON(out, st)
 			}
-			printJobStatus(out, st, jobUsage(ctx, c, st.Allocations), time.Now(), events)
+			// The latest deployment, if the job has one; a job without is
+			// a 404, which says nothing more.
+			dep, _, _ := c.LatestDeployment(ctx, st.Job.Name, nil)
+			printJobStatus(out, st, dep, jobUsage(ctx, c, st.Allocations), time.Now(), events)
 			return nil
 		},
 	}
@@ -71,8 +74,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 
 // printJobStatus renders one job for people: what it is, where each
 // instance runs, why anything is pending, and what happened lately.
-// usage is what the running instances use, by alloc ID (jobUsage).
-func printJobStatus(w io.Writer, st *spec.JobStatus, usage map[string]map[string]spec.Usage, now time.Time, events int) {
+// dep is its latest deployment, or nil; usage is what the running
+// instances use, by alloc ID (jobUsage).
+func printJobStatus(w io.Writer, st *spec.JobStatus, dep *spec.Deployment, usage map[string]map[string]spec.Usage, now time.Time, events int) {
 	j, s := st.Job, st.Summary
 	fmt.Fprintf(w, "Job        %s\n", j.Name)
 	fmt.Fprintf(w, "Type       %s (priority %d)\n", j.Type, j.Priority)
@@ -80,6 +84,9 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, usage map[string]map[string
 	fmt.Fprintf(w, "Status     %s: %s\n", s.State, summaryCounts(s))
 	if s.Reason != "" {
 		fmt.Fprintf(w, "Why        %s\n", s.Reason)
+	}
+	if dep != nil {
+		fmt.Fprintf(w, "Deployment version %d: %s\n", dep.JobVersion, deploymentLine(dep))
 	}
 	for _, f := range st.Failures {
 		fmt.Fprintf(w, "Pending    %d instance(s) of group %s cannot be placed: %s\n", f.Missing, f.Group, f.String())
