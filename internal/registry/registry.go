@@ -209,6 +209,21 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 
 // StopJob marks the job stopped; it is a no-op when it already is.
 func (r *Registry) StopJob(ctx context.Context, name string) (*spec.Job, error) {
+	return r.changeJob(ctx, name, "stop", func(j *spec.Job) (bool, error) {
+		if j.Stopped {
+			return false, nil
+		}
+		j.Stopped = true
+		return true, nil
+	})
+}
+
+// changeJob applies change to the stored job and writes it back, guarded by
+// the job key's mod revision (retried when another write came between), as
+// the same version: for the server-owned fields outside the spec. change
+// returns false to write nothing (the job is returned as stored), or an
+// error to refuse. An unknown job is ErrNotFound.
+func (r *Registry) changeJob(ctx context.Context, name, verb string, change func(*spec.Job) (bool, error)) (*spec.Job, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
 	key, err := r.key(dirJobs, "job name", name)
@@ -223,10 +238,13 @@ func (r *Registry) StopJob(ctx context.Context, name string) (*spec.Job, error) 
 		if cur == nil {
 			return nil, fmt.Errorf("registry: job %q: %w", name, ErrNotFound)
 		}
-		if cur.Stopped {
+		changed, err := change(cur)
+		if err != nil {
+			return nil, fmt.Errorf("registry: %s job %q: %w", verb, name, err)
+		}
+		if !changed {
 			return cur, nil
 		}
-		cur.Stopped = true
 		cur.ModifyIndex = 0
 		val, err := json.Marshal(cur)
 		if err != nil {
@@ -235,12 +253,13 @@ func (r *Registry) StopJob(ctx context.Context, name string) (*spec.Job, error) 
 		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
 			Then(clientv3.OpPut(key, string(val))).Commit()
 		if err != nil {
-			return nil, wrap("stop job "+name, err)
+			return nil, wrap(verb+" job "+name, err)
 		}
 		if resp.Succeeded {
 			cur.ModifyIndex = resp.Header.Revision
 			return cur, nil
 		}
+		// Someone else wrote the job between our read and write; look again.
 	}
 	return nil, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", name, ErrConflict)
 }

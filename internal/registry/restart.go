@@ -2,10 +2,7 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -24,39 +21,11 @@ var ErrJobStopped = fmt.Errorf("job is stopped: %w", ErrConflict)
 // job has no instances to restart: ErrJobStopped (an ErrConflict); an
 // unknown one ErrNotFound.
 func (r *Registry) RestartJob(ctx context.Context, name string) (*spec.Job, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	key, err := r.key(dirJobs, "job name", name)
-	if err != nil {
-		return nil, err
-	}
-	for range casAttempts {
-		cur, modRev, err := r.getJob(ctx, key)
-		if err != nil {
-			return nil, err
+	return r.changeJob(ctx, name, "restart", func(j *spec.Job) (bool, error) {
+		if j.Stopped {
+			return false, ErrJobStopped
 		}
-		if cur == nil {
-			return nil, fmt.Errorf("registry: job %q: %w", name, ErrNotFound)
-		}
-		if cur.Stopped {
-			return nil, fmt.Errorf("registry: restart job %q: %w", name, ErrJobStopped)
-		}
-		cur.RestartRequested = r.now().UTC()
-		cur.ModifyIndex = 0
-		val, err := json.Marshal(cur)
-		if err != nil {
-			return nil, fmt.Errorf("registry: encode job %q: %w", name, err)
-		}
-		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-			Then(clientv3.OpPut(key, string(val))).Commit()
-		if err != nil {
-			return nil, wrap("restart job "+name, err)
-		}
-		if resp.Succeeded {
-			cur.ModifyIndex = resp.Header.Revision
-			return cur, nil
-		}
-		// Someone else wrote the job between our read and write; look again.
-	}
-	return nil, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", name, ErrConflict)
+		j.RestartRequested = r.now().UTC()
+		return true, nil
+	})
 }
