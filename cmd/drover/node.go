@@ -195,8 +195,12 @@ func followDrain(ctx context.Context, c *client.Client, out io.Writer, n *spec.N
 		return nil
 	}
 	var index int64
+	var emptied time.Time // when nothing was left to move off the node
 	for {
 		wait := drainQueryWait
+		if !emptied.IsZero() {
+			wait = time.Second // only the replacements are left to see
+		}
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -231,9 +235,17 @@ func followDrain(ctx context.Context, c *client.Client, out io.Writer, n *spec.N
 			}
 			print(w.elsewhere(as))
 		}
-		if done {
+		// Complete once the node is empty and the replacements run; the
+		// ones that cannot be placed (or start) are not waited on long.
+		if done && emptied.IsZero() {
+			emptied = time.Now()
+		}
+		if done && (len(w.following()) == 0 || time.Since(emptied) > drainSettleWait) {
 			fmt.Fprintln(out, w.doneLine())
 			return nil
+		}
+		if done {
+			continue
 		}
 		// Someone may have ended the drain, or changed its deadline.
 		rctx, rcancel := context.WithTimeout(ctx, readTimeout)
@@ -424,8 +436,22 @@ func (w *drainWatch) progress() string {
 }
 
 func (w *drainWatch) doneLine() string {
-	return fmt.Sprintf("✓ drain of %s complete: %s moved", w.name, plural(len(w.left), "instance"))
+	line := fmt.Sprintf("✓ drain of %s complete: %s moved", w.name, plural(len(w.left), "instance"))
+	n := 0
+	for id, a := range w.live {
+		if w.moving(a) && !w.settled[id] {
+			n++
+		}
+	}
+	if n > 0 {
+		line += fmt.Sprintf("; %s not running elsewhere (drover ps)", plural(n, "replacement"))
+	}
+	return line
 }
+
+// drainSettleWait is how long a drain that emptied its node waits for the
+// replacements to run before it says it is complete.
+const drainSettleWait = 30 * time.Second
 
 func (w *drainWatch) deadlineLine() string {
 	return fmt.Sprintf("drain deadline of %s reached: %s moved; what is left is being stopped (%s)",

@@ -105,13 +105,13 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 		if u == nil || n.Resources.MemoryMB <= 0 || n.Status != spec.NodeReady || in.Now.Sub(u.Time) > memoryReportMaxAge {
 			continue
 		}
-		pct := u.Tasks.MemoryMB * 100 / n.Resources.MemoryMB
-		if pct <= in.MemoryHighPercent {
+		if u.Tasks.MemoryMB*100 <= in.MemoryHighPercent*n.Resources.MemoryMB {
 			continue
 		}
 		prefix := memoryPrefix(n)
 		var last time.Time
 		var candidates []*spec.Alloc
+		partial := false
 		for _, a := range all {
 			if a.NodeID != id {
 				continue
@@ -119,7 +119,12 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 			if a.DesiredStatus == spec.DesiredStop && strings.HasPrefix(a.DesiredReason, prefix) && a.ModifyTime.After(last) {
 				last = a.ModifyTime
 			}
-			if j := jobs[a.Job]; live(a) && j != nil && j.Type == spec.JobService && !j.Stopped {
+			j := jobs[a.Job]
+			switch {
+			case !live(a):
+			case j == nil:
+				partial = true
+			case j.Type == spec.JobService && !j.Stopped:
 				candidates = append(candidates, a)
 			}
 		}
@@ -129,14 +134,18 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 			}
 			continue
 		}
-		if len(candidates) == 0 {
+		// A report from before the last move still counts what moved; a
+		// pass that sees only some jobs cannot tell which instance has the
+		// lowest priority (the periodic full pass can).
+		if len(candidates) == 0 || partial || !u.Time.After(last) {
 			continue
 		}
 		slices.SortFunc(candidates, func(a, b *spec.Alloc) int {
 			return cmp.Or(cmp.Compare(jobs[a.Job].Priority, jobs[b.Job].Priority),
 				cmp.Compare(b.Resources.MemoryMB, a.Resources.MemoryMB), strings.Compare(a.ID, b.ID))
 		})
-		v.victims[candidates[0].ID] = fmt.Sprintf("%s %d%% of its memory (%d of %d MB), over %d%%: moving its lowest-priority instance",
+		pct := float64(u.Tasks.MemoryMB) * 100 / float64(n.Resources.MemoryMB)
+		v.victims[candidates[0].ID] = fmt.Sprintf("%s %.1f%% of its memory (%d of %d MB), over %d%%: moving its lowest-priority instance",
 			prefix, pct, u.Tasks.MemoryMB, n.Resources.MemoryMB, in.MemoryHighPercent)
 	}
 	return next

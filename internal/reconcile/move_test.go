@@ -136,7 +136,7 @@ func TestMemoryPressureMovesLowestPriorityOncePerInterval(t *testing.T) {
 	if len(res.Stop) != 1 || res.Stop[0].Alloc != la || len(res.Place) != 1 || res.Place[0].AvoidNode != "a" {
 		t.Fatalf("stops %+v, places %+v", res.Stop, res.Place)
 	}
-	if want := "node a uses 95% of its memory (950 of 1000 MB), over 90%: moving its lowest-priority instance"; res.Stop[0].Reason != want {
+	if want := "node a uses 95.0% of its memory (950 of 1000 MB), over 90%: moving its lowest-priority instance"; res.Stop[0].Reason != want {
 		t.Fatalf("reason %q, want %q", res.Stop[0].Reason, want)
 	}
 	// The budget: one move per interval per node.
@@ -146,11 +146,22 @@ func TestMemoryPressureMovesLowestPriorityOncePerInterval(t *testing.T) {
 	if p, s := placesAndStops(res); p+s != 0 || !res.NextRun.Equal(now.Add(time.Minute)) {
 		t.Fatalf("within the interval: %d places, %d stops, next run %v", p, s, res.NextRun)
 	}
+	// After the interval, a report from before the move says nothing new.
 	in.Now = now.Add(time.Minute)
+	if res := Reconcile(in); len(res.Stop) != 0 {
+		t.Fatalf("after the interval, on the report from before the move: stops %+v", res.Stop)
+	}
 	a.Usage.Time = in.Now
 	res = Reconcile(in)
 	if len(res.Stop) != 1 || res.Stop[0].Alloc != ha {
-		t.Fatalf("after the interval: stops %+v", res.Stop)
+		t.Fatalf("after the interval, on a new report: stops %+v", res.Stop)
+	}
+	// A pass that sees only some jobs' allocs (not low's, which runs on
+	// a) cannot tell the lowest priority: it waits for a full pass.
+	la2 := mk("low-a2", low, "api", 0, 4, spec.ClientRunning, on("a"))
+	if res := Reconcile(Input{Jobs: []*spec.Job{high}, Allocs: []*spec.Alloc{ha}, NodeAllocs: []*spec.Alloc{la2, ha}, Nodes: in.Nodes,
+		Now: in.Now, MemoryHighPercent: 90, MemoryMoveInterval: time.Minute}); len(res.Stop) != 0 {
+		t.Fatalf("partial pass: stops %+v", res.Stop)
 	}
 	// Off, or a stale report: nothing moves.
 	in.MemoryHighPercent = 0
