@@ -344,6 +344,11 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	}
 	grace := tr.task.KillTimeout.Std()
 	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
+	// Why the server stopped the alloc (a drain, a move, a new version):
+	// written before the stop was signalled, so read safely after it.
+	if why := tr.ar.alloc.DesiredReason; restartWhy == "" && tr.ar.stopRequested() && why != "" {
+		killing = why + ": " + killing
+	}
 	if c := tr.task.Config.Stop; c != nil {
 		// As systemd's ExecStop: the task's own way to stop comes first,
 		// bounded by kill_timeout; the signals follow whatever it did.

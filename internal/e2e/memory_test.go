@@ -162,6 +162,22 @@ func TestHighMemoryMovesLowestPriorityInstance(t *testing.T) {
 	if !strings.HasPrefix(moved.DesiredReason, prefix) || !strings.Contains(moved.DesiredReason, "moving its lowest-priority instance") {
 		t.Fatalf("lowprio stopped on %s with reason %q; want %q... moving its lowest-priority instance", node1, moved.DesiredReason, prefix)
 	}
+	// The instance's own events say why it was killed.
+	waitFor(t, 10*time.Second, "a Killing event that says why", func() bool {
+		for _, a := range d.jobStatus("lowprio").Allocations {
+			if a.ID != moved.ID || a.Status == nil {
+				continue
+			}
+			for _, ts := range a.Status.Tasks {
+				for _, e := range ts.Events {
+					if e.Type == spec.EventKilling && strings.HasPrefix(e.Message, prefix) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
 
 	// Its replacement runs on mem2. It may move again from there once mem2
 	// reports the memory (and from wherever it goes then): only the first
