@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"syscall"
 	"testing"
 	"time"
@@ -34,25 +33,8 @@ func TestDockerDaemonRestartLeavesNoDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dd.Close() })
-	ag, err := agent.New(agent.Config{
-		DataDir: t.TempDir(), Name: "node-1", Address: c.url,
-		Drivers: []driver.Driver{dd}, Client: c.client, Logger: testLogger(t, slog.LevelWarn),
-		// Its container must be gone before the private daemon stops.
-		StopTasksOnExit: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := ag.Handler()
-	c.agentH.Store(&h)
-	ctx, cancel := context.WithCancel(context.Background())
-	ra := &runningAgent{Agent: ag, cancel: cancel, done: make(chan error, 1), name: "node-1"}
-	go func() { ra.done <- ag.Run(ctx) }()
-	t.Cleanup(func() { ra.stop(t) })
-	waitFor(t, 10*time.Second, "node registration", func() bool {
-		n, err := c.client.Node(context.Background(), ag.NodeID())
-		return err == nil && n.ID == ag.NodeID()
-	})
+	// Its container must be gone before the private daemon stops.
+	c.startAgentWith(agent.Config{DataDir: t.TempDir(), Drivers: []driver.Driver{dd}, StopTasksOnExit: true})
 
 	// No ports: the private daemon has no bridge network. testapp serves
 	// on the container's loopback, which is enough to keep it running.

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -20,32 +19,13 @@ import (
 // startDockerAgent is startAgent with the docker driver besides exec; the
 // agent leaves its tasks running when it stops.
 func (c *cluster) startDockerAgent(dataDir string) *runningAgent {
-	t := c.t
-	t.Helper()
+	c.t.Helper()
 	dd, err := dockerdriver.New(dockerdriver.Config{})
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	t.Cleanup(func() { dd.Close() })
-	ag, err := agent.New(agent.Config{
-		DataDir: dataDir, Name: "node-1", Address: c.url,
-		Drivers: []driver.Driver{execdriver.New("raw_exec"), dd},
-		Client:  c.client, Logger: testLogger(t, slog.LevelWarn),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := ag.Handler()
-	c.agentH.Store(&h)
-	ctx, cancel := context.WithCancel(context.Background())
-	ra := &runningAgent{Agent: ag, cancel: cancel, done: make(chan error, 1), name: "node-1"}
-	go func() { ra.done <- ag.Run(ctx) }()
-	t.Cleanup(func() { ra.stop(t) })
-	waitFor(t, 10*time.Second, "node registration", func() bool {
-		n, err := c.client.Node(context.Background(), ag.NodeID())
-		return err == nil && n.ID == ag.NodeID()
-	})
-	return ra
+	c.t.Cleanup(func() { dd.Close() })
+	return c.startAgentWith(agent.Config{DataDir: dataDir, Drivers: []driver.Driver{execdriver.New("raw_exec"), dd}})
 }
 
 // containersOf lists the containers (running or not) with label key=value.

@@ -132,17 +132,22 @@ type runningAgent struct {
 
 // startAgent starts an agent on dataDir; its Run ends at cleanup (or stop).
 func (c *cluster) startAgent(dataDir string, stopTasksOnExit bool) *runningAgent {
-	t := c.t
-	t.Helper()
-	ag, err := agent.New(agent.Config{
+	return c.startAgentWith(agent.Config{
 		DataDir:         dataDir,
-		Name:            "node-1",
-		Address:         c.url,
 		Drivers:         []driver.Driver{execdriver.New("exec"), execdriver.New("raw_exec")},
-		Client:          c.client,
-		Logger:          testLogger(t, slog.LevelWarn),
 		StopTasksOnExit: stopTasksOnExit,
 	})
+}
+
+// startAgentWith starts an agent "node-1" with cfg, completed with the
+// cluster's address, client and a test logger; its Run ends at cleanup
+// (or stop). It returns once the node is registered, so that jobs are
+// placed on it.
+func (c *cluster) startAgentWith(cfg agent.Config) *runningAgent {
+	t := c.t
+	t.Helper()
+	cfg.Name, cfg.Address, cfg.Client, cfg.Logger = "node-1", c.url, c.client, testLogger(t, slog.LevelWarn)
+	ag, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +157,6 @@ func (c *cluster) startAgent(dataDir string, stopTasksOnExit bool) *runningAgent
 	ra := &runningAgent{Agent: ag, cancel: cancel, done: make(chan error, 1), name: "node-1"}
 	go func() { ra.done <- ag.Run(ctx) }()
 	t.Cleanup(func() { ra.stop(t) })
-	// Wait until the node is registered so that jobs are placed on it.
 	waitFor(t, 10*time.Second, "node registration", func() bool {
 		n, err := c.client.Node(context.Background(), ag.NodeID())
 		return err == nil && n.ID == ag.NodeID()
