@@ -12,6 +12,7 @@ import (
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
+	"github.com/drover-org/drover/internal/server"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -71,7 +72,7 @@ running.`,
 			if err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, ag.Handler())
+			httpSrv := serveHTTP(ln, ag.Handler(), server.HTTPLimits{}, log)
 			defer shutdownHTTP(httpSrv)
 			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): servers %s\n", name, ag.NodeID(), strings.Join(c.Addresses(), ","))
 			return ag.Run(signalContext(cmd.Context()))

@@ -19,6 +19,7 @@ import (
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/server"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -54,10 +55,11 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-func serveHTTP(ln net.Listener, h http.Handler) *http.Server {
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go s.Serve(ln)
-	return s
+// serveHTTP serves h on ln within the HTTP limits (server.HTTPLimits:
+// header, body and write timeouts, idle keep-alives, header size, open
+// connections); zero fields of lim take the defaults.
+func serveHTTP(ln net.Listener, h http.Handler, lim server.HTTPLimits, log *slog.Logger) *http.Server {
+	return server.Serve(ln, h, lim, log)
 }
 
 // shutdownHTTP stops accepting requests and ends open ones (long polls
@@ -71,11 +73,16 @@ func shutdownHTTP(s *http.Server) {
 }
 
 // servePprof serves Go's profiles for performance work (hidden flag).
-func servePprof(addr string) {
+func servePprof(addr string, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	go http.ListenAndServe(addr, mux)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Warn("not serving profiles", "addr", addr, "err", err)
+		return
+	}
+	serveHTTP(ln, mux, server.HTTPLimits{}, log)
 }
 
 // drivers returns the task drivers this node offers: those named, and

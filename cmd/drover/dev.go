@@ -64,7 +64,7 @@ it, jobs and their instances survive a restart.`,
 			}
 			ctx := signalContext(cmd.Context())
 			if pprofAddr != "" {
-				servePprof(pprofAddr)
+				servePprof(pprofAddr, log)
 			}
 			emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{
 				DataDir: filepath.Join(dataDir, "etcd"), Logger: log,
@@ -110,7 +110,7 @@ it, jobs and their instances survive a restart.`,
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()))
+			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()), server.HTTPLimits{}, log)
 
 			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 			srvDone := make(chan error, 1)

@@ -20,6 +20,7 @@ func newServerCmd() *cobra.Command {
 	var etcdClientAddr, etcdPeerAddr, etcdNote, dnsAddr string
 	var memory memoryFlags
 	var apiOnly bool
+	var maxConns int
 	var etcdTLS etcdTLSFlags
 	var endpoints []string
 	var leaderTTL time.Duration
@@ -38,6 +39,9 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			}
 			if err := memory.check(); err != nil {
 				return err
+			}
+			if maxConns < 1 {
+				return fmt.Errorf("--http-max-conns must be at least 1, got %d", maxConns)
 			}
 			ctx := signalContext(cmd.Context())
 			if len(endpoints) == 0 && etcdTLS.set() {
@@ -75,7 +79,7 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, srv.Handler(nil))
+			httpSrv := serveHTTP(ln, srv.Handler(nil), server.HTTPLimits{MaxConns: maxConns}, log)
 			// One parseable line: other servers join with --etcd-endpoints.
 			fmt.Fprintf(os.Stderr, "drover server %s: API at http://%s, %s\n", name, ln.Addr(), etcdNote)
 			err = srv.Run(ctx)
@@ -85,6 +89,7 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
+	cmd.Flags().IntVar(&maxConns, "http-max-conns", server.DefaultMaxConns, "most HTTP connections open at once (an agent holds about 3); more wait until one closes")
 	memory.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "", "serve the service catalog over DNS (UDP and TCP) at this host:port, e.g. 127.0.0.1:8600 (default: no DNS)")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")

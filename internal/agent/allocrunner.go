@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,8 @@ type allocRunner struct {
 	alloc *spec.Alloc
 	dir   string
 	log   *slog.Logger
+	// redactor hides the tasks' env values in messages (redact.go).
+	redactor *strings.Replacer
 
 	mu     sync.Mutex
 	status *spec.AllocStatus
@@ -45,6 +48,7 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 		alloc:    alloc,
 		dir:      filepath.Join(a.allocsDir, alloc.ID),
 		log:      a.log.With("alloc", alloc.ID[:8], "name", alloc.Name),
+		redactor: newRedactor(alloc.Tasks),
 		status:   &spec.AllocStatus{ClientStatus: spec.ClientPending, Tasks: map[string]*spec.TaskState{}},
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
@@ -201,6 +205,7 @@ func lastMessage(ts *spec.TaskState) string {
 
 // taskEvent records an event and applies f to the task's state.
 func (ar *allocRunner) taskEvent(task, typ, msg string, f func(ts *spec.TaskState)) {
+	msg = ar.redact(msg)
 	ar.log.Info("task event", "task", task, "event", typ, "message", msg)
 	ar.mutate(func(st *spec.AllocStatus) {
 		ts := st.Tasks[task]
@@ -213,6 +218,7 @@ func (ar *allocRunner) taskEvent(task, typ, msg string, f func(ts *spec.TaskStat
 
 // taskDead marks a task finished for good; typ "" adds no event.
 func (ar *allocRunner) taskDead(task string, failed bool, typ, msg string) {
+	msg = ar.redact(msg)
 	if typ != "" {
 		ar.log.Info("task event", "task", task, "event", typ, "message", msg)
 	}
@@ -234,5 +240,6 @@ func (ar *allocRunner) snapshot() *spec.AllocStatus {
 	b, _ := json.Marshal(ar.status)
 	var c spec.AllocStatus
 	json.Unmarshal(b, &c)
+	ar.redactStatus(&c)
 	return &c
 }

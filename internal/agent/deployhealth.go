@@ -191,7 +191,7 @@ func (ar *allocRunner) judgeDeploymentLocked(now time.Time) bool {
 	if v != nil {
 		ar.status.DeploymentHealth = v
 		ar.endDeploymentLocked()
-		ar.log.Info("deployment health", "deployment", ar.alloc.DeploymentID, "healthy", v.Healthy, "reason", v.Reason)
+		ar.log.Info("deployment health", "deployment", ar.alloc.DeploymentID, "healthy", v.Healthy, "reason", ar.redact(v.Reason))
 		return true
 	}
 	if wake.Equal(w.wake) {

@@ -73,8 +73,13 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterLog(t, testLogger(t, slog.LevelWarn))
+}
+
+// newClusterLog is newCluster with the server logging to log.
+func newClusterLog(t *testing.T, log *slog.Logger) *cluster {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := testLogger(t, slog.LevelWarn)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{
 		DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: quiet,
@@ -140,13 +145,16 @@ func (c *cluster) startAgent(dataDir string, stopTasksOnExit bool) *runningAgent
 }
 
 // startAgentWith starts an agent "node-1" with cfg, completed with the
-// cluster's address, client and a test logger; its Run ends at cleanup
+// cluster's address, client and (unless cfg has one) a test logger; its Run ends at cleanup
 // (or stop). It returns once the node is registered, so that jobs are
 // placed on it.
 func (c *cluster) startAgentWith(cfg agent.Config) *runningAgent {
 	t := c.t
 	t.Helper()
-	cfg.Name, cfg.Address, cfg.Client, cfg.Logger = "node-1", c.url, c.client, testLogger(t, slog.LevelWarn)
+	cfg.Name, cfg.Address, cfg.Client = "node-1", c.url, c.client
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t, slog.LevelWarn)
+	}
 	ag, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,12 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/drover-org/drover/internal/spec"
-	"github.com/drover-org/drover/internal/tasklog"
 )
 
 // Handler serves this node's own endpoints: the logs of its allocs, and
@@ -18,7 +17,9 @@ import (
 //	GET /v1/client/usage
 //
 // The server proxies the public /v1/allocations/{id}/logs here, so a client
-// never needs to know which node runs what.
+// never needs to know which node runs what. Log files are read only from
+// inside the alloc's directory, whatever symlinks its tasks make
+// (logfiles.go): an escape is a 403.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/client/allocations/{id}/logs", a.serveLogs)
@@ -52,16 +53,20 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = n
 	}
-	dir := filepath.Join(a.allocsDir, id)
-	if _, err := os.Stat(filepath.Join(a.allocsDir, id)); err != nil {
-		httpError(w, http.StatusNotFound, "alloc "+id+" has no directory on node "+a.nodeName)
+	root, err := a.allocRoot(id)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			httpError(w, http.StatusNotFound, "alloc "+id+" has no directory on node "+a.nodeName)
+			return
+		}
+		httpError(w, http.StatusForbidden, "alloc "+id+": "+err.Error())
 		return
 	}
+	defer root.Close()
 	name := task + "." + typ
-	offset := tasklog.Size(dir, name)
-	b, err := tasklog.Tail(dir, name, tail)
+	b, offset, err := tailLog(root, name, tail)
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err.Error())
+		httpError(w, http.StatusForbidden, "alloc "+id+": refusing to serve the "+typ+" log of task "+task+": "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -72,7 +77,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	fw := flushWriter{w: w, rc: http.NewResponseController(w)}
 	fw.Flush()
-	tasklog.Follow(r.Context(), dir, name, offset, fw)
+	followLog(r.Context(), root, name, offset, fw)
 }
 
 type flushWriter struct {

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/drover-org/drover/internal/registry"
@@ -195,4 +197,230 @@ func logRequests(log *slog.Logger, h http.Handler) http.Handler {
 		log.Debug("request", "method", r.Method, "path", r.URL.Path)
 		h.ServeHTTP(w, r)
 	})
+}
+
+// Limits on what one client can hold of a daemon's HTTP server (the API
+// server's and the agent's alike): slow or idle connections are closed,
+// and the number of open connections is bounded, so that thousands of
+// stalled clients cannot starve the agents and operators (reliability
+// case 39, CVE-2020-7218). There is deliberately no http.Server
+// WriteTimeout or ReadTimeout: a blocking query (?index=&wait=, up to
+// maxQueryWait) and a log follow (drover logs -f) hold a request open for
+// minutes, and those server-wide deadlines would cut them. The body read
+// and each response write get their own deadline instead (limitHandler).
+const (
+	// DefaultReadHeaderTimeout bounds the request line and headers: a few
+	// hundred bytes that any client sends at once. A slowloris client
+	// trickling them is closed after this.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyReadTimeout bounds reading a request body, from the
+	// moment the handler starts: the largest body (MaxBodyBytes, 1 MiB)
+	// needs only 35 KB/s to arrive in time.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultWriteStallTimeout bounds each write of a response: a client
+	// that stops reading (its TCP window closed) is cut off after this.
+	// Time between writes is free, so a long poll and a follow are not.
+	DefaultWriteStallTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection with no request
+	// for this long. Longer than Go's client default (90 s), so that a
+	// client usually closes first and never races a request against our
+	// close.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxHeaderBytes: our requests carry a handful of short headers
+	// (a node secret, later a token); net/http's default is 1 MiB.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxConns bounds open connections per listener. An agent holds
+	// about three to a server (its assignments' blocking query, heartbeat
+	// and status reports), so this serves a thousand nodes plus operators,
+	// well inside a typical open-file limit. Past it, new connections wait
+	// in the kernel's accept queue until one closes; the server's
+	// --http-max-conns raises it for bigger clusters.
+	DefaultMaxConns = 4096
+)
+
+// HTTPLimits are the limits of one HTTP server; tests shorten them.
+// A zero field takes its default.
+type HTTPLimits struct {
+	ReadHeaderTimeout time.Duration
+	BodyReadTimeout   time.Duration
+	WriteStallTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	MaxConns          int
+}
+
+func (l HTTPLimits) withDefaults() HTTPLimits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&l.BodyReadTimeout, DefaultBodyReadTimeout)
+	def(&l.WriteStallTimeout, DefaultWriteStallTimeout)
+	def(&l.IdleTimeout, DefaultIdleTimeout)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	return l
+}
+
+// Serve serves h on ln within lim until the returned server is shut down.
+// log hears when the connection limit is reached.
+func Serve(ln net.Listener, h http.Handler, lim HTTPLimits, log *slog.Logger) *http.Server {
+	s, ln := NewHTTPServer(ln, h, lim, log)
+	go s.Serve(ln)
+	return s
+}
+
+// NewHTTPServer returns an http.Server for h within lim, and ln bounded to
+// lim.MaxConns connections: serve the one on the other.
+func NewHTTPServer(ln net.Listener, h http.Handler, lim HTTPLimits, log *slog.Logger) (*http.Server, net.Listener) {
+	lim = lim.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &http.Server{
+		Handler:           limitHandler(h, lim.BodyReadTimeout, lim.WriteStallTimeout),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		// net/http's own complaints (accept errors such as running out of
+		// file descriptors, a handler's panic) go to our log.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, LimitListener(ln, lim.MaxConns, log)
+}
+
+// limitHandler gives each request a deadline for reading its body and each
+// response write a deadline of its own. The body deadline is lifted once
+// the body is read: net/http then reads the connection in the background
+// to notice a client going away, and a deadline passing there would
+// cancel the request's context (and with it a long poll).
+func limitHandler(h http.Handler, bodyTimeout, writeStall time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.Body != nil && r.Body != http.NoBody {
+			if rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		sw := &stallWriter{ResponseWriter: w, rc: rc, stall: writeStall}
+		sw.arm() // a deadline left by the connection's previous request is stale
+		h.ServeHTTP(sw, r)
+		sw.arm() // for net/http's final flush of what the handler left buffered
+	})
+}
+
+// deadlineBody lifts the body read deadline at the end of the body. After
+// any other error the deadline stays: net/http then fails at once to
+// discard the rest of a body the client is still trickling.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// stallWriter sets the connection's write deadline before each write and
+// flush, so a write that the client does not take within stall fails (and
+// the connection is closed) while waiting between writes costs nothing.
+type stallWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (w *stallWriter) arm() { w.rc.SetWriteDeadline(time.Now().Add(w.stall)) }
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *stallWriter) FlushError() error {
+	w.arm()
+	return w.rc.Flush()
+}
+
+func (w *stallWriter) Flush() { w.FlushError() }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// LimitListener returns ln accepting at most n connections open at once;
+// Accept waits for one to close. (x/net's netutil.LimitListener does the
+// same; x/net is only an indirect dependency here.) log hears, at most
+// once a minute, that the limit was reached.
+func LimitListener(ln net.Listener, n int, log *slog.Logger) net.Listener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), closed: make(chan struct{}), log: log}
+}
+
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	warned time.Time
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		l.full()
+		select {
+		case l.sem <- struct{}{}:
+		case <-l.closed:
+			return nil, net.ErrClosed
+		}
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) full() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Sub(l.warned) >= time.Minute {
+		l.warned = now
+		l.log.Warn("HTTP connection limit reached; new connections wait until one closes", "addr", l.Addr(), "max_conns", cap(l.sem))
+	}
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
