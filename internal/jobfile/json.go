@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -175,7 +176,10 @@ func (n *jnode) appendJSON(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = strconv.AppendQuote(b, k)
+			// encoding/json's quoting, not Go's: strconv writes a DEL or
+			// an invalid byte as \x7f, which is not JSON.
+			q, _ := json.Marshal(k)
+			b = append(b, q...)
 			b = append(b, ':')
 			b = n.vals[i].appendJSON(b)
 		}
@@ -316,13 +320,32 @@ type jchecker struct {
 	c   *collector
 	src []byte // nil when positions mean nothing (JSON made from YAML)
 	at  positions
+	// last is the position pos last returned, at offset lastOff. The
+	// checker asks in increasing order of offset, so each position is
+	// counted on from the one before rather than from the start: counting
+	// from the start made a one-line body of 100,000 values take seconds.
+	last    pos
+	lastOff int
 }
 
 func (k *jchecker) pos(n *jnode) pos {
 	if k.src == nil {
 		return pos{}
 	}
-	return lineCol(k.src, n.off)
+	off := min(max(n.off, 0), len(k.src))
+	if k.last.line == 0 || off < k.lastOff {
+		k.last, k.lastOff = lineCol(k.src, off), off
+		return k.last
+	}
+	seg := k.src[k.lastOff:off]
+	if nl := bytes.LastIndexByte(seg, '\n'); nl >= 0 {
+		k.last.line += bytes.Count(seg, []byte("\n"))
+		k.last.col = 1 + utf8.RuneCount(seg[nl+1:])
+	} else {
+		k.last.col += utf8.RuneCount(seg)
+	}
+	k.lastOff = off
+	return k.last
 }
 
 func (k *jchecker) fail(n *jnode, field, format string, args ...any) {
@@ -341,7 +364,7 @@ func join(path, key string) string {
 // bad value. In a task, the driver decides what its config may hold.
 func (k *jchecker) object(n *jnode, s *jschema, path string) {
 	k.at[path] = k.pos(n)
-	seen := map[string]int{} // key -> offset of its first occurrence
+	seen := map[string]pos{} // key -> where it was first set
 	var keys []string
 	var koffs []int
 	var vals []*jnode
@@ -358,6 +381,7 @@ func (k *jchecker) object(n *jnode, s *jschema, path string) {
 		field := join(path, key)
 		f, ok := s.fields[key]
 		keyNode := &jnode{off: n.koffs[i]}
+		first, dup := seen[key]
 		switch {
 		case !ok:
 			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, hint(key, s.names()))
@@ -367,11 +391,11 @@ func (k *jchecker) object(n *jnode, s *jschema, path string) {
 				k.c.markReported(join(path, sug))
 			}
 			continue
-		case seen[key] > 0:
-			k.fail(keyNode, field, "%s is already set at %s", key, k.c.render(k.pos(&jnode{off: seen[key] - 1})))
+		case dup:
+			k.fail(keyNode, field, "%s is already set at %s", key, k.c.render(first))
 			continue
 		}
-		seen[key] = n.koffs[i] + 1
+		seen[key] = k.pos(keyNode)
 		if k.value(v, f, field, driver) {
 			keys, koffs, vals = append(keys, key), append(koffs, n.koffs[i]), append(vals, v)
 		}

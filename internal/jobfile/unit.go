@@ -167,6 +167,14 @@ func readUnitOptions(src []byte, c *collector) (opts []unitOption, ok bool) {
 		}
 		return nil, false
 	}
+	// The nth option of a section and key is on the nth line of the index
+	// that sets it (looked up by key: scanning the index for each option
+	// took seconds for a file of 100,000 lines).
+	lines := map[[2]string][]int{}
+	for _, l := range index {
+		k := [2]string{l.section, l.key}
+		lines[k] = append(lines[k], l.line)
+	}
 	seen := map[[2]string]int{}
 	var out []unitOption
 	for _, o := range parsed {
@@ -174,14 +182,8 @@ func readUnitOptions(src []byte, c *collector) (opts []unitOption, ok bool) {
 		nth := seen[k]
 		seen[k]++
 		var at pos
-		for _, l := range index {
-			if l.section == o.Section && l.key == o.Name {
-				if nth == 0 {
-					at = pos{line: l.line}
-					break
-				}
-				nth--
-			}
+		if ls := lines[k]; nth < len(ls) {
+			at = pos{line: ls[nth]}
 		}
 		// systemd joins a continued line to the next with a space.
 		v := strings.TrimSpace(strings.ReplaceAll(o.Value, "\\\n", " "))

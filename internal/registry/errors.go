@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -27,7 +28,36 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrUnavailable: etcd could not be reached or has no leader.
 	ErrUnavailable = errors.New("registry unavailable")
+	// ErrTooLarge: the record would not fit in one etcd request. Nothing
+	// was written.
+	ErrTooLarge = errors.New("too large")
 )
+
+// MaxRecordBytes bounds one stored record (a job, a node), as JSON: a job
+// is written twice in one transaction (the job and its version), and etcd
+// refuses requests over 1.5 MiB by default.
+const MaxRecordBytes = 640 << 10
+
+// checkSize refuses a record of what (for the error) over MaxRecordBytes.
+func checkSize(what string, val []byte) error {
+	if len(val) > MaxRecordBytes {
+		return fmt.Errorf("registry: %s encodes to %d KiB; a record holds at most %d KiB: make it smaller (fewer groups, shorter meta or env): %w",
+			what, len(val)>>10, MaxRecordBytes>>10, ErrTooLarge)
+	}
+	return nil
+}
+
+// CheckEncodedSize reports ErrTooLarge when v, encoded as the registry
+// stores it, would be over MaxRecordBytes: for a caller that must know
+// before it writes anything else (a node's registration, before its
+// secret).
+func CheckEncodedSize(what string, v any) error {
+	val, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("registry: encode %s: %w", what, err)
+	}
+	return checkSize(what, val)
+}
 
 // checkName returns ErrInvalid, with the reason, when s cannot be a key
 // segment.

@@ -190,6 +190,9 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		if err != nil {
 			return nil, false, fmt.Errorf("registry: encode job %q: %w", job.Name, err)
 		}
+		if err := checkSize(fmt.Sprintf("job %q", job.Name), val); err != nil {
+			return nil, false, err
+		}
 		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
 		if !sameSpec {
 			ops = append(ops, clientv3.OpPut(versionKey(r.prefix, job.Name, next.Version), string(val)))
@@ -584,6 +587,9 @@ func (r *Registry) PutNode(ctx context.Context, n *spec.Node) (*spec.Node, error
 	val, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("registry: encode node %q: %w", n.ID, err)
+	}
+	if err := checkSize(fmt.Sprintf("node %q", n.ID), val); err != nil {
+		return nil, err
 	}
 	resp, err := r.cli.Txn(ctx).Then(
 		clientv3.OpPut(key, string(val)),

@@ -468,6 +468,11 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	if len(ps) > 0 {
 		return &apiError{status: http.StatusUnprocessableEntity, msg: "the node is not valid", problems: ps}
 	}
+	// Before the node's secret is written: a registration that cannot be
+	// stored must not leave its node ID taken.
+	if err := registry.CheckEncodedSize(fmt.Sprintf("node %q", n.ID), &n); err != nil {
+		return err
+	}
 	secret, err := s.admitRegistration(r, n.ID)
 	if err != nil {
 		return err

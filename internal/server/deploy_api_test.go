@@ -29,6 +29,13 @@ type apiEnv struct {
 
 func apiServer(t *testing.T) *apiEnv {
 	t.Helper()
+	return apiServerWith(t, Config{})
+}
+
+// apiServerWith is apiServer with cfg's other settings (NodeTTL, say);
+// it takes a testing.TB so that a fuzz target can share it.
+func apiServerWith(t testing.TB, cfg Config) *apiEnv {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
@@ -39,7 +46,8 @@ func apiServer(t *testing.T) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Registry: reg, ID: "api", Logger: log, APIOnly: true})
+	cfg.Registry, cfg.ID, cfg.Logger, cfg.APIOnly = reg, "api", log, true
+	srv := New(cfg)
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	hs := httptest.NewServer(srv.Handler(nil))

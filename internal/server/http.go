@@ -61,6 +61,8 @@ func statusOf(err error) (int, string, []spec.Problem) {
 		return http.StatusConflict, err.Error(), nil
 	case errors.Is(err, registry.ErrInvalid):
 		return http.StatusBadRequest, err.Error(), nil
+	case errors.Is(err, registry.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, err.Error(), nil
 	case errors.Is(err, registry.ErrUnavailable):
 		return http.StatusServiceUnavailable, "registry unavailable: " + err.Error(), nil
 	}
@@ -101,9 +103,17 @@ func (s *Server) wrap(h handlerFunc) http.Handler {
 // security issue): every API request passes here. Today it admits all.
 func (s *Server) authorize(r *http.Request) error { return nil }
 
+// maxProblems bounds the problems an error answer lists.
+const maxProblems = 100
+
 func writeError(w http.ResponseWriter, status int, msg string, problems []spec.Problem) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if n := len(problems); n > maxProblems {
+		// A generated job with 100,000 bad groups must not get a 13 MB
+		// answer: the first ones show what is wrong.
+		problems = append(problems[:maxProblems:maxProblems], spec.Problem{Message: fmt.Sprintf("... and %d more problems", n-maxProblems)})
+	}
 	json.NewEncoder(w).Encode(spec.APIError{Error: msg, Problems: problems})
 }
 

@@ -1,0 +1,2 @@
+go test fuzz v1
+[]byte("job \"team/web\" {\n  group \"api\" {\n    task \"server\" {\n      driver = \"exec\"\n      config { command = \"/bin/sleep\" }\n    }\n  }\n}\n")

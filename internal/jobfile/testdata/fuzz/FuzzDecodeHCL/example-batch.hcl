@@ -1,0 +1,2 @@
+go test fuzz v1
+[]byte("# A batch job: two copies each print a line and exit 0, which completes them.\n#   drover run examples/batch.hcl\njob \"report\" {\n  type = \"batch\"\n\n  group \"report\" {\n    count = 2\n\n    task \"report\" {\n      driver = \"exec\"\n\n      config {\n        command = \"/bin/sh\"\n        args    = [\"-c\", \"echo \\\"report from $DROVER_ALLOC_NAME: all good\\\"\"]\n      }\n\n      resources {\n        cpu    = 50\n        memory = 32\n      }\n    }\n  }\n}\n")

@@ -1,0 +1,2 @@
+go test fuzz v1
+[]byte("# A service: three copies of a task that greets every two seconds.\n#   drover run examples/hello.hcl\n#   drover status hello\njob \"hello\" {\n  type = \"service\"\n\n  group \"hello\" {\n    count = 3\n\n    task \"greeter\" {\n      driver = \"exec\"\n\n      config {\n        command = \"/bin/sh\"\n        args    = [\"-c\", \"while true; do echo \\\"hello from $DROVER_ALLOC_NAME\\\"; sleep 2; done\"]\n      }\n\n      resources {\n        cpu    = 50\n        memory = 32\n      }\n    }\n  }\n}\n")

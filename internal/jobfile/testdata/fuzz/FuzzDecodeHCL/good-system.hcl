@@ -1,0 +1,2 @@
+go test fuzz v1
+[]byte("# A system job: one instance on every eligible node; it may preempt.\njob \"node-exporter\" {\n  type     = \"system\"\n  priority = 90\n\n  group \"exporter\" {\n    network {\n      port \"metrics\" {\n        static = 9100\n      }\n    }\n\n    task \"exporter\" {\n      driver = \"raw_exec\"\n      config {\n        command = \"/usr/local/bin/node_exporter\"\n        args    = [\"--web.listen-address=:9100\"]\n      }\n      resources {\n        cpu    = 50\n        memory = 32\n      }\n    }\n  }\n}\n")

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// TestHostileBodiesAreRefusedInBoundedTime is reliability case 25: a body
+// nested 10,000 levels deep, one with 100,000 array elements, and one over
+// the size limit, sent to every endpoint that takes a body (as the node, so
+// that the agent's endpoints read it), are each refused with a 400 or 413
+// within 2 s, and nothing is written. A job of 100,000 groups is
+// well-formed JSON, so it is a 422, in bounded time too.
+func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
+	hs, reg := testServer(t)
+	secret := registerNode(t, hs.URL, "aaaa1111", "10.0.0.1")
+	ctx := context.Background()
+	before, err := reg.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoints := []string{
+		"POST /v1/jobs",
+		"POST /v1/jobs/plan",
+		"POST /v1/validate/job",
+		"POST /v1/jobs/web/revert",
+		"POST /v1/nodes",
+		"PUT /v1/allocations/abc123/status",
+		"PUT /v1/nodes/aaaa1111/allocations/status",
+		"PUT /v1/nodes/aaaa1111/usage",
+		"PUT /v1/nodes/aaaa1111/eligibility",
+		"PUT /v1/nodes/aaaa1111/drain",
+	}
+	const depth, n = 10000, 100000
+	bodies := []struct{ name, body string }{
+		{"objects nested 10k deep", strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)},
+		{"arrays nested 10k deep", `{"name":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "}"},
+		{"arrays nested past encoding/json's limit", strings.Repeat("[", depth+1) + strings.Repeat("]", depth+1)},
+		{"100k-element array", "[" + strings.Repeat("0,", n-1) + "0]"},
+		{"100k-element array in a field", `{"groups":[` + strings.Repeat("0,", n-1) + `0],"allocs":[` + strings.Repeat("{},", n-1) + "{}]}"},
+		{"over the size limit", `{"name":"` + strings.Repeat("a", MaxBodyBytes) + `"}`},
+	}
+	send := func(endpoint, body string) (int, string, time.Duration) {
+		t.Helper()
+		method, path, _ := strings.Cut(endpoint, " ")
+		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		req.Header.Set(client.NodeSecretHeader, secret)
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var e spec.APIError
+		json.Unmarshal(b, &e)
+		return resp.StatusCode, e.Error, time.Since(start)
+	}
+	for _, b := range bodies {
+		for _, ep := range endpoints {
+			status, msg, took := send(ep, b.body)
+			if (status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge) || msg == "" || took > 2*time.Second {
+				t.Errorf("%s, %s: %d %q after %v; want a 400 or 413 that says why within 2s", ep, b.name, status, msg, took)
+			}
+		}
+	}
+	groups := `{"name":"web","groups":[` + strings.Repeat("{},", n-1) + "{}]}"
+	for _, ep := range endpoints[:3] {
+		// About a second: it answers every problem of every group
+		// (200,000 of them); what must not come back is the quadratic
+		// time this took before (12 s, minutes with a restart block).
+		status, msg, took := send(ep, groups)
+		if status != http.StatusUnprocessableEntity || took > 5*time.Second {
+			t.Errorf("%s, a job of 100k groups: %d %q after %v; want a 422 within 5s", ep, status, msg, took)
+		}
+	}
+	if after, _ := reg.Revision(ctx); after != before {
+		t.Fatalf("refused bodies wrote: revision %d -> %d", before, after)
+	}
+}
