@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,46 +98,14 @@ func tailLog(root *os.Root, name string, n int) ([]byte, int64, error) {
 		}
 		budget -= int64(len(b))
 		out = append(b, out...)
-		if n >= 0 && countLines(out) > n {
+		if n >= 0 && bytes.Count(out, []byte("\n")) > n {
 			break
 		}
 	}
 	if n >= 0 {
-		out = lastLines(out, n)
+		out = tasklog.LastLines(out, n)
 	}
 	return out, offset, nil
-}
-
-func countLines(b []byte) int {
-	c := 0
-	for _, x := range b {
-		if x == '\n' {
-			c++
-		}
-	}
-	return c
-}
-
-// lastLines returns the last n lines of b (a last line without its
-// newline counts).
-func lastLines(b []byte, n int) []byte {
-	if n == 0 {
-		return nil
-	}
-	end := len(b)
-	if end > 0 && b[end-1] == '\n' {
-		end--
-	}
-	count := 0
-	for i := end - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			count++
-			if count == n {
-				return b[i+1:]
-			}
-		}
-	}
-	return b
 }
 
 // followLog writes what is appended to the stream name from offset on

@@ -150,10 +150,12 @@ func Tail(dir, name string, n int) ([]byte, error) {
 	if n < 0 {
 		return out, nil
 	}
-	return lastLines(out, n), nil
+	return LastLines(out, n), nil
 }
 
-func lastLines(b []byte, n int) []byte {
+// LastLines returns the last n lines of b; a last line without its
+// newline counts.
+func LastLines(b []byte, n int) []byte {
 	if n == 0 {
 		return nil
 	}
