@@ -52,6 +52,9 @@ func (c *cluster) withDeploys(h http.Handler) http.Handler {
 				if d, ok := c.deploys[a.Job]; ok {
 					a.DeploymentID, a.Update = d.id, d.update
 				}
+				if f := c.rewrites[a.Job]; f != nil {
+					f(a)
+				}
 			}
 			c.depMu.Unlock()
 			body, _ = json.Marshal(allocs)

@@ -67,8 +67,22 @@ type cluster struct {
 
 	depMu sync.Mutex
 	// deploys are, by job, what the agent is told of a deployment
-	// (placedBy).
-	deploys map[string]deployed
+	// (placedBy); rewrites change, by job, what the agent is told to run
+	// (tellAgent).
+	deploys  map[string]deployed
+	rewrites map[string]func(*spec.Alloc)
+}
+
+// tellAgent makes the agent read the job's allocs as f leaves them: what
+// a server that placed them wrongly, or a node that changed since, would
+// send. Call it before submitting the job.
+func (c *cluster) tellAgent(job string, f func(*spec.Alloc)) {
+	c.depMu.Lock()
+	defer c.depMu.Unlock()
+	if c.rewrites == nil {
+		c.rewrites = map[string]func(*spec.Alloc){}
+	}
+	c.rewrites[job] = f
 }
 
 func newCluster(t *testing.T) *cluster {
