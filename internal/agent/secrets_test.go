@@ -56,10 +56,14 @@ func TestSecretsStayOutOfLogsEventsAndErrors(t *testing.T) {
 		// The test's agent stops its tasks with it.
 		StopTasksOnExit: true,
 	})
-	nodeSecret, err := os.ReadFile(filepath.Join(dataDir, "node-secret"))
-	if err != nil || len(bytes.TrimSpace(nodeSecret)) < 16 {
-		t.Fatalf("node secret: %q %v", nodeSecret, err)
-	}
+	// The agent writes its secret just after the server registered the
+	// node, which is what startAgentWith waits for.
+	var nodeSecret []byte
+	waitFor(t, 5*time.Second, "the agent's node secret file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dataDir, "node-secret"))
+		nodeSecret = b
+		return err == nil && len(bytes.TrimSpace(b)) >= 16
+	})
 
 	env := map[string]string{
 		"DB_PASSWORD": secret,
