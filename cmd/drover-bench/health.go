@@ -62,9 +62,9 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 	if bin, err = droverBinary(bin, tmp); err != nil {
 		return nil, err
 	}
-	app := filepath.Join(tmp, "testapp")
-	if out, err := exec.Command("go", "build", "-o", app, "github.com/drover-org/drover/internal/testapp").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building internal/testapp (run from the module root): %v\n%s", err, out)
+	app, err := buildTestapp(tmp)
+	if err != nil {
+		return nil, err
 	}
 	dnsAddr, err := freeUDPAddr()
 	if err != nil {
@@ -295,4 +295,14 @@ func freeUDPAddr() (string, error) {
 		}
 	}
 	return "", errors.New("no free port for DNS on 127.0.0.1")
+}
+
+// buildTestapp builds internal/testapp (an HTTP server with /health) into
+// dir and returns the binary's path.
+func buildTestapp(dir string) (string, error) {
+	app := filepath.Join(dir, "testapp")
+	if out, err := exec.Command("go", "build", "-o", app, "github.com/drover-org/drover/internal/testapp").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building internal/testapp (run from the module root): %v\n%s", err, out)
+	}
+	return app, nil
 }

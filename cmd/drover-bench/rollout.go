@@ -28,7 +28,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -62,9 +61,9 @@ func rollout(bin string, count, parallel int, gate time.Duration) (*report, erro
 	if bin, err = droverBinary(bin, tmp); err != nil {
 		return nil, err
 	}
-	app := filepath.Join(tmp, "testapp")
-	if out, err := exec.Command("go", "build", "-o", app, "github.com/drover-org/drover/internal/testapp").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building internal/testapp (run from the module root): %v\n%s", err, out)
+	app, err := buildTestapp(tmp)
+	if err != nil {
+		return nil, err
 	}
 	sick := filepath.Join(tmp, "sick")
 	if err := os.WriteFile(sick, nil, 0o644); err != nil {
