@@ -266,19 +266,9 @@ func sameSchedule(a, b *spec.JobSchedule) bool {
 // again by the next pass, which sees the same failed deployment.
 func (s *Server) revert(ctx context.Context, l *registry.Leader, reverts []reconcile.Revert) {
 	for _, rv := range reverts {
-		vs, err := s.reg.JobVersions(ctx, rv.Job)
+		target, err := s.reg.GetJobVersion(ctx, rv.Job, rv.ToVersion)
 		if err != nil {
-			s.log.Warn("revert: read versions", "job", rv.Job, "err", err)
-			continue
-		}
-		var target *spec.Job
-		for _, v := range vs {
-			if v.Version == rv.ToVersion {
-				target = v
-			}
-		}
-		if target == nil {
-			s.log.Warn("revert: version is gone", "job", rv.Job, "version", rv.ToVersion)
+			s.log.Warn("revert: cannot read the version to revert to", "job", rv.Job, "version", rv.ToVersion, "err", err)
 			continue
 		}
 		stored, err := l.PutJob(ctx, target.SpecOnly(), rv.CheckIndex)
