@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ func newAgentCmd() *cobra.Command {
 	var meta, driverNames, serverAddrs []string
 	var docker dockerdriver.Config
 	var ports portFlags
+	var tlsF tlsFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run an agent: register this machine and run the tasks placed on it",
@@ -55,7 +58,14 @@ running.`,
 			if len(addrs) == 0 {
 				addrs = client.SplitAddrs(os.Getenv("DROVER_ADDR"))
 			}
-			c, err := client.NewMulti(addrs)
+			var serveTLS *tls.Config
+			var opts client.Options
+			if tlsF.on {
+				if serveTLS, opts.TLS, err = agentTLS(tlsF.dirOr(filepath.Join(dataDir, "tls"))); err != nil {
+					return err
+				}
+			}
+			c, err := client.NewWithOptions(addrs, opts)
 			if err != nil {
 				return err
 			}
@@ -66,19 +76,20 @@ running.`,
 			if err != nil {
 				return err
 			}
-			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: "http://" + ln.Addr().String(),
+			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: tlsF.scheme() + ln.Addr().String(),
 				NetworkIP: networkIP, Meta: m, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true,
 				MinDynamicPort: ports.min, MaxDynamicPort: ports.max})
 			if err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, ag.Handler(), server.HTTPLimits{}, log)
+			httpSrv := serveHTTP(ln, ag.Handler(), server.HTTPLimits{TLS: serveTLS}, log)
 			defer shutdownHTTP(httpSrv)
 			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): servers %s\n", name, ag.NodeID(), strings.Join(c.Addresses(), ","))
 			return ag.Run(signalContext(cmd.Context()))
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the node ID and task directories")
+	tlsF.add(cmd.Flags(), "directory with ca.pem, agent.pem and agent-key.pem from the cluster's TLS directory (default DATA-DIR/tls)")
 	cmd.Flags().StringSliceVar(&serverAddrs, "servers", nil, "server addresses, comma-separated or repeated; --server is an alias (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	// --server is the same flag under its old name.
 	cmd.Flags().SetNormalizeFunc(func(f *pflag.FlagSet, name string) pflag.NormalizedName {

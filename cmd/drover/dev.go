@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,8 @@ func newDevCmd() *cobra.Command {
 	var ports portFlags
 	var nodeTTL time.Duration
 	var docker dockerdriver.Config
+	var tlsF tlsFlags
+	var aclOn bool
 	cmd := &cobra.Command{
 		Use:   "dev [FILE...]",
 		Short: "Run a server, an agent and an embedded etcd in one process, and submit FILEs",
@@ -30,6 +33,10 @@ func newDevCmd() *cobra.Command {
 an agent on this machine, with the exec and raw_exec drivers, and docker when
 its daemon answers. It submits the given job files and runs until Ctrl-C or
 SIGTERM, which stops the tasks.
+
+Dev is secure as a server is: mutual TLS and ACLs. It makes its certificates
+(DATA-DIR/tls) and a management token (DATA-DIR/token) and leaves a note where
+the drover CLI on this machine finds both, so "drover status" just works.
 
 Without --data-dir, state lives in a temporary directory removed on exit; with
 it, jobs and their instances survive a restart.`,
@@ -43,6 +50,7 @@ it, jobs and their instances survive a restart.`,
 			}
 			// Read every file first: a typo should not cost a cluster start.
 			var jobs []*spec.Job
+			var note client.Local // for the CLI on this machine
 			for _, path := range args {
 				job, err := readJob(path, cmd.InOrStdin())
 				if err != nil {
@@ -85,8 +93,26 @@ it, jobs and their instances survive a restart.`,
 			if err != nil {
 				return err
 			}
-			addr := "http://" + ln.Addr().String()
-			c, err := client.New(addr)
+			addr := tlsF.scheme() + ln.Addr().String()
+			// Two clients: the agent's, with an agent certificate, and the
+			// operator's (a CLI certificate and a management token) with
+			// which dev waits for its node and submits the files.
+			var limits server.HTTPLimits
+			var agentOpts client.Options
+			op := client.Config{Addresses: []string{addr}}
+			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,
+				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr"),
+				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn}
+			if tlsF.on {
+				op.TLSDir = tlsF.dirOr(filepath.Join(dataDir, "tls"))
+				if limits.TLS, srvCfg.AgentTLS, err = serverTLS(op.TLSDir, httpAddr, true, func(string) {}); err != nil {
+					return err
+				}
+				if _, agentOpts.TLS, err = agentTLS(op.TLSDir); err != nil {
+					return err
+				}
+			}
+			c, err := client.NewWithOptions([]string{addr}, agentOpts)
 			if err != nil {
 				return err
 			}
@@ -104,13 +130,33 @@ it, jobs and their instances survive a restart.`,
 			}
 			// The default DNS port may be another dev's: then dev runs
 			// without DNS (the server warns); a port asked for must work.
-			srv := server.New(server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,
-				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr"),
-				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval})
+			srv := server.New(srvCfg)
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()), server.HTTPLimits{}, log)
+			if aclOn {
+				tokenFile := filepath.Join(dataDir, "token")
+				old, _ := os.ReadFile(tokenFile)
+				secret, err := srv.EnsureToken(ctx, strings.TrimSpace(string(old)), "dev")
+				if err != nil {
+					return fmt.Errorf("making dev's management token: %w", err)
+				}
+				if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+					return err
+				}
+				op.Token = secret
+				note.TokenFile = tokenFile
+			}
+			opc, err := op.Client()
+			if err != nil {
+				return err
+			}
+			note.Address, note.TLSDir = addr, op.TLSDir
+			if err := client.WriteLocal(note); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "drover dev: cannot leave the CLI a note of the certificates and token (%v); give it --tls-dir %s and --token from %s\n", err, op.TLSDir, note.TokenFile)
+			}
+			defer client.RemoveLocal(note)
+			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()), limits, log)
 
 			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 			srvDone := make(chan error, 1)
@@ -121,7 +167,7 @@ it, jobs and their instances survive a restart.`,
 			// Ready means ready to run work: the node is registered and up
 			// before the address is printed and the files are submitted,
 			// so that nothing submitted now is refused for want of a node.
-			if err := waitNodeReady(ctx, c, 30*time.Second); err != nil {
+			if err := waitNodeReady(ctx, opc, 30*time.Second); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "drover dev: %v; starting anyway\n", err)
 			}
 			out := cmd.OutOrStdout()
@@ -129,7 +175,7 @@ it, jobs and their instances survive a restart.`,
 			fmt.Fprintf(out, "  export DROVER_ADDR=%s\n", addr)
 			for _, job := range jobs {
 				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				res, err := c.SubmitJob(sctx, job, 0)
+				res, err := opc.SubmitJob(sctx, job, 0)
 				cancel()
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "submitting job %q: %v\n", job.Name, err)
@@ -177,6 +223,8 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")
 	dockerFlags(cmd.Flags(), &docker)
+	tlsF.add(cmd.Flags(), "where dev keeps its certificates (default DATA-DIR/tls; made when missing)")
+	cmd.Flags().BoolVar(&aclOn, "acl", true, "require an ACL token on operator requests (dev makes a management token for the CLI here)")
 	return cmd
 }
 

@@ -51,6 +51,8 @@ func main() {
 type globals struct {
 	address string
 	output  string
+	tlsDir  string
+	token   string
 }
 
 func newRoot() *cobra.Command {
@@ -69,22 +71,28 @@ Then, in another terminal:         drover status hello`,
 	}
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
+	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "directory with ca.pem, cli.pem and cli-key.pem from drover tls init (default $DROVER_TLS_DIR, or what a drover dev on this machine left)")
+	root.PersistentFlags().StringVar(&g.token, "token", "", "ACL token (default $DROVER_TOKEN, or a drover dev's own token on this machine)")
 	root.AddCommand(
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
 		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
+		newACLCmd(g), newTLSCmd(),
 	)
 	return root
 }
 
-// client returns an API client for --address, $DROVER_ADDR, or the default;
-// each may be a comma-separated list of servers.
+// clientConfig is where the CLI finds the cluster and its credentials:
+// flags, then DROVER_ADDR, DROVER_TLS_DIR and DROVER_TOKEN, then what a
+// drover dev on this machine left for its address.
+func (g *globals) clientConfig() client.Config {
+	return client.Config{Addresses: client.SplitAddrs(g.address), TLSDir: g.tlsDir, Token: g.token}.Resolve()
+}
+
+// client returns an API client for clientConfig; a comma-separated list
+// of addresses fails over.
 func (g *globals) client() (*client.Client, error) {
-	addr := g.address
-	if addr == "" {
-		addr = os.Getenv("DROVER_ADDR")
-	}
-	return client.NewMulti(client.SplitAddrs(addr)) // a comma list fails over
+	return g.clientConfig().Client()
 }
 
 // readCommand is the start of every read command: a valid -o, a client,

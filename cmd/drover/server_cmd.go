@@ -19,7 +19,8 @@ func newServerCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name string
 	var etcdClientAddr, etcdPeerAddr, etcdNote, dnsAddr string
 	var memory memoryFlags
-	var apiOnly bool
+	var apiOnly, aclOn bool
+	var tlsF tlsFlags
 	var maxConns int
 	var etcdTLS etcdTLSFlags
 	var endpoints []string
@@ -70,18 +71,40 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 			if name == "" {
 				name = nodeName()
 			}
+			limits := server.HTTPLimits{MaxConns: maxConns}
+			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr,
+				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn}
+			if tlsF.on {
+				dir := tlsF.dirOr(filepath.Join(dataDir, "tls"))
+				if tlsF.dir == "" && dataDir == "" {
+					return fmt.Errorf("--tls-dir is required with --etcd-endpoints and no --data-dir: give the directory with ca.pem, server.pem and server-key.pem (drover tls init makes them), or --tls=false")
+				}
+				say := func(s string) { fmt.Fprintf(os.Stderr, "drover server %s: %s\n", name, s) }
+				if limits.TLS, cfg.AgentTLS, err = serverTLS(dir, httpAddr, false, say); err != nil {
+					return err
+				}
+			} else {
+				log.Warn("serving plain HTTP (--tls=false): traffic is readable and node identities can be spoofed by anyone on the network")
+			}
+			if !aclOn {
+				log.Warn("ACLs are off (--acl=false): anyone who reaches the API may do anything")
+			}
 			ln, err := listen(httpAddr)
 			if err != nil {
 				return err
 			}
-			srv := server.New(server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr,
-				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval})
+			srv := server.New(cfg)
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, srv.Handler(nil), server.HTTPLimits{MaxConns: maxConns}, log)
+			httpSrv := serveHTTP(ln, srv.Handler(nil), limits, log)
 			// One parseable line: other servers join with --etcd-endpoints.
-			fmt.Fprintf(os.Stderr, "drover server %s: API at http://%s, %s\n", name, ln.Addr(), etcdNote)
+			fmt.Fprintf(os.Stderr, "drover server %s: API at %s%s, %s\n", name, tlsF.scheme(), ln.Addr(), etcdNote)
+			if aclOn {
+				if booted, err := reg.Bootstrapped(ctx); err == nil && !booted {
+					fmt.Fprintf(os.Stderr, "drover server %s: ACLs are on and not bootstrapped: run drover acl bootstrap (once) for the first management token\n", name)
+				}
+			}
 			err = srv.Run(ctx)
 			shutdownHTTP(httpSrv)
 			return err
@@ -97,6 +120,8 @@ or an existing etcd cluster given with --etcd-endpoints.`,
 	cmd.Flags().StringVar(&name, "name", "", "server name in the leader election; unique per server (default: hostname)")
 	cmd.Flags().StringVar(&etcdClientAddr, "etcd-client-addr", "127.0.0.1:2379", "embedded etcd's client address (host:port; port 0 picks a free one)")
 	cmd.Flags().StringVar(&etcdPeerAddr, "etcd-peer-addr", "127.0.0.1:2380", "embedded etcd's peer address (host:port; port 0 picks a free one)")
+	tlsF.add(cmd.Flags(), "directory with ca.pem, server.pem and server-key.pem (default DATA-DIR/tls; the first server makes a CA and every certificate there when it has none)")
+	cmd.Flags().BoolVar(&aclOn, "acl", true, "require an ACL token on every operator request (--acl=false: anyone who reaches the API may do anything)")
 	cmd.Flags().BoolVar(&apiOnly, "api-only", false, "serve the API but never lead (for a server whose embedded etcd others use)")
 	cmd.Flags().DurationVar(&leaderTTL, "leader-ttl", server.DefaultLeaderTTL, "leader election lease TTL")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -41,11 +40,8 @@ the addresses it was given, whether each answers, and the leader's --name.`,
 			if err := g.checkOutput(); err != nil {
 				return err
 			}
-			addr := g.address
-			if addr == "" {
-				addr = os.Getenv("DROVER_ADDR")
-			}
-			addrs := client.SplitAddrs(addr)
+			cfg := g.clientConfig()
+			addrs := cfg.Addresses
 			if len(addrs) == 0 {
 				addrs = []string{client.DefaultAddress}
 			}
@@ -55,7 +51,9 @@ the addresses it was given, whether each answers, and the leader's --name.`,
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					out.Servers[i] = probeServer(cmd.Context(), a)
+					one := cfg
+					one.Addresses = []string{a}
+					out.Servers[i] = probeServer(cmd.Context(), one)
 				}()
 			}
 			wg.Wait()
@@ -87,9 +85,9 @@ the addresses it was given, whether each answers, and the leader's --name.`,
 	}
 }
 
-func probeServer(ctx context.Context, addr string) serverProbe {
-	p := serverProbe{Address: addr}
-	c, err := client.New(addr)
+func probeServer(ctx context.Context, cfg client.Config) serverProbe {
+	p := serverProbe{Address: cfg.Addresses[0]}
+	c, err := cfg.Client()
 	if err != nil {
 		p.Error = err.Error()
 		return p

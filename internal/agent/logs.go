@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -20,11 +21,23 @@ import (
 // never needs to know which node runs what. Log files are read only from
 // inside the alloc's directory, whatever symlinks its tasks make
 // (logfiles.go): an escape is a 403.
+//
+// Under TLS only a server's certificate is served: operators read logs
+// through a server, which checks their token; another agent's certificate
+// or a CLI's is a 403.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/client/allocations/{id}/logs", a.serveLogs)
 	mux.HandleFunc("GET /v1/client/usage", a.serveUsage)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			if role := pki.PeerRole(r.TLS); role != pki.RoleServer {
+				httpError(w, http.StatusForbidden, "an agent's endpoints answer only servers (a server certificate); read logs through a server: drover logs")
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {

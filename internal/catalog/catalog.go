@@ -42,7 +42,7 @@ type Catalog struct {
 // as the server's read marks it): an instance on a node that stopped
 // heartbeating is not known to be there.
 func Build(allocs []*spec.Alloc) *Catalog {
-	c := &Catalog{byName: map[string][]spec.ServiceInstance{}}
+	c := &Catalog{}
 	for _, a := range allocs {
 		if a.DesiredStatus != spec.DesiredRun || a.Terminal() || a.NodeDown {
 			continue
@@ -58,6 +58,26 @@ func Build(allocs []*spec.Alloc) *Catalog {
 		}
 	}
 	slices.SortFunc(c.instances, compareInstances)
+	c.index()
+	return c
+}
+
+// Visible returns the catalog of the instances whose namespace keep
+// accepts (an ACL token's view).
+func (c *Catalog) Visible(keep func(namespace string) bool) *Catalog {
+	v := &Catalog{}
+	for _, in := range c.instances {
+		if keep(in.Namespace) {
+			v.instances = append(v.instances, in)
+		}
+	}
+	v.index()
+	return v
+}
+
+// index fills byName and names from the sorted instances.
+func (c *Catalog) index() {
+	c.byName = map[string][]spec.ServiceInstance{}
 	for _, in := range c.instances {
 		key := strings.ToLower(in.Service)
 		if _, ok := c.byName[key]; !ok {
@@ -65,7 +85,6 @@ func Build(allocs []*spec.Alloc) *Catalog {
 		}
 		c.byName[key] = append(c.byName[key], in)
 	}
-	return c
 }
 
 func instance(a *spec.Alloc, t *spec.Task, ts *spec.TaskState, svc *spec.Service) spec.ServiceInstance {
@@ -76,6 +95,7 @@ func instance(a *spec.Alloc, t *spec.Task, ts *spec.TaskState, svc *spec.Service
 		AllocID:   a.ID,
 		AllocName: a.Name,
 		Job:       a.Job,
+		Namespace: a.Namespace,
 		Task:      t.Name,
 		NodeID:    a.NodeID,
 		NodeName:  a.NodeName,

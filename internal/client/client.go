@@ -5,6 +5,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,9 @@ import (
 
 // DefaultAddress is where the CLI looks for a server when neither
 // --address nor DROVER_ADDR says otherwise.
-const DefaultAddress = "http://127.0.0.1:4646"
+// An address without a scheme is https when the client has TLS settings,
+// else http.
+const DefaultAddress = "127.0.0.1:4646"
 
 // Client talks to one server, or fails over between several (NewMulti).
 type Client struct {
@@ -31,6 +34,51 @@ type Client struct {
 	cur   atomic.Int32 // index in bases of the address in use
 	// nodeSecret, when set, proves the caller is its node (agents only).
 	nodeSecret atomic.Pointer[string]
+	// token is the ACL token's secret sent with every request, or "".
+	token string
+}
+
+// Options configure a client beyond its addresses.
+type Options struct {
+	// TLS is used for https addresses (mutual TLS: it carries the
+	// client's certificate). With it, an address without a scheme is
+	// https.
+	TLS *tls.Config
+	// Token is the ACL token's secret, sent in TokenHeader.
+	Token string
+}
+
+// TokenHeader carries an ACL token's secret.
+const TokenHeader = "X-Drover-Token"
+
+// NewWithOptions returns a client for one or several servers (failing over
+// as NewMulti) with TLS and a token.
+func NewWithOptions(addrs []string, o Options) (*Client, error) {
+	scheme := "http://"
+	if o.TLS != nil {
+		scheme = "https://"
+	}
+	var bases []string
+	for _, a := range addrs {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		b, err := normalizeWith(a, scheme)
+		if err != nil {
+			return nil, err
+		}
+		bases = append(bases, b)
+	}
+	if len(bases) == 0 {
+		b, _ := normalizeWith(DefaultAddress, scheme)
+		bases = []string{b}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	if o.TLS != nil {
+		tr.TLSClientConfig = o.TLS
+	}
+	return &Client{base: bases[0], bases: bases, hc: &http.Client{Transport: tr}, token: o.Token}, nil
 }
 
 // NodeSecretHeader carries a node's secret on its own requests.
@@ -52,16 +100,19 @@ func New(addr string) (*Client, error) {
 	return &Client{base: base, hc: &http.Client{Transport: tr}}, nil
 }
 
-func normalize(addr string) (string, error) {
+func normalize(addr string) (string, error) { return normalizeWith(addr, "http://") }
+
+// normalizeWith puts scheme before an address that has none.
+func normalizeWith(addr, scheme string) (string, error) {
 	if addr == "" {
 		addr = DefaultAddress
 	}
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = scheme + addr
 	}
 	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("invalid server address %q: want http://host:port", addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("invalid server address %q: want https://host:port (or http:// for a server run with --tls=false)", addr)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -131,13 +182,10 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if err == nil && body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		if s := c.nodeSecret.Load(); err == nil && s != nil && *s != "" {
-			req.Header.Set(NodeSecretHeader, *s)
-		}
 		return req, err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("cannot reach the drover server at %s: %w (is it running? set --address or DROVER_ADDR)", c.where(), err)
+		return 0, fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, hintFor(err))
 	}
 	defer resp.Body.Close()
 	index, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64)
@@ -146,6 +194,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
 			e.APIError.Error = fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+			if strings.Contains(string(b), "HTTP request to an HTTPS server") {
+				e.APIError.Error += " (the server speaks TLS: use an https:// address and give its CA with --tls-dir or DROVER_TLS_DIR)"
+			}
 		}
 		return index, e
 	}

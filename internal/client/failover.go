@@ -92,6 +92,12 @@ func (c *Client) send(ctx context.Context, build func(base string) (*http.Reques
 		if err != nil {
 			return nil, base, err
 		}
+		if s := c.nodeSecret.Load(); s != nil && *s != "" {
+			req.Header.Set(NodeSecretHeader, *s)
+		}
+		if c.token != "" {
+			req.Header.Set(TokenHeader, c.token)
+		}
 		resp, err := c.hc.Do(req)
 		if err == nil {
 			c.cur.Store(int32(i))
@@ -154,4 +160,20 @@ func (c *Client) Rotate() string {
 		}
 	}
 	return c.Address()
+}
+
+// hintFor says what to do about a failure to reach a server.
+func hintFor(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "certificate required"):
+		return " (the server wants a client certificate: give --tls-dir or DROVER_TLS_DIR, a directory with ca.pem, cli.pem and cli-key.pem from drover tls init)"
+	case strings.Contains(msg, "unknown authority"):
+		return " (the server's certificate is not signed by the CA you gave: check --tls-dir or DROVER_TLS_DIR)"
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return " (that server speaks plain HTTP: use an http:// address)"
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+		return " (a TLS problem: check --tls-dir or DROVER_TLS_DIR)"
+	}
+	return " (is it running? set --address or DROVER_ADDR)"
 }

@@ -328,7 +328,7 @@ func TestConstraintsFromFile(t *testing.T) {
 func TestPlacementFromFile(t *testing.T) {
 	yes := true
 	want := &spec.Job{
-		Name: "shop", Type: spec.JobService, Priority: spec.DefaultPriority,
+		Name: "shop", Namespace: spec.DefaultNamespace, Type: spec.JobService, Priority: spec.DefaultPriority,
 		Scoring: spec.ScoreEPVM, Preempt: &yes,
 		Constraints: []*spec.Constraint{{Operator: spec.OpConflicts, Value: "legacy-*"}},
 		Affinities:  []*spec.Affinity{{Attribute: "${attr.arch}", Value: "amd64", Weight: 30}},

@@ -50,7 +50,7 @@ var (
 	// and refusing the line would make every Nomad file fail for nothing.
 	jobSchema = bodySchema{
 		members: map[string]member{
-			"type": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "update": asBlock,
+			"type": asAttr, "namespace": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "update": asBlock,
 			"constraint": asBlock, "group": asBlock,
 			"scoring": asAttr, "preempt": asAttr, "affinity": asBlock, "spread": asBlock,
 		},
@@ -164,7 +164,7 @@ var homes = map[string]string{
 	"auto_promote": "update", "disconnect": "group", "stop_after": "disconnect", "rebalance": "group",
 	"constraint": "job, group or task", "attribute": "constraint, affinity or spread",
 	"operator": "constraint or affinity", "value": "constraint or affinity",
-	"scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
+	"namespace": "job", "scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
 	"weight": "affinity or spread", "target": "spread", "percent": "target",
 	"network": "group", "port": "network", "static": "port", "to": "port",
 	"service": "task", "tags": "service", "check": "service", "check_restart": "check",
@@ -187,7 +187,7 @@ func init() {
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task dns
-		namespace region all_at_once vault_token consul_token leader
+		region all_at_once vault_token consul_token leader
 		shutdown_delay kill_signal node_pool stop_after_client_disconnect
 		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
 		render_templates max_kill_timeout kind id`) {
@@ -465,6 +465,10 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 		case "type":
 			if s, ok := d.str(it.attr, "type"); ok {
 				job.Type = spec.JobType(s)
+			}
+		case "namespace":
+			if s, ok := d.str(it.attr, "namespace"); ok {
+				job.Namespace = s
 			}
 		case "priority":
 			if n, ok := d.int(it.attr, "priority"); ok {

@@ -291,7 +291,7 @@ var (
 		"spreads": {kind: jObjectList, obj: spreadJSON}, "network": {kind: jObject, obj: networkJSON}, "tasks": {kind: jObjectList, obj: taskJSON},
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
-		"name": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
+		"name": {kind: jString}, "namespace": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
 		"meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
 		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
 		"spreads": {kind: jObjectList, obj: spreadJSON}, "scoring": {kind: jString}, "preempt": {kind: jBool},

@@ -24,7 +24,7 @@ func TestServicesFromFile(t *testing.T) {
 		}
 	}
 	want := &spec.Job{
-		Name: "shop", Type: spec.JobService, Priority: spec.DefaultPriority,
+		Name: "shop", Namespace: spec.DefaultNamespace, Type: spec.JobService, Priority: spec.DefaultPriority,
 		Groups: []*spec.Group{{
 			Name: "web", Count: 1, Reschedule: spec.DefaultReschedule(spec.JobService),
 			Network: &spec.Network{Ports: []spec.Port{{Label: "http", To: 8080}, {Label: "admin", Static: 9000}}},

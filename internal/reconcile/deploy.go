@@ -130,7 +130,7 @@ func (r *reconciler) startRollout(j *spec.Job, ds []*spec.Deployment) *rollout {
 		return &rollout{d: cloneDeployment(latest), orig: latest, groups: map[string]*groupRollout{}}
 	}
 	cancel(fmt.Sprintf("superseded by version %d", j.Version))
-	d := &spec.Deployment{Job: j.Name, JobVersion: j.Version, Status: spec.DeploymentRunning,
+	d := &spec.Deployment{Job: j.Name, Namespace: j.Namespace, JobVersion: j.Version, Status: spec.DeploymentRunning,
 		Description: running, Groups: map[string]*spec.DeploymentGroup{}, CreateTime: r.now, ModifyTime: r.now}
 	for _, g := range j.Groups {
 		if u := j.UpdateOf(g); u.Parallel() > 0 {

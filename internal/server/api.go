@@ -7,53 +7,74 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/jobfile"
 	"github.com/drover-org/drover/internal/reconcile"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// routes lists the API. Every handler goes through wrap.
+// route is one API endpoint: its pattern, who may call it (auth.go), and
+// its handler.
+type route struct {
+	pattern string
+	access  access
+	h       handlerFunc
+}
+
+// routeTable lists the API. The endpoint x identity test
+// (authz_matrix_test.go) fails for any route it does not know.
+func (s *Server) routeTable() []route {
+	rs := []route{
+		{"POST /v1/jobs", accessToken, s.submitJob},
+		{"GET /v1/jobs", accessToken, s.listJobs},
+		{"GET /v1/jobs/{name}", accessToken, s.getJob},
+		{"DELETE /v1/jobs/{name}", accessToken, s.stopJob},
+		{"GET /v1/jobs/{name}/allocations", accessToken, s.jobAllocs},
+		{"GET /v1/jobs/{name}/versions", accessToken, s.jobVersions},
+		{"POST /v1/jobs/{name}/revert", accessToken, s.revertJob},
+		{"POST /v1/jobs/{name}/restart", accessToken, s.restartJob},
+		{"GET /v1/jobs/{name}/deployments", accessToken, s.jobDeployments},
+		{"GET /v1/jobs/{name}/deployment", accessToken, s.latestDeployment},
+		{"GET /v1/deployments", accessToken, s.listDeployments},
+		{"GET /v1/deployments/{id}", accessToken, s.getDeployment},
+		{"POST /v1/deployments/{id}/promote", accessToken, s.promoteDeployment},
+		{"POST /v1/deployments/{id}/fail", accessToken, s.failDeployment},
+		{"POST /v1/jobs/plan", accessToken, s.planJob},
+		{"GET /v1/plan/without", accessNodeRead, s.planWithout},
+		{"POST /v1/validate/job", accessToken, s.validateJob},
+		{"GET /v1/allocations", accessToken, s.listAllocs},
+		{"GET /v1/allocations/{id}", accessToken, s.getAlloc},
+		{"PUT /v1/allocations/{id}/status", accessNode, s.putAllocStatus},
+		{"GET /v1/allocations/{id}/logs", accessToken, s.allocLogs},
+		{"GET /v1/nodes", accessNodeRead, s.listNodes},
+		{"POST /v1/nodes", accessNode, s.registerNode},
+		{"GET /v1/nodes/{id}", accessNodeRead, s.getNode},
+		{"GET /v1/nodes/{id}/allocations", accessNode, s.nodeAllocs},
+		{"GET /v1/nodes/{id}/usage", accessNodeRead, s.nodeUsage},
+		{"PUT /v1/nodes/{id}/allocations/status", accessNode, s.putNodeStatuses},
+		{"PUT /v1/nodes/{id}/heartbeat", accessNode, s.heartbeat},
+		{"PUT /v1/nodes/{id}/eligibility", accessNodeWrite, s.putNodeEligibility},
+		{"PUT /v1/nodes/{id}/drain", accessNodeWrite, s.putNodeDrain},
+		{"PUT /v1/nodes/{id}/usage", accessNode, s.putNodeUsage},
+		{"GET /v1/status/leader", accessOpen, s.leader},
+		{"GET /v1/services", accessToken, s.listServices},
+		{"GET /v1/services/{name}", accessToken, s.getService},
+	}
+	return append(rs, s.aclRoutes()...)
+}
+
 func (s *Server) routes(mux *http.ServeMux) {
-	h := func(pattern string, f handlerFunc) { mux.Handle(pattern, s.wrap(f)) }
-	h("POST /v1/jobs", s.submitJob)
-	h("GET /v1/jobs", s.listJobs)
-	h("GET /v1/jobs/{name}", s.getJob)
-	h("DELETE /v1/jobs/{name}", s.stopJob)
-	h("GET /v1/jobs/{name}/allocations", s.jobAllocs)
-	h("GET /v1/jobs/{name}/versions", s.jobVersions)
-	h("POST /v1/jobs/{name}/revert", s.revertJob)
-	h("POST /v1/jobs/{name}/restart", s.restartJob)
-	h("GET /v1/jobs/{name}/deployments", s.jobDeployments)
-	h("GET /v1/jobs/{name}/deployment", s.latestDeployment)
-	h("GET /v1/deployments", s.listDeployments)
-	h("GET /v1/deployments/{id}", s.getDeployment)
-	h("POST /v1/deployments/{id}/promote", s.promoteDeployment)
-	h("POST /v1/deployments/{id}/fail", s.failDeployment)
-	h("POST /v1/jobs/plan", s.planJob)
-	h("GET /v1/plan/without", s.planWithout)
-	h("POST /v1/validate/job", s.validateJob)
-	h("GET /v1/allocations", s.listAllocs)
-	h("GET /v1/allocations/{id}", s.getAlloc)
-	h("PUT /v1/allocations/{id}/status", s.putAllocStatus)
-	h("GET /v1/allocations/{id}/logs", s.allocLogs)
-	h("GET /v1/nodes", s.listNodes)
-	h("POST /v1/nodes", s.registerNode)
-	h("GET /v1/nodes/{id}", s.getNode)
-	h("GET /v1/nodes/{id}/allocations", s.nodeAllocs)
-	h("GET /v1/nodes/{id}/usage", s.nodeUsage)
-	h("PUT /v1/nodes/{id}/allocations/status", s.putNodeStatuses)
-	h("PUT /v1/nodes/{id}/heartbeat", s.heartbeat)
-	s.nodeCtlRoutes(h) // eligibility, drain, usage reports (nodectl_api.go)
-	h("GET /v1/status/leader", s.leader)
-	h("GET /v1/services", s.listServices)
-	h("GET /v1/services/{name}", s.getService)
-	mux.Handle("/v1/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+	for _, rt := range s.routeTable() {
+		mux.Handle(rt.pattern, s.wrap(rt.access, rt.h))
+	}
+	mux.Handle("/v1/", s.wrap(accessOpen, func(w http.ResponseWriter, r *http.Request) error {
 		return notFound("no API endpoint %s %s", r.Method, r.URL.Path)
 	}))
 }
@@ -133,6 +154,12 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow(r, job.Namespace, acl.Submit); err != nil {
+		return err
+	}
+	if err := s.checkNamespaceUnchanged(r, job); err != nil {
+		return err
+	}
 	stored, changed, err := s.reg.PutJob(r.Context(), job, check)
 	if errors.Is(err, registry.ErrConflict) {
 		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
@@ -153,6 +180,7 @@ func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	ns := r.URL.Query().Get("namespace")
 	return s.blockingQuery(r, func() error {
 		snap, err := s.reg.Snapshot(r.Context())
 		if err != nil {
@@ -162,8 +190,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		byJob := allocsByJob(snap.Allocs)
 		out := make([]*spec.JobListEntry, 0, len(snap.Jobs))
 		for _, j := range snap.Jobs {
+			if !s.canRead(r, j.Namespace) || (ns != "" && ns != spec.NamespaceOf(j.Namespace)) {
+				continue
+			}
 			out = append(out, &spec.JobListEntry{
-				Name: j.Name, Type: j.Type, Priority: j.Priority, Version: j.Version, Stopped: j.Stopped,
+				Name: j.Name, Namespace: spec.NamespaceOf(j.Namespace), Type: j.Type, Priority: j.Priority, Version: j.Version, Stopped: j.Stopped,
 				Summary:     reconcile.Summarize(j, byJob[j.Name], snap.Nodes, snap.Schedules[j.Name]),
 				ModifyIndex: j.ModifyIndex,
 			})
@@ -181,7 +212,7 @@ func allocsByJob(allocs []*spec.Alloc) map[string][]*spec.Alloc {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Read)
 	if err != nil {
 		return err
 	}
@@ -230,7 +261,7 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 }
 
 func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Submit)
 	if err != nil {
 		return err
 	}
@@ -250,7 +281,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) jobAllocs(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Read)
 	if err != nil {
 		return err
 	}
@@ -285,6 +316,7 @@ func (s *Server) listAllocs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		allocs = slices.DeleteFunc(allocs, func(a *spec.Alloc) bool { return !s.canRead(r, a.Namespace) })
 		if err := s.markDown(r, allocs); err != nil {
 			return err
 		}
@@ -332,6 +364,9 @@ func (s *Server) getAlloc(w http.ResponseWriter, r *http.Request) error {
 	}
 	a, err := s.findAlloc(r, id)
 	if err != nil {
+		return err
+	}
+	if err := s.allow(r, a.Namespace, acl.Read); err != nil {
 		return err
 	}
 	return writeJSON(w, a.ModifyIndex, a)
@@ -610,6 +645,9 @@ func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow(r, a.Namespace, acl.Logs); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	task := q.Get("task")
 	if task == "" && len(a.Tasks) == 1 {
@@ -639,7 +677,7 @@ func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.agentHTTP.Do(req)
 	if err != nil {
 		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("cannot reach node %s at %s for logs: %v", node.Name, node.Address, err)}
 	}

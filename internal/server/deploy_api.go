@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -21,7 +22,7 @@ import (
 // jobVersions answers GET /v1/jobs/{name}/versions: every stored version,
 // newest first.
 func (s *Server) jobVersions(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Read)
 	if err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ type revertRequest struct {
 // submitted again, through the same path as POST /v1/jobs, so it becomes
 // a new version (or changes nothing when it is the current spec).
 func (s *Server) revertJob(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Submit)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func (s *Server) revertJob(w http.ResponseWriter, r *http.Request) error {
 // jobDeployments answers GET /v1/jobs/{name}/deployments: the job's
 // deployments, newest first (none for an unknown job).
 func (s *Server) jobDeployments(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Read)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (s *Server) jobDeployments(w http.ResponseWriter, r *http.Request) error {
 // latestDeployment answers GET /v1/jobs/{name}/deployment: the job's
 // newest deployment, 404 when it has none.
 func (s *Server) latestDeployment(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Read)
 	if err != nil {
 		return err
 	}
@@ -139,6 +140,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		ds = slices.DeleteFunc(ds, func(d *spec.Deployment) bool { return !s.canRead(r, d.Namespace) })
 		return writeJSON(w, rev, nonNilDeployments(ds))
 	}, "deployments")
 }
@@ -194,6 +196,9 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allow(r, found.Namespace, acl.Read); err != nil {
+		return err
+	}
 	return s.blockingQuery(r, func() error {
 		d, rev, err := s.findDeployment(r, found.ID)
 		if err != nil {
@@ -223,6 +228,9 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 	}
 	d, _, err := s.findDeployment(r, id)
 	if err != nil {
+		return err
+	}
+	if err := s.allow(r, d.Namespace, acl.Submit); err != nil {
 		return err
 	}
 	verb := "failed"

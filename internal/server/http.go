@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,7 +75,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // wrap is the single door every API request passes through: panic
 // recovery, the authorization hook, and error rendering.
-func (s *Server) wrap(h handlerFunc) http.Handler {
+func (s *Server) wrap(a access, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -82,11 +83,11 @@ func (s *Server) wrap(h handlerFunc) http.Handler {
 				writeError(w, http.StatusInternalServerError, "internal error", nil)
 			}
 		}()
-		if err := s.authorize(r); err != nil {
-			writeError(w, http.StatusForbidden, err.Error(), nil)
-			return
+		ar, err := s.authorize(r, a)
+		if err == nil {
+			err = h(w, ar)
 		}
-		if err := h(w, r); err != nil {
+		if err != nil {
 			if r.Context().Err() != nil {
 				return // the client went away (or we are shutting down): nobody to answer
 			}
@@ -98,10 +99,6 @@ func (s *Server) wrap(h handlerFunc) http.Handler {
 		}
 	})
 }
-
-// authorize is where authentication and authorization will go (the
-// security issue): every API request passes here. Today it admits all.
-func (s *Server) authorize(r *http.Request) error { return nil }
 
 // maxProblems bounds the problems an error answer lists.
 const maxProblems = 100
@@ -251,6 +248,9 @@ const (
 // HTTPLimits are the limits of one HTTP server; tests shorten them.
 // A zero field takes its default.
 type HTTPLimits struct {
+	// TLS, when set, serves HTTPS with it (pki.ServerConfig: mutual TLS).
+	// Not a limit, but every listener's other setting.
+	TLS *tls.Config
 	ReadHeaderTimeout time.Duration
 	BodyReadTimeout   time.Duration
 	WriteStallTimeout time.Duration
@@ -302,7 +302,14 @@ func NewHTTPServer(ln net.Listener, h http.Handler, lim HTTPLimits, log *slog.Lo
 		// file descriptors, a handler's panic) go to our log.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return s, LimitListener(ln, lim.MaxConns, log)
+	ln = LimitListener(ln, lim.MaxConns, log)
+	if lim.TLS != nil {
+		// The handshake runs under ReadHeaderTimeout (net/http bounds it
+		// by the shortest of its read and write timeouts).
+		s.TLSConfig = lim.TLS
+		ln = tls.NewListener(ln, lim.TLS)
+	}
+	return s, ln
 }
 
 // limitHandler gives each request a deadline for reading its body and each

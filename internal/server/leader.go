@@ -184,6 +184,7 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 		ID:            uuid.NewString(),
 		Name:          spec.AllocName(r.Job.Name, r.Group.Name, r.Index),
 		Job:           r.Job.Name,
+		Namespace:     r.Job.Namespace,
 		JobVersion:    r.Job.Version,
 		JobType:       r.Job.Type,
 		Group:         r.Group.Name,

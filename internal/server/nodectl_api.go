@@ -22,12 +22,6 @@ import (
 //	                                {"enable": false, "keep_ineligible": true}
 //	PUT /v1/nodes/{id}/usage        spec.NodeUsage                                    the node's agent
 
-func (s *Server) nodeCtlRoutes(h func(string, handlerFunc)) {
-	h("PUT /v1/nodes/{id}/eligibility", s.putNodeEligibility)
-	h("PUT /v1/nodes/{id}/drain", s.putNodeDrain)
-	h("PUT /v1/nodes/{id}/usage", s.putNodeUsage)
-}
-
 // eligibilityRequest is PUT /v1/nodes/{id}/eligibility's body. Eligible
 // is required: an empty body must not quietly mean "ineligible".
 type eligibilityRequest struct {

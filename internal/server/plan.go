@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -32,6 +33,9 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	job, err := decodeJob(w, r)
 	if err != nil {
+		return err
+	}
+	if err := s.allow(r, job.Namespace, acl.Submit); err != nil {
 		return err
 	}
 	snap, err := s.reg.Snapshot(r.Context())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/registry"
 )
 
@@ -15,7 +16,7 @@ import (
 // batch at a time. The answer is the job, as DELETE's: {"job": ...}.
 // 404 for an unknown job, 409 for a stopped one.
 func (s *Server) restartJob(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name")
+	name, err := s.jobName(r, acl.Submit)
 	if err != nil {
 		return err
 	}

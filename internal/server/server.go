@@ -10,6 +10,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -57,6 +58,14 @@ type Config struct {
 	// node (default DefaultMemoryMoveInterval). 0: never.
 	MemoryHighPercent  int
 	MemoryMoveInterval time.Duration
+	// AgentTLS dials agents (for logs) when their address is https: a
+	// client configuration with this server's certificate that verifies
+	// pki.AgentName (pki.ClientConfig).
+	AgentTLS *tls.Config
+	// ACL makes every operator request carry a token whose policies allow
+	// it (auth.go). Off, anyone who reaches the API may do anything: the
+	// drover server command turns it on unless told --acl=false.
+	ACL bool
 }
 
 // DefaultMemoryMoveInterval is how often at most one instance moves off a
@@ -98,6 +107,8 @@ type Server struct {
 	isLeader  atomic.Bool
 	ready     atomic.Bool
 	secrets   nodeSecrets
+	agentHTTP *http.Client // dials agents, for logs
+	tokens    tokenCache
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
 	allocs    allocIndex
@@ -134,7 +145,9 @@ func New(cfg Config) *Server {
 	if cfg.NodeGrace <= 0 {
 		cfg.NodeGrace = 2 * cfg.NodeTTL
 	}
-	return &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0)}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg.AgentTLS
+	return &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}}
 }
 
 // Run watches the registry and takes part in the election until ctx ends.

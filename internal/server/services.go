@@ -144,7 +144,7 @@ func (s *Server) blockingCatalog(r *http.Request, changedOf func(*catalogView) i
 func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {
 	return s.blockingCatalog(r,
 		func(v *catalogView) int64 { return v.summaries },
-		func(v *catalogView) error { return writeJSON(w, v.summaries, v.cat.Summaries()) })
+		func(v *catalogView) error { return writeJSON(w, v.summaries, s.visible(r, v.cat).Summaries()) })
 }
 
 // getService is GET /v1/services/{name}: the healthy instances, or with
@@ -167,9 +167,10 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 	return s.blockingCatalog(r,
 		func(v *catalogView) int64 { return v.changed[key] },
 		func(v *catalogView) error {
-			ins, ok := v.cat.Service(name, all)
+			cat := s.visible(r, v.cat)
+			ins, ok := cat.Service(name, all)
 			if !ok {
-				known := v.cat.Names()
+				known := cat.Names()
 				if len(known) == 0 {
 					return notFound("no service %q: no service is registered (a task registers one with a service block)", name)
 				}
@@ -216,4 +217,12 @@ func (s *Server) startDNS(ctx context.Context) (<-chan struct{}, error) {
 		}
 	}()
 	return done, nil
+}
+
+// visible is the part of the catalog the request's token may read.
+func (s *Server) visible(r *http.Request, c *catalog.Catalog) *catalog.Catalog {
+	if id := identityOf(r); id.acl == nil || id.acl.IsManagement() {
+		return c
+	}
+	return c.Visible(func(ns string) bool { return s.canRead(r, ns) })
 }

@@ -166,7 +166,7 @@ func TestServicesAPIAndDNS(t *testing.T) {
 	a0, a1 := allocs["shop.g[0]"], allocs["shop.g[1]"]
 	instance := func(a *spec.Alloc, health spec.Health, checks ...spec.CheckState) spec.ServiceInstance {
 		return spec.ServiceInstance{Service: "web", Tags: []string{"v1"}, Address: "127.0.0.7", Port: a.Ports[0].Value,
-			Health: health, AllocID: a.ID, AllocName: a.Name, Job: "shop", Task: "t", NodeID: "n1", NodeName: "n1-name", Checks: checks}
+			Health: health, AllocID: a.ID, AllocName: a.Name, Job: "shop", Namespace: "default", Task: "t", NodeID: "n1", NodeName: "n1-name", Checks: checks}
 	}
 
 	// Placed, no report yet: registered, pending, not served.

@@ -19,9 +19,11 @@ import (
 //	   +-----------+------> failed
 //	   +-----------+------> lost      (node gone; set by the leader, issue 3)
 type Alloc struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"` // "job.group[index]"
-	Job        string    `json:"job"`
+	ID   string `json:"id"`
+	Name string `json:"name"` // "job.group[index]"
+	Job  string `json:"job"`
+	// Namespace is the job's, copied at placement ("" before namespaces).
+	Namespace  string    `json:"namespace,omitempty"`
 	JobVersion uint64    `json:"job_version"`
 	Group      string    `json:"group"`
 	Index      int       `json:"index"`

@@ -185,6 +185,7 @@ func (s DeploymentStatus) Final() bool { return s != DeploymentRunning }
 type Deployment struct {
 	ID         string           `json:"id"`
 	Job        string           `json:"job"`
+	Namespace  string           `json:"namespace,omitempty"`
 	JobVersion uint64           `json:"job_version"`
 	Status     DeploymentStatus `json:"status"`
 	// Description says why the deployment is where it is, in words:

@@ -33,13 +33,29 @@ const (
 	DefaultKillTimeout = Duration(5 * time.Second)
 )
 
+// DefaultNamespace is where a job that names no namespace lives.
+const DefaultNamespace = "default"
+
+// NamespaceOf returns ns, or DefaultNamespace for "" (records written
+// before namespaces existed).
+func NamespaceOf(ns string) string {
+	if ns == "" {
+		return DefaultNamespace
+	}
+	return ns
+}
+
 // Job is what an operator declares: a named set of groups to keep running
 // (service) or to run to completion (batch).
 type Job struct {
-	Name     string            `json:"name"`
-	Type     JobType           `json:"type,omitempty"`
-	Priority int               `json:"priority,omitempty"`
-	Meta     map[string]string `json:"meta,omitempty"`
+	Name string `json:"name"`
+	// Namespace scopes who may see and change the job (ACL policies are
+	// per namespace); "" is DefaultNamespace. Job names are unique across
+	// namespaces.
+	Namespace string            `json:"namespace,omitempty"`
+	Type      JobType           `json:"type,omitempty"`
+	Priority  int               `json:"priority,omitempty"`
+	Meta      map[string]string `json:"meta,omitempty"`
 	// Reschedule is the default reschedule policy for the job's groups; a
 	// group's own policy overrides it field by field.
 	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`
@@ -366,6 +382,9 @@ func (d Duration) Short() string {
 // interval, timeout, path and check_restart grace (validate_service.go).
 // It does not validate; call Validate after it.
 func (j *Job) Canonicalize() {
+	if j.Namespace == "" {
+		j.Namespace = DefaultNamespace
+	}
 	if j.Type == "" {
 		j.Type = JobService
 	}

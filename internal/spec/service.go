@@ -127,6 +127,7 @@ type ServiceInstance struct {
 	AllocID   string   `json:"alloc_id"`
 	AllocName string   `json:"alloc_name"`
 	Job       string   `json:"job"`
+	Namespace string   `json:"namespace,omitempty"`
 	Task      string   `json:"task"`
 	NodeID    string   `json:"node_id"`
 	NodeName  string   `json:"node_name"`

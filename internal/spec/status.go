@@ -46,6 +46,7 @@ type JobStatus struct {
 // JobListEntry is one row of `drover status` without a job name.
 type JobListEntry struct {
 	Name        string     `json:"name"`
+	Namespace   string     `json:"namespace"`
 	Type        JobType    `json:"type"`
 	Priority    int        `json:"priority"`
 	Version     uint64     `json:"version"`

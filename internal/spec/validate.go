@@ -95,6 +95,9 @@ func (j *Job) Validate() Problems {
 	if msg := CheckName(j.Name); msg != "" {
 		ps.Add("name", "job name %s", msg)
 	}
+	if msg := CheckName(j.Namespace); msg != "" && j.Namespace != "" {
+		ps.Add("namespace", "namespace %s", msg)
+	}
 	switch j.Type {
 	case JobService, JobBatch, JobSystem:
 	default:

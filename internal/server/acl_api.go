@@ -1,0 +1,271 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// The ACL API (management tokens only, but for bootstrap and self):
+//
+//	POST   /v1/acl/bootstrap              the first management token, once per cluster
+//	GET    /v1/acl/token/self             the calling token
+//	GET    /v1/acl/tokens                 list (never secrets)
+//	POST   /v1/acl/tokens                 create; the answer holds the secret, once
+//	GET    /v1/acl/tokens/{accessor}
+//	DELETE /v1/acl/tokens/{accessor}
+//	GET    /v1/acl/policies
+//	GET    /v1/acl/policies/{name}
+//	PUT    /v1/acl/policies/{name}        {"rules": "<HCL>", "description": "..."}
+//	DELETE /v1/acl/policies/{name}
+func (s *Server) aclRoutes() []route {
+	return []route{
+		{"POST /v1/acl/bootstrap", accessOpen, s.aclBootstrap},
+		{"GET /v1/acl/token/self", accessToken, s.aclSelf},
+		{"GET /v1/acl/tokens", accessManagement, s.aclListTokens},
+		{"POST /v1/acl/tokens", accessManagement, s.aclCreateToken},
+		{"GET /v1/acl/tokens/{accessor}", accessManagement, s.aclGetToken},
+		{"DELETE /v1/acl/tokens/{accessor}", accessManagement, s.aclDeleteToken},
+		{"GET /v1/acl/policies", accessManagement, s.aclListPolicies},
+		{"GET /v1/acl/policies/{name}", accessManagement, s.aclGetPolicy},
+		{"PUT /v1/acl/policies/{name}", accessManagement, s.aclPutPolicy},
+		{"DELETE /v1/acl/policies/{name}", accessManagement, s.aclDeletePolicy},
+	}
+}
+
+func (s *Server) aclOn() error {
+	if !s.cfg.ACL {
+		return badRequest("ACLs are off on this server (it was started with --acl=false): every request is allowed and tokens mean nothing")
+	}
+	return nil
+}
+
+// newSecret is 32 random bytes, hex.
+func newSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// createToken stores a new token and returns it with its secret.
+func (s *Server) createToken(ctx context.Context, req spec.ACLTokenRequest, bootstrap bool) (*spec.ACLToken, error) {
+	t := &spec.ACLToken{AccessorID: uuid.NewString(), SecretID: newSecret(), Name: req.Name,
+		Type: req.Type, Policies: req.Policies, CreateTime: time.Now().UTC()}
+	if err := s.reg.CreateToken(ctx, t, hashSecret(t.SecretID), bootstrap); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (s *Server) aclBootstrap(w http.ResponseWriter, r *http.Request) error {
+	if err := s.aclOn(); err != nil {
+		return err
+	}
+	t, err := s.createToken(r.Context(), spec.ACLTokenRequest{Name: "bootstrap", Type: spec.TokenManagement}, true)
+	if errors.Is(err, registry.ErrConflict) {
+		return &apiError{status: http.StatusConflict, msg: "ACLs were already bootstrapped: ask the holder of a management token (drover acl token create)"}
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("ACL bootstrap: management token created", "accessor", t.AccessorID)
+	return writeJSON(w, 0, t)
+}
+
+// EnsureToken returns a management token for drover dev: the one whose
+// secret is given when it still exists, else a new one named name. Dev owns
+// its cluster, so it may mint one without the bootstrap.
+func (s *Server) EnsureToken(ctx context.Context, secret, name string) (string, error) {
+	if secret != "" {
+		if t, err := s.reg.TokenBySecretHash(ctx, hashSecret(secret)); err == nil && t.Type == spec.TokenManagement {
+			return secret, nil
+		}
+	}
+	booted, err := s.reg.Bootstrapped(ctx)
+	if err != nil {
+		return "", err
+	}
+	t, err := s.createToken(ctx, spec.ACLTokenRequest{Name: name, Type: spec.TokenManagement}, !booted)
+	if err != nil {
+		return "", err
+	}
+	return t.SecretID, nil
+}
+
+func (s *Server) aclSelf(w http.ResponseWriter, r *http.Request) error {
+	if err := s.aclOn(); err != nil {
+		return err
+	}
+	return writeJSON(w, 0, identityOf(r).token)
+}
+
+func (s *Server) aclListTokens(w http.ResponseWriter, r *http.Request) error {
+	ts, err := s.reg.ListTokens(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 0, ts)
+}
+
+func (s *Server) aclCreateToken(w http.ResponseWriter, r *http.Request) error {
+	if err := s.aclOn(); err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req spec.ACLTokenRequest
+	if err := decodeStrict(body, &req, "a token request"); err != nil {
+		return err
+	}
+	if req.Type == "" {
+		req.Type = spec.TokenClient
+	}
+	var ps spec.Problems
+	if strings.TrimSpace(req.Name) == "" || len(req.Name) > spec.MaxNameLen {
+		ps.Add("name", "give the token a name of 1 to %d characters that says whose it is", spec.MaxNameLen)
+	}
+	switch req.Type {
+	case spec.TokenClient:
+		if len(req.Policies) == 0 {
+			ps.Add("policies", "a client token needs at least one policy (drover acl policy list)")
+		}
+	case spec.TokenManagement:
+		if len(req.Policies) > 0 {
+			ps.Add("policies", "a management token may do everything; it takes no policies")
+		}
+	default:
+		ps.Add("type", "type %q is not known; use client or management", req.Type)
+	}
+	for i, p := range req.Policies {
+		if _, err := s.reg.GetPolicy(r.Context(), p); errors.Is(err, registry.ErrNotFound) || errors.Is(err, registry.ErrInvalid) {
+			ps.Add(fmt.Sprintf("policies[%d]", i), "no policy %q; create it first (drover acl policy apply %s FILE)", p, p)
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(ps) > 0 {
+		return &apiError{status: http.StatusBadRequest, msg: "the token request is not valid", problems: ps}
+	}
+	slices.Sort(req.Policies)
+	t, err := s.createToken(r.Context(), req, false)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 0, t)
+}
+
+func (s *Server) aclGetToken(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "accessor", "token accessor")
+	if err != nil {
+		return err
+	}
+	t, err := s.reg.GetToken(r.Context(), id)
+	if errors.Is(err, registry.ErrNotFound) {
+		return notFound("no token with accessor %q; drover acl token list shows them", id)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 0, t)
+}
+
+func (s *Server) aclDeleteToken(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathName(r, "accessor", "token accessor")
+	if err != nil {
+		return err
+	}
+	if err := s.reg.DeleteToken(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
+		return notFound("no token with accessor %q; drover acl token list shows them", id)
+	} else if err != nil {
+		return err
+	}
+	s.tokens.flush()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) aclListPolicies(w http.ResponseWriter, r *http.Request) error {
+	ps, err := s.reg.ListPolicies(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, 0, ps)
+}
+
+func (s *Server) aclGetPolicy(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathName(r, "name", "policy name")
+	if err != nil {
+		return err
+	}
+	p, err := s.reg.GetPolicy(r.Context(), name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return notFound("no policy %q; drover acl policy list shows them", name)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, p.ModifyIndex, p)
+}
+
+func (s *Server) aclPutPolicy(w http.ResponseWriter, r *http.Request) error {
+	if err := s.aclOn(); err != nil {
+		return err
+	}
+	name, err := pathName(r, "name", "policy name")
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var p spec.ACLPolicy
+	if err := decodeStrict(body, &p, "a policy"); err != nil {
+		return err
+	}
+	if p.Name != "" && p.Name != name {
+		return badRequest("the body names policy %q but the path %q", p.Name, name)
+	}
+	p.Name = name
+	if _, err := acl.Parse(name, []byte(p.Rules)); err != nil {
+		return &apiError{status: http.StatusUnprocessableEntity, msg: "the policy's rules are not valid: " + err.Error()}
+	}
+	if err := s.reg.PutPolicy(r.Context(), &p); err != nil {
+		return err
+	}
+	s.tokens.flush()
+	stored, err := s.reg.GetPolicy(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, stored.ModifyIndex, stored)
+}
+
+func (s *Server) aclDeletePolicy(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathName(r, "name", "policy name")
+	if err != nil {
+		return err
+	}
+	if err := s.reg.DeletePolicy(r.Context(), name); errors.Is(err, registry.ErrNotFound) {
+		return notFound("no policy %q; drover acl policy list shows them", name)
+	} else if err != nil {
+		return err
+	}
+	s.tokens.flush()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/pki"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Who may call what. Every route declares an access (routes in api.go);
+// wrap checks it before the handler runs:
+//
+//   - open: anyone who reached the port (the leader's name; the one-time
+//     ACL bootstrap, which refuses a second time).
+//   - node: an agent speaking for its node: under TLS it must present an
+//     agent certificate, and the handler checks the node's secret. No ACL
+//     token is needed or used.
+//   - token: an ACL token (when ACLs are on); the handler then checks the
+//     token's capability in the namespace of what it touches (s.allow),
+//     and list handlers show only what the token may read.
+//   - nodeRead, nodeWrite: a token with that node capability.
+//   - management: a management token (tokens and policies).
+//
+// Under TLS an agent's certificate may make node requests only, so a
+// stolen agent certificate or node secret reaches no operator endpoint.
+type access int
+
+const (
+	accessOpen access = iota
+	accessNode
+	accessToken
+	accessNodeRead
+	accessNodeWrite
+	accessManagement
+)
+
+func (a access) String() string {
+	return [...]string{"open", "node", "token", "node read", "node write", "management"}[a]
+}
+
+// TokenHeader carries an ACL token's secret; "Authorization: Bearer" works too.
+const TokenHeader = "X-Drover-Token"
+
+// tokenCacheTTL bounds how long a server acts on a token or policy it read
+// before: a deleted token stops working within this on every server.
+const tokenCacheTTL = time.Second
+
+// identity is who made a request, as wrap found it.
+type identity struct {
+	// acl is what the token may do; nil when ACLs are off (all allowed).
+	acl   *acl.ACL
+	token *spec.ACLToken
+}
+
+type identityKey struct{}
+
+func identityOf(r *http.Request) *identity {
+	id, _ := r.Context().Value(identityKey{}).(*identity)
+	if id == nil {
+		return &identity{}
+	}
+	return id
+}
+
+// authErr is a 401 or 403 with what to do.
+func unauthorized(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusUnauthorized, msg: fmt.Sprintf(format, args...)}
+}
+
+func forbidden(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusForbidden, msg: fmt.Sprintf(format, args...)}
+}
+
+// authorize checks the request against its route's access and returns the
+// request carrying its identity.
+func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
+	role := peerRole(r.TLS)
+	if a == accessOpen {
+		return r, nil
+	}
+	if a == accessNode {
+		if r.TLS != nil && role != pki.RoleAgent {
+			return nil, forbidden("%s %s is an agent's request: it needs an agent certificate (this connection presented a %s certificate)", r.Method, r.URL.Path, orNone(role))
+		}
+		return r, nil
+	}
+	if role == pki.RoleAgent {
+		return nil, forbidden("an agent certificate may only make an agent's requests (register, heartbeat, assignments, status); %s %s needs an operator's certificate and token", r.Method, r.URL.Path)
+	}
+	id := &identity{}
+	if s.cfg.ACL {
+		secret := tokenOf(r)
+		if secret == "" {
+			return nil, unauthorized("%s %s needs an ACL token: set DROVER_TOKEN or --token (drover acl bootstrap makes the first, a management token)", r.Method, r.URL.Path)
+		}
+		tok, rules, err := s.tokens.resolve(r.Context(), s.reg, secret)
+		if errors.Is(err, registry.ErrNotFound) {
+			return nil, forbidden("the ACL token is not known here (deleted, mistyped, or another cluster's); check DROVER_TOKEN")
+		}
+		if err != nil {
+			return nil, err
+		}
+		id.acl, id.token = rules, tok
+		switch {
+		case a == accessManagement && !rules.IsManagement():
+			return nil, forbidden("%s %s needs a management token; token %q is not one", r.Method, r.URL.Path, tok.Name)
+		case a == accessNodeRead && !rules.AllowNode(acl.NodeRead):
+			return nil, forbidden("%s %s needs node read; token %q has no policy that grants it", r.Method, r.URL.Path, tok.Name)
+		case a == accessNodeWrite && !rules.AllowNode(acl.NodeWrite):
+			return nil, forbidden("%s %s needs node write; token %q has no policy that grants it", r.Method, r.URL.Path, tok.Name)
+		}
+	}
+	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), nil
+}
+
+func orNone(role string) string {
+	if role == "" {
+		return "no"
+	}
+	return role
+}
+
+func peerRole(cs *tls.ConnectionState) string {
+	if cs == nil {
+		return ""
+	}
+	return pki.PeerRole(cs)
+}
+
+// tokenOf reads the token's secret from X-Drover-Token or a bearer
+// Authorization header.
+func tokenOf(r *http.Request) string {
+	if t := r.Header.Get(TokenHeader); t != "" {
+		return strings.TrimSpace(t)
+	}
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return ""
+}
+
+// allow checks the request's token grants capability in namespace ns.
+func (s *Server) allow(r *http.Request, ns, capability string) error {
+	id := identityOf(r)
+	if id.acl == nil || id.acl.Allow(ns, capability) {
+		return nil
+	}
+	return forbidden("token %q may not %s in namespace %q; a policy with namespace %q { capabilities = [%q] } grants it",
+		id.token.Name, capability, spec.NamespaceOf(ns), spec.NamespaceOf(ns), capability)
+}
+
+// canRead says whether the request's token may read namespace ns: the
+// filter of every list.
+func (s *Server) canRead(r *http.Request, ns string) bool {
+	id := identityOf(r)
+	return id.acl == nil || id.acl.Allow(spec.NamespaceOf(ns), acl.Read)
+}
+
+// allowJob checks capability on the namespace of the stored job name. A
+// job that does not exist passes (the handler answers 404 for it).
+func (s *Server) allowJob(r *http.Request, name, capability string) error {
+	if identityOf(r).acl == nil {
+		return nil
+	}
+	job, err := s.reg.GetJob(r.Context(), name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.allow(r, job.Namespace, capability)
+}
+
+// tokenCache remembers resolved tokens for tokenCacheTTL, keyed by the
+// secret's hash.
+type tokenCache struct {
+	mu sync.Mutex
+	m  map[string]cachedToken
+}
+
+type cachedToken struct {
+	token   *spec.ACLToken
+	acl     *acl.ACL
+	expires time.Time
+}
+
+func (c *tokenCache) flush() {
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
+}
+
+// resolve finds the token with secret and compiles its policies. A policy
+// the token names that no longer exists grants nothing.
+func (c *tokenCache) resolve(ctx context.Context, reg *registry.Registry, secret string) (*spec.ACLToken, *acl.ACL, error) {
+	h := hashSecret(secret)
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.m[h]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.token, e.acl, nil
+	}
+	tok, err := reg.TokenBySecretHash(ctx, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rules *acl.ACL
+	if tok.Type == spec.TokenManagement {
+		rules = acl.Management()
+	} else {
+		var parsed []*acl.Rules
+		for _, name := range tok.Policies {
+			p, err := reg.GetPolicy(ctx, name)
+			if errors.Is(err, registry.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			pr, err := acl.Parse(p.Name, []byte(p.Rules))
+			if err != nil {
+				continue // stored policies were parsed when applied
+			}
+			parsed = append(parsed, pr)
+		}
+		rules = acl.New(parsed...)
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) > 10000 {
+		c.m = map[string]cachedToken{}
+	}
+	c.m[h] = cachedToken{token: tok, acl: rules, expires: now.Add(tokenCacheTTL)}
+	c.mu.Unlock()
+	return tok, rules, nil
+}
+
+// jobName reads the {name} of a job path and checks the token's
+// capability in the job's namespace.
+func (s *Server) jobName(r *http.Request, capability string) (string, error) {
+	name, err := pathName(r, "name", "job name")
+	if err != nil {
+		return "", err
+	}
+	return name, s.allowJob(r, name, capability)
+}
+
+// checkNamespaceUnchanged refuses a job whose name is taken in another
+// namespace: job names are unique across namespaces, and moving a job
+// between namespaces would move it past whoever guards the old one.
+func (s *Server) checkNamespaceUnchanged(r *http.Request, job *spec.Job) error {
+	old, err := s.reg.GetJob(r.Context(), job.Name)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	was, now := spec.NamespaceOf(old.Namespace), spec.NamespaceOf(job.Namespace)
+	if was == now {
+		return nil
+	}
+	where := "another namespace"
+	if s.canRead(r, was) {
+		where = fmt.Sprintf("namespace %q", was)
+	}
+	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+		"a job named %q already exists in %s; job names are unique across namespaces, and a job cannot move between them: choose another name, or stop and purge the old job first", job.Name, where)}
+}
