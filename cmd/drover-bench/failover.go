@@ -45,11 +45,11 @@ type benchProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
-	api  string // http://host:port
+	api  string // https://host:port
 	etcd string // s1: its etcd's client URL
 }
 
-var serverLine = regexp.MustCompile(`drover server \S+: API at (http://[^,\s]+), (?:embedded )?etcd at (http://[^,\s]+)`)
+var serverLine = regexp.MustCompile(`drover server \S+: API at (https://[^,\s]+), (?:embedded )?etcd at (http://[^,\s]+)`)
 
 func (p *benchProc) start() error {
 	cmd := exec.Command(p.args()[0], p.args()[1:]...)
@@ -170,15 +170,18 @@ func failover(bin string, cfg failoverConfig) (rep *report, err error) {
 		if u == "" {
 			return dflt
 		}
-		return strings.TrimPrefix(u, "http://")
+		_, hp, _ := strings.Cut(u, "://")
+		return hp
 	}
 	s1, err := newProc("s1")
 	if err != nil {
 		return nil, err
 	}
 	ttl := cfg.ttl.String()
+	// s1 makes the cluster's CA and certificates here; the others use them.
+	tlsDir := filepath.Join(tmp, "tls")
 	s1.args = func() []string {
-		return []string{bin, "server", "--name", "s1", "--api-only", "--data-dir", filepath.Join(tmp, "s1"),
+		return []string{bin, "server", "--name", "s1", "--api-only", "--data-dir", filepath.Join(tmp, "s1"), "--tls-dir", tlsDir,
 			"--http-addr", hostPort(s1.api, "127.0.0.1:0"), "--etcd-client-addr", hostPort(s1.etcd, "127.0.0.1:0"),
 			"--etcd-peer-addr", "127.0.0.1:0", "--leader-ttl", ttl, "--log-level", "warn"}
 	}
@@ -198,7 +201,7 @@ func failover(bin string, cfg failoverConfig) (rep *report, err error) {
 			return nil, err
 		}
 		p.args = func() []string {
-			return []string{bin, "server", "--name", name, "--etcd-endpoints", s1.etcd,
+			return []string{bin, "server", "--name", name, "--etcd-endpoints", s1.etcd, "--tls-dir", tlsDir,
 				"--http-addr", hostPort(p.api, "127.0.0.1:0"), "--leader-ttl", ttl, "--log-level", "warn"}
 		}
 		procs = append(procs, p)
@@ -212,7 +215,7 @@ func failover(bin string, cfg failoverConfig) (rep *report, err error) {
 		return nil, err
 	}
 	ag.args = func() []string {
-		return []string{bin, "agent", "--name", "a1", "--data-dir", filepath.Join(tmp, "a1"), "--http-addr", "127.0.0.1:0",
+		return []string{bin, "agent", "--name", "a1", "--data-dir", filepath.Join(tmp, "a1"), "--tls-dir", tlsDir, "--http-addr", "127.0.0.1:0",
 			"--servers", s1.api + "," + servers["s2"].api + "," + servers["s3"].api, "--log-level", "warn"}
 	}
 	procs = append(procs, ag)
@@ -221,9 +224,12 @@ func failover(bin string, cfg failoverConfig) (rep *report, err error) {
 	}
 	// Everything goes through s1, which serves the API but never leads:
 	// the kills never take the harness's server away.
-	api, _ := client.New(s1.api)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.trials)*time.Minute+5*time.Minute)
 	defer cancel()
+	api, err := clusterClient(ctx, tlsDir, s1.api)
+	if err != nil {
+		return nil, err
+	}
 	defer stopAllJobs(ctx, api) // the agent leaves its tasks running when it stops
 	if err := waitNode(ctx, api); err != nil {
 		return nil, err

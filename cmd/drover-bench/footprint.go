@@ -25,8 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/drover-org/drover/internal/client"
 )
 
 func init() {
@@ -90,6 +88,7 @@ func footprint(bin string, interval time.Duration, tasks int) (rep *report, err 
 	}
 	defer srv.stop()
 	ag, err := newProc("agent", "agent", "--name", "footprint", "--servers", srv.api, "--data-dir", filepath.Join(tmp, "agent"),
+		"--tls-dir", filepath.Join(tmp, "server", "tls"),
 		"--http-addr", "127.0.0.1:0", "--log-level", "warn")
 	if err != nil {
 		return nil, err
@@ -98,9 +97,12 @@ func footprint(bin string, interval time.Duration, tasks int) (rep *report, err 
 		return nil, err
 	}
 	defer ag.stop()
-	c, _ := client.New(srv.api)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	c, err := clusterClient(ctx, filepath.Join(tmp, "server", "tls"), srv.api)
+	if err != nil {
+		return nil, err
+	}
 	defer stopAllJobs(ctx, c) // the agent leaves its tasks running when it stops
 	if err := waitNode(ctx, c); err != nil {
 		return nil, err

@@ -24,7 +24,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +35,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -70,7 +70,7 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, addr, stop, err := devNode(bin, filepath.Join(tmp, "data"), "--dns-addr", dnsAddr)
+	c, _, stop, err := devNode(bin, filepath.Join(tmp, "data"), "--dns-addr", dnsAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 	// The instance's own address, from the catalog, to make it fail.
 	var inst spec.ServiceInstance
 	if err := waitFor(ctx, 60*time.Second, "the instance healthy and in DNS", func() (bool, error) {
-		is, _, err := serviceInstances(ctx, addr, 0)
+		is, _, err := serviceInstances(ctx, c, 0)
 		if err != nil || len(is) != 1 || is[0].Health != spec.HealthHealthy {
 			return false, nil
 		}
@@ -123,7 +123,7 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 
 	var toUnhealthy, toDNS, probeToUnhealthy, probeToDNS []time.Duration
 	for r := 0; r < rounds; r++ {
-		_, index, err := serviceInstances(ctx, addr, 0)
+		_, index, err := serviceInstances(ctx, c, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +137,7 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 		seen := make(chan error, 1)
 		go func() {
 			for {
-				is, idx, err := serviceInstances(ctx, addr, index)
+				is, idx, err := serviceInstances(ctx, c, index)
 				if err != nil {
 					seen <- err
 					return
@@ -171,7 +171,7 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 			return nil, err
 		}
 		if err := waitFor(ctx, 10*interval+30*time.Second, "the instance healthy and in DNS again", func() (bool, error) {
-			is, _, err := serviceInstances(ctx, addr, 0)
+			is, _, err := serviceInstances(ctx, c, 0)
 			return err == nil && len(is) == 1 && is[0].Health == spec.HealthHealthy && inDNS(), nil
 		}); err != nil {
 			return nil, err
@@ -195,32 +195,16 @@ func health(bin string, rounds int, interval time.Duration) (*report, error) {
 
 // serviceInstances reads every instance of the bench's service, healthy or
 // not, as a blocking query past index when index > 0.
-func serviceInstances(ctx context.Context, addr string, index int64) ([]spec.ServiceInstance, int64, error) {
-	u := addr + "/v1/services/" + healthService + "?all=1"
+func serviceInstances(ctx context.Context, c *client.Client, index int64) ([]spec.ServiceInstance, int64, error) {
+	var q *client.QueryOptions
 	if index > 0 {
-		u += "&index=" + strconv.FormatInt(index, 10) + "&wait=30s"
+		q = &client.QueryOptions{Index: index, Wait: 30 * time.Second}
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	out, idx, err := c.Service(ctx, healthService, true, q)
+	if client.IsStatus(err, http.StatusNotFound) {
 		return nil, index, nil // not registered yet
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, 0, fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	var out []spec.ServiceInstance
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, 0, err
-	}
-	idx, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64)
-	return out, idx, nil
+	return out, idx, err
 }
 
 // failedAt asks testapp when it first answered a probe with 503.

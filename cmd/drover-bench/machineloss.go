@@ -62,8 +62,8 @@ type benchAgent struct {
 	done chan struct{}
 }
 
-func startBenchAgent(bin, addr, dir, name string) (*benchAgent, error) {
-	cmd := exec.Command(bin, "agent", "--server", addr, "--data-dir", filepath.Join(dir, name),
+func startBenchAgent(bin, addr, tlsDir, dir, name string) (*benchAgent, error) {
+	cmd := exec.Command(bin, "agent", "--server", addr, "--tls-dir", tlsDir, "--data-dir", filepath.Join(dir, name),
 		"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "error")
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -91,7 +91,10 @@ func machineLoss(bin string, trials int, falseDown, nodeTTL time.Duration) (*rep
 		return nil, err
 	}
 	defer func() { dev.Process.Signal(syscall.SIGTERM); dev.Wait() }()
-	c, _ := client.New(addr)
+	c, err := devClient(addr)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
@@ -108,7 +111,7 @@ func machineLoss(bin string, trials int, falseDown, nodeTTL time.Duration) (*rep
 	spawn := func() error {
 		next++
 		name := fmt.Sprintf("m%d", next)
-		a, err := startBenchAgent(bin, addr, tmp, name)
+		a, err := startBenchAgent(bin, addr, filepath.Join(tmp, "dev", "tls"), tmp, name)
 		if err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ func droverBinary(bin, dir string) (string, error) {
 	return bin, nil
 }
 
-var apiLine = regexp.MustCompile(`API at (http://\S+),`)
+var apiLine = regexp.MustCompile(`API at (https://\S+),`)
 
 // startDev runs `drover dev` with its state in dataDir and extra flags,
 // and returns once it prints its API address.
@@ -183,7 +183,10 @@ func devNode(bin, dataDir string, extra ...string) (c *client.Client, addr strin
 		dev.Process.Signal(syscall.SIGTERM)
 		dev.Wait()
 	}
-	c, _ = client.New(addr)
+	if c, err = devClient(addr); err != nil {
+		stop()
+		return nil, "", nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := waitNode(ctx, c); err != nil {
@@ -191,6 +194,29 @@ func devNode(bin, dataDir string, extra ...string) (c *client.Client, addr strin
 		return nil, "", nil, err
 	}
 	return c, addr, stop, nil
+}
+
+// devClient is an operator's client of the drover dev at addr: with the
+// certificates and the token dev leaves for the CLI on this machine.
+func devClient(addr string) (*client.Client, error) {
+	return client.Config{Addresses: []string{addr}}.Resolve().Client()
+}
+
+// clusterClient is an operator's client of the servers at addrs, whose
+// certificates are in tlsDir, with the management token from the ACL
+// bootstrap: for a cluster just started, which has none yet.
+func clusterClient(ctx context.Context, tlsDir string, addrs ...string) (*client.Client, error) {
+	cfg := client.Config{Addresses: addrs, TLSDir: tlsDir}
+	c, err := cfg.Client()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := c.ACLBootstrap(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acl bootstrap: %w", err)
+	}
+	cfg.Token = tok.SecretID
+	return cfg.Client()
 }
 
 func waitNode(ctx context.Context, c *client.Client) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // Exit codes, as Nomad's: 0 success, 1 failure, 2 cannot be placed.
@@ -53,6 +54,34 @@ type globals struct {
 	output  string
 	tlsDir  string
 	token   string
+	// namespace is --namespace or $DROVER_NAMESPACE: the namespace of a
+	// submitted job that names none, and the filter of job lists.
+	namespace string
+}
+
+// jobNamespace puts a job whose file names no namespace into --namespace;
+// a file that names another one is an error rather than a silent move.
+func (g *globals) jobNamespace(job *spec.Job) error {
+	ns := g.namespace
+	if ns == "" {
+		ns = os.Getenv("DROVER_NAMESPACE")
+	}
+	if ns == "" || ns == job.Namespace {
+		return nil
+	}
+	if job.Namespace != "" && job.Namespace != spec.DefaultNamespace {
+		return fmt.Errorf("job %q names namespace %q, but --namespace (or DROVER_NAMESPACE) is %q: change one of them", job.Name, job.Namespace, ns)
+	}
+	job.Namespace = ns
+	return nil
+}
+
+// listNamespace is the namespace a job list is narrowed to ("" all).
+func (g *globals) listNamespace() string {
+	if g.namespace != "" {
+		return g.namespace
+	}
+	return os.Getenv("DROVER_NAMESPACE")
 }
 
 func newRoot() *cobra.Command {
@@ -72,6 +101,7 @@ Then, in another terminal:         drover status hello`,
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "directory with ca.pem, cli.pem and cli-key.pem from drover tls init (default $DROVER_TLS_DIR, or what a drover dev on this machine left)")
+	root.PersistentFlags().StringVar(&g.namespace, "namespace", "", "namespace of a submitted job whose file names none, and of job lists (default $DROVER_NAMESPACE; lists: every namespace the token may read)")
 	root.PersistentFlags().StringVar(&g.token, "token", "", "ACL token (default $DROVER_TOKEN, or a drover dev's own token on this machine)")
 	root.AddCommand(
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),

@@ -61,6 +61,9 @@ placed (as drover run's 2).`,
 				return planVerdict(err, p.Fits())
 			}
 			job, err := readJob(file, cmd.InOrStdin())
+			if err == nil {
+				err = g.jobNamespace(job)
+			}
 			if err != nil {
 				return err
 			}

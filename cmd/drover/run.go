@@ -41,6 +41,9 @@ soon as room appears).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := readJob(args[0], cmd.InOrStdin())
+			if err == nil {
+				err = g.jobNamespace(job)
+			}
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}

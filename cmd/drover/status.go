@@ -32,7 +32,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			defer cancel()
 			out := cmd.OutOrStdout()
 			if len(args) == 0 {
-				jobs, _, err := c.Jobs(ctx, nil)
+				jobs, _, err := c.Jobs(ctx, &client.QueryOptions{Namespace: g.listNamespace()})
 				if err != nil {
 					return err
 				}

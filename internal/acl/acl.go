@@ -76,16 +76,35 @@ type NodeRule struct {
 func Parse(filename string, src []byte) (*Rules, error) {
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("%s", diags.Error())
+		return nil, diagError(diags)
 	}
 	var r Rules
 	if diags := gohcl.DecodeBody(f.Body, nil, &r); diags.HasErrors() {
-		return nil, fmt.Errorf("%s", diags.Error())
+		return nil, diagError(diags)
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", filename, err)
 	}
 	return &r, nil
+}
+
+// diagError lists every error diagnostic, each with its place.
+func diagError(diags hcl.Diagnostics) error {
+	var msgs []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		m := d.Summary
+		if d.Detail != "" {
+			m += ": " + d.Detail
+		}
+		if d.Subject != nil {
+			m = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, m)
+		}
+		msgs = append(msgs, m)
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
 }
 
 // Validate checks names and capabilities.

@@ -149,9 +149,15 @@ func IsStatus(err error, status int) bool {
 type QueryOptions struct {
 	Index int64
 	Wait  time.Duration
+	// Namespace narrows a job list to one namespace ("": every namespace
+	// the token may read).
+	Namespace string
 }
 
 func (q *QueryOptions) values(v url.Values) {
+	if q != nil && q.Namespace != "" {
+		v.Set("namespace", q.Namespace)
+	}
 	if q == nil || q.Index == 0 {
 		return
 	}

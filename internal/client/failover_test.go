@@ -102,7 +102,7 @@ func TestSplitAddrs(t *testing.T) {
 		t.Fatalf("SplitAddrs = %q", got)
 	}
 	c, err := NewMulti(nil)
-	if err != nil || c.Address() != DefaultAddress {
+	if err != nil || c.Address() != "http://"+DefaultAddress {
 		t.Fatalf("NewMulti(nil) = %v, %v", c.Address(), err)
 	}
 }

@@ -12,10 +12,13 @@
 //	s3   drover server --etcd-endpoints <s1's etcd>
 //	aN   drover agent --servers <all three> --data-dir D --http-addr 127.0.0.1:0
 //
-// every server with --leader-ttl 2s. s1 serves the API but never leads, so
-// killing the leader never takes the store down with it; the leader is s2
-// or s3. Each agent's list starts at a different server, so the agents do
-// not all talk to the same one.
+// every server with --leader-ttl 2s, and every process with one --tls-dir
+// (the cluster's CA and certificates, which s1 makes on its first start).
+// Once a leader is elected the harness bootstraps the ACLs; its clients
+// speak mutual TLS with cli.pem and carry that management token. s1 serves
+// the API but never leads, so killing the leader never takes the store
+// down with it; the leader is s2 or s3. Each agent's list starts at a
+// different server, so the agents do not all talk to the same one.
 //
 // Every wait has a deadline, and everything a test starts (servers,
 // agents and the agents' task processes) is killed in t.Cleanup.

@@ -33,6 +33,7 @@ const leaderTTL = 2 * time.Second
 // same data dir and addresses.
 type proc struct {
 	t    *testing.T
+	c    *cluster
 	name string
 	args func() []string // the command line; reads the addresses learned so far
 	cmd  *exec.Cmd
@@ -40,12 +41,12 @@ type proc struct {
 	done chan error
 
 	httpAddr string // host:port once known
-	api      string // http://host:port
+	api      string // https://host:port
 	etcd     string // s1: http://host:port of its etcd
 }
 
 var (
-	serverLine = regexp.MustCompile(`drover server \S+: API at (http://[^,\s]+), (?:embedded )?etcd at (http://[^,\s]+)`)
+	serverLine = regexp.MustCompile(`drover server \S+: API at (https://[^,\s]+), (?:embedded )?etcd at (http://[^,\s]+)`)
 	agentLine  = regexp.MustCompile(`drover agent \S+ \(node (\S+)\): servers`)
 )
 
@@ -85,7 +86,7 @@ func (p *proc) start() {
 	case m := <-ready:
 		if len(m) == 3 {
 			p.api, p.etcd = m[1], m[2]
-			p.httpAddr = strings.TrimPrefix(m[1], "http://")
+			p.httpAddr = strings.TrimPrefix(m[1], "https://")
 		}
 	case err := <-p.done:
 		p.done <- err
@@ -132,18 +133,14 @@ func (p *proc) wait(timeout time.Duration) error {
 	}
 }
 
-func (p *proc) client() *client.Client {
-	c, err := client.New(p.api)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return c
-}
+func (p *proc) client() *client.Client { return p.c.client(p.api) }
 
 // cluster is s1 (embedded etcd, API only), s2, s3 and some agents.
 type cluster struct {
 	t       *testing.T
 	dir     string
+	tlsDir  string  // the cluster's CA and certificates, made by s1; every process uses it
+	token   string  // the management token's secret, bootstrapped once a leader is elected
 	servers []*proc // s1, s2, s3
 	agents  []*proc
 	nodeIDs map[string]string // agent name -> node ID
@@ -161,9 +158,10 @@ func addrOr(a string) string {
 func startCluster(t *testing.T, agents int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), nodeIDs: map[string]string{}}
+	c.tlsDir = filepath.Join(c.dir, "tls")
 	t.Cleanup(c.cleanup)
 	ttl := leaderTTL.String()
-	s1 := &proc{t: t, name: "s1", out: &syncBuffer{}}
+	s1 := &proc{t: t, c: c, name: "s1", out: &syncBuffer{}}
 	s1.args = func() []string {
 		etcdAddr := "127.0.0.1:0"
 		if s1.etcd != "" {
@@ -171,20 +169,21 @@ func startCluster(t *testing.T, agents int) *cluster {
 		}
 		return []string{"server", "--name", "s1", "--api-only", "--data-dir", filepath.Join(c.dir, "s1"),
 			"--http-addr", addrOr(s1.httpAddr), "--etcd-client-addr", etcdAddr, "--etcd-peer-addr", "127.0.0.1:0",
-			"--leader-ttl", ttl}
+			"--leader-ttl", ttl, "--tls-dir", c.tlsDir}
 	}
 	s1.start()
 	c.servers = append(c.servers, s1)
 	for _, name := range []string{"s2", "s3"} {
-		p := &proc{t: t, name: name, out: &syncBuffer{}}
+		p := &proc{t: t, c: c, name: name, out: &syncBuffer{}}
 		p.args = func() []string {
 			return []string{"server", "--name", p.name, "--etcd-endpoints", s1.etcd,
-				"--http-addr", addrOr(p.httpAddr), "--leader-ttl", ttl}
+				"--http-addr", addrOr(p.httpAddr), "--leader-ttl", ttl, "--tls-dir", c.tlsDir}
 		}
 		p.start()
 		c.servers = append(c.servers, p)
 	}
 	c.waitLeader(nil, 20*time.Second)
+	c.bootstrap()
 	for i := 0; i < agents; i++ {
 		c.startAgent(fmt.Sprintf("a%d", i+1), (i+1)%len(c.servers))
 	}
@@ -205,10 +204,10 @@ func (c *cluster) startAgentWith(name string, first int, extra ...string) *proc 
 	for k := range c.servers {
 		addrs = append(addrs, c.servers[(first+k)%len(c.servers)].api)
 	}
-	p := &proc{t: c.t, name: name, out: &syncBuffer{}}
+	p := &proc{t: c.t, c: c, name: name, out: &syncBuffer{}}
 	p.args = func() []string {
 		return append([]string{"agent", "--name", name, "--data-dir", filepath.Join(c.dir, name),
-			"--http-addr", "127.0.0.1:0", "--servers", strings.Join(addrs, ",")}, extra...)
+			"--http-addr", "127.0.0.1:0", "--servers", strings.Join(addrs, ","), "--tls-dir", c.tlsDir}, extra...)
 	}
 	p.start()
 	if m := agentLine.FindStringSubmatch(p.out.String()); m != nil {
@@ -239,17 +238,37 @@ func (c *cluster) live() []*proc {
 	return out
 }
 
+// client returns a client of addrs (failing over between them) that
+// speaks mutual TLS with the cluster's CLI certificate and sends the
+// management token (once bootstrapped).
+func (c *cluster) client(addrs ...string) *client.Client {
+	cl, err := client.Config{Addresses: addrs, TLSDir: c.tlsDir, Token: c.token}.Client()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
 // api returns a client failing over between the running servers.
 func (c *cluster) api() *client.Client {
 	var addrs []string
 	for _, p := range c.live() {
 		addrs = append(addrs, p.api)
 	}
-	cl, err := client.NewMulti(addrs)
+	return c.client(addrs...)
+}
+
+// bootstrap makes the cluster's management token, which every later
+// request through client carries.
+func (c *cluster) bootstrap() {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tok, err := c.api().ACLBootstrap(ctx)
 	if err != nil {
-		c.t.Fatal(err)
+		c.t.Fatalf("ACL bootstrap: %v", err)
 	}
-	return cl
+	c.token = tok.SecretID
 }
 
 // leaderSeen asks every running server for the leader; it returns the name

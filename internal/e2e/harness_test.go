@@ -42,9 +42,12 @@ type devProc struct {
 	dataDir string
 	out     *syncBuffer
 	done    chan error
+	// tlsDir and token are for a `drover server` (startServer); a dev
+	// leaves them for the CLI on this machine, so they stay empty.
+	tlsDir, token string
 }
 
-var apiLine = regexp.MustCompile(`API at (http://\S+),`)
+var apiLine = regexp.MustCompile(`API at (https://\S+),`)
 
 // startDev runs `drover dev` on a free port with dataDir and waits until it
 // prints its address and the API answers.
@@ -102,7 +105,7 @@ func (d *devProc) stop() error {
 }
 
 func (d *devProc) client() *client.Client {
-	c, err := client.New(d.addr)
+	c, err := client.Config{Addresses: []string{d.addr}, TLSDir: d.tlsDir, Token: d.token}.Resolve().Client()
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -117,6 +120,9 @@ func (d *devProc) cli(stdin string, args ...string) (string, string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, droverBin, args...)
 	cmd.Env = append(os.Environ(), "DROVER_ADDR="+d.addr)
+	if d.tlsDir != "" {
+		cmd.Env = append(cmd.Env, "DROVER_TLS_DIR="+d.tlsDir, "DROVER_TOKEN="+d.token)
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

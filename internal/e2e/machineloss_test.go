@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // startAgent runs a second node, `drover agent`, against a dev server.
 func startAgent(t *testing.T, d *devProc, name, dataDir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(droverBin, append([]string{"agent", "--server", d.addr, "--data-dir", dataDir,
+	cmd := exec.Command(droverBin, append([]string{"agent", "--server", d.addr, "--data-dir", dataDir, "--tls-dir", filepath.Join(d.dataDir, "tls"),
 		"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn"}, portRange...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

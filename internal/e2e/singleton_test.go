@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/testbin"
 )
@@ -34,7 +34,7 @@ func startProxy(t *testing.T, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: strings.TrimPrefix(target, "http://")}
+	p := &proxy{ln: ln, target: strings.TrimPrefix(target, "https://")}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -63,7 +63,7 @@ func startProxy(t *testing.T, target string) *proxy {
 	return p
 }
 
-func (p *proxy) addr() string { return "http://" + p.ln.Addr().String() }
+func (p *proxy) addr() string { return "https://" + p.ln.Addr().String() }
 
 func (p *proxy) setCut(cut bool) {
 	p.mu.Lock()
@@ -77,10 +77,13 @@ func (p *proxy) setCut(cut bool) {
 	}
 }
 
-var serverAPI = regexp.MustCompile(`API at (http://[^,\s]+)`)
+var serverAPI = regexp.MustCompile(`API at (https://[^,\s]+)`)
 
-// startServer runs `drover server` with an embedded etcd on free ports.
-func startServer(t *testing.T, dataDir string) string {
+// startServer runs `drover server` with an embedded etcd on free ports. It
+// makes the cluster's certificates in dataDir/tls (agents take theirs from
+// there too); the returned devProc's client and cli use them and the ACL
+// bootstrap token.
+func startServer(t *testing.T, dataDir string) *devProc {
 	t.Helper()
 	cmd := exec.Command(droverBin, "server", "--name", "s1", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
 		"--etcd-client-addr", "127.0.0.1:0", "--etcd-peer-addr", "127.0.0.1:0", "--log-level", "warn")
@@ -98,13 +101,18 @@ func startServer(t *testing.T, dataDir string) string {
 			}
 		}
 	}()
+	d := &devProc{t: t, tlsDir: filepath.Join(dataDir, "tls")}
 	select {
-	case a := <-addr:
-		return a
+	case d.addr = <-addr:
 	case <-time.After(60 * time.Second):
 		t.Fatal("drover server did not print its address within 60s")
 	}
-	return ""
+	tok, err := d.client().ACLBootstrap(t.Context())
+	if err != nil {
+		t.Fatalf("acl bootstrap: %v", err)
+	}
+	d.token = tok.SecretID
+	return d
 }
 
 // Singleton safety: the node running a `disconnect { stop_after }` job is
@@ -116,15 +124,14 @@ func TestSingletonNeverOverlapsAcrossAPartition(t *testing.T) {
 	// Runs after the agents are killed (cleanups run last registered
 	// first) and before dir is removed.
 	t.Cleanup(func() { testbin.KillTasks(t, "e2esingle", dir) })
-	srv := startServer(t, dir+"/server")
-	c, _ := client.New(srv)
-	d := &devProc{t: t, addr: srv}
+	d := startServer(t, dir+"/server")
+	c := d.client()
 	proxies := map[string]*proxy{}
 	for _, name := range []string{"n1", "n2"} {
-		p := startProxy(t, srv)
+		p := startProxy(t, d.addr)
 		proxies[name] = p
 		cmd := exec.Command(droverBin, "agent", "--server", p.addr(), "--data-dir", dir+"/"+name,
-			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn")
+			"--tls-dir", d.tlsDir, "--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -2,6 +2,10 @@
 // cluster: three real etcd members (Debian's etcd-server, /usr/bin/etcd
 // 3.4) on 127.0.0.1 with free ports, two `drover server --etcd-endpoints`
 // and three `drover agent` processes, and then takes etcd members away.
+// drover runs secure by default: its processes share one --tls-dir (made
+// by the first server) and the CLI gets DROVER_TLS_DIR and the token from
+// `drover acl bootstrap` as DROVER_TOKEN. That is drover's own API TLS,
+// separate from the etcd client TLS TestEtcdTLS is about.
 //
 // The package has no code of its own, only tests:
 //

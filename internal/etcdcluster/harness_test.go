@@ -392,7 +392,7 @@ func (ec *etcdCluster) pick(leader bool) *etcdMember {
 
 // ---- drover ----
 
-var apiLine = regexp.MustCompile(`API at (http://\S+),`)
+var apiLine = regexp.MustCompile(`API at (https://\S+),`)
 
 // droverCluster is two servers and three agents on an etcd cluster.
 type droverCluster struct {
@@ -400,6 +400,8 @@ type droverCluster struct {
 	bin     string
 	servers []*proc
 	addrs   []string // the servers' API URLs
+	tlsDir  string   // drover's own CA and certificates (not etcd's), made by s1
+	token   string   // the management token's secret, for the CLI
 	agents  []*proc
 	mu      sync.Mutex
 	jobs    []string // whose task processes the cleanup kills
@@ -410,23 +412,28 @@ type droverCluster struct {
 // ready. extra is added to every server's flags (TLS options).
 func startDrover(t *testing.T, endpoints []string, nServers, nAgents int, extra ...string) *droverCluster {
 	t.Helper()
-	dc := &droverCluster{t: t, bin: droverBinary(t)}
+	dir := t.TempDir()
+	dc := &droverCluster{t: t, bin: droverBinary(t), tlsDir: filepath.Join(dir, "tls")}
 	t.Cleanup(dc.cleanup)
 	for i := range nServers {
 		name := fmt.Sprintf("s%d", i+1)
 		args := append([]string{"server", "--etcd-endpoints", strings.Join(endpoints, ","),
-			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", logLevel()}, extra...)
+			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", logLevel(), "--tls-dir", dc.tlsDir}, extra...)
 		p, addr := startProc(t, "drover server "+name, dc.bin, args, apiLine)
 		dc.servers = append(dc.servers, p)
 		dc.addrs = append(dc.addrs, addr)
 	}
-	dir := t.TempDir()
+	var tok spec.ACLToken
+	if err := dc.cliJSON(&tok, "acl", "bootstrap"); err != nil {
+		t.Fatal(err)
+	}
+	dc.token = tok.SecretID
 	for i := range nAgents {
 		name := fmt.Sprintf("a%d", i+1)
 		// Each agent's list starts at a different server.
 		servers := append(append([]string(nil), dc.addrs[i%nServers:]...), dc.addrs[:i%nServers]...)
 		args := []string{"agent", "--servers", strings.Join(servers, ","), "--data-dir", filepath.Join(dir, name),
-			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", logLevel()}
+			"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", logLevel(), "--tls-dir", dc.tlsDir}
 		p, _ := startProc(t, "drover agent "+name, dc.bin, args, nil)
 		dc.agents = append(dc.agents, p)
 	}
@@ -487,13 +494,15 @@ func (dc *droverCluster) cleanup() {
 }
 
 // cli runs a drover CLI command against the servers (DROVER_ADDR lists
-// them all) and returns its stdout, stderr and exit code.
+// them all; DROVER_TLS_DIR and DROVER_TOKEN are the cluster's) and returns
+// its stdout, stderr and exit code.
 func (dc *droverCluster) cli(timeout time.Duration, args ...string) (string, string, int) {
 	dc.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, dc.bin, args...)
-	cmd.Env = append(cleanEnv(), "DROVER_ADDR="+strings.Join(dc.addrs, ","))
+	cmd.Env = append(cleanEnv(), "DROVER_ADDR="+strings.Join(dc.addrs, ","),
+		"DROVER_TLS_DIR="+dc.tlsDir, "DROVER_TOKEN="+dc.token)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -68,7 +68,8 @@ func TestEtcdTLS(t *testing.T) {
 				}
 				args = append(args, tc.args[i])
 			}
-			args = append([]string{"server", "--etcd-endpoints", endpoints, "--http-addr", "127.0.0.1:0", "--name", "bad"}, args...)
+			args = append([]string{"server", "--etcd-endpoints", endpoints, "--http-addr", "127.0.0.1:0", "--name", "bad",
+				"--tls-dir", dc.tlsDir}, args...) // drover's own API TLS is fine: only etcd's is wrong
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			start := time.Now()

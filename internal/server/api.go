@@ -212,7 +212,7 @@ func allocsByJob(allocs []*spec.Alloc) map[string][]*spec.Alloc {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
-	name, err := s.jobName(r, acl.Read)
+	name, err := pathName(r, "name", "job name") // jobStatus checks read on the job's namespace
 	if err != nil {
 		return err
 	}
@@ -231,6 +231,9 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 		return nil, 0, notFound("no job named %q; see drover status for the jobs there are", name)
 	}
 	if err != nil {
+		return nil, 0, err
+	}
+	if err := s.allow(r, job.Namespace, acl.Read); err != nil {
 		return nil, 0, err
 	}
 	allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{Job: name})

@@ -81,8 +81,17 @@ func forbidden(format string, args ...any) *apiError {
 }
 
 // authorize checks the request against its route's access and returns the
-// request carrying its identity.
-func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
+// request carrying its identity, and what to call when the request ends.
+func (s *Server) authorize(r *http.Request, a access) (*http.Request, func(), error) {
+	r, err := s.authorizeOnce(r, a)
+	if err != nil || identityOf(r).token == nil {
+		return r, func() {}, err
+	}
+	r, stop := s.watchRevocation(r, tokenOf(r))
+	return r, stop, nil
+}
+
+func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error) {
 	role := peerRole(r.TLS)
 	if a == accessOpen {
 		return r, nil
@@ -179,6 +188,44 @@ func (s *Server) allowJob(r *http.Request, name, capability string) error {
 		return err
 	}
 	return s.allow(r, job.Namespace, capability)
+}
+
+// errTokenRevoked ends a request whose token was deleted while it ran.
+var errTokenRevoked = errors.New("the request's ACL token was deleted while the request ran")
+
+// revocationCheck is how often a long request (a blocking query, a log
+// follow) checks that its token still exists. A short request ends before
+// the first check and costs nothing.
+const revocationCheck = time.Second
+
+// watchRevocation cancels r's context, with errTokenRevoked as its cause,
+// within revocationCheck + tokenCacheTTL of its token being deleted.
+// Changes to the token's policies apply to the next request, not to one
+// that is running.
+func (s *Server) watchRevocation(r *http.Request, secret string) (*http.Request, func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	t = time.AfterFunc(revocationCheck, func() {
+		_, _, err := s.tokens.resolve(ctx, s.reg, secret)
+		if errors.Is(err, registry.ErrNotFound) {
+			cancel(errTokenRevoked)
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(revocationCheck)
+		}
+		mu.Unlock()
+	})
+	return r.WithContext(ctx), func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // tokenCache remembers resolved tokens for tokenCacheTTL, keyed by the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,16 +28,16 @@ import (
 type rule int
 
 const (
-	ruleOpen      rule = iota // anyone with a certificate of the cluster
-	ruleNode                  // only the node itself (agent certificate + node secret)
-	ruleRead                  // read in the target's namespace ("default")
-	ruleList                  // any valid token; the answer is filtered
-	ruleAnyToken              // any valid token
-	ruleSubmit                // submit in the target's namespace
-	ruleLogs                  // logs in the target's namespace
-	ruleNodeRead              // node read
-	ruleNodeWrite             // node write
-	ruleManagement            // a management token
+	ruleOpen       rule = iota // anyone with a certificate of the cluster
+	ruleNode                   // only the node itself (agent certificate + node secret)
+	ruleRead                   // read in the target's namespace ("default")
+	ruleList                   // any valid token; the answer is filtered
+	ruleAnyToken               // any valid token
+	ruleSubmit                 // submit in the target's namespace
+	ruleLogs                   // logs in the target's namespace
+	ruleNodeRead               // node read
+	ruleNodeWrite              // node write
+	ruleManagement             // a management token
 )
 
 // identities are the identities, in the order they are tried (management last:
@@ -121,16 +122,16 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/services/{name}":               {ruleList, "GET", "/v1/services/nothing", "", true},
 		// Bootstrap is open and works once: the fixture did it, so every
 		// identity gets a 409 (which is not a 401/403).
-		"POST /v1/acl/bootstrap":             {ruleOpen, "POST", "/v1/acl/bootstrap", "", true},
-		"GET /v1/acl/token/self":             {ruleAnyToken, "GET", "/v1/acl/token/self", "", false},
-		"GET /v1/acl/tokens":                 {ruleManagement, "GET", "/v1/acl/tokens", "", false},
-		"POST /v1/acl/tokens":                {ruleManagement, "POST", "/v1/acl/tokens", `{"name":"new","policies":["reader"]}`, false},
-		"GET /v1/acl/tokens/{accessor}":      {ruleManagement, "GET", "/v1/acl/tokens/" + f.readerAccessor, "", false},
-		"DELETE /v1/acl/tokens/{accessor}":   {ruleManagement, "DELETE", "/v1/acl/tokens/" + f.spareAccessor, "", false},
-		"GET /v1/acl/policies":               {ruleManagement, "GET", "/v1/acl/policies", "", false},
-		"GET /v1/acl/policies/{name}":        {ruleManagement, "GET", "/v1/acl/policies/reader", "", false},
-		"PUT /v1/acl/policies/{name}":        {ruleManagement, "PUT", "/v1/acl/policies/tmp", `{"rules":"namespace \"tmp\" { capabilities = [\"read\"] }"}`, false},
-		"DELETE /v1/acl/policies/{name}":     {ruleManagement, "DELETE", "/v1/acl/policies/spare", "", false},
+		"POST /v1/acl/bootstrap":           {ruleOpen, "POST", "/v1/acl/bootstrap", "", true},
+		"GET /v1/acl/token/self":           {ruleAnyToken, "GET", "/v1/acl/token/self", "", false},
+		"GET /v1/acl/tokens":               {ruleManagement, "GET", "/v1/acl/tokens", "", false},
+		"POST /v1/acl/tokens":              {ruleManagement, "POST", "/v1/acl/tokens", `{"name":"new","policies":["reader"]}`, false},
+		"GET /v1/acl/tokens/{accessor}":    {ruleManagement, "GET", "/v1/acl/tokens/" + f.readerAccessor, "", false},
+		"DELETE /v1/acl/tokens/{accessor}": {ruleManagement, "DELETE", "/v1/acl/tokens/" + f.spareAccessor, "", false},
+		"GET /v1/acl/policies":             {ruleManagement, "GET", "/v1/acl/policies", "", false},
+		"GET /v1/acl/policies/{name}":      {ruleManagement, "GET", "/v1/acl/policies/reader", "", false},
+		"PUT /v1/acl/policies/{name}":      {ruleManagement, "PUT", "/v1/acl/policies/tmp", `{"rules":"namespace \"tmp\" { capabilities = [\"read\"] }"}`, false},
+		"DELETE /v1/acl/policies/{name}":   {ruleManagement, "DELETE", "/v1/acl/policies/spare", "", false},
 	}
 	for _, rt := range f.srv.routeTable() {
 		if _, ok := cases[rt.pattern]; !ok {
@@ -163,6 +164,39 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("%d endpoints x %d identities = %d answers checked", len(f.srv.routeTable()), len(identities), cells)
+
+	// Every request and refusal was logged at debug level: no token's
+	// secret and no node secret is in the log.
+	logs := f.logs.String()
+	for id, secret := range f.tokens {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the %s token's secret is in the server's log", id)
+		}
+	}
+	if strings.Contains(logs, f.nodeSecret) {
+		t.Error("the node secret is in the server's log")
+	}
+	if !strings.Contains(logs, "/v1/acl/tokens") {
+		t.Errorf("the debug log does not show the requests; the check above proves nothing:\n%.2000s", logs)
+	}
+}
+
+// lockedBuffer is a log sink for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestListsShowOnlyReadableNamespaces: a token for namespace "other" sees
@@ -232,12 +266,14 @@ type authFixture struct {
 	nodeSecret                    string
 	alloc, deployment             string
 	readerAccessor, spareAccessor string
+	logs                          *lockedBuffer
 }
 
-func newAuthFixture(t *testing.T) *authFixture {
+func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	dir := t.TempDir()
 	tlsDir := filepath.Join(dir, "tls")
 	if _, err := pki.Init(tlsDir, pki.InitOptions{}); err != nil {
@@ -275,7 +311,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 		reg.Close()
 		emb.Close()
 	})
-	f := &authFixture{srv: srv, base: "https://" + ln.Addr().String(), tokens: map[string]string{}}
+	f := &authFixture{srv: srv, base: "https://" + ln.Addr().String(), tokens: map[string]string{}, logs: logs}
 	f.cli = httpsClient(t, pki.DirFiles(tlsDir, pki.RoleCLI))
 	f.agent = httpsClient(t, pki.DirFiles(tlsDir, pki.RoleAgent))
 	for deadline := time.Now().Add(10 * time.Second); !srv.IsLeader(); time.Sleep(10 * time.Millisecond) {
@@ -326,7 +362,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 }
 
 // waitAllocs waits for job's first allocation and returns its ID.
-func (f *authFixture) waitAllocs(t *testing.T, job string) string {
+func (f *authFixture) waitAllocs(t testing.TB, job string) string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		_, body := f.call("management", "GET", "/v1/jobs/"+job+"/allocations", "")
@@ -341,7 +377,7 @@ func (f *authFixture) waitAllocs(t *testing.T, job string) string {
 	}
 }
 
-func httpsClient(t *testing.T, files pki.Files) *http.Client {
+func httpsClient(t testing.TB, files pki.Files) *http.Client {
 	t.Helper()
 	cfg, err := pki.ClientConfig(files, pki.ServerName)
 	if err != nil {
@@ -372,7 +408,7 @@ func (f *authFixture) call(id, method, path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (f *authFixture) mustOK(t *testing.T, method, path, body string) string {
+func (f *authFixture) mustOK(t testing.TB, method, path, body string) string {
 	t.Helper()
 	st, out := f.call("management", method, path, body)
 	if st/100 != 2 {
@@ -381,7 +417,7 @@ func (f *authFixture) mustOK(t *testing.T, method, path, body string) string {
 	return out
 }
 
-func field(t *testing.T, body, name string) string {
+func field(t testing.TB, body, name string) string {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(body), &m); err != nil {
@@ -394,3 +430,83 @@ func field(t *testing.T, body, name string) string {
 	return s
 }
 
+// TestTokenDeletedDuringABlockingQuery: a long poll whose token is deleted
+// ends with a 403 within seconds, not at the end of its wait (reliability
+// case 40).
+func TestTokenDeletedDuringABlockingQuery(t *testing.T) {
+	f := newAuthFixture(t)
+	body := f.mustOK(t, "POST", "/v1/acl/tokens", `{"name":"short-lived","policies":["reader"]}`)
+	f.tokens["short-lived"] = field(t, body, "secret_id")
+	accessor := field(t, body, "accessor_id")
+	st, _ := f.call("short-lived", "GET", "/v1/jobs", "")
+	if st != 200 {
+		t.Fatalf("the new token does not work: %d", st)
+	}
+	type answer struct {
+		status int
+		body   string
+		at     time.Time
+	}
+	got := make(chan answer, 1)
+	go func() {
+		// An index far ahead: the query waits its whole minute unless cut.
+		st, body := f.call("short-lived", "GET", "/v1/jobs?index=999999999&wait=60s", "")
+		got <- answer{st, body, time.Now()}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	deleted := time.Now()
+	f.mustOK(t, "DELETE", "/v1/acl/tokens/"+accessor, "")
+	select {
+	case a := <-got:
+		if a.status != http.StatusForbidden || !strings.Contains(a.body, "deleted") {
+			t.Fatalf("blocking query after its token was deleted: %d %s, want 403", a.status, a.body)
+		}
+		t.Logf("token deleted -> blocking query ended with 403 after %s", a.at.Sub(deleted).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking query still waits 10s after its token was deleted")
+	}
+	if st, _ := f.call("short-lived", "GET", "/v1/jobs", ""); st != http.StatusForbidden {
+		t.Errorf("a new request with the deleted token: %d, want 403", st)
+	}
+}
+
+// BenchmarkAPIRequestCost is what mutual TLS and an ACL check add to an API
+// request on a kept-alive connection: the same GET /v1/jobs/web against
+// the same server over plain HTTP without a token (the baseline) and over
+// mutual TLS with a read-only token.
+func BenchmarkAPIRequestCost(b *testing.B) {
+	f := newAuthFixture(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	open := New(Config{Registry: f.srv.reg, ID: "open", Logger: slog.New(slog.DiscardHandler)})
+	hs := Serve(ln, open.Handler(nil), HTTPLimits{}, nil)
+	b.Cleanup(func() { hs.Close() })
+	plain := &http.Client{Transport: &http.Transport{}}
+	get := func(b *testing.B, hc *http.Client, url, token string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set(TokenHeader, token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %d", url, resp.StatusCode)
+		}
+	}
+	b.Run("plain-no-acl", func(b *testing.B) {
+		for b.Loop() {
+			get(b, plain, "http://"+ln.Addr().String()+"/v1/jobs/web", "")
+		}
+	})
+	b.Run("mtls-acl", func(b *testing.B) {
+		for b.Loop() {
+			get(b, f.cli, f.base+"/v1/jobs/web", f.tokens["read-only"])
+		}
+	})
+}

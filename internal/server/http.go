@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -83,9 +84,19 @@ func (s *Server) wrap(a access, h handlerFunc) http.Handler {
 				writeError(w, http.StatusInternalServerError, "internal error", nil)
 			}
 		}()
-		ar, err := s.authorize(r, a)
+		ar, done, err := s.authorize(r, a)
+		defer done()
+		rw := &answerWriter{ResponseWriter: w}
 		if err == nil {
-			err = h(w, ar)
+			err = h(rw, ar)
+		}
+		if ar != nil && context.Cause(ar.Context()) == errTokenRevoked {
+			// A blocking query still waiting gets a 403; a stream already
+			// answering (drover logs -f) just ends.
+			if !rw.answered {
+				writeError(w, http.StatusForbidden, errTokenRevoked.Error(), nil)
+			}
+			return
 		}
 		if err != nil {
 			if r.Context().Err() != nil {
@@ -250,7 +261,7 @@ const (
 type HTTPLimits struct {
 	// TLS, when set, serves HTTPS with it (pki.ServerConfig: mutual TLS).
 	// Not a limit, but every listener's other setting.
-	TLS *tls.Config
+	TLS               *tls.Config
 	ReadHeaderTimeout time.Duration
 	BodyReadTimeout   time.Duration
 	WriteStallTimeout time.Duration
@@ -441,3 +452,23 @@ func (c *limitConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// answerWriter notes whether a handler began its answer.
+type answerWriter struct {
+	http.ResponseWriter
+	answered bool
+}
+
+func (a *answerWriter) WriteHeader(code int) {
+	a.answered = true
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *answerWriter) Write(b []byte) (int, error) {
+	a.answered = true
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.NewResponseController reach the connection (Flush,
+// deadlines).
+func (a *answerWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
