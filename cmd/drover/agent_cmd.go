@@ -30,7 +30,7 @@ func newAgentCmd() *cobra.Command {
 speaks only the servers' HTTP API; given several (--servers a,b,c), it moves
 to the next when one cannot be reached. Stopping the agent leaves its tasks
 running.`,
-		Example: "  drover agent --servers http://10.0.0.1:4646,http://10.0.0.2:4646 --data-dir /var/lib/drover-agent --meta rack=r1",
+		Example: "  drover agent --servers 10.0.0.1:4646,10.0.0.2:4646 --data-dir /var/lib/drover-agent --tls-dir /etc/drover/tls --meta rack=r1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := newLogger(logLevel)

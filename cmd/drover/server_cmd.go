@@ -30,8 +30,13 @@ func newServerCmd() *cobra.Command {
 		Short: "Run a server: the HTTP API and, while leader, the scheduler",
 		Long: `Server serves the HTTP API and takes part in the leader election; the leader
 schedules. State lives in etcd: an embedded member in --data-dir by default,
-or an existing etcd cluster given with --etcd-endpoints.`,
-		Example: "  drover server --data-dir /var/lib/drover\n  drover server --etcd-endpoints http://10.0.0.1:2379 --name s1",
+or an existing etcd cluster given with --etcd-endpoints.
+
+It speaks mutual TLS with the certificates in --tls-dir (the first server
+makes a CA and every certificate there when it finds none) and requires an
+ACL token on every operator request: run "drover acl bootstrap" once for the
+first one. docs/security.md has the details.`,
+		Example: "  drover server --data-dir /var/lib/drover\n  drover server --etcd-endpoints http://10.0.0.1:2379 --name s1 --tls-dir /etc/drover/tls",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := newLogger(logLevel)

@@ -34,7 +34,7 @@ func newServersCmd(g *globals) *cobra.Command {
 		Long: `Servers asks each address in --address (or $DROVER_ADDR; a comma-separated
 list) for the current leader. There is no registry of servers yet: it shows
 the addresses it was given, whether each answers, and the leader's --name.`,
-		Example: "  drover servers --address http://10.0.0.1:4646,http://10.0.0.2:4646,http://10.0.0.3:4646\n  drover servers -o json",
+		Example: "  drover servers --address 10.0.0.1:4646,10.0.0.2:4646,10.0.0.3:4646\n  drover servers -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(); err != nil {

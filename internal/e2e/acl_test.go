@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -69,20 +66,7 @@ func TestACLThroughTheCLI(t *testing.T) {
 
 	as := func(token string, args ...string) (string, string, int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, droverBin, args...)
-		cmd.Env = append(os.Environ(), "DROVER_ADDR="+d.addr, "DROVER_TOKEN="+token)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), stderr.String(), code
+		return d.cliWith([]string{"DROVER_TOKEN=" + token}, "", args...)
 	}
 	// alice runs a job in her namespace (the file names none: --namespace).
 	must(as(alice.SecretID, "run", "--detach", "--namespace", "team-a", jobFile("teamjob")))

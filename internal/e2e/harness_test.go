@@ -116,13 +116,20 @@ func (d *devProc) client() *client.Client {
 // stdout, stderr and exit code.
 func (d *devProc) cli(stdin string, args ...string) (string, string, int) {
 	d.t.Helper()
+	var env []string
+	if d.tlsDir != "" {
+		env = []string{"DROVER_TLS_DIR=" + d.tlsDir, "DROVER_TOKEN=" + d.token}
+	}
+	return d.cliWith(env, stdin, args...)
+}
+
+// cliWith is cli with more environment (which wins over the process's).
+func (d *devProc) cliWith(env []string, stdin string, args ...string) (string, string, int) {
+	d.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, droverBin, args...)
-	cmd.Env = append(os.Environ(), "DROVER_ADDR="+d.addr)
-	if d.tlsDir != "" {
-		cmd.Env = append(cmd.Env, "DROVER_TLS_DIR="+d.tlsDir, "DROVER_TOKEN="+d.token)
-	}
+	cmd.Env = append(append(os.Environ(), "DROVER_ADDR="+d.addr), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
