@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -29,8 +30,16 @@ const (
 )
 
 // Writer appends to dir/name.log and rotates it when it passes MaxBytes.
+//
+// It works through an os.Root on dir, opened with the first file: a task that can write in
+// dir (replacing its log file by a symlink to another file, or dir itself)
+// cannot make the agent write or rename outside dir, and a log file that is
+// not a regular file (a FIFO) is refused at once instead of blocking.
 type Writer struct {
 	mu       sync.Mutex
+	dir      string
+	root     *os.Root // on dir, from the first open on
+	file     string   // name.log, inside root
 	path     string
 	maxBytes int64
 	keep     int
@@ -50,18 +59,30 @@ func NewWriter(dir, name string, maxBytes int64, keep int) (*Writer, error) {
 	if keep < 0 {
 		keep = DefaultKeep
 	}
-	return &Writer{path: filepath.Join(dir, name+".log"), maxBytes: maxBytes, keep: keep}, nil
+	return &Writer{dir: dir, file: name + ".log", path: filepath.Join(dir, name+".log"), maxBytes: maxBytes, keep: keep}, nil
 }
 
 // Path is the current file's path.
 func Path(dir, name string) string { return filepath.Join(dir, name+".log") }
 
 func (w *Writer) open() error {
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if w.root == nil {
+		root, err := os.OpenRoot(w.dir)
+		if err != nil {
+			return err
+		}
+		w.root = root
+	}
+	// O_NONBLOCK: opening a FIFO with no reader fails instead of waiting;
+	// a regular file ignores it.
+	f, err := w.root.OpenFile(w.file, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0o640)
 	if err != nil {
 		return err
 	}
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("tasklog: %s is not a regular file (%s); not writing to it", w.path, fi.Mode().Type())
+	}
 	if err != nil {
 		f.Close()
 		return err
@@ -96,14 +117,14 @@ func (w *Writer) rotate() error {
 	w.f.Close()
 	w.f = nil
 	for i := w.keep; i >= 1; i-- {
-		src := w.path
+		src := w.file
 		if i > 1 {
-			src = fmt.Sprintf("%s.%d", w.path, i-1)
+			src = fmt.Sprintf("%s.%d", w.file, i-1)
 		}
-		os.Rename(src, fmt.Sprintf("%s.%d", w.path, i))
+		w.root.Rename(src, fmt.Sprintf("%s.%d", w.file, i))
 	}
 	if w.keep == 0 {
-		os.Remove(w.path)
+		w.root.Remove(w.file)
 	}
 	return w.open()
 }
@@ -112,7 +133,13 @@ func (w *Writer) rotate() error {
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
 	w.closed = true
+	if w.root != nil {
+		w.root.Close()
+	}
 	if w.f == nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -480,5 +481,50 @@ func TestFollowUnderConcurrentRotation(t *testing.T) {
 			}
 		}
 		t.Fatalf("follower got %d lines of %d; missing %v", len(gotLines), total, missing)
+	}
+}
+
+// TestWriterStaysInsideItsDirectory: a task that replaces its log file by
+// a symlink to a file outside the directory, or by a FIFO, cannot make the
+// writer write there or block; rotation renames nothing outside either.
+func TestWriterStaysInsideItsDirectory(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, tasklog.Path(dir, "task.stdout")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := tasklog.NewWriter(dir, "task.stdout", 100, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write([]byte("through the symlink\n")); err == nil {
+		t.Error("a write through a symlink out of the directory succeeded")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the file outside now holds %q", b)
+	}
+
+	fifo := filepath.Join(dir, "task.stderr.log")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tasklog.NewWriter(dir, "task.stderr", 100, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() { _, err := f.Write([]byte("into a fifo\n")); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a write into a FIFO succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write into a FIFO with no reader blocked")
 	}
 }
