@@ -13,6 +13,7 @@ import (
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
+	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
 	"github.com/drover-org/drover/internal/spec"
@@ -134,6 +135,10 @@ it, jobs and their instances survive a restart.`,
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
+			// One address serves both: the agent's metrics and readiness
+			// join the server's.
+			srv.AddMetrics(ag.Metrics())
+			srv.AddReadyCheck(metrics.Check{Name: "agent registered", Run: func(context.Context) error { return ag.Ready() }})
 			if aclOn {
 				tokenFile := filepath.Join(dataDir, "token")
 				old, _ := os.ReadFile(tokenFile)

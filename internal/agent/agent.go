@@ -25,6 +25,7 @@ import (
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -65,6 +66,8 @@ type Agent struct {
 	allocsDir string
 	nodeID    string
 	nodeName  string
+
+	metrics *metrics.Agent
 
 	mu      sync.Mutex
 	runners map[string]*allocRunner
@@ -125,6 +128,7 @@ func New(cfg Config) (*Agent, error) {
 		// hundred threads that then queue on the same kernel locks.
 		startSlots: make(chan struct{}, 2*runtime.NumCPU()),
 	}
+	a.metrics = metrics.NewAgent(a.metricsState)
 	for _, d := range cfg.Drivers {
 		a.drivers[d.Name()] = d
 	}

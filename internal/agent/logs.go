@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/http"
 	"strconv"
 
+	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -24,12 +26,24 @@ import (
 //
 // Under TLS only a server's certificate is served: operators read logs
 // through a server, which checks their token; another agent's certificate
-// or a CLI's is a 403.
+// or a CLI's is a 403. GET /livez, /readyz (registered) and /metrics answer
+// any certificate of the cluster: a Prometheus scraper holds a CLI's.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/client/allocations/{id}/logs", a.serveLogs)
 	mux.HandleFunc("GET /v1/client/usage", a.serveUsage)
+	health := http.NewServeMux()
+	health.HandleFunc("GET /livez", metrics.Livez)
+	health.HandleFunc("GET /readyz", metrics.Readyz(func() []metrics.Check {
+		return []metrics.Check{{Name: "registered", Run: func(context.Context) error { return a.Ready() }}}
+	}))
+	health.Handle("GET /metrics", a.serveMetrics())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/livez", "/readyz", "/metrics":
+			health.ServeHTTP(w, r)
+			return
+		}
 		if r.TLS != nil {
 			if role := pki.PeerRole(r.TLS); role != pki.RoleServer {
 				httpError(w, http.StatusForbidden, "an agent's endpoints answer only servers (a server certificate); read logs through a server: drover logs")

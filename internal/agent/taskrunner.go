@@ -129,6 +129,7 @@ func (tr *taskRunner) run(ctx context.Context) {
 		}
 		window = append(window, time.Now())
 		tr.ar.mutate(func(st *spec.AllocStatus) { st.Tasks[name].Restarts++ })
+		tr.ar.agent.metrics.Restarts.Inc()
 	}
 }
 
@@ -227,6 +228,7 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 		return nil, fmt.Errorf("cannot create the alloc directory: %w", err)
 	}
 	a := tr.ar.alloc
+	tr.ar.agent.metrics.TaskStarts.Inc()
 	return tr.drv.Start(ctx, driver.Task{
 		Command: c.Command,
 		Args:    c.Args,

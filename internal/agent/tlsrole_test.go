@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,13 +34,13 @@ func TestAgentEndpointsAnswerOnlyServers(t *testing.T) {
 	hs := server.Serve(ln, a.Handler(), server.HTTPLimits{TLS: serve}, nil)
 	t.Cleanup(func() { hs.Close() })
 
-	get := func(role string) (int, string) {
+	getPath := func(role, path string) (int, string) {
 		cfg, err := pki.ClientConfig(pki.DirFiles(dir, role), pki.AgentName)
 		if err != nil {
 			t.Fatal(err)
 		}
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
-		resp, err := hc.Get("https://" + ln.Addr().String() + "/v1/client/usage")
+		resp, err := hc.Get("https://" + ln.Addr().String() + path)
 		if err != nil {
 			t.Fatalf("as %s: %v", role, err)
 		}
@@ -47,6 +48,7 @@ func TestAgentEndpointsAnswerOnlyServers(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	get := func(role string) (int, string) { return getPath(role, "/v1/client/usage") }
 	if st, body := get(pki.RoleServer); st != http.StatusOK {
 		t.Errorf("a server's certificate: %d %s, want 200", st, body)
 	}
@@ -54,5 +56,16 @@ func TestAgentEndpointsAnswerOnlyServers(t *testing.T) {
 		if st, body := get(role); st != http.StatusForbidden {
 			t.Errorf("a %s certificate: %d %s, want 403", role, st, body)
 		}
+	}
+	// Health and metrics answer any certificate of the cluster (a
+	// scraper's): this agent never registered, so it is live, not ready.
+	if st, body := getPath(pki.RoleCLI, "/livez"); st != http.StatusOK {
+		t.Errorf("/livez: %d %s", st, body)
+	}
+	if st, body := getPath(pki.RoleCLI, "/readyz"); st != http.StatusServiceUnavailable || !strings.Contains(body, "[-]registered failed") {
+		t.Errorf("/readyz of an unregistered agent: %d %s", st, body)
+	}
+	if st, body := getPath(pki.RoleCLI, "/metrics"); st != http.StatusOK || !strings.Contains(body, "drover_agent_registered 0") || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("/metrics: %d %.500s", st, body)
 	}
 }

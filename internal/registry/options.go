@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
 )
 
 // Options says how to reach an existing etcd cluster.
@@ -60,6 +61,7 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 		TLS:         opts.TLS,
 		Logger:      zapToSlog(log.With("component", "etcd-client"), zapcore.ErrorLevel, nil),
 		Context:     context.WithoutCancel(ctx),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(timeRequests)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", opts.Endpoints, ErrUnavailable, err)

@@ -24,6 +24,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	// pass never re-decides what the previous one wrote, and every change
 	// the server's watch has published, so that the change that woke the
 	// pass is in it.
+	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	snap, err := s.mirror.Snapshot(sctx, max(s.committed, s.hub.seenRev()))
 	cancel()
@@ -45,6 +46,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		return time.Time{}, err
 	}
 	s.committed = rev
+	s.observePass(d, start, time.Now(), s.leadingSince)
 	s.revert(ctx, l, d.reconcile.Reverts)
 	s.log.Debug("plan committed", "placed", len(d.sched.Placements), "stopped", len(d.reconcile.Stop),
 		"evicted", len(d.sched.Evictions), "gc", len(d.reconcile.GC), "unplaced", len(d.sched.Failures))

@@ -18,7 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/drover-org/drover/internal/dns"
+	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
 )
@@ -126,6 +129,13 @@ type Server struct {
 	// ListenDNS ran. Both are set before Run.
 	dns      *dns.Server
 	dnsTried bool
+	// metrics are exported at /metrics with gatherers (AddMetrics);
+	// leadingSince and firstPlaced belong to the leader's loop.
+	metrics      *metrics.Server
+	gatherers    []prometheus.Gatherer
+	leadingSince time.Time
+	firstPlaced  map[string]uint64 // job -> newest version whose placement was timed
+	readyExtra   []metrics.Check
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -147,7 +157,9 @@ func New(cfg Config) *Server {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg.AgentTLS
-	return &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}}
+	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}}
+	s.metrics = s.newMetrics()
+	return s
 }
 
 // Run watches the registry and takes part in the election until ctx ends.
@@ -228,6 +240,9 @@ func (s *Server) runElections(ctx context.Context) {
 // own watch keeps current.
 func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	elected := time.Now()
+	s.leadingSince, s.firstPlaced = elected, nil
+	s.metrics.IsLeader.Set(1)
+	defer s.metrics.IsLeader.Set(0)
 	// Down-times seen in an earlier term may be stale; start afresh.
 	s.downMu.Lock()
 	s.downSince = nil
@@ -320,14 +335,9 @@ func (s *Server) Handler(agent http.Handler) http.Handler {
 	if agent != nil {
 		mux.Handle("/v1/client/", agent)
 	}
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /livez", metrics.Livez)
+	mux.HandleFunc("GET /readyz", metrics.Readyz(s.readyChecks))
+	mux.Handle("GET /metrics", s.metricsHandler())
 	return logRequests(s.log, mux)
 }
 
