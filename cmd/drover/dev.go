@@ -103,7 +103,8 @@ it, jobs and their instances survive a restart.`,
 			op := client.Config{Addresses: []string{addr}}
 			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,
 				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr"),
-				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn}
+				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn,
+				EventRetention: memory.eventRetention, EventMaxRecords: memory.eventMaxRecords}
 			if tlsF.on {
 				op.TLSDir = tlsF.dirOr(filepath.Join(dataDir, "tls"))
 				if limits.TLS, srvCfg.AgentTLS, err = serverTLS(op.TLSDir, httpAddr, true, func(string) {}); err != nil {

@@ -78,7 +78,8 @@ first one. docs/security.md has the details.`,
 			}
 			limits := server.HTTPLimits{MaxConns: maxConns}
 			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr,
-				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn}
+				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn,
+				EventRetention: memory.eventRetention, EventMaxRecords: memory.eventMaxRecords}
 			if tlsF.on {
 				dir := tlsF.dirOr(filepath.Join(dataDir, "tls"))
 				if tlsF.dir == "" && dataDir == "" {
@@ -133,13 +134,18 @@ first one. docs/security.md has the details.`,
 	return cmd
 }
 
-// memoryFlags are the server's memory-pressure settings, for server and dev.
+// memoryFlags are the server's memory-pressure and event-history
+// settings, for server and dev.
 type memoryFlags struct {
-	highPercent int
-	interval    time.Duration
+	highPercent     int
+	interval        time.Duration
+	eventRetention  time.Duration
+	eventMaxRecords int
 }
 
 func (m *memoryFlags) add(fs *pflag.FlagSet) {
+	fs.DurationVar(&m.eventRetention, "event-retention", server.DefaultEventRetention, "keep the event history (drover events) this long")
+	fs.IntVar(&m.eventMaxRecords, "event-max-records", server.DefaultEventMaxRecords, "and at most this many records of it (a record is one write's events)")
 	fs.IntVar(&m.highPercent, "memory-high-percent", 90, "when a node's tasks use more than this % of its memory, move its lowest-priority service instance elsewhere (0: never)")
 	fs.DurationVar(&m.interval, "memory-move-interval", server.DefaultMemoryMoveInterval, "at most one such move per node per this interval")
 }
@@ -147,6 +153,9 @@ func (m *memoryFlags) add(fs *pflag.FlagSet) {
 func (m *memoryFlags) check() error {
 	if m.highPercent < 0 || m.highPercent > 100 {
 		return fmt.Errorf("--memory-high-percent %d is out of range; use 1 to 100, or 0 for never", m.highPercent)
+	}
+	if m.eventRetention <= 0 || m.eventMaxRecords <= 0 {
+		return fmt.Errorf("--event-retention and --event-max-records must be positive, got %s and %d", m.eventRetention, m.eventMaxRecords)
 	}
 	if m.interval <= 0 {
 		return fmt.Errorf("--memory-move-interval must be positive, got %s", m.interval)

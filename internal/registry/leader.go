@@ -153,6 +153,9 @@ type Plan struct {
 	Deployments []*spec.Deployment
 	// DeleteDeployments deletes each deployment and its request.
 	DeleteDeployments []string
+	// Events describe the plan for the cluster's history; they are
+	// written with it (events.go).
+	Events []spec.Event
 }
 
 func (p *Plan) empty() bool {
@@ -236,6 +239,15 @@ func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
 	}
 	if err := r.deploymentOps(p, add); err != nil {
 		return nil, err
+	}
+	if len(p.Events) > 0 {
+		ops, n, err := r.eventOps(p.Events, r.now())
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range ops {
+			groups = append(groups, opGroup{ops: []clientv3.Op{op}, bytes: n / len(ops)})
+		}
 	}
 	return groups, nil
 }

@@ -197,6 +197,14 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		if !sameSpec {
 			ops = append(ops, clientv3.OpPut(versionKey(r.prefix, job.Name, next.Version), string(val)))
 		}
+		// The history's entry, in the same transaction: it precedes the
+		// leader's placements of this version.
+		evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: "Submitted", Job: next.Name,
+			Namespace: spec.NamespaceOf(next.Namespace), Message: fmt.Sprintf("version %d submitted%s", next.Version, actorOf(ctx))}}, next.SubmitTime)
+		if err != nil {
+			return nil, false, err
+		}
+		ops = append(ops, evOps...)
 		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
 		if err != nil {
 			return nil, false, wrap("write job "+job.Name, err)

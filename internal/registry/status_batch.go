@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -55,6 +57,7 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 		}
 		var cmps []clientv3.Cmp
 		var puts []clientv3.Op
+		var evs []spec.Event
 		for n, i := range idx {
 			u := updates[i]
 			akvs := resp.Responses[2*n].GetResponseRange().Kvs
@@ -74,15 +77,19 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 				continue
 			}
 			var statusRev int64
+			var old *spec.AllocStatus
 			if len(skvs) > 0 {
 				statusRev = skvs[0].ModRevision
-				var old statusRecord
-				if err := json.Unmarshal(skvs[0].Value, &old); err == nil &&
-					old.ClientStatus.Terminal() && u.Status.ClientStatus != old.ClientStatus {
-					errs[i] = fmt.Errorf("registry: alloc %q is %s; it cannot become %s: %w", u.ID, old.ClientStatus, u.Status.ClientStatus, ErrConflict)
-					continue
+				var rec statusRecord
+				if err := json.Unmarshal(skvs[0].Value, &rec); err == nil {
+					old = &rec.AllocStatus
+					if old.ClientStatus.Terminal() && u.Status.ClientStatus != old.ClientStatus {
+						errs[i] = fmt.Errorf("registry: alloc %q is %s; it cannot become %s: %w", u.ID, old.ClientStatus, u.Status.ClientStatus, ErrConflict)
+						continue
+					}
 				}
 			}
+			evs = append(evs, statusEvents(&a, old, u.Status)...)
 			val, err := json.Marshal(statusRecord{Job: a.Job, NodeID: a.NodeID, AllocStatus: *u.Status})
 			if err != nil {
 				errs[i] = fmt.Errorf("registry: encode status of alloc %q: %w", u.ID, err)
@@ -96,6 +103,13 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 		if len(puts) == 0 {
 			return errs, nil
 		}
+		if len(evs) > 0 {
+			ops, _, err := r.eventOps(evs, r.now())
+			if err != nil {
+				return nil, err
+			}
+			puts = append(puts, ops...)
+		}
 		tresp, err := r.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
 		if err != nil {
 			return nil, wrap("write a status batch", err)
@@ -107,4 +121,44 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 		// stopped an alloc, say): read again. Per-alloc errors stay.
 	}
 	return nil, fmt.Errorf("registry: allocs of node %q keep changing under concurrent writes: %w", nodeID, ErrConflict)
+}
+
+// statusEvents are the history entries of one status report: the alloc's
+// client status when it changed, and each task event newer than the
+// stored report's newest for that task.
+func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
+	ev := func(typ, task, msg string, at time.Time) spec.Event {
+		return spec.Event{Time: at, Topic: spec.TopicAlloc, Type: typ, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
+			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Task: task, Message: msg}
+	}
+	var out []spec.Event
+	names := make([]string, 0, len(now.Tasks))
+	for name := range now.Tasks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		var since time.Time
+		if old != nil {
+			if ot := old.Tasks[name]; ot != nil {
+				for _, e := range ot.Events {
+					if e.Time.After(since) {
+						since = e.Time
+					}
+				}
+			}
+		}
+		for _, e := range now.Tasks[name].Events {
+			if e.Time.After(since) {
+				out = append(out, ev(e.Type, name, e.Message, e.Time))
+			}
+		}
+	}
+	if old == nil || old.ClientStatus != now.ClientStatus {
+		cs := string(now.ClientStatus)
+		if cs != "" {
+			out = append(out, ev(strings.ToUpper(cs[:1])+cs[1:], "", now.Description, time.Time{}))
+		}
+	}
+	return out
 }

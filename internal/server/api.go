@@ -66,6 +66,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/status/leader", accessOpen, s.leader},
 		{"GET /v1/services", accessToken, s.listServices},
 		{"GET /v1/services/{name}", accessToken, s.getService},
+		{"GET /v1/events", accessToken, s.listEvents},
 	}
 	return append(rs, s.aclRoutes()...)
 }
@@ -160,7 +161,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkNamespaceUnchanged(r, job); err != nil {
 		return err
 	}
-	stored, changed, err := s.reg.PutJob(r.Context(), job, check)
+	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)), job, check)
 	if errors.Is(err, registry.ErrConflict) {
 		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
 			"job %q changed since index %d: %v; read it again (drover status %s) and resubmit", job.Name, check, err, job.Name)}
@@ -275,11 +276,14 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	typ := "Stopped"
 	if r.URL.Query().Get("purge") == "true" {
 		if err := s.reg.PurgeJob(r.Context(), name); err != nil {
 			return err
 		}
+		typ = "Purged"
 	}
+	s.event(r, spec.Event{Topic: spec.TopicJob, Type: typ, Job: name, Namespace: job.Namespace, Message: "by " + s.who(r)})
 	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
 }
 
@@ -525,6 +529,8 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	stored.Status = spec.NodeReady
+	s.event(r, spec.Event{Topic: spec.TopicNode, Type: "Registered", Node: stored.Name,
+		Message: fmt.Sprintf("node %s at %s, drivers %s", shortID(stored.ID), stored.Address, strings.Join(stored.Drivers, ","))})
 	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
 		Node: stored, NodeTTL: spec.Duration(s.cfg.NodeTTL), HeartbeatInterval: spec.Duration(s.cfg.NodeTTL / 5),
 		Secret: secret,

@@ -120,6 +120,7 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/status/leader":                 {ruleOpen, "GET", "/v1/status/leader", "", false},
 		"GET /v1/services":                      {ruleList, "GET", "/v1/services", "", false},
 		"GET /v1/services/{name}":               {ruleList, "GET", "/v1/services/nothing", "", true},
+		"GET /v1/events":                        {ruleList, "GET", "/v1/events", "", false},
 		// Bootstrap is open and works once: the fixture did it, so every
 		// identity gets a 409 (which is not a 401/403).
 		"POST /v1/acl/bootstrap":           {ruleOpen, "POST", "/v1/acl/bootstrap", "", true},
@@ -208,7 +209,7 @@ func TestListsShowOnlyReadableNamespaces(t *testing.T) {
 		t.Fatalf("submit in own namespace: %d %s", st, body)
 	}
 	f.waitAllocs(t, "mine")
-	for _, path := range []string{"/v1/jobs", "/v1/allocations", "/v1/deployments"} {
+	for _, path := range []string{"/v1/jobs", "/v1/allocations", "/v1/deployments", "/v1/events?topic=job,alloc,deployment"} {
 		st, body := f.call("other namespace", "GET", path, "")
 		if st != 200 {
 			t.Fatalf("GET %s: %d %s", path, st, body)

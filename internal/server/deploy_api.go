@@ -86,7 +86,7 @@ func (s *Server) revertJob(w http.ResponseWriter, r *http.Request) error {
 	if ps := old.Validate(); len(ps) > 0 {
 		return &apiError{status: http.StatusUnprocessableEntity, msg: fmt.Sprintf("version %d of job %q is not valid today", req.Version, name), problems: ps}
 	}
-	stored, changed, err := s.reg.PutJob(r.Context(), old, req.CheckIndex)
+	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)+fmt.Sprintf(" (revert to version %d)", req.Version)), old, req.CheckIndex)
 	if errors.Is(err, registry.ErrConflict) {
 		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
 			"job %q changed since index %d: %v; read it again (drover status %s) and revert again", name, req.CheckIndex, err, name)}

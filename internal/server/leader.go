@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,15 +33,20 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		return time.Time{}, err
 	}
 	now := time.Now().UTC()
+	var nodeEvents []spec.Event
 	if actOnDown {
 		markNodeDown(snap.Allocs, snap.Nodes)
-		s.noteDownSince(snap.Allocs, snap.Nodes, now)
+		nodeEvents = s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
 	d := decide(snap, now, s.placer, only, s.movePolicy())
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+len(p.Deployments)+len(p.DeleteDeployments) == 0 {
+		if err := s.reg.AppendEvents(ctx, nodeEvents); err != nil {
+			s.log.Warn("cannot store node events", "err", err)
+		}
 		s.revert(ctx, l, d.reconcile.Reverts)
 		return d.reconcile.NextRun, nil
 	}
+	d.plan.Events = append(nodeEvents, d.plan.Events...)
 	rev, err := l.Commit(ctx, d.plan)
 	if err != nil {
 		return time.Time{}, err
@@ -155,6 +161,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 			plan.DeleteSchedules = append(plan.DeleteSchedules, name)
 		}
 	}
+	plan.Events = planEvents(plan, snap, now)
 	return decision{reconcile: res, sched: out, plan: plan}
 }
 
@@ -211,19 +218,29 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 // first saw that node down. The map lives in the leader's memory: a new
 // leader starts counting afresh (later than the truth), which only makes
 // a singleton's replacement wait longer, never shorter.
-func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now time.Time) {
+//
+// It returns the history's events for the nodes this leader sees go down
+// or come back.
+func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now time.Time) []spec.Event {
 	s.downMu.Lock()
 	defer s.downMu.Unlock()
 	if s.downSince == nil {
 		s.downSince = map[string]time.Time{}
 	}
+	var evs []spec.Event
 	seen := map[string]bool{}
 	for _, n := range nodes {
 		seen[n.ID] = true
+		_, wasDown := s.downSince[n.ID]
 		if n.Status == spec.NodeReady {
+			if wasDown {
+				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: "Ready", Node: n.Name, Message: "heartbeats again"})
+			}
 			delete(s.downSince, n.ID)
-		} else if _, ok := s.downSince[n.ID]; !ok {
+		} else if !wasDown {
 			s.downSince[n.ID] = now
+			evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: "Down", Node: n.Name,
+				Message: fmt.Sprintf("no heartbeat within the node TTL (%s); its instances are replaced elsewhere", s.cfg.NodeTTL)})
 		}
 	}
 	for _, a := range allocs {
@@ -237,6 +254,7 @@ func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now tim
 		}
 		a.NodeDownSince = s.downSince[a.NodeID]
 	}
+	return evs
 }
 
 // markNodeDown flags the allocs whose node is down or unknown.

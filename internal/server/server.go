@@ -24,6 +24,7 @@ import (
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // Config is what a server needs.
@@ -61,6 +62,11 @@ type Config struct {
 	// node (default DefaultMemoryMoveInterval). 0: never.
 	MemoryHighPercent  int
 	MemoryMoveInterval time.Duration
+	// EventRetention and EventMaxRecords bound the cluster's event
+	// history (defaults DefaultEventRetention and DefaultEventMaxRecords):
+	// the leader deletes records older than the one or beyond the other.
+	EventRetention  time.Duration
+	EventMaxRecords int
 	// AgentTLS dials agents (for logs) when their address is https: a
 	// client configuration with this server's certificate that verifies
 	// pki.AgentName (pki.ClientConfig).
@@ -70,6 +76,14 @@ type Config struct {
 	// drover server command turns it on unless told --acl=false.
 	ACL bool
 }
+
+// Event history bounds: a week, and at most this many records (a record
+// is the events of one write: a plan, a status batch, a submit).
+const (
+	DefaultEventRetention  = 7 * 24 * time.Hour
+	DefaultEventMaxRecords = 100_000
+	eventTrimInterval      = time.Minute
+)
 
 // DefaultMemoryMoveInterval is how often at most one instance moves off a
 // node under memory pressure.
@@ -265,6 +279,10 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+	if err := s.reg.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicLeader, Type: "Elected", Message: "server " + s.cfg.ID + " leads"}}); err != nil {
+		s.log.Warn("cannot store the election event", "err", err)
+	}
+	go s.trimEvents(ctx, l)
 	resync := time.NewTicker(s.cfg.Resync)
 	defer resync.Stop()
 	var due *time.Timer

@@ -1,0 +1,217 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Events, the cluster's durable history:
+//
+//	events/<unix nanos, 20 digits>-<8 random hex>   a JSON array of events
+//
+// One key holds the events of one write (a plan the leader commits, a
+// batch of status reports, a submit), written in the same transaction as
+// the change they describe where there is one. An event's index is its
+// key's etcd revision: every server sees the same order, and a reader
+// resumes after the index it last saw. The key's time orders keys for
+// retention (TrimEvents).
+const dirEvents = "events/"
+
+// maxEventBatch bounds one key's events (a plan of 10,000 placements is
+// written as several keys).
+const maxEventBatch = 500
+
+type actorKey struct{}
+
+// WithActor names who makes the writes done with ctx, for the history
+// ("token \"ci\""): never a secret.
+func WithActor(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, actorKey{}, who)
+}
+
+func actorOf(ctx context.Context) string {
+	if who, _ := ctx.Value(actorKey{}).(string); who != "" {
+		return " by " + who
+	}
+	return ""
+}
+
+// eventOps returns the puts that store evs, stamped with now.
+func (r *Registry) eventOps(evs []spec.Event, now time.Time) ([]clientv3.Op, int, error) {
+	var ops []clientv3.Op
+	bytes := 0
+	for len(evs) > 0 {
+		n := min(len(evs), maxEventBatch)
+		batch := evs[:n]
+		evs = evs[n:]
+		for i := range batch {
+			if batch[i].Time.IsZero() {
+				batch[i].Time = now
+			}
+		}
+		val, err := json.Marshal(batch)
+		if err != nil {
+			return nil, 0, fmt.Errorf("registry: encode events: %w", err)
+		}
+		b := make([]byte, 4)
+		rand.Read(b)
+		key := fmt.Sprintf("%s%s%020d-%s", r.prefix, dirEvents, now.UnixNano(), hex.EncodeToString(b))
+		ops = append(ops, clientv3.OpPut(key, string(val)))
+		bytes += len(key) + len(val)
+	}
+	return ops, bytes, nil
+}
+
+// AppendEvents stores evs on their own (a change that is not a
+// transaction of the registry's, or a leader's election).
+func (r *Registry) AppendEvents(ctx context.Context, evs []spec.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	ops, _, err := r.eventOps(evs, r.now())
+	if err != nil {
+		return err
+	}
+	if _, err := r.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return wrap("store events", err)
+	}
+	return nil
+}
+
+// decodeEvents reads one key's events, indexed by its revision.
+func decodeEvents(kv interface {
+	GetValue() []byte
+	GetModRevision() int64
+}) ([]spec.Event, error) {
+	var evs []spec.Event
+	if err := json.Unmarshal(kv.GetValue(), &evs); err != nil {
+		return nil, err
+	}
+	for i := range evs {
+		evs[i].Index = kv.GetModRevision()
+	}
+	return evs, nil
+}
+
+// ListEvents returns the events with an index above after, oldest first,
+// at most about limit (whole batches), and the revision read at.
+func (r *Registry) ListEvents(ctx context.Context, after int64, limit int) ([]spec.Event, int64, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend)}
+	if after > 0 {
+		opts = append(opts, clientv3.WithMinModRev(after+1))
+	}
+	resp, err := r.cli.Get(ctx, r.prefix+dirEvents, opts...)
+	if err != nil {
+		return nil, 0, wrap("list events", err)
+	}
+	var out []spec.Event
+	for _, kv := range resp.Kvs {
+		evs, err := decodeEvents(kv)
+		if err != nil {
+			r.log.Warn("skipping an undecodable event record", "key", string(kv.Key), "err", err)
+			continue
+		}
+		out = append(out, evs...)
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// WatchEvents sends the events stored after revision rev as they are
+// written, until ctx ends; the channel is then closed. When the watch
+// breaks (etcd compacted past rev), the channel is closed early: the
+// reader lists from its last index again.
+func (r *Registry) WatchEvents(ctx context.Context, rev int64) <-chan []spec.Event {
+	out := make(chan []spec.Event, 16)
+	go func() {
+		defer close(out)
+		wch := r.cli.Watch(clientv3.WithRequireLeader(ctx), r.prefix+dirEvents, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range wch {
+			if resp.Err() != nil {
+				return
+			}
+			var batch []spec.Event
+			for _, e := range resp.Events {
+				if e.Type != clientv3.EventTypePut {
+					continue
+				}
+				evs, err := decodeEvents(e.Kv)
+				if err == nil {
+					batch = append(batch, evs...)
+				}
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			select {
+			case out <- batch:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// TrimEvents deletes the event records older than before, and the oldest
+// beyond keep records (keep <= 0: no count limit). It returns how many it
+// deleted.
+func (r *Registry) TrimEvents(ctx context.Context, before time.Time, keep int) (int, error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	prefix := r.prefix + dirEvents
+	resp, err := r.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return 0, wrap("list event records", err)
+	}
+	cutoff := fmt.Sprintf("%s%020d", prefix, before.UnixNano())
+	n := 0
+	for i, kv := range resp.Kvs {
+		old := string(kv.Key) < cutoff
+		over := keep > 0 && len(resp.Kvs)-i > keep
+		if !old && !over {
+			break // keys sort by time: the rest are newer and within the count
+		}
+		n++
+	}
+	for start := 0; start < n; start += maxTxnOps {
+		var ops []clientv3.Op
+		for _, kv := range resp.Kvs[start:min(n, start+maxTxnOps)] {
+			ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+		}
+		if _, err := r.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return start, wrap("delete old events", err)
+		}
+	}
+	return n, nil
+}
+
+// StorageSize is etcd's database size and the part of it in use, as the
+// first endpoint reports them: for measuring what the history costs.
+func (r *Registry) StorageSize(ctx context.Context) (size, inUse int64, err error) {
+	ctx, cancel := r.opCtx(ctx)
+	defer cancel()
+	eps := r.cli.Endpoints()
+	if len(eps) == 0 {
+		return 0, 0, fmt.Errorf("registry: no etcd endpoint: %w", ErrUnavailable)
+	}
+	st, err := r.cli.Status(ctx, eps[0])
+	if err != nil {
+		return 0, 0, wrap("etcd status", err)
+	}
+	return st.DbSize, st.DbSizeInUse, nil
+}

@@ -1,0 +1,78 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// TestEventsAreOrderedFilteredAndTrimmed: events come back in the order
+// they were written, each with its write's revision; a reader resumes
+// after an index; a watch delivers new ones; trimming honours both the age
+// and the count bound.
+func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx := context.Background()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r.now = func() time.Time { return clock }
+	for i := range 5 {
+		clock = clock.Add(time.Hour)
+		if err := r.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicJob, Type: "Submitted", Job: fmt.Sprintf("j%d", i)}, {Topic: spec.TopicJob, Type: "Stopped", Job: fmt.Sprintf("j%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, rev, err := r.ListEvents(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 10 || rev == 0 {
+		t.Fatalf("ListEvents: %d events at %d, want 10", len(evs), rev)
+	}
+	for i, e := range evs {
+		if want := fmt.Sprintf("j%d", i/2); e.Job != want || (i > 0 && e.Index < evs[i-1].Index) {
+			t.Fatalf("event %d: %+v, want job %s in index order", i, e, want)
+		}
+		if i%2 == 1 && e.Index != evs[i-1].Index {
+			t.Errorf("events of one write have indexes %d and %d", evs[i-1].Index, e.Index)
+		}
+		if e.Time.IsZero() {
+			t.Errorf("event %d has no time", i)
+		}
+	}
+	after, _, err := r.ListEvents(ctx, evs[5].Index, 0)
+	if err != nil || len(after) != 4 || after[0].Job != "j3" {
+		t.Fatalf("ListEvents after index %d: %v %+v, want j3 and j4's", evs[5].Index, err, after)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := r.WatchEvents(wctx, rev)
+	if err := r.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicNode, Type: "Down", Node: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-w:
+		if len(got) != 1 || got[0].Node != "n1" || got[0].Index <= rev {
+			t.Fatalf("watched %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch delivered nothing in 5s")
+	}
+
+	// Six records written an hour apart (the last at +6h): older than
+	// +3h30m goes (3 records), then the count bound keeps the newest 2.
+	n, err := r.TrimEvents(ctx, time.Date(2026, 1, 1, 3, 30, 0, 0, time.UTC), 0)
+	if err != nil || n != 3 {
+		t.Fatalf("TrimEvents by age: %d, %v; want 3", n, err)
+	}
+	if n, err := r.TrimEvents(ctx, time.Time{}, 2); err != nil || n != 1 {
+		t.Fatalf("TrimEvents by count: %d, %v; want 1", n, err)
+	}
+	left, _, _ := r.ListEvents(ctx, 0, 0)
+	if len(left) != 3 || left[0].Job != "j4" || left[2].Node != "n1" {
+		t.Fatalf("left after trimming: %+v", left)
+	}
+}

@@ -1,0 +1,240 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// planEvents describes a plan for the cluster's history: instances
+// placed, stopped and evicted, with why, and deployments that began or
+// changed status. Pure: decide calls it.
+func planEvents(plan *registry.Plan, snap *registry.Snapshot, now time.Time) []spec.Event {
+	var evs []spec.Event
+	for _, a := range plan.Allocs {
+		e := spec.Event{Time: now, Topic: spec.TopicAlloc, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
+			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Message: a.DesiredReason}
+		switch {
+		case a.DesiredStatus == spec.DesiredStop && a.Evicted:
+			e.Type = "Evicted"
+		case a.DesiredStatus == spec.DesiredStop:
+			e.Type = "Stopping"
+		case a.CreateTime.Equal(now):
+			e.Type = "Placed" // on e.Node, for e.Message (the reason)
+		default:
+			continue
+		}
+		evs = append(evs, e)
+	}
+	before := map[string]spec.DeploymentStatus{}
+	for _, d := range snap.Deployments {
+		before[d.ID] = d.Status
+	}
+	for _, d := range plan.Deployments {
+		was, known := before[d.ID]
+		if known && was == d.Status {
+			continue
+		}
+		msg := d.Description
+		if !known {
+			msg = fmt.Sprintf("deployment %s of version %d began", shortID(d.ID), d.JobVersion)
+		}
+		evs = append(evs, spec.Event{Time: now, Topic: spec.TopicDeployment, Type: string(d.Status), Job: d.Job,
+			Namespace: spec.NamespaceOf(d.Namespace), Message: msg})
+	}
+	return evs
+}
+
+func shortID(id string) string { return id[:min(8, len(id))] }
+
+// event stores one event of an API request; a failure is logged, not
+// returned: the change it describes is made.
+func (s *Server) event(r *http.Request, e spec.Event) {
+	if err := s.reg.AppendEvents(context.WithoutCancel(r.Context()), []spec.Event{e}); err != nil {
+		s.log.Warn("cannot store an event", "type", e.Type, "err", err)
+	}
+}
+
+// who names the request's token for the history: its name, never its
+// secret; "anonymous" when ACLs are off.
+func (s *Server) who(r *http.Request) string {
+	if t := identityOf(r).token; t != nil {
+		return fmt.Sprintf("token %q", t.Name)
+	}
+	return "anonymous"
+}
+
+// trimEvents keeps the history within its bounds while this server leads.
+func (s *Server) trimEvents(ctx context.Context, l *registry.Leader) {
+	keep := cmp.Or(s.cfg.EventMaxRecords, DefaultEventMaxRecords)
+	age := cmp.Or(s.cfg.EventRetention, DefaultEventRetention)
+	t := time.NewTicker(eventTrimInterval)
+	defer t.Stop()
+	for {
+		if n, err := s.reg.TrimEvents(ctx, time.Now().Add(-age), keep); err != nil && ctx.Err() == nil {
+			s.log.Warn("cannot trim the event history", "err", err)
+		} else if n > 0 {
+			s.log.Debug("event history trimmed", "records", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// eventFilter is GET /v1/events's query.
+type eventFilter struct {
+	after         int64
+	since         time.Time
+	topics        map[string]bool
+	job, node, ns string
+	follow        bool
+}
+
+func parseEventFilter(r *http.Request) (eventFilter, error) {
+	q := r.URL.Query()
+	var f eventFilter
+	if v := q.Get("index"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return f, badRequest("index must be a non-negative integer (the last event index seen), got %q", v)
+		}
+		f.after = n
+	}
+	if v := q.Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return f, badRequest("since must be a positive duration such as 2h or 30m, got %q", v)
+		}
+		f.since = time.Now().Add(-d)
+	}
+	known := []string{spec.TopicJob, spec.TopicAlloc, spec.TopicNode, spec.TopicDeployment, spec.TopicLeader}
+	for _, t := range q["topic"] {
+		for _, t := range strings.Split(t, ",") {
+			if !slices.Contains(known, t) {
+				return f, badRequest("unknown topic %q; topics are %s", t, strings.Join(known, ", "))
+			}
+			if f.topics == nil {
+				f.topics = map[string]bool{}
+			}
+			f.topics[t] = true
+		}
+	}
+	f.job, f.node, f.ns = q.Get("job"), q.Get("node"), q.Get("namespace")
+	switch v := q.Get("follow"); v {
+	case "", "0", "false":
+	case "1", "true":
+		f.follow = true
+	default:
+		return f, badRequest("follow must be true or false, got %q", v)
+	}
+	return f, nil
+}
+
+// visibleEvent says whether e passes the filter and the request's token
+// may see it: a job's or alloc's event needs read in its namespace, a
+// node's node read; leader events any token.
+func (s *Server) visibleEvent(r *http.Request, f eventFilter, e spec.Event) bool {
+	if e.Index <= f.after || (!f.since.IsZero() && e.Time.Before(f.since)) ||
+		(f.topics != nil && !f.topics[e.Topic]) || (f.job != "" && e.Job != f.job) ||
+		(f.node != "" && e.Node != f.node) || (f.ns != "" && e.Namespace != f.ns) {
+		return false
+	}
+	id := identityOf(r)
+	switch {
+	case id.acl == nil:
+		return true
+	case e.Topic == spec.TopicNode:
+		return id.acl.AllowNode(acl.NodeRead)
+	case e.Namespace != "":
+		return id.acl.Allow(e.Namespace, acl.Read)
+	}
+	return true
+}
+
+// maxEventList bounds one answer of GET /v1/events without follow.
+const maxEventList = 10_000
+
+// listEvents is GET /v1/events: the history after ?index (and within
+// ?since), filtered by topic, job, node and namespace; with ?follow=true a
+// server-sent event stream that goes on with every new event.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
+	f, err := parseEventFilter(r)
+	if err != nil {
+		return err
+	}
+	evs, rev, err := s.reg.ListEvents(r.Context(), f.after, 0)
+	if err != nil {
+		return err
+	}
+	var out []spec.Event
+	for _, e := range evs {
+		if s.visibleEvent(r, f, e) {
+			out = append(out, e)
+		}
+	}
+	if !f.follow {
+		if len(out) > maxEventList {
+			out = out[len(out)-maxEventList:] // the newest
+		}
+		if out == nil {
+			out = []spec.Event{}
+		}
+		return writeJSON(w, rev, out)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Drover-Index", strconv.FormatInt(rev, 10))
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(e spec.Event) error {
+		b, _ := json.Marshal(e)
+		_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Index, e.Topic, b)
+		return err
+	}
+	for _, e := range out {
+		if send(e) != nil {
+			return nil
+		}
+	}
+	rc.Flush()
+	watch := s.reg.WatchEvents(r.Context(), rev)
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-keepalive.C:
+			// A comment: keeps proxies from closing an idle stream, and
+			// finds a client that went away.
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return nil
+			}
+		case batch, ok := <-watch:
+			if !ok {
+				return nil // the watch broke: the client resumes from its last id
+			}
+			for _, e := range batch {
+				if s.visibleEvent(r, f, e) && send(e) != nil {
+					return nil
+				}
+			}
+		}
+		rc.Flush()
+	}
+}
