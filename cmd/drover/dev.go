@@ -179,6 +179,11 @@ it, jobs and their instances survive a restart.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "drover dev: API at %s, data in %s\n", addr, dataDir)
 			fmt.Fprintf(out, "  export DROVER_ADDR=%s\n", addr)
+			if aclOn {
+				fmt.Fprintf(out, "  web UI: %s/ui/ (its token is in %s)\n", addr, note.TokenFile)
+			} else {
+				fmt.Fprintf(out, "  web UI: %s/ui/\n", addr)
+			}
 			for _, job := range jobs {
 				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				res, err := opc.SubmitJob(sctx, job, 0)

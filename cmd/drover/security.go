@@ -64,6 +64,11 @@ func serverTLS(dir, httpAddr string, alsoAgent bool, say func(string)) (serve, a
 	if serve, err = pki.ServerConfig(f); err != nil {
 		return nil, nil, err
 	}
+	// A browser (the web UI) has no certificate of the cluster: a server
+	// verifies one when given, and then an operator's request is judged by
+	// its token. Agents' requests, the ACL bootstrap and /metrics still
+	// need a certificate (internal/server/auth.go).
+	serve.ClientAuth = tls.VerifyClientCertIfGiven
 	if agents, err = pki.ClientConfig(f, pki.AgentName); err != nil {
 		return nil, nil, err
 	}

@@ -73,6 +73,11 @@ func (s *Server) aclBootstrap(w http.ResponseWriter, r *http.Request) error {
 	if err := s.aclOn(); err != nil {
 		return err
 	}
+	if r.TLS != nil && peerRole(r.TLS) == "" {
+		// The first token goes to someone who holds the cluster's CLI
+		// certificate, not to whoever reaches the port first.
+		return forbidden("the ACL bootstrap needs a certificate of the cluster: give --tls-dir (or DROVER_TLS_DIR) with cli.pem")
+	}
 	t, err := s.createToken(r.Context(), spec.ACLTokenRequest{Name: "bootstrap", Type: spec.TokenManagement}, true)
 	if errors.Is(err, registry.ErrConflict) {
 		return &apiError{status: http.StatusConflict, msg: "ACLs were already bootstrapped: ask the holder of a management token (drover acl token create)"}

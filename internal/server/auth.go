@@ -131,6 +131,20 @@ func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error)
 	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), nil
 }
 
+// needCertificate refuses a TLS request that presented no certificate of
+// the cluster: servers accept browsers without one (the UI, whose requests
+// carry a token), but metrics and the ACL bootstrap are for the cluster's
+// own holders.
+func needCertificate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && peerRole(r.TLS) == "" {
+			writeError(w, http.StatusForbidden, r.URL.Path+" needs a certificate of the cluster (cli.pem from drover tls init)", nil)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func orNone(role string) string {
 	if role == "" {
 		return "no"

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"crypto/tls"
 	"strings"
 	"sync"
 	"testing"
@@ -262,7 +263,7 @@ const testNode = `{"id":"n1","name":"n1","resources":{"cpu":4000,"memory":4000},
 type authFixture struct {
 	srv                           *Server
 	base                          string
-	cli, agent                    *http.Client
+	cli, agent, browser           *http.Client // browser: no client certificate
 	tokens                        map[string]string // identity -> secret
 	nodeSecret                    string
 	alloc, deployment             string
@@ -300,6 +301,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveTLS.ClientAuth = tls.VerifyClientCertIfGiven // as drover server and dev serve: browsers have no certificate
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -314,6 +316,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 	})
 	f := &authFixture{srv: srv, base: "https://" + ln.Addr().String(), tokens: map[string]string{}, logs: logs}
 	f.cli = httpsClient(t, pki.DirFiles(tlsDir, pki.RoleCLI))
+	f.browser = httpsClient(t, pki.Files{CA: filepath.Join(tlsDir, pki.CAFile)})
 	f.agent = httpsClient(t, pki.DirFiles(tlsDir, pki.RoleAgent))
 	for deadline := time.Now().Add(10 * time.Second); !srv.IsLeader(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -510,4 +513,54 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 			get(b, f.cli, f.base+"/v1/jobs/web", f.tokens["read-only"])
 		}
 	})
+}
+
+// TestBrowserWithoutCertificate: a server accepts a TLS client with no
+// certificate (a browser, for the UI), which then gets the UI, and the API
+// with a token; but no agent's endpoint, no ACL bootstrap and no metrics.
+func TestBrowserWithoutCertificate(t *testing.T) {
+	f := newAuthFixture(t)
+	get := func(method, path, token string) (int, string) {
+		req, _ := http.NewRequest(method, f.base+path, nil)
+		if token != "" {
+			req.Header.Set(TokenHeader, token)
+		}
+		resp, err := f.browser.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s without a certificate: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	cases := []struct {
+		method, path, token string
+		want                int
+		contains            string
+	}{
+		{"GET", "/ui/", "", 200, "<title>drover</title>"},
+		{"GET", "/ui/app.js", "", 200, "followEvents"},
+		{"GET", "/", "", 200, "<title>drover</title>"}, // redirected to /ui/
+		{"GET", "/livez", "", 200, "ok"},
+		{"GET", "/v1/jobs", "", 401, "needs an ACL token"},
+		{"GET", "/v1/jobs", f.tokens["read-only"], 200, `"web"`},
+		{"GET", "/v1/nodes/n1/allocations", "", 403, "agent certificate"},
+		{"POST", "/v1/nodes", f.tokens["management"], 403, "agent certificate"},
+		{"POST", "/v1/acl/bootstrap", "", 403, "certificate of the cluster"},
+		{"GET", "/metrics", f.tokens["management"], 403, "certificate of the cluster"},
+	}
+	for _, c := range cases {
+		st, body := get(c.method, c.path, c.token)
+		if st != c.want || !strings.Contains(body, c.contains) {
+			t.Errorf("%s %s (token %v) without a certificate: %d %.200s; want %d with %q", c.method, c.path, c.token != "", st, body, c.want, c.contains)
+		}
+	}
+	csp := ""
+	if resp, err := f.browser.Get(f.base + "/ui/"); err == nil {
+		csp = resp.Header.Get("Content-Security-Policy")
+		resp.Body.Close()
+	}
+	if !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("the UI's Content-Security-Policy is %q", csp)
+	}
 }

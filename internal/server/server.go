@@ -24,6 +24,7 @@ import (
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
+	"github.com/drover-org/drover/internal/ui"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -355,7 +356,9 @@ func (s *Server) Handler(agent http.Handler) http.Handler {
 	}
 	mux.HandleFunc("GET /livez", metrics.Livez)
 	mux.HandleFunc("GET /readyz", metrics.Readyz(s.readyChecks))
-	mux.Handle("GET /metrics", s.metricsHandler())
+	mux.Handle("GET /metrics", needCertificate(s.metricsHandler()))
+	mux.Handle("GET /ui/", ui.Handler())
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	return logRequests(s.log, mux)
 }
 
