@@ -46,7 +46,7 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),
-		chromedp.NoSandbox, // CI runs as root
+		chromedp.NoSandbox,                               // CI runs as root
 		chromedp.Flag("ignore-certificate-errors", true), // dev's own CA
 		chromedp.WindowSize(1280, 800),
 	)

@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
-	"crypto/tls"
 	"strings"
 	"sync"
 	"testing"
@@ -263,7 +263,7 @@ const testNode = `{"id":"n1","name":"n1","resources":{"cpu":4000,"memory":4000},
 type authFixture struct {
 	srv                           *Server
 	base                          string
-	cli, agent, browser           *http.Client // browser: no client certificate
+	cli, agent, browser           *http.Client      // browser: no client certificate
 	tokens                        map[string]string // identity -> secret
 	nodeSecret                    string
 	alloc, deployment             string

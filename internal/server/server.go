@@ -24,8 +24,8 @@ import (
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
-	"github.com/drover-org/drover/internal/ui"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/ui"
 )
 
 // Config is what a server needs.

@@ -26,7 +26,7 @@ type Event struct {
 	Type      string `json:"type"`
 	Job       string `json:"job,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
-	Node      string `json:"node,omitempty"` // node name
+	Node      string `json:"node,omitempty"`  // node name
 	Alloc     string `json:"alloc,omitempty"` // alloc name, job.group[i]
 	AllocID   string `json:"alloc_id,omitempty"`
 	Task      string `json:"task,omitempty"`
