@@ -119,8 +119,11 @@ func TestEventsFollowAJobsLife(t *testing.T) {
 	if _, stderr, code := d.cli("", "stop", "life"); code != 0 {
 		t.Fatalf("drover stop: %s", stderr)
 	}
-	waitEvent("Stopped")
-	waitEvent("Stopping")
+	stopped := waitEvent("Stopped")
+	stopping := waitEvent("Stopping")
+	if stopped.Index >= stopping.Index {
+		t.Errorf("the job's Stopped (index %d) came after the leader's Stopping (index %d)", stopped.Index, stopping.Index)
+	}
 
 	// The history holds what the stream showed.
 	out, stderr, code := d.cli("", "events", "--job", "life", "--since", "1h")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -261,8 +262,19 @@ func (r *Registry) changeJob(ctx context.Context, name, verb string, change func
 		if err != nil {
 			return nil, fmt.Errorf("registry: encode job %q: %w", name, err)
 		}
-		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-			Then(clientv3.OpPut(key, string(val))).Commit()
+		// The history's entry goes with the change, before what the
+		// leader does about it.
+		typ := map[string]string{"stop": "Stopped", "restart": "Restart Requested"}[verb]
+		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
+		if typ != "" {
+			evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: typ, Job: name,
+				Namespace: spec.NamespaceOf(cur.Namespace), Message: strings.TrimPrefix(actorOf(ctx), " ")}}, r.now())
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, evOps...)
+		}
+		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
 		if err != nil {
 			return nil, wrap(verb+" job "+name, err)
 		}

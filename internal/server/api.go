@@ -269,21 +269,19 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, err := s.reg.StopJob(r.Context(), name)
+	job, err := s.reg.StopJob(registry.WithActor(r.Context(), s.who(r)), name)
 	if errors.Is(err, registry.ErrNotFound) {
 		return notFound("no job named %q", name)
 	}
 	if err != nil {
 		return err
 	}
-	typ := "Stopped"
 	if r.URL.Query().Get("purge") == "true" {
 		if err := s.reg.PurgeJob(r.Context(), name); err != nil {
 			return err
 		}
-		typ = "Purged"
+		s.event(r, spec.Event{Topic: spec.TopicJob, Type: "Purged", Job: name, Namespace: job.Namespace, Message: "by " + s.who(r)})
 	}
-	s.event(r, spec.Event{Topic: spec.TopicJob, Type: typ, Job: name, Namespace: job.Namespace, Message: "by " + s.who(r)})
 	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
 }
 

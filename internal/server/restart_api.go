@@ -20,7 +20,7 @@ func (s *Server) restartJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	job, err := s.reg.RestartJob(r.Context(), name)
+	job, err := s.reg.RestartJob(registry.WithActor(r.Context(), s.who(r)), name)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		return notFound("no job named %q; see drover status for the jobs there are", name)
