@@ -174,7 +174,7 @@ func eventDiskCost(dir string, n int) (dbGrowth, valueBytes int64, took time.Dur
 		}
 	}
 	took = time.Since(t0)
-	evs, _, err := reg.ListEvents(ctx, 0, 0)
+	evs, _, err := reg.ListEvents(ctx, registry.EventQuery{})
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -1,13 +1,16 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -103,30 +106,50 @@ func decodeEvents(kv interface {
 	return evs, nil
 }
 
-// ListEvents returns the events with an index above after, oldest first,
-// at most about limit (whole batches), and the revision read at.
-func (r *Registry) ListEvents(ctx context.Context, after int64, limit int) ([]spec.Event, int64, error) {
+// EventQuery bounds a read of the history. Records are read from Since
+// on (keys sort by time, so etcd reads no older one), keep only those with
+// an index above After, and at most the newest MaxRecords of them.
+type EventQuery struct {
+	After      int64
+	Since      time.Time
+	MaxRecords int
+}
+
+// ListEvents returns the events q selects, oldest first, and the revision
+// read at.
+func (r *Registry) ListEvents(ctx context.Context, q EventQuery) ([]spec.Event, int64, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend)}
-	if after > 0 {
-		opts = append(opts, clientv3.WithMinModRev(after+1))
+	prefix := r.prefix + dirEvents
+	from := prefix
+	if !q.Since.IsZero() {
+		from = fmt.Sprintf("%s%020d", prefix, q.Since.UnixNano())
 	}
-	resp, err := r.cli.Get(ctx, r.prefix+dirEvents, opts...)
+	// Newest first, so that a limit keeps the newest; reversed below.
+	opts := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
+	if q.After > 0 {
+		opts = append(opts, clientv3.WithMinModRev(q.After+1))
+	}
+	if q.MaxRecords > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(q.MaxRecords)))
+	}
+	resp, err := r.cli.Get(ctx, from, opts...)
 	if err != nil {
 		return nil, 0, wrap("list events", err)
 	}
+	kvs := resp.Kvs
+	// Records written in the same nanosecond by two servers sort by their
+	// random suffix; the index (revision) is the order readers resume by.
+	slices.SortFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.ModRevision, b.ModRevision) })
 	var out []spec.Event
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		evs, err := decodeEvents(kv)
 		if err != nil {
 			r.log.Warn("skipping an undecodable event record", "key", string(kv.Key), "err", err)
 			continue
 		}
 		out = append(out, evs...)
-		if limit > 0 && len(out) >= limit {
-			break
-		}
 	}
 	return out, resp.Header.Revision, nil
 }

@@ -24,7 +24,7 @@ func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	evs, rev, err := r.ListEvents(ctx, 0, 0)
+	evs, rev, err := r.ListEvents(ctx, EventQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,18 @@ func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
 			t.Errorf("event %d has no time", i)
 		}
 	}
-	after, _, err := r.ListEvents(ctx, evs[5].Index, 0)
+	after, _, err := r.ListEvents(ctx, EventQuery{After: evs[5].Index})
 	if err != nil || len(after) != 4 || after[0].Job != "j3" {
 		t.Fatalf("ListEvents after index %d: %v %+v, want j3 and j4's", evs[5].Index, err, after)
+	}
+	// Since reads from a time on; MaxRecords keeps the newest records.
+	since, _, err := r.ListEvents(ctx, EventQuery{Since: time.Date(2026, 1, 1, 4, 30, 0, 0, time.UTC)})
+	if err != nil || len(since) != 2 || since[0].Job != "j4" {
+		t.Fatalf("ListEvents since +4h30m: %v %+v, want j4's two", err, since)
+	}
+	newest, _, err := r.ListEvents(ctx, EventQuery{MaxRecords: 2})
+	if err != nil || len(newest) != 4 || newest[0].Job != "j3" || newest[3].Job != "j4" {
+		t.Fatalf("ListEvents of the newest 2 records: %v %+v, want j3's and j4's in order", err, newest)
 	}
 
 	wctx, cancel := context.WithCancel(ctx)
@@ -71,7 +80,7 @@ func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
 	if n, err := r.TrimEvents(ctx, time.Time{}, 2); err != nil || n != 1 {
 		t.Fatalf("TrimEvents by count: %d, %v; want 1", n, err)
 	}
-	left, _, _ := r.ListEvents(ctx, 0, 0)
+	left, _, _ := r.ListEvents(ctx, EventQuery{})
 	if len(left) != 3 || left[0].Job != "j4" || left[2].Node != "n1" {
 		t.Fatalf("left after trimming: %+v", left)
 	}

@@ -166,8 +166,12 @@ func (s *Server) visibleEvent(r *http.Request, f eventFilter, e spec.Event) bool
 	return true
 }
 
-// maxEventList bounds one answer of GET /v1/events without follow.
-const maxEventList = 10_000
+// maxEventList bounds one answer of GET /v1/events without follow, and
+// maxEventRecords the records read when neither ?index nor ?since bound it.
+const (
+	maxEventList    = 10_000
+	maxEventRecords = 2_000
+)
 
 // listEvents is GET /v1/events: the history after ?index (and within
 // ?since), filtered by topic, job, node and namespace; with ?follow=true a
@@ -177,7 +181,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	evs, rev, err := s.reg.ListEvents(r.Context(), f.after, 0)
+	q := registry.EventQuery{After: f.after, Since: f.since}
+	if f.after == 0 && f.since.IsZero() {
+		q.MaxRecords = maxEventRecords // a default window: the newest
+	}
+	evs, rev, err := s.reg.ListEvents(r.Context(), q)
 	if err != nil {
 		return err
 	}

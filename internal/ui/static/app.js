@@ -84,7 +84,7 @@ const views = {
     const enc = encodeURIComponent(name);
     const [st, versions, events, dep] = await Promise.all([
       api(`/v1/jobs/${enc}`), api(`/v1/jobs/${enc}/versions`),
-      api(`/v1/events?job=${enc}`), api(`/v1/jobs/${enc}/deployment`).catch(() => null)]);
+      api(`/v1/events?job=${enc}&since=24h`), api(`/v1/jobs/${enc}/deployment`).catch(() => null)]);
     const j = st.job, s = st.summary;
     let depHTML = `<p class="muted">No deployment: the job has no update block.</p>`;
     if (dep) {
