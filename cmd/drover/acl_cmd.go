@@ -187,7 +187,7 @@ func newACLPolicyApplyCmd(g *globals) *cobra.Command {
 		Long: `Apply stores a policy. Its file grants capabilities per namespace (a name, or
 a glob with '*') and on nodes:
 
-  namespace "default" { capabilities = ["read", "submit", "logs"] }
+  namespace "default" { capabilities = ["read", "submit", "logs", "exec"] }
   namespace "team-*"  { capabilities = ["read"] }
   node { capabilities = ["read"] }
 

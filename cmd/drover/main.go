@@ -107,7 +107,7 @@ Then, in another terminal:         drover status hello`,
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
 		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
-		newACLCmd(g), newTLSCmd(), newEventsCmd(g),
+		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g),
 	)
 	return root
 }

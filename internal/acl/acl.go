@@ -36,6 +36,9 @@ const (
 	Submit = "submit"
 	// Logs: read the logs of the namespace's instances.
 	Logs = "logs"
+	// Exec: run commands inside the namespace's running tasks (drover
+	// exec): as much as the tasks themselves can do.
+	Exec = "exec"
 )
 
 // Node capabilities.
@@ -47,7 +50,7 @@ const (
 // NamespaceCapabilities and NodeCapabilities are every capability a rule
 // may name.
 var (
-	NamespaceCapabilities = []string{Read, Submit, Logs}
+	NamespaceCapabilities = []string{Read, Submit, Logs, Exec}
 	NodeCapabilities      = []string{NodeRead, NodeWrite}
 )
 

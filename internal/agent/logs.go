@@ -32,6 +32,7 @@ func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/client/allocations/{id}/logs", a.serveLogs)
 	mux.HandleFunc("GET /v1/client/usage", a.serveUsage)
+	mux.HandleFunc("GET /v1/client/allocations/{id}/exec", a.serveExec)
 	health := http.NewServeMux()
 	health.HandleFunc("GET /livez", metrics.Livez)
 	health.HandleFunc("GET /readyz", metrics.Readyz(func() []metrics.Check {

@@ -273,3 +273,10 @@ func (a *Agent) serveUsage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(nu)
 }
+
+// handle is the running task's handle, or nil.
+func (u *usageSampler) handle(alloc, task string) driver.Handle {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.handles[taskKey{alloc, task}]
+}

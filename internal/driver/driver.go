@@ -200,3 +200,30 @@ func itoa(n int) string {
 	}
 	return string(b[i:])
 }
+
+// Sheller is implemented by drivers that can run an operator's command
+// inside a running task (drover exec): with the task's environment,
+// directory, user and limits, beside the task's own process, streaming.
+type Sheller interface {
+	// Shell runs s.Cmd in the task that h runs (started from t) and returns
+	// its exit code once it exits and its output is copied. It returns an
+	// error, and no code, when the command could not start.
+	Shell(ctx context.Context, h Handle, t Task, s ExecStreams) (int, error)
+}
+
+// ExecStreams are an exec'd command's: its argv, its terminal, its input
+// and output.
+type ExecStreams struct {
+	Cmd []string
+	// TTY runs the command on a terminal; Stderr is then unused (a
+	// terminal has one output) and Resize carries its size changes.
+	TTY bool
+	// Size is the terminal's size at the start (zero: 80x24).
+	Size           TermSize
+	Stdin          io.Reader // nil: no input
+	Stdout, Stderr io.Writer
+	Resize         <-chan TermSize
+}
+
+// TermSize is a terminal's size in characters.
+type TermSize struct{ Cols, Rows uint16 }

@@ -135,6 +135,12 @@ func TestDevDocker(t *testing.T) {
 		if ids := containersOfJob(t, dc, "e2edocker"); len(ids) != 1 || ids[0] != ts.ContainerID {
 			t.Fatalf("containers of the job: %v, want only %s (the task's)", ids, ts.ContainerID)
 		}
+		// drover exec runs in the container: its hostname is the
+		// container's short ID; stdout, stderr and the exit code come back.
+		if out, errOut, code := d.cli("", "exec", "e2edocker", "--", "/testapp", "-exit", "7"); code != 7 ||
+			!strings.Contains(out, "testapp started on "+ts.ContainerID[:12]) || !strings.Contains(errOut, "testapp stderr line") {
+			t.Errorf("drover exec in the container: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
 		port := 0
 		for _, p := range a.Ports {
 			if p.Label == "http" {

@@ -53,6 +53,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/allocations/{id}", accessToken, s.getAlloc},
 		{"PUT /v1/allocations/{id}/status", accessNode, s.putAllocStatus},
 		{"GET /v1/allocations/{id}/logs", accessToken, s.allocLogs},
+		{"GET /v1/allocations/{id}/exec", accessToken, s.allocExec},
 		{"GET /v1/nodes", accessNodeRead, s.listNodes},
 		{"POST /v1/nodes", accessNode, s.registerNode},
 		{"GET /v1/nodes/{id}", accessNodeRead, s.getNode},

@@ -36,6 +36,7 @@ const (
 	ruleAnyToken               // any valid token
 	ruleSubmit                 // submit in the target's namespace
 	ruleLogs                   // logs in the target's namespace
+	ruleExec                   // exec in the target's namespace
 	ruleNodeRead               // node read
 	ruleNodeWrite              // node write
 	ruleManagement             // a management token
@@ -87,27 +88,30 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		return `{"name":"` + name + `","namespace":"` + ns + `","meta":{"m":"` + meta + `"},"update":{"max_parallel":1},"groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/sleep","args":["60"]},"resources":{"cpu":10,"memory":10}}]}]}`
 	}
 	cases := map[string]matrixCase{
-		"POST /v1/jobs":                         {ruleSubmit, "POST", "/v1/jobs", job("web", "default", "2"), false},
-		"GET /v1/jobs":                          {ruleList, "GET", "/v1/jobs", "", false},
-		"GET /v1/jobs/{name}":                   {ruleRead, "GET", "/v1/jobs/web", "", false},
-		"DELETE /v1/jobs/{name}":                {ruleSubmit, "DELETE", "/v1/jobs/stopme", "", false},
-		"GET /v1/jobs/{name}/allocations":       {ruleRead, "GET", "/v1/jobs/web/allocations", "", false},
-		"GET /v1/jobs/{name}/versions":          {ruleRead, "GET", "/v1/jobs/web/versions", "", false},
-		"POST /v1/jobs/{name}/revert":           {ruleSubmit, "POST", "/v1/jobs/web/revert", `{"version":1}`, false},
-		"POST /v1/jobs/{name}/restart":          {ruleSubmit, "POST", "/v1/jobs/web/restart", "", false},
-		"GET /v1/jobs/{name}/deployments":       {ruleRead, "GET", "/v1/jobs/web/deployments", "", false},
-		"GET /v1/jobs/{name}/deployment":        {ruleRead, "GET", "/v1/jobs/web/deployment", "", false},
-		"GET /v1/deployments":                   {ruleList, "GET", "/v1/deployments", "", false},
-		"GET /v1/deployments/{id}":              {ruleRead, "GET", "/v1/deployments/" + f.deployment, "", false},
-		"POST /v1/deployments/{id}/promote":     {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/promote", "", true},
-		"POST /v1/deployments/{id}/fail":        {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/fail", "", true},
-		"POST /v1/jobs/plan":                    {ruleSubmit, "POST", "/v1/jobs/plan", job("web", "default", "3"), false},
-		"GET /v1/plan/without":                  {ruleNodeRead, "GET", "/v1/plan/without?node=n1", "", false},
-		"POST /v1/validate/job":                 {ruleAnyToken, "POST", "/v1/validate/job", job("x", "default", "1"), false},
-		"GET /v1/allocations":                   {ruleList, "GET", "/v1/allocations", "", false},
-		"GET /v1/allocations/{id}":              {ruleRead, "GET", "/v1/allocations/" + f.alloc, "", false},
-		"PUT /v1/allocations/{id}/status":       {ruleNode, "PUT", "/v1/allocations/" + f.alloc + "/status", `{"node_id":"n1","status":{"client_status":"running"}}`, false},
-		"GET /v1/allocations/{id}/logs":         {ruleLogs, "GET", "/v1/allocations/" + f.alloc + "/logs", "", true},
+		"POST /v1/jobs":                     {ruleSubmit, "POST", "/v1/jobs", job("web", "default", "2"), false},
+		"GET /v1/jobs":                      {ruleList, "GET", "/v1/jobs", "", false},
+		"GET /v1/jobs/{name}":               {ruleRead, "GET", "/v1/jobs/web", "", false},
+		"DELETE /v1/jobs/{name}":            {ruleSubmit, "DELETE", "/v1/jobs/stopme", "", false},
+		"GET /v1/jobs/{name}/allocations":   {ruleRead, "GET", "/v1/jobs/web/allocations", "", false},
+		"GET /v1/jobs/{name}/versions":      {ruleRead, "GET", "/v1/jobs/web/versions", "", false},
+		"POST /v1/jobs/{name}/revert":       {ruleSubmit, "POST", "/v1/jobs/web/revert", `{"version":1}`, false},
+		"POST /v1/jobs/{name}/restart":      {ruleSubmit, "POST", "/v1/jobs/web/restart", "", false},
+		"GET /v1/jobs/{name}/deployments":   {ruleRead, "GET", "/v1/jobs/web/deployments", "", false},
+		"GET /v1/jobs/{name}/deployment":    {ruleRead, "GET", "/v1/jobs/web/deployment", "", false},
+		"GET /v1/deployments":               {ruleList, "GET", "/v1/deployments", "", false},
+		"GET /v1/deployments/{id}":          {ruleRead, "GET", "/v1/deployments/" + f.deployment, "", false},
+		"POST /v1/deployments/{id}/promote": {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/promote", "", true},
+		"POST /v1/deployments/{id}/fail":    {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/fail", "", true},
+		"POST /v1/jobs/plan":                {ruleSubmit, "POST", "/v1/jobs/plan", job("web", "default", "3"), false},
+		"GET /v1/plan/without":              {ruleNodeRead, "GET", "/v1/plan/without?node=n1", "", false},
+		"POST /v1/validate/job":             {ruleAnyToken, "POST", "/v1/validate/job", job("x", "default", "1"), false},
+		"GET /v1/allocations":               {ruleList, "GET", "/v1/allocations", "", false},
+		"GET /v1/allocations/{id}":          {ruleRead, "GET", "/v1/allocations/" + f.alloc, "", false},
+		"PUT /v1/allocations/{id}/status":   {ruleNode, "PUT", "/v1/allocations/" + f.alloc + "/status", `{"node_id":"n1","status":{"client_status":"running"}}`, false},
+		"GET /v1/allocations/{id}/logs":     {ruleLogs, "GET", "/v1/allocations/" + f.alloc + "/logs", "", true},
+		// Without an Upgrade the exec endpoint answers 400 once the
+		// capability is checked.
+		"GET /v1/allocations/{id}/exec":         {ruleExec, "GET", "/v1/allocations/" + f.alloc + "/exec?cmd=true", "", true},
 		"GET /v1/nodes":                         {ruleNodeRead, "GET", "/v1/nodes", "", false},
 		"POST /v1/nodes":                        {ruleNode, "POST", "/v1/nodes", testNode, false},
 		"GET /v1/nodes/{id}":                    {ruleNodeRead, "GET", "/v1/nodes/n1", "", false},

@@ -90,6 +90,9 @@ func (s *Server) wrap(a access, h handlerFunc) http.Handler {
 		if err == nil {
 			err = h(rw, ar)
 		}
+		if err == errHijacked {
+			return // the handler took the connection over and has answered
+		}
 		if ar != nil && context.Cause(ar.Context()) == errTokenRevoked {
 			// A blocking query still waiting gets a 403; a stream already
 			// answering (drover logs -f) just ends.
@@ -452,6 +455,9 @@ func (c *limitConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+// errHijacked is a handler's "I took the connection over" (exec).
+var errHijacked = errors.New("connection hijacked")
 
 // answerWriter notes whether a handler began its answer.
 type answerWriter struct {
