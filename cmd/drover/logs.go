@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 func newLogsCmd(g *globals) *cobra.Command {
 	var follow, stderr bool
 	var tail int
+	var since time.Duration
 	cmd := &cobra.Command{
 		Use:   "logs JOB[/TASK]",
 		Short: "Print a job's task output, by name; no allocation ID needed",
@@ -46,7 +48,10 @@ when none runs, the latest instance of each index.`,
 				return fmt.Errorf("job %q has no instances yet; see drover status %s", jobName, jobName)
 			}
 			out := &lockedWriter{w: cmd.OutOrStdout()}
-			opts := client.LogOptions{Stderr: stderr, Tail: tail, Follow: follow}
+			if since < 0 {
+				return fmt.Errorf("--since must be positive, such as 10m or 2h")
+			}
+			opts := client.LogOptions{Stderr: stderr, Tail: tail, Follow: follow, Since: since}
 			if len(streams) == 1 {
 				opts.Task = streams[0].task
 				return copyLog(ctx, c, streams[0].alloc.ID, opts, out, "")
@@ -87,6 +92,7 @@ when none runs, the latest instance of each index.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
 	cmd.Flags().BoolVar(&stderr, "stderr", false, "show stderr instead of stdout")
 	cmd.Flags().IntVar(&tail, "tail", -1, "show only the last N lines (-1: all)")
+	cmd.Flags().DurationVar(&since, "since", 0, "show only output written in the last this long, such as 10m (to about a second)")
 	return cmd
 }
 

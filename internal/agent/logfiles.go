@@ -64,9 +64,10 @@ func openLog(root *os.Root, name string) (*os.File, os.FileInfo, error) {
 }
 
 // tailLog returns the last n lines (all when n < 0) of the stream name,
-// across its rotated files, and the size of the current file, where a
-// follow starts. A file that does not exist is empty.
-func tailLog(root *os.Root, name string, n int) ([]byte, int64, error) {
+// across its rotated files, written at or after since (zero: all; to the
+// second, by the files' time marks), and the size of the current file,
+// where a follow starts. A file that does not exist is empty.
+func tailLog(root *os.Root, name string, n int, since time.Time) ([]byte, int64, error) {
 	base := tasklog.Path(".", name)
 	var out []byte
 	var offset int64
@@ -90,7 +91,20 @@ func tailLog(root *os.Root, name string, n int) ([]byte, int64, error) {
 		if i == 0 {
 			offset = size
 		}
-		from := max(0, size-budget)
+		from, older := max(0, size-budget), true
+		if !since.IsZero() {
+			cut, ok := int64(0), fi.ModTime().After(since)
+			if ok {
+				if marks, err := root.ReadFile(tasklog.IdxName(p)); err == nil {
+					cut, ok = tasklog.SinceOffset(marks, since)
+				}
+			}
+			if !ok {
+				f.Close()
+				break // this file, and the older ones, end before since
+			}
+			from, older = max(from, cut), cut == 0
+		}
 		b, err := io.ReadAll(io.NewSectionReader(f, from, size-from))
 		f.Close()
 		if err != nil {
@@ -98,7 +112,7 @@ func tailLog(root *os.Root, name string, n int) ([]byte, int64, error) {
 		}
 		budget -= int64(len(b))
 		out = append(b, out...)
-		if n >= 0 && bytes.Count(out, []byte("\n")) > n {
+		if !older || (n >= 0 && bytes.Count(out, []byte("\n")) > n) {
 			break
 		}
 	}

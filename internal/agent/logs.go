@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/pki"
@@ -81,6 +82,15 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = n
 	}
+	var since time.Time
+	if s := r.URL.Query().Get("since"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			httpError(w, http.StatusBadRequest, "since must be a positive duration such as 10m or 2h")
+			return
+		}
+		since = time.Now().Add(-d)
+	}
 	root, err := a.allocRoot(id)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -92,7 +102,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	defer root.Close()
 	name := task + "." + typ
-	b, offset, err := tailLog(root, name, tail)
+	b, offset, err := tailLog(root, name, tail, since)
 	if err != nil {
 		httpError(w, http.StatusForbidden, "alloc "+id+": refusing to serve the "+typ+" log of task "+task+": "+err.Error())
 		return

@@ -364,6 +364,9 @@ type LogOptions struct {
 	Stderr bool
 	Tail   int // last N lines; < 0 for all
 	Follow bool
+	// Since keeps the output written in the last Since (0: all), to
+	// about a second.
+	Since time.Duration
 }
 
 // Logs streams a task's output. The caller closes the reader; cancelling
@@ -377,6 +380,9 @@ func (c *Client) Logs(ctx context.Context, allocID string, o LogOptions) (io.Rea
 		v.Set("type", "stdout")
 	}
 	v.Set("tail", strconv.Itoa(o.Tail))
+	if o.Since > 0 {
+		v.Set("since", o.Since.String())
+	}
 	if o.Follow {
 		v.Set("follow", "true")
 	}

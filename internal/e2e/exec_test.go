@@ -110,3 +110,43 @@ func writeTemp(t *testing.T, name, body string) string {
 	}
 	return p
 }
+
+// TestLogsSince: drover logs --since keeps the output of the last while
+// (to about a second), from a real task's real log files.
+func TestLogsSince(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	file := writeTemp(t, "ticker.hcl", `job "ticker" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done"]
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+  }
+}
+`)
+	if _, stderr, code := d.cli("", "run", file); code != 0 {
+		t.Fatalf("drover run: %s", stderr)
+	}
+	time.Sleep(4 * time.Second)
+	all, _, code := d.cli("", "logs", "ticker")
+	recent, stderr, code2 := d.cli("", "logs", "ticker", "--since", "1s")
+	if code != 0 || code2 != 0 {
+		t.Fatalf("drover logs: %d %d %s", code, code2, stderr)
+	}
+	nAll, nRecent := strings.Count(all, "\n"), strings.Count(recent, "\n")
+	// 1 s of lines every 0.2 s is 5; marks are a second apart, so up to
+	// about 10 may come.
+	if !strings.Contains(all, "line-0\n") || strings.Contains(recent, "line-0\n") || nRecent == 0 || nRecent > 12 || nRecent >= nAll {
+		t.Errorf("logs --since 1s: %d of %d lines:\n%s", nRecent, nAll, recent)
+	}
+	if _, stderr, code := d.cli("", "logs", "ticker", "--since", "-5m"); code == 0 || !strings.Contains(stderr, "positive") {
+		t.Errorf("a negative --since: exit %d, %s", code, stderr)
+	}
+}

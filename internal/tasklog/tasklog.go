@@ -5,6 +5,10 @@
 //
 //	stdout.log      the current file, appended to
 //	stdout.log.1    the previous one (then .2, ... up to Keep)
+//	stdout.log.idx  its time marks: "<unix nanos> <offset>" lines, at most
+//	                one a second, saying the bytes from offset on were
+//	                written from that time on (then .1.idx, ...): what
+//	                `drover logs --since` reads, to a second
 //
 // Rotation renames; a follower notices that the current file was replaced
 // and reopens it, so following survives rotation.
@@ -44,9 +48,18 @@ type Writer struct {
 	maxBytes int64
 	keep     int
 	f        *os.File
+	idx      *os.File // the current file's time marks
+	lastMark time.Time
 	size     int64
 	closed   bool
 }
+
+// markEvery is how often at most a time mark is written: --since is
+// exact to about this.
+const markEvery = time.Second
+
+// IdxName is the time-mark file of a log file.
+func IdxName(file string) string { return file + ".idx" }
 
 // NewWriter returns a writer appending to dir/name.log. The file is opened
 // on the first write, so a task that prints nothing costs no file, and a
@@ -88,6 +101,15 @@ func (w *Writer) open() error {
 		return err
 	}
 	w.f, w.size = f, fi.Size()
+	// The marks: lost marks cost --since precision, never output.
+	if idx, err := w.root.OpenFile(IdxName(w.file), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0o640); err == nil {
+		if st, err := idx.Stat(); err == nil && st.Mode().IsRegular() {
+			w.idx = idx
+		} else {
+			idx.Close()
+		}
+	}
+	w.lastMark = time.Time{}
 	return nil
 }
 
@@ -108,23 +130,51 @@ func (w *Writer) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	if now := time.Now(); w.idx != nil && now.Sub(w.lastMark) >= markEvery {
+		fmt.Fprintf(w.idx, "%d %d\n", now.UnixNano(), w.size)
+		w.lastMark = now
+	}
 	n, err := w.f.Write(p)
 	w.size += int64(n)
 	return n, err
 }
 
+// SinceOffset reads a log file's time marks and returns the offset from
+// which its bytes may have been written at or after t; ok is false when
+// none were. A mark's chunk (up to the next mark) was written within
+// markEvery of its time, since a later write makes a new mark: so the
+// answer may start up to markEvery before t, never after it.
+func SinceOffset(marks []byte, t time.Time) (off int64, ok bool) {
+	for _, line := range bytes.Split(marks, []byte("\n")) {
+		var ns, o int64
+		if _, err := fmt.Sscanf(string(line), "%d %d", &ns, &o); err != nil {
+			continue
+		}
+		if time.Unix(0, ns).Add(markEvery).After(t) {
+			return o, true // this chunk may hold bytes from t on
+		}
+	}
+	return 0, false
+}
+
 func (w *Writer) rotate() error {
 	w.f.Close()
 	w.f = nil
+	if w.idx != nil {
+		w.idx.Close()
+		w.idx = nil
+	}
 	for i := w.keep; i >= 1; i-- {
 		src := w.file
 		if i > 1 {
 			src = fmt.Sprintf("%s.%d", w.file, i-1)
 		}
 		w.root.Rename(src, fmt.Sprintf("%s.%d", w.file, i))
+		w.root.Rename(IdxName(src), IdxName(fmt.Sprintf("%s.%d", w.file, i)))
 	}
 	if w.keep == 0 {
 		w.root.Remove(w.file)
+		w.root.Remove(IdxName(w.file))
 	}
 	return w.open()
 }
@@ -137,6 +187,10 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
+	if w.idx != nil {
+		w.idx.Close()
+		w.idx = nil
+	}
 	if w.root != nil {
 		w.root.Close()
 	}

@@ -46,6 +46,8 @@ func write(t *testing.T, w *tasklog.Writer, s string) {
 	}
 }
 
+// files lists the log files in dir; their time marks (.idx) go along
+// (TestTimeMarksFollowRotation checks those).
 func files(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -54,7 +56,9 @@ func files(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if !strings.HasSuffix(e.Name(), ".idx") {
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }
@@ -526,5 +530,40 @@ func TestWriterStaysInsideItsDirectory(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a write into a FIFO with no reader blocked")
+	}
+}
+
+// TestTimeMarksFollowRotation: the writer marks the time of its writes at
+// most once a second, the marks rotate with their file, and SinceOffset
+// finds where the writes after a time begin.
+func TestTimeMarksFollowRotation(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, 1000, 2)
+	write(t, w, "old line\n")
+	time.Sleep(1100 * time.Millisecond)
+	cut := time.Now()
+	time.Sleep(10 * time.Millisecond)
+	write(t, w, "new line\n")
+	marks, err := os.ReadFile(filepath.Join(dir, tasklog.IdxName("task.stdout.log")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(marks, []byte("\n")); n != 2 {
+		t.Fatalf("%d marks for two writes a second apart, want 2:\n%s", n, marks)
+	}
+	off, ok := tasklog.SinceOffset(marks, cut)
+	body := readFile(t, tasklog.Path(dir, "task.stdout"))
+	if got := body[off:]; !ok || got != "new line\n" {
+		t.Errorf("since %s: %q (%v), want the new line only", cut.Format(time.StampMilli), got, ok)
+	}
+	if off, ok := tasklog.SinceOffset(marks, cut.Add(-time.Hour)); off != 0 || !ok {
+		t.Errorf("since an hour before: offset %d (%v), want 0", off, ok)
+	}
+	if _, ok := tasklog.SinceOffset(marks, time.Now().Add(time.Hour)); ok {
+		t.Errorf("since an hour from now: some bytes, want none")
+	}
+	write(t, w, strings.Repeat("x", 995)+"\n") // rotates
+	if _, err := os.Stat(filepath.Join(dir, tasklog.IdxName("task.stdout.log.1"))); err != nil {
+		t.Errorf("the marks did not rotate with their file: %v", err)
 	}
 }
