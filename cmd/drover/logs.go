@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
