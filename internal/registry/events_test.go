@@ -85,3 +85,31 @@ func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
 		t.Fatalf("left after trimming: %+v", left)
 	}
 }
+
+// TestStatusEventsAreTheNewOnes: a report's events are the task events
+// newer than the stored report's, the client status when it changed, and
+// the deployment verdict when it first comes.
+func TestStatusEventsAreTheNewOnes(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &spec.Alloc{ID: "a1", Name: "web.g[0]", Job: "web", Namespace: "team", NodeName: "n1", DeploymentID: "d1234567890"}
+	old := &spec.AllocStatus{ClientStatus: spec.ClientPending, Tasks: map[string]*spec.TaskState{
+		"t": {Events: []spec.TaskEvent{{Time: t0, Type: spec.EventReceived}}}}}
+	now := &spec.AllocStatus{ClientStatus: spec.ClientRunning, Description: "all tasks running",
+		DeploymentHealth: &spec.DeploymentHealth{Healthy: true, Time: t0.Add(3 * time.Second)},
+		Tasks: map[string]*spec.TaskState{"t": {Events: []spec.TaskEvent{
+			{Time: t0, Type: spec.EventReceived}, {Time: t0.Add(time.Second), Type: spec.EventStarted, Message: "pid 7"}}}}}
+	got := statusEvents(a, old, now)
+	var types []string
+	for _, e := range got {
+		types = append(types, e.Topic+"/"+e.Type)
+		if e.Job != "web" || e.Namespace != "team" || e.Alloc != "web.g[0]" || e.Node != "n1" {
+			t.Errorf("event without its subject: %+v", e)
+		}
+	}
+	if want := "alloc/Started deployment/Healthy alloc/Running"; fmt.Sprint(types) != "["+want+"]" {
+		t.Errorf("events %v, want [%s]", types, want)
+	}
+	if again := statusEvents(a, now, now); len(again) != 0 {
+		t.Errorf("the same report twice made events: %+v", again)
+	}
+}

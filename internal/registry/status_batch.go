@@ -154,6 +154,15 @@ func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
 			}
 		}
 	}
+	// A deployment's step: the agent's verdict on an instance it placed.
+	if v := now.DeploymentHealth; v != nil && (old == nil || old.DeploymentHealth == nil) {
+		e := ev("Unhealthy", "", v.Reason, v.Time)
+		if v.Healthy {
+			e.Type, e.Message = "Healthy", "healthy for deployment "+a.DeploymentID[:min(8, len(a.DeploymentID))]
+		}
+		e.Topic = spec.TopicDeployment
+		out = append(out, e)
+	}
 	if old == nil || old.ClientStatus != now.ClientStatus {
 		cs := string(now.ClientStatus)
 		if cs != "" {
