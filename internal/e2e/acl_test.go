@@ -26,24 +26,7 @@ func TestACLThroughTheCLI(t *testing.T) {
 		}
 		return p
 	}
-	jobFile := func(name string) string {
-		return write(name+".hcl", `job "`+name+`" {
-  group "g" {
-    task "t" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sleep"
-        args    = ["300"]
-      }
-      resources {
-        cpu    = 10
-        memory = 10
-      }
-    }
-  }
-}
-`)
-	}
+	jobFile := func(name string) string { return sleepJob(t, name, "") }
 	must := func(stdout, stderr string, code int) string {
 		t.Helper()
 		if code != 0 {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,28 +64,12 @@ func TestEventsFollowAJobsLife(t *testing.T) {
 		}
 	}
 
-	file := filepath.Join(t.TempDir(), "life.hcl")
-	os.WriteFile(file, []byte(`job "life" {
-  group "g" {
-    restart {
+	file := sleepJob(t, "life", `    restart {
       attempts = 3
       interval = "1m"
       delay    = "1s"
     }
-    task "t" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sleep"
-        args    = ["300"]
-      }
-      resources {
-        cpu    = 10
-        memory = 10
-      }
-    }
-  }
-}
-`), 0o644)
+`)
 	time.Sleep(500 * time.Millisecond) // the stream is open before the submit
 	if _, stderr, code := d.cli("", "run", "--detach", file); code != 0 {
 		t.Fatalf("drover run: %s", stderr)

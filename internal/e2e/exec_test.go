@@ -102,6 +102,28 @@ func TestExecInARunningTask(t *testing.T) {
 	}
 }
 
+// sleepJob writes a job file of one raw_exec task that sleeps, with more
+// group-level HCL when given (a restart block), and returns its path.
+func sleepJob(t *testing.T, name, groupExtra string) string {
+	t.Helper()
+	return writeTemp(t, name+".hcl", `job "`+name+`" {
+  group "g" {
+`+groupExtra+`    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["300"]
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+  }
+}
+`)
+}
+
 func writeTemp(t *testing.T, name, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)

@@ -96,23 +96,7 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	)
 
 	// A job submitted through the CLI appears with no reload.
-	file := filepath.Join(t.TempDir(), "fromcli.hcl")
-	os.WriteFile(file, []byte(`job "fromcli" {
-  group "g" {
-    task "t" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sleep"
-        args    = ["300"]
-      }
-      resources {
-        cpu    = 10
-        memory = 10
-      }
-    }
-  }
-}
-`), 0o644)
+	file := sleepJob(t, "fromcli", "")
 	submitted := time.Now()
 	if _, stderr, code := d.cli("", "run", "--detach", file); code != 0 {
 		t.Fatalf("drover run: %s", stderr)

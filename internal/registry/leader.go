@@ -64,7 +64,20 @@ func (r *Registry) Campaign(ctx context.Context, id string, ttl time.Duration) (
 			return nil, wrap("campaign: session", err)
 		}
 		e := concurrency.NewElection(s, r.prefix+dirLeader)
-		if err := e.Campaign(ctx, id); err != nil {
+		// etcd's Campaign, when ctx ends while it waits, resigns with no
+		// deadline of its own: with etcd unreachable it would never return,
+		// and a server told to stop would hang. So it runs apart, and ctx
+		// ends the wait here; it finishes once etcd answers or the client
+		// closes.
+		campaigned := make(chan error, 1)
+		go func() { campaigned <- e.Campaign(ctx, id) }()
+		select {
+		case err = <-campaigned:
+		case <-ctx.Done():
+			s.Close() // revokes the lease, bounded by its TTL
+			return nil, fmt.Errorf("registry: campaign: %w", ctx.Err())
+		}
+		if err != nil {
 			s.Close()
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("registry: campaign: %w", ctx.Err())

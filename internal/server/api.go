@@ -644,17 +644,29 @@ func (s *Server) leader(w http.ResponseWriter, r *http.Request) error {
 
 // allocLogs proxies to the agent of the alloc's node, so a client reads
 // logs by job name without knowing where the task runs.
-func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
+// agentCall is what a request for an alloc's agent needs: the alloc, the
+// URL of the agent's endpoint for it (with the request's query and the
+// task named), and its node.
+type agentCall struct {
+	alloc *spec.Alloc
+	url   string
+	node  *spec.Node
+}
+
+// forAgent checks the request's capability on the alloc in {id} and its
+// ?task (which may be left out when the alloc has one), and builds the URL
+// of the agent's endpoint what (logs, exec) for it.
+func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall, error) {
 	id, err := pathName(r, "id", "allocation id")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a, err := s.findAlloc(r, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.allow(r, a.Namespace, acl.Logs); err != nil {
-		return err
+	if err := s.allow(r, a.Namespace, capability); err != nil {
+		return nil, err
 	}
 	q := r.URL.Query()
 	task := q.Get("task")
@@ -670,18 +682,27 @@ func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
 		for i, t := range a.Tasks {
 			names[i] = t.Name
 		}
-		return badRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
+		return nil, badRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
 	node, err := s.reg.GetNode(r.Context(), a.NodeID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if node.Address == "" {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to fetch logs from", node.Name)}
+		return nil, &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}
 	}
 	q.Set("task", task)
-	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/logs?" + q.Encode()
-	req, err := http.NewRequestWithContext(r.Context(), "GET", u, nil)
+	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/" + what + "?" + q.Encode()
+	return &agentCall{alloc: a, url: u, node: node}, nil
+}
+
+func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
+	call, err := s.forAgent(r, acl.Logs, "logs")
+	if err != nil {
+		return err
+	}
+	node := call.node
+	req, err := http.NewRequestWithContext(r.Context(), "GET", call.url, nil)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -20,33 +19,18 @@ import (
 // connections into each other until either side ends. The frames are
 // execstream's; this server reads none of them.
 func (s *Server) allocExec(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "allocation id")
+	call, err := s.forAgent(r, acl.Exec, "exec")
 	if err != nil {
-		return err
-	}
-	a, err := s.findAlloc(r, id)
-	if err != nil {
-		return err
-	}
-	if err := s.allow(r, a.Namespace, acl.Exec); err != nil {
 		return err
 	}
 	if r.Header.Get("Upgrade") != execstream.Protocol {
 		return badRequest("exec streams over an upgraded connection: send Connection: Upgrade and Upgrade: %s (drover exec does)", execstream.Protocol)
 	}
-	q := r.URL.Query()
-	if len(q["cmd"]) == 0 {
+	if len(r.URL.Query()["cmd"]) == 0 {
 		return badRequest("no command: give cmd=... once per argument")
 	}
-	node, err := s.reg.GetNode(r.Context(), a.NodeID)
-	if err != nil {
-		return err
-	}
-	if node.Address == "" {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}
-	}
-	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/exec?" + q.Encode()
-	req, err := http.NewRequestWithContext(r.Context(), "GET", u, nil)
+	a, node := call.alloc, call.node
+	req, err := http.NewRequestWithContext(r.Context(), "GET", call.url, nil)
 	if err != nil {
 		return err
 	}
@@ -77,7 +61,7 @@ func (s *Server) allocExec(w http.ResponseWriter, r *http.Request) error {
 	if err := brw.Flush(); err != nil {
 		return errHijacked
 	}
-	s.log.Info("exec", "alloc", a.Name, "by", s.who(r), "task", q.Get("task"))
+	s.log.Info("exec", "alloc", a.Name, "by", s.who(r), "task", r.URL.Query().Get("task"))
 	var once sync.Once
 	done := make(chan struct{})
 	end := func() { once.Do(func() { close(done) }) }

@@ -90,7 +90,17 @@ func TestReadyzFollowsTheRegistryAndLivezDoesNot(t *testing.T) {
 	srv := New(Config{Registry: reg, ID: "r", Logger: log})
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		// A server whose etcd went away still stops when told to.
+		cancel()
+		stopped := time.Now()
+		select {
+		case <-done:
+			t.Logf("server stopped %s after it was told to, its etcd gone", time.Since(stopped).Round(time.Millisecond))
+		case <-time.After(30 * time.Second):
+			t.Error("the server did not stop within 30s of being told to, with its etcd gone")
+		}
+	}()
 	hs := httptest.NewServer(srv.Handler(nil))
 	defer hs.Close()
 	get := func(path string) (int, string) {
