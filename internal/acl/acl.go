@@ -25,6 +25,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // Namespace capabilities.
@@ -53,9 +55,6 @@ var (
 	NamespaceCapabilities = []string{Read, Submit, Logs, Exec}
 	NodeCapabilities      = []string{NodeRead, NodeWrite}
 )
-
-// DefaultNamespace is where a job that names none lives.
-const DefaultNamespace = "default"
 
 // Rules are a parsed policy.
 type Rules struct {
@@ -195,9 +194,7 @@ func (a *ACL) Allow(ns, capability string) bool {
 	if a.management {
 		return true
 	}
-	if ns == "" {
-		ns = DefaultNamespace
-	}
+	ns = spec.NamespaceOf(ns)
 	if slices.Contains(a.exact[ns], capability) {
 		return true
 	}

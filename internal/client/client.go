@@ -191,20 +191,12 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return req, err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, hintFor(err))
+		return 0, c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	index, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64)
 	if resp.StatusCode/100 != 2 {
-		e := &Error{Status: resp.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
-			e.APIError.Error = fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
-			if strings.Contains(string(b), "HTTP request to an HTTPS server") {
-				e.APIError.Error += " (the server speaks TLS: use an https:// address and give its CA with --tls-dir or DROVER_TLS_DIR)"
-			}
-		}
-		return index, e
+		return index, errorOf(resp, method+" "+path)
 	}
 	if out == nil {
 		return index, nil
@@ -213,6 +205,26 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return index, fmt.Errorf("%s %s: bad response: %w", method, path, err)
 	}
 	return index, nil
+}
+
+// errorOf reads a non-2xx answer: the API's error, or what (the request)
+// with the status and the body when the answer is not the API's.
+func errorOf(resp *http.Response, what string) *Error {
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
+		e.APIError.Error = fmt.Sprintf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(b)))
+		if strings.Contains(string(b), "HTTP request to an HTTPS server") {
+			e.APIError.Error += " (the server speaks TLS: use an https:// address and give its CA with --tls-dir or DROVER_TLS_DIR)"
+		}
+	}
+	return e
+}
+
+// unreachable is the error of a request no server answered, with what to
+// do about it.
+func (c *Client) unreachable(err error) error {
+	return fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, hintFor(err))
 }
 
 func unwrapURL(err error) error {
@@ -390,16 +402,11 @@ func (c *Client) Logs(ctx context.Context, allocID string, o LogOptions) (io.Rea
 		return http.NewRequestWithContext(ctx, "GET", base+"/v1/allocations/"+url.PathEscape(allocID)+"/logs?"+v.Encode(), nil)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the drover server at %s: %w", c.where(), err)
+		return nil, c.unreachable(err)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		e := &Error{Status: resp.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
-			e.APIError.Error = strings.TrimSpace(string(b))
-		}
-		return nil, e
+		return nil, errorOf(resp, "GET /v1/allocations/"+allocID+"/logs")
 	}
 	return resp.Body, nil
 }

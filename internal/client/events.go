@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -68,16 +67,11 @@ func (c *Client) FollowEvents(ctx context.Context, o EventOptions, f func(spec.E
 		return req, err
 	})
 	if err != nil {
-		return fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, hintFor(err))
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		e := &Error{Status: resp.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
-			e.APIError.Error = fmt.Sprintf("GET /v1/events: %s", resp.Status)
-		}
-		return e
+		return errorOf(resp, "GET /v1/events")
 	}
 	// Server-sent events: "data:" lines carry one event's JSON; a blank
 	// line ends it; ":" lines are keep-alives.
@@ -100,48 +94,4 @@ func (c *Client) FollowEvents(ctx context.Context, o EventOptions, f func(spec.E
 		return ctx.Err()
 	}
 	return sc.Err()
-}
-
-// Exec asks for cmd to run in a running task of an alloc (task "" is its
-// only one), on a terminal when tty, and returns the upgraded connection,
-// which carries execstream frames both ways.
-// cols and rows are the terminal's size at the start (0: 80x24).
-func (c *Client) Exec(ctx context.Context, allocID, task string, cmd []string, tty bool, cols, rows int) (io.ReadWriteCloser, error) {
-	v := url.Values{"cmd": cmd}
-	if task != "" {
-		v.Set("task", task)
-	}
-	if tty {
-		v.Set("tty", "1")
-		if cols > 0 && rows > 0 {
-			v.Set("cols", strconv.Itoa(cols))
-			v.Set("rows", strconv.Itoa(rows))
-		}
-	}
-	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/allocations/"+url.PathEscape(allocID)+"/exec?"+v.Encode(), nil)
-		if err == nil {
-			req.Header.Set("Connection", "Upgrade")
-			req.Header.Set("Upgrade", "drover-exec")
-		}
-		return req, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, hintFor(err))
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		defer resp.Body.Close()
-		e := &Error{Status: resp.StatusCode}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
-			e.APIError.Error = fmt.Sprintf("exec: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-		}
-		return nil, e
-	}
-	rwc, ok := resp.Body.(io.ReadWriteCloser)
-	if !ok {
-		resp.Body.Close()
-		return nil, fmt.Errorf("exec: the server's answer is not a stream")
-	}
-	return rwc, nil
 }

@@ -231,7 +231,6 @@ type unitDecoder struct {
 	descAt                    pos
 	machineID                 *unitOption
 	global                    *unitOption
-	constraints               []*spec.Constraint
 	metaKeys                  []string // MachineMetadata keys in first-seen order
 	metaValues                map[string][]string
 	metaAt                    map[string]pos

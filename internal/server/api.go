@@ -682,6 +682,9 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 		for i, t := range a.Tasks {
 			names[i] = t.Name
 		}
+		if task == "" {
+			return nil, badRequest("allocation %s has %d tasks; name one (JOB/TASK on the command line, ?task= in the API): %s", a.Name, len(a.Tasks), strings.Join(names, ", "))
+		}
 		return nil, badRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
 	node, err := s.reg.GetNode(r.Context(), a.NodeID)

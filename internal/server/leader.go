@@ -52,7 +52,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		return time.Time{}, err
 	}
 	s.committed = rev
-	s.observePass(d, start, time.Now(), s.leadingSince)
+	s.observePass(d, start, time.Now())
 	s.revert(ctx, l, d.reconcile.Reverts)
 	s.log.Debug("plan committed", "placed", len(d.sched.Placements), "stopped", len(d.reconcile.Stop),
 		"evicted", len(d.sched.Evictions), "gc", len(d.reconcile.GC), "unplaced", len(d.sched.Failures))

@@ -57,7 +57,7 @@ func (s *Server) metricsHandler() http.Handler {
 // observePass records a committed pass that began at start: counts, its
 // duration, and for each job version placed for the first time since this
 // server began leading, the time from its submit.
-func (s *Server) observePass(d decision, start, now time.Time, leadingSince time.Time) {
+func (s *Server) observePass(d decision, start, now time.Time) {
 	m := s.metrics
 	m.Placements.Add(float64(len(d.sched.Placements)))
 	m.Evictions.Add(float64(len(d.sched.Evictions)))
@@ -68,7 +68,7 @@ func (s *Server) observePass(d decision, start, now time.Time, leadingSince time
 	}
 	for _, p := range d.sched.Placements {
 		j := p.Request.Job
-		if s.firstPlaced[j.Name] >= j.Version || j.SubmitTime.Before(leadingSince) {
+		if s.firstPlaced[j.Name] >= j.Version || j.SubmitTime.Before(s.leadingSince) {
 			continue
 		}
 		s.firstPlaced[j.Name] = j.Version
