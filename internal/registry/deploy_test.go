@@ -141,7 +141,7 @@ func TestDeploymentsInMirrorAndWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := campaign(t, r, "s1")
-	m, err := r.NewMirror(ctx)
+	m, err := r.NewMirror(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}

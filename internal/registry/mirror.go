@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +28,20 @@ import (
 // the leader passes the revision of its own last commit and of the latest
 // change its server published, so that a pass never decides on a state
 // that lacks what the previous pass wrote or what woke it.
+//
+// The mirror's revision moves only with what it has applied: the full read
+// (a linearizable read, so a new leader's first pass sees every write
+// acknowledged before it won) and the events of its watch, which etcd
+// sends in revision order. It never trusts a watch progress notification:
+// etcd before 3.4.24 and 3.5.8 (etcd-io/etcd#15220) can send one with a
+// revision ahead of events it has not sent yet, and a leader that trusted
+// it placed again what it had just placed. A revision with no event under
+// the prefix (a key written by someone else on a shared etcd) is reached by
+// writing a barrier key of this mirror's own: once its event arrives,
+// every event before it has been applied.
 type Mirror struct {
 	r       *Registry
+	barrier string // this mirror's barrier key
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when rev moves
 	rev     int64
@@ -113,13 +126,29 @@ type mirrorStatus struct {
 var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive, dirDeployments, dirDeploymentRequests,
 	dirNodeCtl, dirNodeUsage}
 
+// dirMirrorBarrier holds each server's mirror barrier key (see Mirror),
+// written only by that server's mirror.
+const dirMirrorBarrier = "mirror_barrier/"
+
+// mirrorLoaded, when set (by tests), runs between the mirror's full read
+// and the start of its watch.
+var mirrorLoaded func()
+
 // NewMirror reads the registry and keeps a copy of it up to date until ctx
-// ends.
-func (r *Registry) NewMirror(ctx context.Context) (*Mirror, error) {
-	m := &Mirror{r: r, changed: make(chan struct{})}
+// ends. owner names the server it belongs to (its barrier key's name);
+// one server runs at most one mirror at a time.
+func (r *Registry) NewMirror(ctx context.Context, owner string) (*Mirror, error) {
+	key, err := r.key(dirMirrorBarrier, "server id", owner)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mirror{r: r, barrier: key, changed: make(chan struct{})}
 	rev, err := m.load(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if mirrorLoaded != nil {
+		mirrorLoaded()
 	}
 	go m.run(ctx, rev)
 	return m, nil
@@ -345,11 +374,7 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 				break
 			}
 			m.mu.Lock()
-			if resp.IsProgressNotify() {
-				// All events up to the header's revision are delivered
-				// (see Snapshot, which asks for these).
-				rev = max(rev, resp.Header.Revision)
-			}
+			// Progress notifications (no events) are ignored: see Mirror.
 			for _, ev := range resp.Events {
 				// Events come in revision order; a response's header
 				// revision may be ahead of the events sent so far while
@@ -393,23 +418,21 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 // schedules and deployments are shared with the mirror and later
 // snapshots: callers must not modify them (copy a deployment to change
 // it). Allocs are copies (the leader marks NodeDown on them).
+//
+// A revision not reached within barrierAfter is proven with a barrier
+// write (see Mirror), again every barrierEvery while it is not reached.
 func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error) {
 	m.mu.Lock()
-	asked := false
+	wait := barrierAfter
 	for m.rev < atLeast && m.err == nil {
 		ch := m.changed
 		m.mu.Unlock()
-		// A revision can come from a key outside the mirrored prefix (an
-		// etcd shared with others): after a short wait, ask etcd to tell
-		// the watch how far it is.
-		t := time.NewTimer(20 * time.Millisecond)
+		t := time.NewTimer(wait)
 		select {
 		case <-ch:
 		case <-t.C:
-			if !asked {
-				asked = true
-				m.r.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
-			}
+			wait = barrierEvery
+			m.writeBarrier(ctx, atLeast)
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("registry: the leader's mirror is not at revision %d yet: %w", atLeast, ctx.Err())
@@ -460,6 +483,22 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 	}
 	s.Deployments = slices.Clone(m.deployList)
 	return s, nil
+}
+
+const (
+	barrierAfter = 20 * time.Millisecond
+	barrierEvery = 500 * time.Millisecond
+)
+
+// writeBarrier puts the mirror's barrier key: its event, once the watch
+// brings it, proves the mirror has applied everything before it. A
+// failed write is logged; Snapshot writes again.
+func (m *Mirror) writeBarrier(ctx context.Context, want int64) {
+	ctx, cancel := context.WithTimeout(ctx, barrierEvery)
+	defer cancel()
+	if _, err := m.r.cli.Put(ctx, m.barrier, strconv.FormatInt(want, 10)); err != nil && ctx.Err() == nil {
+		m.r.log.Warn("leader's mirror: cannot write its barrier key", "key", m.barrier, "err", err)
+	}
 }
 
 // nodesList brings nodeList up to date: built again when a node came,

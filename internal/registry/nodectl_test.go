@@ -182,7 +182,7 @@ func TestMirrorMergesNodeControlAndUsage(t *testing.T) {
 	if err := r.PutNodeUsage(ctx, "n3", &spec.NodeUsage{Tasks: spec.Usage{MemoryMB: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := r.NewMirror(ctx)
+	m, err := r.NewMirror(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}

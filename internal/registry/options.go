@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,7 +83,65 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 		}
 		return nil, fmt.Errorf("registry: etcd %v does not answer: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}
+	if err := r.checkVersion(cctx, opts.Endpoints); err != nil {
+		cli.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// MinEtcdVersion is the oldest etcd drover runs on: the v3 API with
+// leases, elections, watch revisions and progress requests as drover uses
+// them. Older versions are refused at start.
+const MinEtcdVersion = "3.4.0"
+
+// checkVersion logs the version of each etcd member that answers and
+// refuses a member older than MinEtcdVersion. A member that does not
+// answer is left to the client's failover.
+func (r *Registry) checkVersion(ctx context.Context, endpoints []string) error {
+	answered := false
+	for _, ep := range endpoints {
+		sctx, cancel := context.WithTimeout(ctx, time.Second) // a member down must not hold the start long
+		st, err := r.cli.Status(sctx, ep)
+		cancel()
+		if err != nil {
+			r.log.Debug("etcd member did not give its status", "endpoint", ep, "err", err)
+			continue
+		}
+		answered = true
+		r.log.Info("etcd", "endpoint", ep, "version", st.Version)
+		if olderVersion(st.Version, MinEtcdVersion) {
+			return fmt.Errorf("registry: etcd at %s is version %s; drover needs etcd %s or newer: upgrade that member: %w",
+				ep, st.Version, MinEtcdVersion, ErrInvalid)
+		}
+	}
+	if !answered {
+		r.log.Warn("no etcd member gave its version", "endpoints", endpoints)
+	}
+	return nil
+}
+
+// olderVersion reports whether dotted version v is older than min
+// (numeric fields compared in order; a suffix like "-rc.1" is ignored).
+// A version that cannot be read is not older: etcd answered, and a
+// refusal must name what is wrong.
+func olderVersion(v, min string) bool {
+	a, b := strings.Split(v, "."), strings.Split(min, ".")
+	for i := range b {
+		if i >= len(a) {
+			return false
+		}
+		digits, _, _ := strings.Cut(a[i], "-")
+		x, err := strconv.Atoi(digits)
+		if err != nil {
+			return false
+		}
+		y, _ := strconv.Atoi(b[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }
 
 // TLSFromFiles builds the TLS configuration for etcd from PEM files: caFile

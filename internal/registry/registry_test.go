@@ -1157,7 +1157,7 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := campaign(t, r, "s1")
-	m, err := r.NewMirror(ctx)
+	m, err := r.NewMirror(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1202,7 +1202,7 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 		t.Fatalf("mirror differs from a fresh snapshot (-snapshot +mirror):\n%s", diff)
 	}
 	// A revision made by a key outside the mirrored prefix is seen too:
-	// the mirror asks etcd how far its watch is.
+	// the mirror writes its barrier key and waits for its event.
 	other, err := r.cli.Put(ctx, "/elsewhere/key", "v")
 	if err != nil {
 		t.Fatal(err)

@@ -266,7 +266,7 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	mctx, stopMirror := context.WithCancel(ctx)
 	defer stopMirror()
 	for {
-		m, err := s.reg.NewMirror(mctx)
+		m, err := s.reg.NewMirror(mctx, s.cfg.ID)
 		if err == nil {
 			s.mirror, s.committed = m, 0
 			break

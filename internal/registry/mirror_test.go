@@ -1,0 +1,160 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// startSystemEtcd runs Debian's etcd-server (/usr/bin/etcd, 3.4) as a
+// single member, stopped when the test ends. It skips the test when etcd
+// is not installed, and fails it then when CI=true.
+func startSystemEtcd(t *testing.T) []string {
+	t.Helper()
+	bin := "/usr/bin/etcd"
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("etcd is not installed (CI=true): apt-get install -y etcd-server")
+		}
+		t.Skip("needs Debian's etcd-server (/usr/bin/etcd); apt-get install etcd-server")
+	}
+	var ports []int
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "--name", "m1", "--data-dir", filepath.Join(dir, "m1"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m1="+peer, "--logger", "zap", "--log-level", "error")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	out, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		out.Close()
+	})
+	return []string{client}
+}
+
+// TestMirrorIgnoresEarlyProgress: a mirror whose watch starts behind
+// etcd's head (writes landed between its full read and its watch) must not
+// answer a snapshot before it has applied every event up to the revision
+// asked. etcd 3.4 answers a progress request at once with its current
+// revision, ahead of the events the watch still has to send
+// (etcd-io/etcd#15220); a mirror that took that as progress answered with
+// allocs missing, and the leader placed them again. Run on Debian's etcd
+// 3.4, and on the embedded one.
+func TestMirrorIgnoresEarlyProgress(t *testing.T) {
+	kinds := map[string]func(t *testing.T) []string{
+		"etcd-3.4": startSystemEtcd,
+		"embedded": func(t *testing.T) []string { return startEtcd(t).Endpoints() },
+	}
+	for name, start := range kinds {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := Open(ctx, start(t), testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			l := campaign(t, r, "s1")
+			const n = 600
+			var last int64
+			// Between the mirror's read and its watch: many writes
+			// outside the prefix (a shared etcd's other users), then the
+			// leader's placements, in many small commits.
+			mirrorLoaded = func() {
+				for i := range 500 {
+					if _, err := r.cli.Put(ctx, fmt.Sprintf("/other/%d", i%50), "x"); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				for i := 0; i < n; i += 20 {
+					var p Plan
+					for j := i; j < i+20; j++ {
+						p.Allocs = append(p.Allocs, testAlloc(fmt.Sprintf("a%04d", j), "web", "g", j, "n1"))
+					}
+					rev, err := l.Commit(ctx, &p)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					last = rev
+				}
+			}
+			defer func() { mirrorLoaded = nil }()
+			mctx, mcancel := context.WithCancel(ctx)
+			defer mcancel()
+			m, err := r.NewMirror(mctx, "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mirrorLoaded = nil
+			if t.Failed() {
+				return
+			}
+			// Ask for progress as often as a busy leader would: none of
+			// the answers may let a snapshot through early.
+			for range 5 {
+				r.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+			}
+			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+			defer scancel()
+			snap, err := m.Snapshot(sctx, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Allocs) != n {
+				t.Fatalf("snapshot at revision %d (asked %d) holds %d of the %d allocs committed", snap.Rev, last, len(snap.Allocs), n)
+			}
+			// A revision made only outside the prefix is reached by the
+			// mirror's barrier write, with everything before it applied.
+			other, err := r.cli.Put(ctx, "/other/last", "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err = m.Snapshot(sctx, other.Header.Revision)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Rev < other.Header.Revision || len(snap.Allocs) != n {
+				t.Fatalf("snapshot at %d (asked %d) with %d allocs", snap.Rev, other.Header.Revision, len(snap.Allocs))
+			}
+		})
+	}
+}
+
+func TestOlderVersion(t *testing.T) {
+	for _, c := range []struct {
+		v     string
+		older bool
+	}{{"3.3.27", true}, {"3.4.0", false}, {"3.4.23", false}, {"3.5.17", false}, {"3.6.0-rc.1", false}, {"2.3.8", true}, {"3", false}, {"x.y", false}} {
+		if got := olderVersion(c.v, MinEtcdVersion); got != c.older {
+			t.Errorf("olderVersion(%q, %q) = %v, want %v", c.v, MinEtcdVersion, got, c.older)
+		}
+	}
+}
