@@ -77,6 +77,9 @@ func TestScenariosQuick(t *testing.T) {
 		}
 	}
 	for _, sc := range scenarios {
+		if sc.heavy {
+			continue // its own package's test runs its CI size
+		}
 		t.Run(sc.name, func(t *testing.T) {
 			got := runQuick(t, sc)
 			if got["scenario"] != sc.name {

@@ -17,6 +17,9 @@ import (
 type scenario struct {
 	name  string
 	about string // one line for the usage
+	// heavy: not run by `all` nor by bench_test's quick pass (its own
+	// package's test runs its CI size).
+	heavy bool
 	// flags adds the scenario's own flags; run then measures with them.
 	flags func(fs *flag.FlagSet, o *options) func() (*report, error)
 }
@@ -38,6 +41,9 @@ type report struct {
 	Scenario string
 	Lines    []string
 	Values   map[string]any
+	// failed, when set, makes drover-bench exit 1 after printing the
+	// report: the scenario ran and found its target missed.
+	failed error
 }
 
 func newReport(name string) *report {
@@ -97,6 +103,10 @@ func runScenario(sc scenario, args []string) int {
 	}
 	if err := rep.write(os.Stdout, o.json); err != nil {
 		fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)
+		return 1
+	}
+	if rep.failed != nil {
+		fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, rep.failed)
 		return 1
 	}
 	return 0
