@@ -258,8 +258,8 @@ func (r *run) afterAgentKill(node string, t time.Time) bool {
 }
 
 // events checks the cluster's history against the evidence: every alloc
-// whose task ran has its placement event and its task's start, in that
-// order.
+// whose task ran has its placement event and its task's start (or its
+// adoption by an agent that came back), in that order.
 func (r *run) events(ctx context.Context, seen map[string]*allocSeen) error {
 	byJob := map[string][]string{}
 	for id, a := range seen {
@@ -285,7 +285,10 @@ func (r *run) events(ctx context.Context, seen map[string]*allocSeen) error {
 			switch {
 			case e.Type == "Placed" && placed[e.AllocID] == 0:
 				placed[e.AllocID] = e.Index
-			case e.Type == "Started" && started[e.AllocID] == 0:
+			case (e.Type == "Started" || e.Type == "Adopted") && started[e.AllocID] == 0:
+				// Adopted: the task started while its agent was being
+				// killed, before the agent told anyone; the agent that
+				// came back found it running and said so.
 				started[e.AllocID] = e.Index
 			}
 		}
@@ -298,7 +301,7 @@ func (r *run) events(ctx context.Context, seen map[string]*allocSeen) error {
 				r.res.problem("alloc %s (%s[%d]) ran but has no Placed event", id, job, a.index)
 			case s == 0:
 				r.res.MissingEvents++
-				r.res.problem("alloc %s (%s[%d]) ran but has no Started event", id, job, a.index)
+				r.res.problem("alloc %s (%s[%d]) ran but has no Started (or Adopted) event", id, job, a.index)
 			case s < p:
 				r.res.MissingEvents++
 				r.res.problem("alloc %s (%s[%d]): Started (index %d) before Placed (index %d)", id, job, a.index, s, p)
