@@ -33,6 +33,24 @@ var (
 	ErrTooLarge = errors.New("too large")
 )
 
+// CheckIndexError is a job write refused because the job's modify index
+// was not the check index the caller gave. It is an ErrConflict.
+type CheckIndexError struct {
+	Job        string
+	CheckIndex int64
+	// ModifyIndex is the stored job's; 0: the job does not exist.
+	ModifyIndex int64
+}
+
+func (e *CheckIndexError) Error() string {
+	if e.ModifyIndex == 0 {
+		return fmt.Sprintf("registry: job %q does not exist, so check index %d does not match it", e.Job, e.CheckIndex)
+	}
+	return fmt.Sprintf("registry: job %q: check index %d does not match modify index %d", e.Job, e.CheckIndex, e.ModifyIndex)
+}
+
+func (e *CheckIndexError) Is(target error) bool { return target == ErrConflict }
+
 // MaxRecordBytes bounds one stored record (a job, a node), as JSON: a job
 // is written twice in one transaction (the job and its version), and etcd
 // refuses requests over 1.5 MiB by default.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -169,6 +170,20 @@ func TestSubmitIsIdempotentAndCheckIndexConflicts(t *testing.T) {
 	status, v2 := post("/v1/jobs?check_index="+strconv.FormatInt(again.Job.ModifyIndex, 10), changed)
 	if status != 200 || v2.Job.Version != 2 {
 		t.Fatalf("matching check_index: %d %+v", status, v2)
+	}
+}
+
+// A check index on a job that does not exist says so, and how to create
+// it, instead of "changed since"; nothing is written.
+func TestCheckIndexOnAMissingJob(t *testing.T) {
+	hs, reg := testServer(t)
+	status, e, _ := do(t, "POST", hs.URL+"/v1/jobs?check_index=5", goodJob)
+	if status != http.StatusConflict || !strings.Contains(e.Error, `job "web" does not exist`) || !strings.Contains(e.Error, "without --check-index") ||
+		strings.Contains(e.Error, "changed since") {
+		t.Errorf("check_index on a missing job: %d %q, want a 409 saying it does not exist and how to create it", status, e.Error)
+	}
+	if _, err := reg.GetJob(context.Background(), "web"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("job web after the refused submit: %v, want not found", err)
 	}
 }
 
