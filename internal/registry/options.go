@@ -66,7 +66,7 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 	if err != nil {
 		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}
-	cli.KV = readTxnRetryKV{cli.KV} // see retrykv.go
+	cli.KV = timedKV{KV: readTxnRetryKV{cli.KV}, endpoints: opts.Endpoints} // see retrykv.go and errors.go
 	r := newRegistry(cli, log)
 	r.ownCli = true
 	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)

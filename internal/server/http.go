@@ -67,7 +67,8 @@ func statusOf(err error) (int, string, []spec.Problem) {
 	case errors.Is(err, registry.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, err.Error(), nil
 	case errors.Is(err, registry.ErrUnavailable):
-		return http.StatusServiceUnavailable, "registry unavailable: " + err.Error(), nil
+		// registry.UnavailableError says what to check.
+		return http.StatusServiceUnavailable, err.Error(), nil
 	}
 	return http.StatusInternalServerError, err.Error(), nil
 }

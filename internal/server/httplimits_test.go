@@ -185,8 +185,8 @@ func TestHTTPTrickledBodyIsCutOff(t *testing.T) {
 
 // limitedAPIServer runs a real server (the leader, on an embedded etcd)
 // with cfg, its API served within lim on a real socket; it returns the
-// API's address and the registry.
-func limitedAPIServer(t *testing.T, cfg Config, lim HTTPLimits) (string, *registry.Registry) {
+// API's address, the registry and the etcd.
+func limitedAPIServer(t *testing.T, cfg Config, lim HTTPLimits) (string, *registry.Registry, *registry.Embedded) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
@@ -214,7 +214,7 @@ func limitedAPIServer(t *testing.T, cfg Config, lim HTTPLimits) (string, *regist
 			t.Fatal("the server did not become leader within 10s")
 		}
 	}
-	return addr, reg
+	return addr, reg, emb
 }
 
 // Every API request with a body that does not arrive within the body read
@@ -222,7 +222,7 @@ func limitedAPIServer(t *testing.T, cfg Config, lim HTTPLimits) (string, *regist
 // (408 once its handler was reading the body), and applies nothing.
 func TestAPISlowBodyIs408AndAppliesNothing(t *testing.T) {
 	const body = 300 * time.Millisecond
-	addr, reg := limitedAPIServer(t, Config{ACL: true}, HTTPLimits{BodyReadTimeout: body})
+	addr, reg, _ := limitedAPIServer(t, Config{ACL: true}, HTTPLimits{BodyReadTimeout: body})
 	resp, err := http.Post("http://"+addr+"/v1/acl/bootstrap", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -371,7 +371,7 @@ func TestHTTPLongPollAndFollowOutliveTheTimeouts(t *testing.T) {
 // than its wait.
 func TestHTTPBlockingQueryOutlivesTheTimeouts(t *testing.T) {
 	const d = 200 * time.Millisecond
-	addr, _ := limitedAPIServer(t, Config{}, HTTPLimits{ReadHeaderTimeout: d, BodyReadTimeout: d, WriteStallTimeout: d, IdleTimeout: d})
+	addr, _, _ := limitedAPIServer(t, Config{}, HTTPLimits{ReadHeaderTimeout: d, BodyReadTimeout: d, WriteStallTimeout: d, IdleTimeout: d})
 	c := &http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + addr + "/v1/jobs")
 	if err != nil {

@@ -187,6 +187,26 @@ func TestCheckIndexOnAMissingJob(t *testing.T) {
 	}
 }
 
+// With its etcd stopped, a request that must reach etcd waits out the
+// registry's deadline and is a 503 that says what is wrong and what to
+// look at, not gRPC's words.
+func TestEtcdGoneIs503ThatSaysWhatToDo(t *testing.T) {
+	addr, _, emb := limitedAPIServer(t, Config{}, HTTPLimits{})
+	emb.Close()
+	c := &http.Client{Timeout: time.Minute}
+	resp, err := c.Post("http://"+addr+"/v1/jobs", "application/json", strings.NewReader(goodJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e spec.APIError
+	json.NewDecoder(resp.Body).Decode(&e)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Error, "did not answer within") ||
+		!strings.Contains(e.Error, "quorum") || strings.Contains(e.Error, "rpc error") {
+		t.Errorf("submit with etcd stopped: %s %q, want a 503 saying etcd did not answer in time and what to check", resp.Status, e.Error)
+	}
+}
+
 func TestBlockingQueryWakesOnChange(t *testing.T) {
 	hs, _ := testServer(t)
 	resp, err := http.Get(hs.URL + "/v1/jobs")
