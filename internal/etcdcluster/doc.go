@@ -20,6 +20,11 @@
 //     in the test) and checks that `drover server --etcd-ca --etcd-cert
 //     --etcd-key` works and that a server without a client certificate
 //     fails with a clear error.
+//   - TestQuorumLossSaysSo kills two of three members and checks that a
+//     registry read is a registry.UnavailableError that says etcd did not
+//     answer in time and what to check, also when the member left answers
+//     in gRPC's words (etcd 3.4: code Unknown, "context deadline
+//     exceeded").
 //
 // Without an etcd binary (/usr/bin/etcd, or etcd in PATH) the tests skip,
 // except when CI=true, where they fail: .ci/run installs etcd-server.

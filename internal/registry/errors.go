@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,6 +35,24 @@ var (
 	// was written.
 	ErrTooLarge = errors.New("too large")
 )
+
+// CheckIndexError is a job write refused because the job's modify index
+// was not the check index the caller gave. It is an ErrConflict.
+type CheckIndexError struct {
+	Job        string
+	CheckIndex int64
+	// ModifyIndex is the stored job's; 0: the job does not exist.
+	ModifyIndex int64
+}
+
+func (e *CheckIndexError) Error() string {
+	if e.ModifyIndex == 0 {
+		return fmt.Sprintf("registry: job %q does not exist, so check index %d does not match it", e.Job, e.CheckIndex)
+	}
+	return fmt.Sprintf("registry: job %q: check index %d does not match modify index %d", e.Job, e.CheckIndex, e.ModifyIndex)
+}
+
+func (e *CheckIndexError) Is(target error) bool { return target == ErrConflict }
 
 // MaxRecordBytes bounds one stored record (a job, a node), as JSON: a job
 // is written twice in one transaction (the job and its version), and etcd
@@ -68,14 +89,65 @@ func checkName(what, s string) error {
 	return nil
 }
 
-// wrap adds context to an error from etcd and marks the ones that mean etcd
-// is unreachable with ErrUnavailable.
+// UnavailableError is a request etcd did not answer or could not serve:
+// etcd is down, unreachable, or without a quorum. It is an ErrUnavailable,
+// and its message says what to look at instead of gRPC's words.
+type UnavailableError struct {
+	// What drover was doing ("write job web"), as wrap names it.
+	What string
+	// Endpoints are the etcd client URLs the request went to, when known.
+	Endpoints []string
+	// TimedOut: the request's deadline passed, or etcd gave up waiting
+	// for its members; else etcd refused it (no leader, connection
+	// refused).
+	TimedOut bool
+	// Waited is how long the request waited, when known.
+	Waited time.Duration
+	// Err is etcd's (or gRPC's) own error.
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	var b strings.Builder
+	b.WriteString("registry: ")
+	if e.What != "" {
+		b.WriteString(e.What + ": ")
+	}
+	b.WriteString("etcd")
+	if len(e.Endpoints) > 0 {
+		b.WriteString(" at " + strings.Join(e.Endpoints, ","))
+	}
+	switch {
+	case e.TimedOut && e.Waited > 0:
+		fmt.Fprintf(&b, " did not answer within %s", e.Waited.Round(100*time.Millisecond))
+	case e.TimedOut:
+		b.WriteString(" did not answer in time")
+	default:
+		fmt.Fprintf(&b, " could not serve the request (%s)", status.Convert(e.Err).Message())
+	}
+	b.WriteString(": is it running, and does it have its quorum (a majority of its members up and connected)? " +
+		"etcdctl endpoint status --cluster shows which members answer")
+	return b.String()
+}
+
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// wrap adds context to an error from etcd; the ones that mean etcd did not
+// answer become an UnavailableError.
 func wrap(what string, err error) error {
 	if err == nil {
 		return nil
 	}
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		named := *ue
+		named.What = what
+		return &named
+	}
 	if isUnavailable(err) {
-		return fmt.Errorf("registry: %s: %w: %w", what, ErrUnavailable, err)
+		return &UnavailableError{What: what, TimedOut: timedOut(err), Err: err}
 	}
 	return fmt.Errorf("registry: %s: %w", what, err)
 }
@@ -84,16 +156,101 @@ func isUnavailable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		return false
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if timedOut(err) {
 		return true
 	}
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
-		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+		return ee.Code() == codes.Unavailable
 	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
+	return status.Code(err) == codes.Unavailable
+}
+
+// timedOut reports whether err is a request that ran out of time: its
+// deadline passed, here or on etcd's side, or etcd gave up waiting for its
+// members to agree.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	return false
+	for _, t := range []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	st := status.Convert(err)
+	// etcd 3.4 answers a request whose deadline passed on its side (while
+	// it waits for a quorum it has lost) with code Unknown and the
+	// context's own words, as gRPC of its day encoded a context error; a
+	// newer etcd sends DeadlineExceeded.
+	return st.Code() == codes.DeadlineExceeded ||
+		st.Code() == codes.Unknown && st.Message() == context.DeadlineExceeded.Error()
+}
+
+// timedKV makes an etcd request that is not answered an UnavailableError
+// that says how long it waited and whom it asked (wrap names what it was).
+type timedKV struct {
+	clientv3.KV
+	endpoints []string
+}
+
+func (kv timedKV) unavailable(start time.Time, err error) error {
+	if err == nil || !isUnavailable(err) {
+		return err
+	}
+	return &UnavailableError{Endpoints: kv.endpoints, TimedOut: timedOut(err), Waited: time.Since(start), Err: err}
+}
+
+func (kv timedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	start := time.Now()
+	resp, err := kv.KV.Get(ctx, key, opts...)
+	return resp, kv.unavailable(start, err)
+}
+
+func (kv timedKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
+	start := time.Now()
+	resp, err := kv.KV.Put(ctx, key, val, opts...)
+	return resp, kv.unavailable(start, err)
+}
+
+func (kv timedKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
+	start := time.Now()
+	resp, err := kv.KV.Delete(ctx, key, opts...)
+	return resp, kv.unavailable(start, err)
+}
+
+func (kv timedKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
+	start := time.Now()
+	resp, err := kv.KV.Do(ctx, op)
+	return resp, kv.unavailable(start, err)
+}
+
+func (kv timedKV) Txn(ctx context.Context) clientv3.Txn {
+	return &timedTxn{Txn: kv.KV.Txn(ctx), kv: kv}
+}
+
+type timedTxn struct {
+	clientv3.Txn
+	kv timedKV
+}
+
+func (t *timedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	t.Txn = t.Txn.If(cs...)
+	return t
+}
+
+func (t *timedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *timedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *timedTxn) Commit() (*clientv3.TxnResponse, error) {
+	start := time.Now()
+	resp, err := t.Txn.Commit()
+	return resp, t.kv.unavailable(start, err)
 }

@@ -362,7 +362,7 @@ func (l *Leader) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (*
 		return nil, err
 	}
 	if modRev != checkIndex {
-		return nil, fmt.Errorf("registry: job %q: check index %d does not match modify index %d: %w", job.Name, checkIndex, modRev, ErrConflict)
+		return nil, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 	}
 	if cur != nil && bytes.Equal(specBytes(cur), specBytes(job)) {
 		return cur, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -67,7 +68,7 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 	if err != nil {
 		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}
-	cli.KV = readTxnRetryKV{cli.KV} // see retrykv.go
+	cli.KV = timedKV{KV: readTxnRetryKV{cli.KV}, endpoints: opts.Endpoints} // see retrykv.go and errors.go
 	r := newRegistry(cli, log)
 	r.ownCli = true
 	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
@@ -80,6 +81,9 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 			if why := probeTLS(opts.Endpoints, opts.TLS); why != "" {
 				return nil, fmt.Errorf("registry: etcd %v does not answer (%s): %w: %w", opts.Endpoints, why, ErrUnavailable, err)
 			}
+		}
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err // an UnavailableError: it names the etcd and what to check
 		}
 		return nil, fmt.Errorf("registry: etcd %v does not answer: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}

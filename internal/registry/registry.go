@@ -166,12 +166,8 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		if err != nil {
 			return nil, false, err
 		}
-		if checkIndex > 0 && (cur == nil || cur.ModifyIndex != checkIndex) {
-			have := int64(0)
-			if cur != nil {
-				have = cur.ModifyIndex
-			}
-			return nil, false, fmt.Errorf("registry: job %q: check index %d does not match modify index %d: %w", job.Name, checkIndex, have, ErrConflict)
+		if checkIndex > 0 && modRev != checkIndex {
+			return nil, false, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 		}
 		sameSpec := cur != nil && bytes.Equal(specBytes(cur), want)
 		if sameSpec && !cur.Stopped {

@@ -993,6 +993,21 @@ func TestUnavailableAfterEtcdStops(t *testing.T) {
 	defer cancel()
 	_, err := r.GetJob(ctx, "web")
 	wantErr(t, err, ErrUnavailable)
+	// What a user is shown says what happened and what to check, in
+	// drover's words.
+	msg := err.Error()
+	for _, want := range []string{"read job", "etcd at " + e.Endpoints()[0], "did not answer within", "quorum", "etcdctl endpoint status"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	_, after, _ := strings.Cut(msg, "within ")
+	if waited, err := time.ParseDuration(strings.Split(after, ":")[0]); err != nil || waited < 400*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("error %q: the wait it states is not the 500ms deadline's", msg)
+	}
+	if strings.Contains(msg, "rpc error") || strings.Contains(msg, "context deadline exceeded") {
+		t.Errorf("error %q shows gRPC's words", msg)
+	}
 }
 
 // A node is up while its liveness lease is renewed, and down (with a watch

@@ -163,14 +163,26 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)), job, check)
-	if errors.Is(err, registry.ErrConflict) {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
-			"job %q changed since index %d: %v; read it again (drover status %s) and resubmit", job.Name, check, err, job.Name)}
-	}
 	if err != nil {
-		return err
+		return checkIndexConflict(err, "resubmit", "submit it without --check-index (check_index) to create it")
 	}
 	return writeJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
+}
+
+// checkIndexConflict turns a check index that did not match into a 409
+// that says what to do: again when the job changed, ifMissing when it does
+// not exist. Other errors pass through.
+func checkIndexConflict(err error, again, ifMissing string) error {
+	var ce *registry.CheckIndexError
+	switch {
+	case errors.As(err, &ce) && ce.ModifyIndex == 0:
+		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+			"job %q does not exist (never submitted, or purged), so check_index %d cannot match: %s", ce.Job, ce.CheckIndex, ifMissing)}
+	case errors.As(err, &ce):
+		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+			"job %q changed since index %d (it is at %d now): read it again (drover status %s) and %s", ce.Job, ce.CheckIndex, ce.ModifyIndex, ce.Job, again)}
+	}
+	return err
 }
 
 func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) error {

@@ -87,12 +87,8 @@ func (s *Server) revertJob(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusUnprocessableEntity, msg: fmt.Sprintf("version %d of job %q is not valid today", req.Version, name), problems: ps}
 	}
 	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)+fmt.Sprintf(" (revert to version %d)", req.Version)), old, req.CheckIndex)
-	if errors.Is(err, registry.ErrConflict) {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
-			"job %q changed since index %d: %v; read it again (drover status %s) and revert again", name, req.CheckIndex, err, name)}
-	}
 	if err != nil {
-		return err
+		return checkIndexConflict(err, "revert again", "there is nothing to revert")
 	}
 	return writeJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -66,7 +67,8 @@ func statusOf(err error) (int, string, []spec.Problem) {
 	case errors.Is(err, registry.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, err.Error(), nil
 	case errors.Is(err, registry.ErrUnavailable):
-		return http.StatusServiceUnavailable, "registry unavailable: " + err.Error(), nil
+		// registry.UnavailableError says what to check.
+		return http.StatusServiceUnavailable, err.Error(), nil
 	}
 	return http.StatusInternalServerError, err.Error(), nil
 }
@@ -102,10 +104,13 @@ func (s *Server) wrap(a access, h handlerFunc) http.Handler {
 			return
 		}
 		if err != nil {
-			if r.Context().Err() != nil {
+			status, msg, problems := statusOf(err)
+			// A body that came too slowly cancels the request's context
+			// too (net/http does on any failed read of the connection), but
+			// its client is still there to be told.
+			if r.Context().Err() != nil && status != http.StatusRequestTimeout {
 				return // the client went away (or we are shutting down): nobody to answer
 			}
-			status, msg, problems := statusOf(err)
 			if status >= 500 {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
@@ -138,15 +143,21 @@ func writeJSON(w http.ResponseWriter, index int64, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// readBody reads a request body up to MaxBodyBytes; a larger body is a 413.
+// readBody reads a request body up to MaxBodyBytes; a larger body is a
+// 413, one that does not arrive within the body read timeout a 408.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var late *bodyTimeoutError
+		switch {
+		case errors.As(err, &mbe):
 			return nil, &apiError{status: http.StatusRequestEntityTooLarge,
 				msg: fmt.Sprintf("request body is larger than the %d byte limit", MaxBodyBytes)}
+		case errors.As(err, &late):
+			return nil, &apiError{status: http.StatusRequestTimeout, msg: fmt.Sprintf(
+				"the request body did not arrive within %s (%d bytes came); nothing was applied: send the request again, over a faster connection", late.timeout, len(b))}
 		}
 		return nil, badRequest("cannot read request body: %v", err)
 	}
@@ -336,7 +347,7 @@ func limitHandler(h http.Handler, bodyTimeout, writeStall time.Duration) http.Ha
 		rc := http.NewResponseController(w)
 		if r.Body != nil && r.Body != http.NoBody {
 			if rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+				r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: bodyTimeout}
 			}
 		}
 		sw := &stallWriter{ResponseWriter: w, rc: rc, stall: writeStall}
@@ -348,21 +359,38 @@ func limitHandler(h http.Handler, bodyTimeout, writeStall time.Duration) http.Ha
 
 // deadlineBody lifts the body read deadline at the end of the body. After
 // any other error the deadline stays: net/http then fails at once to
-// discard the rest of a body the client is still trickling.
+// discard the rest of a body the client is still trickling. The deadline
+// passing is a bodyTimeoutError.
 type deadlineBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
+	rc      *http.ResponseController
+	timeout time.Duration
+	done    bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.done {
+	switch {
+	case err == io.EOF && !b.done:
 		b.done = true
 		b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = &bodyTimeoutError{timeout: b.timeout, err: err}
 	}
 	return n, err
 }
+
+// bodyTimeoutError is a request body that did not arrive within timeout.
+type bodyTimeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *bodyTimeoutError) Error() string {
+	return fmt.Sprintf("request body not read within %s: %v", e.timeout, e.err)
+}
+
+func (e *bodyTimeoutError) Unwrap() error { return e.err }
 
 // stallWriter sets the connection's write deadline before each write and
 // flush, so a write that the client does not take within stall fails (and

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // The HTTP limits are tested on real TCP connections to a real listener,
@@ -119,25 +121,20 @@ func TestHTTPSlowHeadersAreClosedWhileOthersAreServed(t *testing.T) {
 	}
 }
 
-// A client that sends its headers and then trickles the body one byte a
-// second is cut off at the body read timeout; the handler (the API's own
-// body reader) answers an error instead of waiting for the rest.
-func TestHTTPTrickledBodyIsCutOff(t *testing.T) {
-	const body = 500 * time.Millisecond
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := readBody(w, r); err != nil {
-			status, msg, _ := statusOf(err)
-			writeError(w, status, msg, nil)
-			return
-		}
-		io.WriteString(w, "read it all\n")
-	})
-	addr := serveLimited(t, h, HTTPLimits{BodyReadTimeout: body})
+// trickle sends a request's line and headers, announcing a body of 100
+// bytes, and then the body one byte a second; it returns the server's
+// answer and how long it took to come.
+func trickle(t *testing.T, addr, method, path string, header http.Header, within time.Duration) (*http.Response, string, time.Duration) {
+	t.Helper()
 	c := dial(t, addr)
 	start := time.Now()
-	io.WriteString(c, "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n", method, path)
+	header.Write(&req)
+	req.WriteString("\r\n")
+	io.WriteString(c, req.String())
 	stop := make(chan struct{})
-	defer close(stop)
+	t.Cleanup(func() { close(stop) })
 	go func() {
 		for {
 			if _, err := c.Write([]byte("{")); err != nil {
@@ -150,21 +147,134 @@ func TestHTTPTrickledBodyIsCutOff(t *testing.T) {
 			}
 		}
 	}()
-	c.SetReadDeadline(start.Add(body + 3*time.Second))
+	c.SetReadDeadline(start.Add(within))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("no answer within the body timeout: %v", err)
+		t.Fatalf("%s %s: no answer within %s: %v", method, path, within, err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	took := time.Since(start)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "timeout") {
-		t.Errorf("got %s %s, want 400 saying the body read timed out", resp.Status, b)
+	if _, err := closedWithin(c, time.Now(), 2*time.Second); err != nil {
+		t.Errorf("%s %s: connection after the answer: %v", method, path, err)
+	}
+	return resp, string(b), took
+}
+
+// A client that sends its headers and then trickles the body one byte a
+// second is cut off at the body read timeout; the handler (the API's own
+// body reader) answers 408 instead of waiting for the rest.
+func TestHTTPTrickledBodyIsCutOff(t *testing.T) {
+	const body = 500 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := readBody(w, r); err != nil {
+			status, msg, _ := statusOf(err)
+			writeError(w, status, msg, nil)
+			return
+		}
+		io.WriteString(w, "read it all\n")
+	})
+	addr := serveLimited(t, h, HTTPLimits{BodyReadTimeout: body})
+	resp, b, took := trickle(t, addr, "POST", "/v1/jobs", nil, body+3*time.Second)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(b, "did not arrive within 500ms") {
+		t.Errorf("got %s %s, want 408 saying the body did not arrive within the timeout", resp.Status, b)
 	}
 	if took < body || took > body+2*time.Second {
 		t.Errorf("cut off after %s, want about the body timeout %s", took, body)
 	}
-	if _, err := closedWithin(c, time.Now(), 2*time.Second); err != nil {
-		t.Errorf("connection after the cut: %v", err)
+}
+
+// limitedAPIServer runs a real server (the leader, on an embedded etcd)
+// with cfg, its API served within lim on a real socket; it returns the
+// API's address, the registry and the etcd.
+func limitedAPIServer(t *testing.T, cfg Config, lim HTTPLimits) (string, *registry.Registry, *registry.Embedded) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.DiscardHandler)
+	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Open(ctx, emb.Endpoints(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Registry, cfg.ID, cfg.Logger = reg, "test", log
+	srv := New(cfg)
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		reg.Close()
+		emb.Close()
+	})
+	addr := serveLimited(t, srv.Handler(nil), lim)
+	for deadline := time.Now().Add(10 * time.Second); !srv.IsLeader(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not become leader within 10s")
+		}
+	}
+	return addr, reg, emb
+}
+
+// Every API request with a body that does not arrive within the body read
+// timeout is answered, not with net/http's empty 200 but with an error
+// (408 once its handler was reading the body), and applies nothing.
+func TestAPISlowBodyIs408AndAppliesNothing(t *testing.T) {
+	const body = 300 * time.Millisecond
+	addr, reg, _ := limitedAPIServer(t, Config{ACL: true}, HTTPLimits{BodyReadTimeout: body})
+	resp, err := http.Post("http://"+addr+"/v1/acl/bootstrap", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		SecretID string `json:"secret_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || tok.SecretID == "" {
+		t.Fatalf("bootstrap: %s", resp.Status)
+	}
+	ctx := context.Background()
+	before, err := reg.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := http.Header{TokenHeader: {tok.SecretID}}
+	ids := strings.NewReplacer("{name}", "web", "{id}", "n1", "{accessor}", "a1")
+	var srv Server
+	timedOut := map[string]bool{}
+	for _, rt := range srv.routeTable() {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		if method != "POST" && method != "PUT" {
+			continue
+		}
+		resp, b, took := trickle(t, addr, method, ids.Replace(path), header, body+5*time.Second)
+		var e spec.APIError
+		json.Unmarshal([]byte(b), &e)
+		switch {
+		case resp.StatusCode == http.StatusRequestTimeout:
+			timedOut[rt.pattern] = true
+			if !strings.Contains(e.Error, "did not arrive within 300ms") || !strings.Contains(e.Error, "nothing was applied") {
+				t.Errorf("%s: 408 %q, want it to say the body did not arrive in time and nothing was applied", rt.pattern, b)
+			}
+			if took < body {
+				t.Errorf("%s: 408 after %s, before the body timeout %s", rt.pattern, took, body)
+			}
+		case resp.StatusCode < 400 || e.Error == "":
+			t.Errorf("%s with a body that never arrives: %s %q, want an error that says what is wrong", rt.pattern, resp.Status, b)
+		}
+	}
+	for _, p := range []string{"POST /v1/jobs", "PUT /v1/acl/policies/{name}", "POST /v1/nodes", "PUT /v1/allocations/{id}/status"} {
+		if !timedOut[p] {
+			t.Errorf("%s: not answered 408 (answered: %v)", p, timedOut)
+		}
+	}
+	if _, err := reg.GetJob(ctx, "web"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("job web after its body timed out: %v, want not found", err)
+	}
+	if after, _ := reg.Revision(ctx); after != before {
+		t.Errorf("requests whose bodies timed out wrote to the registry: revision %d -> %d", before, after)
 	}
 }
 
@@ -260,23 +370,8 @@ func TestHTTPLongPollAndFollowOutliveTheTimeouts(t *testing.T) {
 // The API's own blocking query (?index=&wait=) outlives timeouts shorter
 // than its wait.
 func TestHTTPBlockingQueryOutlivesTheTimeouts(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emb.Close()
-	reg, err := registry.Open(ctx, emb.Endpoints(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := New(Config{Registry: reg, ID: "test", Logger: log})
-	go srv.Run(ctx)
 	const d = 200 * time.Millisecond
-	addr := serveLimited(t, srv.Handler(nil), HTTPLimits{ReadHeaderTimeout: d, BodyReadTimeout: d, WriteStallTimeout: d, IdleTimeout: d})
+	addr, _, _ := limitedAPIServer(t, Config{}, HTTPLimits{ReadHeaderTimeout: d, BodyReadTimeout: d, WriteStallTimeout: d, IdleTimeout: d})
 	c := &http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get("http://" + addr + "/v1/jobs")
 	if err != nil {

@@ -68,9 +68,9 @@ type Config struct {
 	// the leader deletes records older than the one or beyond the other.
 	EventRetention  time.Duration
 	EventMaxRecords int
-	// AgentTLS dials agents (for logs) when their address is https: a
-	// client configuration with this server's certificate that verifies
-	// pki.AgentName (pki.ClientConfig).
+	// AgentTLS dials agents (for logs, exec and usage) when their address
+	// is https: a client configuration with this server's certificate
+	// that verifies pki.AgentName (pki.ClientConfig).
 	AgentTLS *tls.Config
 	// ACL makes every operator request carry a token whose policies allow
 	// it (auth.go). Off, anyone who reaches the API may do anything: the
@@ -125,7 +125,7 @@ type Server struct {
 	isLeader  atomic.Bool
 	ready     atomic.Bool
 	secrets   nodeSecrets
-	agentHTTP *http.Client // dials agents, for logs
+	agentHTTP *http.Client // dials agents, for logs, exec and usage
 	tokens    tokenCache
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -169,6 +170,40 @@ func TestSubmitIsIdempotentAndCheckIndexConflicts(t *testing.T) {
 	status, v2 := post("/v1/jobs?check_index="+strconv.FormatInt(again.Job.ModifyIndex, 10), changed)
 	if status != 200 || v2.Job.Version != 2 {
 		t.Fatalf("matching check_index: %d %+v", status, v2)
+	}
+}
+
+// A check index on a job that does not exist says so, and how to create
+// it, instead of "changed since"; nothing is written.
+func TestCheckIndexOnAMissingJob(t *testing.T) {
+	hs, reg := testServer(t)
+	status, e, _ := do(t, "POST", hs.URL+"/v1/jobs?check_index=5", goodJob)
+	if status != http.StatusConflict || !strings.Contains(e.Error, `job "web" does not exist`) || !strings.Contains(e.Error, "without --check-index") ||
+		strings.Contains(e.Error, "changed since") {
+		t.Errorf("check_index on a missing job: %d %q, want a 409 saying it does not exist and how to create it", status, e.Error)
+	}
+	if _, err := reg.GetJob(context.Background(), "web"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("job web after the refused submit: %v, want not found", err)
+	}
+}
+
+// With its etcd stopped, a request that must reach etcd waits out the
+// registry's deadline and is a 503 that says what is wrong and what to
+// look at, not gRPC's words.
+func TestEtcdGoneIs503ThatSaysWhatToDo(t *testing.T) {
+	addr, _, emb := limitedAPIServer(t, Config{}, HTTPLimits{})
+	emb.Close()
+	c := &http.Client{Timeout: time.Minute}
+	resp, err := c.Post("http://"+addr+"/v1/jobs", "application/json", strings.NewReader(goodJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e spec.APIError
+	json.NewDecoder(resp.Body).Decode(&e)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Error, "did not answer within") ||
+		!strings.Contains(e.Error, "quorum") || strings.Contains(e.Error, "rpc error") {
+		t.Errorf("submit with etcd stopped: %s %q, want a 503 saying etcd did not answer in time and what to check", resp.Status, e.Error)
 	}
 }
 

@@ -37,7 +37,7 @@ func (s *Server) nodeUsage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.agentHTTP.Do(req)
 	if err != nil {
 		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("cannot reach node %s at %s for usage: %v", node.Name, node.Address, err)}
 	}
