@@ -16,7 +16,9 @@ import (
 //   - an alloc desired "run" with live processes: its runner is built around
 //     them (taskRunner.runAdopted): no restart, an "Adopted" event, the
 //     restart count and history kept; its tasks with no live process start
-//     as usual;
+//     as usual, except those the server last heard running: they died
+//     while no agent ran, and that is recorded and restarted as any death
+//     (a "Terminated" event, then the restart policy, counted);
 //   - an alloc desired "stop": its processes are adopted and stopped as any
 //     stop (SIGTERM, SIGKILL after kill_timeout), and reported;
 //   - an alloc already terminal on the server (for example lost while the
@@ -34,27 +36,40 @@ import (
 // adoptLeft returns, by task name, the left processes of alloc al that its
 // runner should adopt, and removes them from a.left. A second process for
 // the same task, or one for a task the alloc does not have, is killed: an
-// instance never runs twice. Called with a.mu held.
-func (a *Agent) adoptLeft(al *spec.Alloc) map[string]driver.Process {
-	left := a.left[al.ID]
-	if len(left) == 0 {
-		return nil
+// instance never runs twice. died are the tasks that the server last
+// heard running and that left no process: they ended while no agent ran.
+// Both are empty after the first assignments. Called with a.mu held.
+func (a *Agent) adoptLeft(al *spec.Alloc) (adopt map[string]driver.Process, died map[string]bool) {
+	if a.left == nil {
+		return nil, nil
 	}
+	left := a.left[al.ID]
 	delete(a.left, al.ID)
 	tasks := map[string]bool{}
 	for _, t := range al.Tasks {
 		tasks[t.Name] = true
 	}
-	out := map[string]driver.Process{}
+	adopt = map[string]driver.Process{}
 	for _, l := range left { // oldest first
-		_, dup := out[l.task]
+		_, dup := adopt[l.task]
 		if !tasks[l.task] || dup {
 			a.dropLeft(l, "killed a task process that duplicates or does not belong to its alloc")
 			continue
 		}
-		out[l.task] = l.Process
+		adopt[l.task] = l.Process
 	}
-	return out
+	if a.stoppedOnExit || al.Status == nil {
+		// Nothing of it ran yet, or this node's last agent stopped its
+		// tasks itself (drover dev): none died.
+		return adopt, nil
+	}
+	died = map[string]bool{}
+	for name, ts := range al.Status.Tasks {
+		if _, ok := adopt[name]; !ok && tasks[name] && ts.State == spec.TaskRunning {
+			died[name] = true
+		}
+	}
+	return adopt, died
 }
 
 // settleLeft decides the fate of the left processes that no runner adopted,

@@ -286,3 +286,29 @@ func TestAllocStoppedWhileAgentDownIsStoppedOnRestart(t *testing.T) {
 		t.Errorf("want one Adopted, one Killed and one Started event\n%s", describe(a))
 	}
 }
+
+// An agent that stops its tasks when it exits (drover dev) leaves the
+// server believing they run: the next agent starts them again, and does
+// not take them for tasks that died while it was down.
+func TestTasksStoppedOnExitAreNotCountedAsDied(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	dataDir := t.TempDir()
+	first := c.startAgent(dataDir, true)
+	c.submit(job("stoppedonexit", spec.JobService, shTask("t", "sleep 1000")))
+	pid := taskState(c.alloc("stoppedonexit", 10*time.Second, "task running", running("t")), "t").PID
+	first.stop(t)
+	if alive(pid) {
+		t.Fatalf("task pid %d outlived an agent that stops its tasks on exit", pid)
+	}
+
+	c.startAgent(dataDir, true)
+	a := c.alloc("stoppedonexit", 10*time.Second, "task running again", func(a *spec.Alloc) bool {
+		ts := taskState(a, "t")
+		return ts != nil && ts.State == spec.TaskRunning && ts.PID != pid
+	})
+	ts := taskState(a, "t")
+	if ts.Restarts != 0 || len(events(ts, spec.EventTerminated)) != 0 || len(events(ts, spec.EventStarted)) != 2 {
+		t.Errorf("want restarts=0, no Terminated and two Started events\n%s", describe(a))
+	}
+}

@@ -74,6 +74,10 @@ type Agent struct {
 	// left holds, by alloc ID, the task processes an earlier agent left
 	// running, until the first assignments decide their fate (adopt.go).
 	left map[string][]leftTask
+	// stoppedOnExit: the earlier agent stopped its tasks when it exited
+	// (StopTasksOnExit), so none that is gone died; until the first
+	// assignments.
+	stoppedOnExit bool
 
 	// heartbeatEvery is the interval the server asked for, in nanoseconds.
 	heartbeatEvery atomic.Int64
@@ -193,6 +197,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if len(a.left) > 0 {
 		a.log.Info("found tasks left running by an earlier agent", "allocs", len(a.left))
 	}
+	_, err := os.Stat(a.stoppedMarker())
+	a.stoppedOnExit = err == nil
 	a.mu.Unlock()
 	// Tasks run under their own context so that the agent stopping does not
 	// stop them, unless configured to (dev mode).
@@ -254,6 +260,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		// scheduler replacing them.
 		cancelReports()
 		a.stopAll()
+		if err := os.WriteFile(a.stoppedMarker(), nil, 0o644); err != nil {
+			a.log.Warn("cannot note that the tasks were stopped; the next start will count them as died", "err", err)
+		}
 	} else {
 		// Leave the tasks running for the next agent to adopt: stop
 		// reading their output first, so that none is in flight.
@@ -323,21 +332,21 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		case al.DesiredStatus == spec.DesiredRun && !al.Terminal():
 			ar = newAllocRunner(a, al)
 			a.runners[al.ID] = ar
-			adopt := a.adoptLeft(al)
+			adopt, died := a.adoptLeft(al)
 			if len(adopt) > 0 {
 				ar.log.Info("adopting alloc left running by an earlier agent", "version", al.JobVersion, "tasks", len(adopt))
 			} else {
 				ar.log.Info("starting alloc", "version", al.JobVersion)
 			}
-			ar.start(taskCtx, adopt)
+			ar.start(taskCtx, adopt, died)
 		case al.DesiredStatus == spec.DesiredStop && !al.Terminal():
 			ar = newAllocRunner(a, al)
 			a.runners[al.ID] = ar
-			if adopt := a.adoptLeft(al); len(adopt) > 0 {
+			if adopt, _ := a.adoptLeft(al); len(adopt) > 0 {
 				// Still running from an earlier agent: adopt and stop it.
 				ar.log.Info("stopping alloc left running by an earlier agent", "reason", al.DesiredReason)
 				ar.stop()
-				ar.start(taskCtx, adopt)
+				ar.start(taskCtx, adopt, nil)
 				continue
 			}
 			// Nothing of it runs here (an earlier agent ran it): say so.
@@ -349,6 +358,10 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 	}
 	if a.left != nil {
 		a.settleLeft(allocs)
+		if a.stoppedOnExit {
+			a.stoppedOnExit = false
+			os.Remove(a.stoppedMarker())
+		}
 	}
 	// Allocs the server no longer has (garbage collected or purged): stop
 	// what still runs and forget them once done.
@@ -367,6 +380,13 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 			// Still stopping; the next answer will find it done.
 		}
 	}
+}
+
+// stoppedMarker is the file an agent that stopped its tasks on exit leaves
+// for the next one: the server still has them running (their stop was not
+// reported), and the next agent must not take them for dead.
+func (a *Agent) stoppedMarker() string {
+	return filepath.Join(a.cfg.DataDir, "tasks-stopped-on-exit")
 }
 
 func (a *Agent) stopAll() {

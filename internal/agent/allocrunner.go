@@ -77,13 +77,14 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 }
 
 // start launches the tasks, or adopts the processes in adopt (by task name)
-// that an earlier agent left running. They run under taskCtx, which ends
-// only when the agent itself stops; stop() is how a task is stopped. The
+// that an earlier agent left running; a task in died ended while no agent
+// ran, and goes on from that exit (adoptLeft). They run under taskCtx,
+// which ends only when the agent itself stops; stop() is how a task is stopped. The
 // alloc directory is made by the first task to start (taskRunner.start),
 // in its goroutine, so that starting many allocs at once pipelines one's
 // mkdir with another's fork instead of doing all of one, then all of the
 // other.
-func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process) {
+func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process, died map[string]bool) {
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {
 		// One directory per alloc, which is its tasks' working directory and
@@ -94,6 +95,7 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 		if p, ok := adopt[t.Name]; ok {
 			tr.adopt = &p
 		}
+		tr.died = died[t.Name]
 		ar.tasks = append(ar.tasks, tr)
 		wg.Add(1)
 		go func() {

@@ -67,7 +67,7 @@ func runAlloc(t *testing.T, a *Agent, al *spec.Alloc) *allocRunner {
 	t.Helper()
 	ar := newAllocRunner(a, al)
 	ctx, cancel := context.WithCancel(context.Background())
-	ar.start(ctx, nil)
+	ar.start(ctx, nil, nil)
 	t.Cleanup(func() {
 		ar.stop()
 		select {

@@ -44,6 +44,9 @@ type taskRunner struct {
 	// adopt is the task's process left running by an earlier agent, to
 	// take over instead of starting the task; nil for a fresh start.
 	adopt *driver.Process
+	// died says the task's process ended while no agent ran (adoptLeft):
+	// the task goes on from that exit, as from any other.
+	died bool
 	// checkRestart is set by supervise when a check's check_restart
 	// stopped the task: why, for the restart policy to treat as a failed
 	// exit. Only run's goroutine uses it.
@@ -52,7 +55,7 @@ type taskRunner struct {
 
 func (tr *taskRunner) run(ctx context.Context) {
 	name := tr.task.Name
-	if tr.adopt == nil {
+	if tr.adopt == nil && !tr.died {
 		tr.ar.taskEvent(name, spec.EventReceived, "task received by node "+tr.ar.agent.nodeName, nil)
 	}
 	if tr.drv == nil {
@@ -70,10 +73,14 @@ func (tr *taskRunner) run(ctx context.Context) {
 	for {
 		var exit driver.Exit
 		var stopped bool
-		if tr.adopt != nil {
+		switch {
+		case tr.adopt != nil:
 			exit, stopped = tr.runAdopted(ctx)
 			tr.adopt = nil
-		} else {
+		case tr.died:
+			exit = tr.diedWhileDown()
+			tr.died = false
+		default:
 			exit, stopped = tr.runOnce(ctx)
 		}
 		if stopped {
@@ -438,6 +445,17 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 		ts.Checks = checks.states()
 	})
 	return tr.supervise(ctx, h, checks, stdout, stderr)
+}
+
+// diedWhileDown records the death of the task's process that ended while
+// no agent ran, as supervise records any other, and returns its exit: its
+// status went with its parent, the earlier agent.
+func (tr *taskRunner) diedWhileDown() driver.Exit {
+	exit := driver.Exit{Code: -1, Unknown: true, Time: time.Now()}
+	tr.ar.taskEvent(tr.task.Name, spec.EventTerminated, "exit status unknown: the task died while the agent was down", func(ts *spec.TaskState) {
+		ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, nil, exit.Time
+	})
+	return exit
 }
 
 // leftOf is the left task p of this task: a process, or what the task's

@@ -138,3 +138,95 @@ func ticks(t *testing.T, c *client.Client, allocID string) int {
 	}
 	return last
 }
+
+const diedDownJob = `
+job "e2edieddown" {
+  group "g" {
+    constraint {
+      attribute = "${node.name}"
+      value     = "keeper"
+    }
+    task "sleeper" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "exec sleep 1000"]
+      }
+      resources {
+        cpu    = 20
+        memory = 16
+      }
+      restart {
+        attempts = 2
+        interval = "1m"
+        delay    = "100ms"
+        mode     = "fail"
+      }
+    }
+  }
+}
+`
+
+// A task that dies while its agent is down (agent SIGKILL, then the task's)
+// is a death like any other once the agent is back: a Terminated event
+// that says so, then the restart policy, counted.
+func TestTaskDeadWhileAgentDownIsRestartedAndCounted(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	agent := startAgent(t, d, "keeper", dir+"/agent2")
+	t.Cleanup(func() {
+		for _, pid := range taskProcs("e2edieddown") {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	})
+	out, errOut, code := d.cli("", "run", "--min-healthy-time", "1s", writeJob(t, dir, "died.hcl", diedDownJob))
+	if code != 0 {
+		t.Fatalf("drover run: exit %d\n%s%s", code, out, errOut)
+	}
+	allocs := d.jobStatus("e2edieddown").Allocations
+	if len(allocs) != 1 || allocs[0].NodeName != "keeper" {
+		t.Fatalf("want one instance on keeper, got %+v", allocs)
+	}
+	id, pid := allocs[0].ID, allocs[0].Status.Tasks["sleeper"].PID
+
+	agent.Process.Kill()
+	agent.Wait()
+	syscall.Kill(-pid, syscall.SIGKILL)
+	waitFor(t, 5*time.Second, "the task to die", func() bool { return zombie(pid) })
+	startAgent(t, d, "keeper", dir+"/agent2")
+
+	var ts *spec.TaskState
+	waitFor(t, 20*time.Second, "the task running again with a new pid", func() bool {
+		for _, a := range d.jobStatus("e2edieddown").Allocations {
+			if a.ID == id {
+				ts = a.Status.Tasks["sleeper"]
+			}
+		}
+		return ts != nil && ts.State == spec.TaskRunning && ts.PID != pid && ts.PID > 0
+	})
+	var b strings.Builder
+	for _, e := range ts.Events {
+		b.WriteString("  " + e.Type + ": " + e.Message + "\n")
+	}
+	if ts.Restarts != 1 {
+		t.Errorf("restarts = %d, want 1\n%s", ts.Restarts, b.String())
+	}
+	var term, restarting []spec.TaskEvent
+	for _, e := range ts.Events {
+		switch e.Type {
+		case spec.EventTerminated:
+			term = append(term, e)
+		case spec.EventRestarting:
+			restarting = append(restarting, e)
+		}
+	}
+	if len(term) != 1 || term[0].Message != "exit status unknown: the task died while the agent was down" {
+		t.Errorf("want one Terminated event saying the task died while the agent was down\n%s", b.String())
+	}
+	if len(restarting) != 1 || !strings.Contains(restarting[0].Message, "restart 1 of 2") {
+		t.Errorf("want one Restarting event counting restart 1 of 2\n%s", b.String())
+	}
+	if got := taskProcs("e2edieddown"); len(got) != 1 || got[0] != ts.PID {
+		t.Errorf("task processes %v, want only the restarted %d", got, ts.PID)
+	}
+}

@@ -1,13 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,7 +254,7 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := s.markDown(r, allocs); err != nil {
+	if err := s.markDown(r.Context(), allocs); err != nil {
 		return nil, 0, err
 	}
 	sched, err := s.reg.GetSchedule(r.Context(), name)
@@ -329,16 +329,23 @@ func (s *Server) listAllocs(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+	// One read and encoding for all the queries that ask at once (a change
+	// wakes every waiting one): sharedlist.go.
 	return s.blockingQuery(r, func() error {
-		allocs, rev, err := s.reg.ListAllocs(r.Context(), f)
+		list, err := s.allocLists.get(r.Context(), f.Job+"\x00"+f.NodeID, func(ctx context.Context) (*encodedList, error) {
+			allocs, rev, err := s.reg.ListAllocs(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.markDown(ctx, allocs); err != nil {
+				return nil, err
+			}
+			return encodeList(rev, allocs, func(a *spec.Alloc) string { return a.Namespace })
+		})
 		if err != nil {
 			return err
 		}
-		allocs = slices.DeleteFunc(allocs, func(a *spec.Alloc) bool { return !s.canRead(r, a.Namespace) })
-		if err := s.markDown(r, allocs); err != nil {
-			return err
-		}
-		return writeJSON(w, rev, nonNil(allocs))
+		return list.write(w, func(ns string) bool { return s.canRead(r, ns) })
 	}, topic)
 }
 
@@ -570,11 +577,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 
 // markDown flags, for display, the allocs whose node is down: `drover
 // status` shows them as lost.
-func (s *Server) markDown(r *http.Request, allocs []*spec.Alloc) error {
+func (s *Server) markDown(ctx context.Context, allocs []*spec.Alloc) error {
 	if len(allocs) == 0 {
 		return nil
 	}
-	nodes, _, err := s.reg.ListNodes(r.Context())
+	nodes, _, err := s.reg.ListNodes(ctx)
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,9 @@ type Server struct {
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
 	allocs    allocIndex
+	// allocLists shares the answers of GET /v1/allocations among the
+	// queries that ask at the same time.
+	allocLists sharedLists
 	// placer carries the scheduler's work from one pass of the leader's
 	// loop to the next; only that loop uses it.
 	placer *scheduler.Cache

@@ -22,6 +22,14 @@ import (
 // testServer runs a real server on a real embedded etcd.
 func testServer(t *testing.T) (*httptest.Server, *registry.Registry) {
 	t.Helper()
+	hs, reg, _ := testServerSrv(t)
+	return hs, reg
+}
+
+// testServerSrv is testServer with the server itself, for a test that
+// looks inside it.
+func testServerSrv(t *testing.T) (*httptest.Server, *registry.Registry, *Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
@@ -51,7 +59,7 @@ func testServer(t *testing.T) (*httptest.Server, *registry.Registry) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return hs, reg
+	return hs, reg, srv
 }
 
 const goodJob = `{"name":"web","groups":[{"name":"g","count":2,"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":10}}]}]}`
