@@ -313,9 +313,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 	for len(gr.old) > 0 && budget > 0 {
 		a := gr.old[0]
 		gr.old = gr.old[1:]
-		reason := fmt.Sprintf("job updated to version %d", j.Version)
-		r.stop(a, reason)
-		r.place(j, g, a.Index, "", reason, a.ID, "")
+		r.replace(j, g, a.Index, "", fmt.Sprintf("job updated to version %d", j.Version), a)
 		budget--
 	}
 }

@@ -316,8 +316,10 @@ func TestProgressDeadlineFails(t *testing.T) {
 	w := deployedV1(t, upd(1, 0, false, false))
 	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false))))
 	res := w.pass()
-	if want := w.now.Add(10 * time.Minute); !res.NextRun.Equal(want) {
-		t.Fatalf("next run %v, want the progress deadline %v", res.NextRun, want)
+	// The first replacement waits for its old instance to end (at most
+	// stopWait, here with no kill_timeout): the leader looks again then.
+	if want := w.now.Add(stopWait); !res.NextRun.Equal(want) {
+		t.Fatalf("next run %v, want the end of the stop's wait %v", res.NextRun, want)
 	}
 	w.now = w.now.Add(10 * time.Minute)
 	w.pass()

@@ -60,6 +60,13 @@ type Place struct {
 	// Update, when set, is the strategy by which the instance's agent
 	// judges its health: a move waits on that verdict (move.go).
 	Update *spec.UpdateStrategy
+	// WaitFor is an alloc of the same instance that was told to stop and
+	// may still be running (its node is up and its agent has not said it
+	// ended), or "". The leader places this instance only once WaitFor has
+	// ended, or its node is down, or stopWait has passed since the stop,
+	// so that an instance never runs twice; `drover plan` shows it
+	// placed.
+	WaitFor string
 }
 
 // Stop asks for one alloc to be stopped.
@@ -215,6 +222,11 @@ type reconciler struct {
 	// the current group's (move.go).
 	view  *nodeView
 	moves []move
+	// waitFor is, for the instance being decided, its alloc that is
+	// stopping (see Place.WaitFor), or "", and waitDue when that wait
+	// ends.
+	waitFor string
+	waitDue time.Time
 }
 
 // enterGroup sets what the rules for group g's instances need to know of
@@ -241,10 +253,26 @@ func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin, reason, p
 	if pin != "" {
 		avoid = ""
 	}
-	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin, Deployment: r.dep})
+	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin,
+		Deployment: r.dep, WaitFor: r.waitFor})
+	if r.waitFor != "" {
+		r.wakeAt(r.waitDue) // in case the stopping alloc's end is never heard of
+	}
 	if r.gr != nil {
 		r.gr.undecided++ // every placement of a deployment needs a verdict
 	}
+}
+
+// replace stops old and places its successor in old's slot, which waits
+// for old to end unless old's node is down (Place.WaitFor).
+func (r *reconciler) replace(j *spec.Job, g *spec.Group, index int, pin, reason string, old *spec.Alloc) {
+	r.stop(old, reason)
+	savedFor, savedDue := r.waitFor, r.waitDue
+	if !old.NodeDown {
+		r.waitFor, r.waitDue = old.ID, stopDue(old, r.now)
+	}
+	r.place(j, g, index, pin, reason, old.ID, "")
+	r.waitFor, r.waitDue = savedFor, savedDue
 }
 
 func (r *reconciler) stopLive(as []*spec.Alloc, reason string) {
@@ -322,6 +350,12 @@ func (r *reconciler) gc(as []*spec.Alloc, counted []*spec.Alloc) {
 // instance decides for one wanted instance j.g[index]; as are its allocs,
 // oldest first. pin is the node a system job's instance is for, or "".
 func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string, as []*spec.Alloc) {
+	// An alloc of this instance told to stop may still run: what is
+	// placed here waits for it.
+	if a, due := stopping(as, r.now); a != nil {
+		r.waitFor, r.waitDue = a.ID, due
+	}
+	defer func() { r.waitFor, r.waitDue = "", time.Time{} }()
 	// The instance to keep is the oldest live alloc of the job's current
 	// tasks, else the oldest live one. A canary not yet promoted runs
 	// beside it; a canary of a deployment that ended unpromoted is
@@ -376,9 +410,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		case r.gr != nil:
 			r.gr.old = append(r.gr.old, kept) // rollGroup decides
 		default:
-			reason := fmt.Sprintf("job updated to version %d", j.Version)
-			r.stop(kept, reason)
-			r.place(j, g, index, pin, reason, kept.ID, "")
+			r.replace(j, g, index, pin, fmt.Sprintf("job updated to version %d", j.Version), kept)
 		}
 		return
 	}
@@ -588,6 +620,38 @@ func ended(a *spec.Alloc) bool {
 // oldestFirst orders allocs by CreateIndex, then ID.
 func oldestFirst(a, b *spec.Alloc) int {
 	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), strings.Compare(a.ID, b.ID))
+}
+
+// stopWait bounds how long a placement waits for a stopping alloc of its
+// instance to end, beyond that alloc's kill_timeout: an agent reports an
+// ended task within a second or two, and one that cannot report is soon
+// down, which ends the wait at once.
+const stopWait = 10 * time.Second
+
+// stopping returns the newest alloc of as (oldest first) that was told to
+// stop and may still be running: not ended, its node up, stopWait past its
+// kill_timeout not yet passed since the stop (its ModifyTime). due is when
+// the wait ends.
+func stopping(as []*spec.Alloc, now time.Time) (a *spec.Alloc, due time.Time) {
+	for i := len(as) - 1; i >= 0; i-- {
+		a := as[i]
+		if a.DesiredStatus != spec.DesiredStop || a.Terminal() || a.NodeDown {
+			continue
+		}
+		if due := stopDue(a, a.ModifyTime); now.Before(due) {
+			return a, due
+		}
+	}
+	return nil, time.Time{}
+}
+
+// stopDue is when a wait for a, told to stop at from, ends.
+func stopDue(a *spec.Alloc, from time.Time) time.Time {
+	var kill spec.Duration
+	for _, t := range a.Tasks {
+		kill = max(kill, t.KillTimeout)
+	}
+	return from.Add(kill.Std() + stopWait)
 }
 
 // fenceMargin is added to a singleton's wait beyond its agent's stop_after

@@ -176,9 +176,12 @@ func TestReconcile(t *testing.T) {
 			name:   "job updated with new tasks: replace",
 			jobs:   []*spec.Job{web2},
 			allocs: []*spec.Alloc{u1},
+			// The new instance waits for the old one to end: it never
+			// runs twice; the leader looks again when the wait ends.
 			want: Result{
-				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1"}},
-				Stop:  []Stop{{Alloc: u1, Reason: "job updated to version 2"}},
+				Place:   []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1", WaitFor: "u1"}},
+				Stop:    []Stop{{Alloc: u1, Reason: "job updated to version 2"}},
+				NextRun: now.Add(stopWait),
 			},
 		},
 		{
@@ -186,11 +189,12 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{web2},
 			allocs: []*spec.Alloc{u2, u1},
 			want: Result{
-				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1"}},
+				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1", WaitFor: "u1"}},
 				Stop: []Stop{
 					{Alloc: u1, Reason: "job updated to version 2"},
 					{Alloc: u2, Reason: "duplicate of u1"},
 				},
+				NextRun: now.Add(stopWait),
 			},
 		},
 		{

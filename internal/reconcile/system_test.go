@@ -180,10 +180,11 @@ func TestReconcileSystem(t *testing.T) {
 			allocs: []*spec.Alloc{old1, old5},
 			want: Result{
 				Place: []Place{
-					{Job: logs2, Group: logs2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "o1", Node: "n1"},
-					{Job: logs2, Group: logs2.Groups[0], Index: 1, Reason: "job updated to version 2", Previous: "o5", Node: "n5"},
+					{Job: logs2, Group: logs2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "o1", Node: "n1", WaitFor: "o1"},
+					{Job: logs2, Group: logs2.Groups[0], Index: 1, Reason: "job updated to version 2", Previous: "o5", Node: "n5", WaitFor: "o5"},
 				},
-				Stop: []Stop{{Alloc: old1, Reason: "job updated to version 2"}, {Alloc: old5, Reason: "job updated to version 2"}},
+				Stop:    []Stop{{Alloc: old1, Reason: "job updated to version 2"}, {Alloc: old5, Reason: "job updated to version 2"}},
+				NextRun: now.Add(stopWait),
 			},
 		},
 		{

@@ -16,9 +16,11 @@ type Request struct {
 	// Reason is the reconciler's reason for the placement, carried through
 	// untouched so that the plan can say why each alloc exists.
 	Reason string
-	// Previous is the ID of the alloc this one replaces, carried through
-	// untouched.
+	// Previous is the ID of the alloc this one replaces, and WaitFor the
+	// stopping alloc it waits for (reconcile.Place.WaitFor), carried
+	// through untouched.
 	Previous string
+	WaitFor  string
 	// AvoidNode is a node ID to place on only when no other node fits: the
 	// node the replaced alloc failed on. "" avoids nothing.
 	AvoidNode string

@@ -140,6 +140,12 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 		stop(e.Alloc, e.Reason, true)
 	}
 	for _, p := range out.Placements {
+		// One that waits for its instance's stopping alloc is scheduled
+		// (its room is kept, and a plan shows it) but not written: a
+		// later pass, woken by that alloc's end, places it.
+		if p.Request.WaitFor != "" {
+			continue
+		}
 		plan.Allocs = append(plan.Allocs, newAlloc(p, now))
 	}
 	plan.Deployments = res.Deployments
@@ -167,7 +173,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 
 // requestOf turns the reconciler's ask into the scheduler's.
 func requestOf(p reconcile.Place) scheduler.Request {
-	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, AvoidNode: p.AvoidNode, Node: p.Node,
+	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, WaitFor: p.WaitFor, AvoidNode: p.AvoidNode, Node: p.Node,
 		Canary: p.Canary, Update: p.Update}
 	if p.Deployment != nil {
 		r.DeploymentID = p.Deployment.ID

@@ -59,7 +59,13 @@ func (s *Server) metricsHandler() http.Handler {
 // server began leading, the time from its submit.
 func (s *Server) observePass(d decision, start, now time.Time) {
 	m := s.metrics
-	m.Placements.Add(float64(len(d.sched.Placements)))
+	placed := 0
+	for _, p := range d.sched.Placements {
+		if p.Request.WaitFor == "" { // the others are placed by a later pass
+			placed++
+		}
+	}
+	m.Placements.Add(float64(placed))
 	m.Evictions.Add(float64(len(d.sched.Evictions)))
 	m.Unplaced.Add(float64(len(d.sched.Failures)))
 	m.PassSeconds.Observe(now.Sub(start).Seconds())
@@ -68,7 +74,7 @@ func (s *Server) observePass(d decision, start, now time.Time) {
 	}
 	for _, p := range d.sched.Placements {
 		j := p.Request.Job
-		if s.firstPlaced[j.Name] >= j.Version || j.SubmitTime.Before(s.leadingSince) {
+		if p.Request.WaitFor != "" || s.firstPlaced[j.Name] >= j.Version || j.SubmitTime.Before(s.leadingSince) {
 			continue
 		}
 		s.firstPlaced[j.Name] = j.Version
