@@ -923,6 +923,88 @@ func TestOpenUnavailable(t *testing.T) {
 	wantErr(t, err, ErrUnavailable)
 }
 
+// hookKV runs before, when set, ahead of each transaction its client
+// commits, with the transaction's number (1, 2, ...): for placing another
+// writer's change, or a lost lease, at an exact point of a write.
+type hookKV struct {
+	clientv3.KV
+	mu     sync.Mutex
+	n      int
+	before func(n int)
+}
+
+type hookTxn struct {
+	clientv3.Txn
+	kv *hookKV
+}
+
+func (h *hookKV) Txn(ctx context.Context) clientv3.Txn {
+	return &hookTxn{Txn: h.KV.Txn(ctx), kv: h}
+}
+
+func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.kv.mu.Lock()
+	t.kv.n++
+	n, before := t.kv.n, t.kv.before
+	t.kv.mu.Unlock()
+	if before != nil {
+		before(n)
+	}
+	return t.Txn.Commit()
+}
+
+// openHooked opens a registry on e whose transactions go through a
+// hookKV; set its before once the registry is ready to be tested.
+func openHooked(t *testing.T, e *Embedded) (*Registry, *hookKV) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	h := &hookKV{KV: cli.KV}
+	cli.KV = h
+	return newRegistry(cli, testLogger(t)), h
+}
+
+// Two first submissions of one name in two namespaces race: the loser
+// read no job, and the winner's is written before the loser's
+// transaction. The loser must not take the job into its namespace.
+func TestPutJobNamespaceRace(t *testing.T) {
+	t.Parallel()
+	e := startEtcd(t)
+	ra, hook := openHooked(t, e)
+	rb := open(t, e)
+	ctx := context.Background()
+	ops := testJob("web", "/bin/ops")
+	ops.Namespace = "ops"
+	dev := testJob("web", "/bin/dev")
+	dev.Namespace = "dev"
+	hook.before = func(n int) {
+		if n == 1 { // a has read no job; b's submission comes first
+			if _, _, err := rb.PutJob(ctx, ops, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	_, _, err := ra.PutJob(ctx, dev, 0)
+	var taken *JobNamespaceError
+	if !errors.As(err, &taken) || !errors.Is(err, ErrConflict) || taken.Job != "web" || taken.Namespace != "ops" {
+		t.Fatalf("put of web in dev after ops took it: %v; want a JobNamespaceError naming ops", err)
+	}
+	j, err := rb.GetJob(ctx, "web")
+	if err != nil || j.Namespace != "ops" || j.Version != 1 {
+		t.Fatalf("stored job: %+v, %v; want version 1 in ops", j, err)
+	}
+	if hist, _ := rb.JobVersions(ctx, "web"); len(hist) != 1 {
+		t.Fatalf("%d versions stored, want 1", len(hist))
+	}
+}
+
 func TestPutJobConcurrent(t *testing.T) {
 	t.Parallel()
 	r := open(t, startEtcd(t))
