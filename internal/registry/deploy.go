@@ -222,8 +222,8 @@ func (r *Registry) PutDeploymentRequest(ctx context.Context, id string, req *spe
 	return fmt.Errorf("registry: deployment %q keeps changing under concurrent writes: %w", id, ErrConflict)
 }
 
-// deploymentOps are a plan's deployment writes (see planOps).
-func (r *Registry) deploymentOps(p *Plan, add func(opGroup, ...string) error) error {
+// deploymentPuts are a plan's deployment writes (see planOps).
+func (r *Registry) deploymentPuts(p *Plan, add func(opGroup, subject, ...string) error) error {
 	for _, d := range p.Deployments {
 		if d == nil {
 			return fmt.Errorf("registry: plan has a nil deployment: %w", ErrInvalid)
@@ -241,10 +241,16 @@ func (r *Registry) deploymentOps(p *Plan, add func(opGroup, ...string) error) er
 		if err != nil {
 			return fmt.Errorf("registry: encode deployment %q: %w", d.ID, err)
 		}
-		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, key); err != nil {
+		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, subject{deployment: d.ID}, key); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// deploymentDeletes are a plan's deletions of deployments, each with its
+// request (see planOps).
+func (r *Registry) deploymentDeletes(p *Plan, add func(opGroup, subject, ...string) error) error {
 	for _, id := range p.DeleteDeployments {
 		key, err := r.key(dirDeployments, "deployment id", id)
 		if err != nil {
@@ -252,7 +258,7 @@ func (r *Registry) deploymentOps(p *Plan, add func(opGroup, ...string) error) er
 		}
 		rkey := r.prefix + dirDeploymentRequests + id
 		g := opGroup{ops: []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(rkey)}, bytes: len(key) + len(rkey)}
-		if err := add(g, key, rkey); err != nil {
+		if err := add(g, subject{deployment: id}, key, rkey); err != nil {
 			return err
 		}
 	}

@@ -48,7 +48,11 @@
 //
 // so once the lease is lost (expired, revoked, or resigned) the key is gone
 // and etcd itself refuses the write: the deposed leader gets ErrNotLeader and
-// nothing it sent is applied, even if it has not noticed yet.
+// nothing it sends is applied, even if it has not noticed yet. A plan too
+// large for one transaction is sent as several, each complete in itself (an
+// alloc with its events, a deployment before the allocs that name it), so
+// a leader deposed between two leaves a part that the next one's pass
+// finishes.
 //
 // # Changes
 //

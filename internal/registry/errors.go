@@ -54,6 +54,19 @@ func (e *CheckIndexError) Error() string {
 
 func (e *CheckIndexError) Is(target error) bool { return target == ErrConflict }
 
+// JobNamespaceError: a job of that name exists in another namespace. Job
+// names are unique across namespaces and a job never moves between them
+// (it would move past whoever guards the old one). It is an ErrConflict.
+type JobNamespaceError struct {
+	Job, Namespace string // the stored job's name and namespace
+}
+
+func (e *JobNamespaceError) Error() string {
+	return fmt.Sprintf("registry: job %q exists in namespace %q: %v", e.Job, e.Namespace, ErrConflict)
+}
+
+func (e *JobNamespaceError) Unwrap() error { return ErrConflict }
+
 // MaxRecordBytes bounds one stored record (a job, a node), as JSON: a job
 // is written twice in one transaction (the job and its version), and etcd
 // refuses requests over 1.5 MiB by default.

@@ -166,8 +166,11 @@ type Plan struct {
 	Deployments []*spec.Deployment
 	// DeleteDeployments deletes each deployment and its request.
 	DeleteDeployments []string
-	// Events describe the plan for the cluster's history; they are
-	// written with it (events.go).
+	// Events describe the plan for the cluster's history (events.go).
+	// Each is stored in the transaction that writes what it is about (its
+	// AllocID's alloc, its DeploymentID's deployment), one about nothing
+	// the plan writes in the first; so the history has them in the order
+	// of planOps, and in their order here among those about one write.
 	Events []spec.Event
 }
 
@@ -176,25 +179,50 @@ func (p *Plan) empty() bool {
 		len(p.Deployments)+len(p.DeleteDeployments) == 0
 }
 
-// opGroup is ops that must be in the same txn.
+// opGroup is writes that must be in the same txn, and the events that
+// describe them, stored in that txn too.
 type opGroup struct {
 	ops   []clientv3.Op
-	bytes int
+	evs   []spec.Event
+	bytes int // the ops' keys and values, and the events as encoded
 }
 
-func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
+// subject is what a plan's event is about: the write it is stored with.
+type subject struct{ alloc, deployment string }
+
+func subjectOf(e spec.Event) subject {
+	if e.AllocID != "" {
+		return subject{alloc: e.AllocID}
+	}
+	return subject{deployment: e.DeploymentID}
+}
+
+// planOps turns the plan into groups in the order they are committed, so
+// that a leader deposed between two txns leaves only complete parts (see
+// Commit): the events about nothing the plan writes (a node's), then the
+// deployments before the allocs that name them, the allocs in plan order,
+// the deletions of allocs, the schedules, the deletions of schedules and
+// of deployments. Each event goes with the write it is about.
+func (l *Leader) planOps(p *Plan, now time.Time) ([]opGroup, error) {
 	r := l.r
-	var groups []opGroup
+	groups := []opGroup{{}} // the events about nothing written
 	seen := map[string]bool{}
-	add := func(g opGroup, keys ...string) error {
+	subjects := map[subject]int{}
+	add := func(g opGroup, about subject, keys ...string) error {
 		for _, k := range keys {
 			if seen[k] {
 				return fmt.Errorf("registry: plan writes %s twice: %w", k, ErrInvalid)
 			}
 			seen[k] = true
 		}
+		if about != (subject{}) {
+			subjects[about] = len(groups)
+		}
 		groups = append(groups, g)
 		return nil
+	}
+	if err := r.deploymentPuts(p, add); err != nil {
+		return nil, err
 	}
 	for _, a := range p.Allocs {
 		if a == nil {
@@ -210,7 +238,7 @@ func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
 		if err != nil {
 			return nil, fmt.Errorf("registry: encode alloc %q: %w", a.ID, err)
 		}
-		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, key); err != nil {
+		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, subject{alloc: a.ID}, key); err != nil {
 			return nil, err
 		}
 	}
@@ -221,7 +249,7 @@ func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
 		}
 		skey := r.prefix + dirAllocStatus + id
 		g := opGroup{ops: []clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(skey)}, bytes: len(key) + len(skey)}
-		if err := add(g, key, skey); err != nil {
+		if err := add(g, subject{alloc: id}, key, skey); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +265,7 @@ func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
 		if err != nil {
 			return nil, fmt.Errorf("registry: encode schedule %q: %w", s.Job, err)
 		}
-		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, key); err != nil {
+		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpPut(key, string(val))}, bytes: len(key) + len(val)}, subject{}, key); err != nil {
 			return nil, err
 		}
 	}
@@ -246,53 +274,84 @@ func (l *Leader) planOps(p *Plan) ([]opGroup, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpDelete(key)}, bytes: len(key)}, key); err != nil {
+		if err := add(opGroup{ops: []clientv3.Op{clientv3.OpDelete(key)}, bytes: len(key)}, subject{}, key); err != nil {
 			return nil, err
 		}
 	}
-	if err := r.deploymentOps(p, add); err != nil {
+	if err := r.deploymentDeletes(p, add); err != nil {
 		return nil, err
 	}
-	if len(p.Events) > 0 {
-		ops, n, err := r.eventOps(p.Events, r.now())
+	for _, e := range p.Events {
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		b, err := json.Marshal(e)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("registry: encode events: %w", err)
 		}
-		for _, op := range ops {
-			groups = append(groups, opGroup{ops: []clientv3.Op{op}, bytes: n / len(ops)})
-		}
+		g := &groups[subjects[subjectOf(e)]] // 0, the first, when about nothing written
+		g.evs = append(g.evs, e)
+		g.bytes += len(b) + 1
+	}
+	if len(groups[0].evs) == 0 {
+		groups = groups[1:]
 	}
 	return groups, nil
 }
 
-// chunk takes groups from the front of gs while they fit in maxOps ops and
-// maxTxnBytes bytes (always at least one group).
-func chunk(gs []opGroup, maxOps int) (ops []clientv3.Op, n int) {
-	bytes := 0
-	for n < len(gs) {
-		g := gs[n]
-		if n > 0 && (len(ops)+len(g.ops) > maxOps || bytes+g.bytes > maxTxnBytes) {
-			break
+// eventRecordBytes bounds what an event record adds to a txn besides its
+// events: its key and brackets.
+const eventRecordBytes = 64
+
+// eventRecords is how many records n events are stored in.
+func eventRecords(n int) int { return (n + maxEventBatch - 1) / maxEventBatch }
+
+// chunk returns how many groups from the front of gs go in one txn: as
+// many as fit, with their event records, in maxOps ops and maxTxnBytes
+// bytes (always at least one).
+func chunk(gs []opGroup, maxOps int) int {
+	ops, evs, bytes := 0, 0, 0
+	for n, g := range gs {
+		ops, evs, bytes = ops+len(g.ops), evs+len(g.evs), bytes+g.bytes
+		recs := eventRecords(evs)
+		if n > 0 && (ops+recs > maxOps || bytes+recs*eventRecordBytes > maxTxnBytes) {
+			return n
 		}
-		ops = append(ops, g.ops...)
-		bytes += g.bytes
-		n++
 	}
-	return ops, n
+	return len(gs)
 }
 
-// Commit writes the plan in transactions of at most 256 ops, each one
-// fenced on the election key: If(CreateRevision(key) == Epoch). When the
-// fence fails the error is ErrNotLeader and that transaction wrote nothing
-// (earlier ones, if any, stand). It returns the revision of the last
-// transaction; an empty plan sends none and returns 0.
+// txnOps is one txn's writes: the groups' ops, then their events' records.
+func (r *Registry) txnOps(gs []opGroup, now time.Time) ([]clientv3.Op, error) {
+	var ops []clientv3.Op
+	var evs []spec.Event
+	for _, g := range gs {
+		ops = append(ops, g.ops...)
+		evs = append(evs, g.evs...)
+	}
+	evOps, _, err := r.eventOps(evs, now)
+	return append(ops, evOps...), err
+}
+
+// Commit writes the plan in one transaction when it fits in one (at most
+// 256 ops and 1 MiB), else in several, each fenced on the election key:
+// If(CreateRevision(key) == Epoch). When the fence fails the error is
+// ErrNotLeader and that transaction wrote nothing; earlier ones, if any,
+// stand. They stand complete: a transaction holds whole groups of planOps
+// (an alloc with its events; a deployment, with its events, before the
+// allocs that name it), so a leader deposed between two leaves a prefix
+// of its plan that any plan could have written, and the next leader's
+// pass, which looks at the whole state, places what is missing. It
+// returns the revision of the last transaction; an empty plan sends none
+// and returns 0.
 func (l *Leader) Commit(ctx context.Context, p *Plan) (rev int64, err error) {
 	ctx, cancel := l.r.opCtx(ctx)
 	defer cancel()
 	if p.empty() {
 		return 0, nil
 	}
-	groups, err := l.planOps(p)
+	now := l.r.now()
+	groups, err := l.planOps(p, now)
 	if err != nil {
 		return 0, err
 	}
@@ -307,7 +366,11 @@ func (l *Leader) Commit(ctx context.Context, p *Plan) (rev int64, err error) {
 		l.mu.Lock()
 		maxOps := l.maxOps
 		l.mu.Unlock()
-		ops, n := chunk(groups, maxOps)
+		n := chunk(groups, maxOps)
+		ops, err := l.r.txnOps(groups[:n], now)
+		if err != nil {
+			return rev, err
+		}
 		resp, err := l.r.cli.Txn(ctx).If(fence).Then(ops...).Commit()
 		if errors.Is(err, rpctypes.ErrTooManyOps) && maxOps > 2 {
 			// An external etcd with a lower --max-txn-ops: use smaller txns.

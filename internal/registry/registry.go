@@ -149,7 +149,8 @@ func specBytes(j *spec.Job) []byte {
 // (1 for a new job; unchanged when only un-stopping the same spec), along
 // with a job_versions entry for a new version, in one transaction guarded by
 // the job's mod revision. checkIndex > 0 requires the stored job's
-// ModifyIndex to equal it (ErrConflict otherwise).
+// ModifyIndex to equal it (ErrConflict otherwise). A job of that name in
+// another namespace is a *JobNamespaceError.
 func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (stored *spec.Job, changed bool, err error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
@@ -165,6 +166,12 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		cur, modRev, err := r.getJob(ctx, key)
 		if err != nil {
 			return nil, false, err
+		}
+		// Checked on what the transaction's comparison pins (the job as of
+		// modRev), so that no interleaving of two first submissions moves
+		// a job between namespaces.
+		if cur != nil && spec.NamespaceOf(cur.Namespace) != spec.NamespaceOf(job.Namespace) {
+			return nil, false, &JobNamespaceError{Job: job.Name, Namespace: spec.NamespaceOf(cur.Namespace)}
 		}
 		if checkIndex > 0 && modRev != checkIndex {
 			return nil, false, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -704,6 +705,77 @@ func TestCommitSplitsLargePlans(t *testing.T) {
 	}
 }
 
+// A plan larger than one transaction whose leader is deposed between two
+// of them leaves only complete parts: the allocs written are a prefix of
+// the plan's, each with its event, after the deployment they name and
+// its event; the history holds a prefix of the plan's events, in order.
+func TestCommitDeposedBetweenChunks(t *testing.T) {
+	t.Parallel()
+	e := startEtcd(t)
+	ra, hook := openHooked(t, e)
+	rb := open(t, e)
+	ctx := context.Background()
+	l := campaign(t, ra, "a")
+	l.mu.Lock()
+	l.maxOps = 16 // several transactions for a plan of 40 allocs
+	l.mu.Unlock()
+
+	now := time.Unix(200, 0).UTC()
+	dep := &spec.Deployment{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentRunning, CreateTime: now, ModifyTime: now}
+	p := &Plan{Deployments: []*spec.Deployment{dep}, Events: []spec.Event{
+		{Time: now, Topic: spec.TopicNode, Type: "Down", Node: "n9"},
+		{Time: now, Topic: spec.TopicDeployment, Type: string(dep.Status), Job: "web", DeploymentID: dep.ID},
+	}}
+	for i := range 40 {
+		a := testAlloc(fmt.Sprintf("a%02d", i), "web", "g", i, "n1")
+		a.DeploymentID = dep.ID
+		p.Allocs = append(p.Allocs, a)
+		p.Events = append(p.Events, spec.Event{Time: now, Topic: spec.TopicAlloc, Type: "Placed", Job: "web", AllocID: a.ID})
+	}
+	txns := 0
+	hook.set(func() {
+		if txns++; txns == 2 { // after the first transaction, a's lease is gone
+			if _, err := rb.cli.Revoke(ctx, l.session.Lease()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	_, err := l.Commit(ctx, p)
+	hook.set(nil)
+	wantErr(t, err, ErrNotLeader)
+
+	as, _, err := rb.ListAllocs(ctx, AllocFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) == 0 || len(as) == len(p.Allocs) {
+		t.Fatalf("%d of %d allocs written; want the first transaction's", len(as), len(p.Allocs))
+	}
+	for i, a := range as {
+		if a.ID != p.Allocs[i].ID {
+			t.Fatalf("alloc %d written is %s, want %s: not a prefix of the plan", i, a.ID, p.Allocs[i].ID)
+		}
+	}
+	if _, err := rb.GetDeployment(ctx, dep.ID); err != nil {
+		t.Fatalf("allocs of deployment %s written without it: %v", dep.ID, err)
+	}
+	evs, _, err := rb.ListEvents(ctx, EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ev struct{ Type, AllocID, DeploymentID string }
+	var got, want []ev
+	for _, e := range evs {
+		got = append(got, ev{e.Type, e.AllocID, e.DeploymentID})
+	}
+	for _, e := range p.Events[:2+len(as)] {
+		want = append(want, ev{e.Type, e.AllocID, e.DeploymentID})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("events stored for %d written allocs (-want +got):\n%s", len(as), diff)
+	}
+}
+
 func TestExplicitSessionTTL(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]int{0: 1, time.Second: 1, 1500 * time.Millisecond: 2, 3 * time.Second: 3} {
@@ -921,6 +993,94 @@ func TestOpenUnavailable(t *testing.T) {
 		r.Close()
 	}
 	wantErr(t, err, ErrUnavailable)
+}
+
+// hookKV calls before, when set, ahead of each transaction its client
+// commits: for placing another writer's change, or a lost lease, at an
+// exact point of a write.
+type hookKV struct {
+	clientv3.KV
+	mu     sync.Mutex
+	before func()
+}
+
+// set arms the hook (nil disarms it).
+func (h *hookKV) set(before func()) {
+	h.mu.Lock()
+	h.before = before
+	h.mu.Unlock()
+}
+
+type hookTxn struct {
+	clientv3.Txn
+	kv *hookKV
+}
+
+func (h *hookKV) Txn(ctx context.Context) clientv3.Txn {
+	return &hookTxn{Txn: h.KV.Txn(ctx), kv: h}
+}
+
+func (t *hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *hookTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.kv.mu.Lock()
+	before := t.kv.before
+	t.kv.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	return t.Txn.Commit()
+}
+
+// openHooked opens a registry on e whose transactions go through a
+// hookKV; arm it once the registry is ready to be tested.
+func openHooked(t *testing.T, e *Embedded) (*Registry, *hookKV) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second,
+		Logger: zapToSlog(testLogger(t), zapcore.ErrorLevel, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	h := &hookKV{KV: cli.KV}
+	cli.KV = h
+	return newRegistry(cli, testLogger(t)), h
+}
+
+// Two first submissions of one name in two namespaces race: the loser
+// read no job, and the winner's is written before the loser's
+// transaction. The loser must not take the job into its namespace.
+func TestPutJobNamespaceRace(t *testing.T) {
+	t.Parallel()
+	e := startEtcd(t)
+	ra, hook := openHooked(t, e)
+	rb := open(t, e)
+	ctx := context.Background()
+	ops := testJob("web", "/bin/ops")
+	ops.Namespace = "ops"
+	dev := testJob("web", "/bin/dev")
+	dev.Namespace = "dev"
+	hook.set(func() {
+		hook.set(nil)
+		// a has read no job; b's submission is written before a's.
+		if _, _, err := rb.PutJob(ctx, ops, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	_, _, err := ra.PutJob(ctx, dev, 0)
+	var taken *JobNamespaceError
+	if !errors.As(err, &taken) || !errors.Is(err, ErrConflict) || taken.Job != "web" || taken.Namespace != "ops" {
+		t.Fatalf("put of web in dev after ops took it: %v; want a JobNamespaceError naming ops", err)
+	}
+	j, err := rb.GetJob(ctx, "web")
+	if err != nil || j.Namespace != "ops" || j.Version != 1 {
+		t.Fatalf("stored job: %+v, %v; want version 1 in ops", j, err)
+	}
+	if hist, _ := rb.JobVersions(ctx, "web"); len(hist) != 1 {
+		t.Fatalf("%d versions stored, want 1", len(hist))
+	}
 }
 
 func TestPutJobConcurrent(t *testing.T) {

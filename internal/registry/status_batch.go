@@ -160,7 +160,7 @@ func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
 		if v.Healthy {
 			e.Type, e.Message = "Healthy", "healthy for deployment "+a.DeploymentID[:min(8, len(a.DeploymentID))]
 		}
-		e.Topic = spec.TopicDeployment
+		e.Topic, e.DeploymentID = spec.TopicDeployment, a.DeploymentID
 		out = append(out, e)
 	}
 	if old == nil || old.ClientStatus != now.ClientStatus {

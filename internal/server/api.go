@@ -159,10 +159,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allow(r, job.Namespace, acl.Submit); err != nil {
 		return err
 	}
-	if err := s.checkNamespaceUnchanged(r, job); err != nil {
-		return err
-	}
 	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)), job, check)
+	if taken := (*registry.JobNamespaceError)(nil); errors.As(err, &taken) {
+		return s.namespaceTaken(r, taken)
+	}
 	if err != nil {
 		return checkIndexConflict(err, "resubmit", "submit it without --check-index (check_index) to create it")
 	}

@@ -316,25 +316,15 @@ func (s *Server) jobName(r *http.Request, capability string) (string, error) {
 	return name, s.allowJob(r, name, capability)
 }
 
-// checkNamespaceUnchanged refuses a job whose name is taken in another
+// namespaceTaken answers a submission whose job name is taken in another
 // namespace: job names are unique across namespaces, and moving a job
-// between namespaces would move it past whoever guards the old one.
-func (s *Server) checkNamespaceUnchanged(r *http.Request, job *spec.Job) error {
-	old, err := s.reg.GetJob(r.Context(), job.Name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	was, now := spec.NamespaceOf(old.Namespace), spec.NamespaceOf(job.Namespace)
-	if was == now {
-		return nil
-	}
+// between namespaces would move it past whoever guards the old one. The
+// other namespace is named only to a token that may read it.
+func (s *Server) namespaceTaken(r *http.Request, e *registry.JobNamespaceError) error {
 	where := "another namespace"
-	if s.canRead(r, was) {
-		where = fmt.Sprintf("namespace %q", was)
+	if s.canRead(r, e.Namespace) {
+		where = fmt.Sprintf("namespace %q", e.Namespace)
 	}
 	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
-		"a job named %q already exists in %s; job names are unique across namespaces, and a job cannot move between them: choose another name, or stop and purge the old job first", job.Name, where)}
+		"a job named %q already exists in %s; job names are unique across namespaces, and a job cannot move between them: choose another name, or stop and purge the old job first", e.Job, where)}
 }

@@ -236,6 +236,10 @@ func TestListsShowOnlyReadableNamespaces(t *testing.T) {
 	if st != http.StatusConflict || !strings.Contains(body, "another namespace") {
 		t.Errorf("job name taken in another namespace: %d %s", st, body)
 	}
+	st, body = f.call("management", "POST", "/v1/jobs", `{"name":"web","namespace":"other","groups":[{"name":"g","tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"}}]}]}`)
+	if st != http.StatusConflict || !strings.Contains(body, `already exists in namespace \"default\"`) {
+		t.Errorf("job name taken in another namespace, to a token that may read it: %d %s", st, body)
+	}
 }
 
 // TestPlainHTTPNodeSecretIsNoToken: without TLS, the node secret still

@@ -16,26 +16,13 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// planEvents describes a plan for the cluster's history: instances
-// placed, stopped and evicted, with why, and deployments that began or
-// changed status. Pure: decide calls it.
+// planEvents describes a plan for the cluster's history: deployments that
+// began or changed status, and instances placed, stopped and evicted, with
+// why. Pure: decide calls it.
 func planEvents(plan *registry.Plan, snap *registry.Snapshot, now time.Time) []spec.Event {
 	var evs []spec.Event
-	for _, a := range plan.Allocs {
-		e := spec.Event{Time: now, Topic: spec.TopicAlloc, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
-			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Message: a.DesiredReason}
-		switch {
-		case a.DesiredStatus == spec.DesiredStop && a.Evicted:
-			e.Type = "Evicted"
-		case a.DesiredStatus == spec.DesiredStop:
-			e.Type = "Stopping"
-		case a.CreateTime.Equal(now):
-			e.Type = "Placed" // on e.Node, for e.Message (the reason)
-		default:
-			continue
-		}
-		evs = append(evs, e)
-	}
+	// Deployments first: they are committed before the allocs that name
+	// them (Leader.Commit).
 	before := map[string]spec.DeploymentStatus{}
 	for _, d := range snap.Deployments {
 		before[d.ID] = d.Status
@@ -50,7 +37,22 @@ func planEvents(plan *registry.Plan, snap *registry.Snapshot, now time.Time) []s
 			msg = fmt.Sprintf("deployment %s of version %d began", shortID(d.ID), d.JobVersion)
 		}
 		evs = append(evs, spec.Event{Time: now, Topic: spec.TopicDeployment, Type: string(d.Status), Job: d.Job,
-			Namespace: spec.NamespaceOf(d.Namespace), Message: msg})
+			Namespace: spec.NamespaceOf(d.Namespace), DeploymentID: d.ID, Message: msg})
+	}
+	for _, a := range plan.Allocs {
+		e := spec.Event{Time: now, Topic: spec.TopicAlloc, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
+			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Message: a.DesiredReason}
+		switch {
+		case a.DesiredStatus == spec.DesiredStop && a.Evicted:
+			e.Type = "Evicted"
+		case a.DesiredStatus == spec.DesiredStop:
+			e.Type = "Stopping"
+		case a.CreateTime.Equal(now):
+			e.Type = "Placed" // on e.Node, for e.Message (the reason)
+		default:
+			continue
+		}
+		evs = append(evs, e)
 	}
 	return evs
 }

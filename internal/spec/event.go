@@ -29,7 +29,9 @@ type Event struct {
 	Node      string `json:"node,omitempty"`  // node name
 	Alloc     string `json:"alloc,omitempty"` // alloc name, job.group[i]
 	AllocID   string `json:"alloc_id,omitempty"`
-	Task      string `json:"task,omitempty"`
+	// DeploymentID is the deployment a deployment's event is about.
+	DeploymentID string `json:"deployment_id,omitempty"`
+	Task         string `json:"task,omitempty"`
 	// Message says why, in words.
 	Message string `json:"message,omitempty"`
 }
