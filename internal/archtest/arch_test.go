@@ -37,13 +37,14 @@ var clockAndChance = map[string][]string{
 
 // owners: an import path prefix that only these packages may import. The
 // docker client has a second owner, dockertest, which only tests import: it
-// builds their image through the same API. HCL has two: job files and ACL
-// policies are both written in it.
+// builds their image through the same API. HCL has three: job files and ACL
+// policies are both written in it, and inputlimit lexes both before they
+// are parsed.
 var owners = map[string][]string{
 	"go.etcd.io/":                       {"internal/registry"},
 	"github.com/moby/moby/":             {"internal/driver/dockerdriver", "internal/dockertest"},
 	"github.com/docker/docker/":         {"internal/driver/dockerdriver", "internal/dockertest"},
-	"github.com/hashicorp/hcl/v2":       {"internal/jobfile", "internal/acl"},
+	"github.com/hashicorp/hcl/v2":       {"internal/jobfile", "internal/acl", "internal/inputlimit"},
 	"github.com/miekg/dns":              {"internal/dns"},
 	"github.com/opencontainers/cgroups": {"internal/driver/execdriver"},
 }

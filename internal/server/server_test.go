@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -76,7 +77,7 @@ func TestBadInputIs4xxAndWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	huge := `{"name":"web","meta":{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"},"groups":[]}`
+	huge := `{"name":"web","meta":{"x":"` + strings.Repeat("a", inputlimit.MaxBytes) + `"},"groups":[]}`
 	cases := []struct {
 		name, method, path, body string
 		status                   int
