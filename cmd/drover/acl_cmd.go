@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -302,11 +303,8 @@ func newACLPolicyDeleteCmd(g *globals) *cobra.Command {
 	}
 }
 
-// readAllLimited reads at most a megabyte: policies are small.
+// readAllLimited reads at most one byte past inputlimit.MaxBytes: enough
+// for acl.Parse to refuse a larger policy.
 func readAllLimited(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
-	if err == nil && len(b) > 1<<20 {
-		return nil, fmt.Errorf("the policy is larger than 1 MB")
-	}
-	return b, err
+	return io.ReadAll(io.LimitReader(r, inputlimit.MaxBytes+1))
 }

@@ -6,7 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/jobfile"
+	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -14,8 +16,9 @@ func newValidateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check job files without a server",
-		Long: `Validate decodes each job file (HCL, JSON, YAML, or a fleet .service unit: see docs/fleet.md) and checks it, printing
-every problem with its file:line:col. It needs no server.`,
+		Long: fmt.Sprintf(`Validate decodes each job file (HCL, JSON, YAML, or a fleet .service unit: see docs/fleet.md) and checks it, printing
+every problem with its file:line:col. It needs no server, and applies the server's limits: a file over %d KiB, nested
+deeper than %d levels, or whose job would be a record over %d KiB is not valid.`, inputlimit.MaxBytes>>10, inputlimit.MaxDepth, registry.MaxRecordBytes>>10),
 		Example: "  drover validate examples/hello.hcl\n  cat job.json | drover validate -",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -42,15 +45,26 @@ every problem with its file:line:col. It needs no server.`,
 	}
 }
 
-// readJob decodes a job file, or stdin for "-".
+// readJob decodes a job file, or stdin for "-", and refuses a job that a
+// server would refuse for its size: the decoder applies the limits on the
+// file (inputlimit), and the job must fit in one registry record.
 func readJob(path string, stdin io.Reader) (*spec.Job, error) {
+	job, err := decodeJob(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	if err := registry.CheckEncodedSize(fmt.Sprintf("job %q", job.Name), job.SpecOnly()); err != nil {
+		return nil, fmt.Errorf("%s: %w", displayName(path), err)
+	}
+	return job, nil
+}
+
+func decodeJob(path string, stdin io.Reader) (*spec.Job, error) {
 	if path == "-" {
-		b, err := io.ReadAll(io.LimitReader(stdin, 1<<20+1))
+		// One byte more than the limit: enough for Decode to refuse.
+		b, err := io.ReadAll(io.LimitReader(stdin, inputlimit.MaxBytes+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading stdin: %w", err)
-		}
-		if len(b) > 1<<20 {
-			return nil, fmt.Errorf("stdin: the job is larger than 1 MB")
 		}
 		return jobfile.Decode("<stdin>", b)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -74,8 +75,13 @@ type NodeRule struct {
 }
 
 // Parse reads a policy's rules from HCL. Unknown blocks, attributes and
-// capabilities are errors that name the line and the allowed values.
+// capabilities are errors that name the line and the allowed values. A
+// policy over inputlimit's size or depth is refused before it is parsed,
+// with an error that wraps inputlimit's.
 func Parse(filename string, src []byte) (*Rules, error) {
+	if err := inputlimit.HCL(src); err != nil {
+		return nil, fmt.Errorf("%s: the policy %w", filename, err)
+	}
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, diagError(diags)

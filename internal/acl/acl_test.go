@@ -1,8 +1,11 @@
 package acl
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/drover-org/drover/internal/inputlimit"
 )
 
 func mustParse(t *testing.T, src string) *Rules {
@@ -72,5 +75,17 @@ func TestBadPoliciesSayWhatIsWrong(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want it to mention %q", c.src, err, c.want)
 		}
+	}
+}
+
+// TestParseRefusesDeepPolicies: a policy nested deeper than the limit is
+// refused before HCL parses it (60,000 levels overflowed the parser's
+// stack, killing the server), with an error inputlimit's type is in.
+func TestParseRefusesDeepPolicies(t *testing.T) {
+	src := `namespace "default" { capabilities = ` + strings.Repeat("[", 60000) + strings.Repeat("]", 60000) + ` }`
+	_, err := Parse("p.hcl", []byte(src))
+	var deep *inputlimit.TooDeepError
+	if !errors.As(err, &deep) || err.Error() != "p.hcl: the policy nests 60001 levels deep (line 1, column 101); the limit is 64" {
+		t.Errorf("Parse: %v; want a TooDeepError", err)
 	}
 }

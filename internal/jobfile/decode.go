@@ -3,12 +3,15 @@ package jobfile
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -18,6 +21,10 @@ import (
 // name (such as "-" for stdin) it is sniffed: a first non-space byte '{'
 // means JSON, else a file that parses as HCL with a job block is HCL, else
 // YAML.
+//
+// Before any parsing, src is checked against the limits every drover
+// decoder applies (inputlimit): its size, the one a server accepts, and
+// how deep it nests.
 //
 // On success the job is canonicalized and valid. Otherwise the error is a
 // spec.Problems holding every problem found, decoding and validation
@@ -57,11 +64,37 @@ func DecodeFile(path string) (*spec.Job, error) {
 	if strings.ToLower(filepath.Ext(path)) == unitSuffix {
 		return decodeUnitFile(path)
 	}
-	src, err := os.ReadFile(path)
+	src, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading job file %s: %w", path, err)
 	}
 	return Decode(path, src)
+}
+
+// readFile reads path up to one byte past inputlimit.MaxBytes: enough for
+// the decoders to refuse a larger file without reading all of it.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, inputlimit.MaxBytes+1))
+}
+
+// addLimit adds the problem of an input that inputlimit refused: where it
+// first nests too deep when withPos, for a file whose positions are known.
+func addLimit(c *collector, err error, withPos bool) {
+	var deep *inputlimit.TooDeepError
+	if errors.As(err, &deep) {
+		at := pos{}
+		if withPos {
+			at = pos{line: deep.Line, col: deep.Col}
+		}
+		c.add(at, "", "the job file nests %d levels deep; the limit is %d (a job needs about ten)", deep.Depth, inputlimit.MaxDepth)
+		return
+	}
+	c.add(pos{}, "", "the job file %v: make it smaller (fewer groups, shorter meta or env)", err)
 }
 
 // DecodeJSONBody decodes an HTTP request body: strict JSON holding either a

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -220,8 +221,12 @@ func insteadHint(name string) string {
 }
 
 // looksLikeHCL reports whether src parses as HCL far enough to show a job
-// block; it is how a file without an extension is sniffed.
+// block; it is how a file without an extension is sniffed. A file too
+// large or too deep to parse is taken for HCL, whose decoder says so.
 func looksLikeHCL(name string, src []byte) bool {
+	if inputlimit.HCL(src) != nil {
+		return true
+	}
 	f, _ := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	if f == nil {
 		return false
@@ -240,6 +245,10 @@ func looksLikeHCL(name string, src []byte) bool {
 
 func decodeHCL(name string, src []byte) (*spec.Job, error) {
 	c := newCollector(name)
+	if err := inputlimit.HCL(src); err != nil {
+		addLimit(c, err, true)
+		return nil, failed(c)
+	}
 	f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
 	fatal := f == nil
 	for _, dg := range diags {

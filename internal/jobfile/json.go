@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -570,6 +571,10 @@ func lastSegment(field string) string {
 // byte offsets in src mean anything to the user.
 func decodeJSON(name string, src []byte, withPos bool) (*spec.Job, error) {
 	c := newCollector(name)
+	if err := inputlimit.JSON(src); err != nil {
+		addLimit(c, err, withPos)
+		return nil, failed(c)
+	}
 	root, err := parseJSON(src)
 	if err != nil {
 		var se *jsonSyntaxError

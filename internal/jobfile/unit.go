@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/unit"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -64,10 +64,10 @@ func (u unitName) job() string { return strings.TrimSuffix(u.full, unitSuffix) }
 // systemd and fleet do.
 func decodeUnitFile(path string) (*spec.Job, error) {
 	name := parseUnitName(filepath.Base(path))
-	src, err := os.ReadFile(path)
+	src, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) && name.instanced && !name.template() {
 		tmpl := filepath.Join(filepath.Dir(path), name.prefix+"@"+unitSuffix)
-		if tsrc, terr := os.ReadFile(tmpl); terr == nil {
+		if tsrc, terr := readFile(tmpl); terr == nil {
 			return decodeUnit(tmpl, name, tsrc)
 		} else if !errors.Is(terr, fs.ErrNotExist) {
 			return nil, fmt.Errorf("reading template unit %s for %s: %w", tmpl, name.full, terr)
@@ -249,6 +249,12 @@ func decodeUnit(file string, name unitName, src []byte) (*spec.Job, error) {
 	if name.template() {
 		c.add(pos{}, "", "%s is a template unit; run an instance such as %s@1%s", name.full, name.prefix, unitSuffix)
 		return nil, c.result()
+	}
+	// A unit is read line by line and does not nest: only its size is
+	// bounded.
+	if err := inputlimit.Size(len(src)); err != nil {
+		addLimit(c, err, false)
+		return nil, failed(c)
 	}
 	d := &unitDecoder{c: c, at: positions{}, name: name, env: map[string]string{},
 		metaValues: map[string][]string{}, metaAt: map[string]pos{}, badSections: map[string]bool{}}

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -45,9 +46,20 @@ func decodeYAML(name string, src []byte) (*spec.Job, error) {
 		c.add(pos{line: 1, col: 1}, "", "the job file is empty")
 		return nil, failed(c)
 	}
+	if err := inputlimit.Size(len(src)); err != nil {
+		addLimit(c, err, false)
+		return nil, failed(c)
+	}
+	// The YAML parser bounds its own nesting (at 10,000 levels); the
+	// JSON it makes is checked against drover's limit before the tree
+	// is built, without positions, which the conversion lost.
 	js, err := yaml.YAMLToJSONStrict(src)
 	if err != nil {
 		yamlProblems(c, err.Error())
+		return nil, failed(c)
+	}
+	if err := inputlimit.JSON(js); err != nil {
+		addLimit(c, err, false)
 		return nil, failed(c)
 	}
 	root, err := parseJSON(js)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -234,22 +235,11 @@ func (s *Server) aclPutPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	p, err := decodePolicy(w, r, name)
 	if err != nil {
 		return err
 	}
-	var p spec.ACLPolicy
-	if err := decodeStrict(body, &p, "a policy"); err != nil {
-		return err
-	}
-	if p.Name != "" && p.Name != name {
-		return badRequest("the body names policy %q but the path %q", p.Name, name)
-	}
-	p.Name = name
-	if _, err := acl.Parse(name, []byte(p.Rules)); err != nil {
-		return &apiError{status: http.StatusUnprocessableEntity, msg: "the policy's rules are not valid: " + err.Error()}
-	}
-	if err := s.reg.PutPolicy(r.Context(), &p); err != nil {
+	if err := s.reg.PutPolicy(r.Context(), p); err != nil {
 		return err
 	}
 	s.tokens.flush()
@@ -258,6 +248,32 @@ func (s *Server) aclPutPolicy(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, stored.ModifyIndex, stored)
+}
+
+// decodePolicy reads the body of a policy named name and parses its rules:
+// a policy nested too deep is a 400 like a body that is (refused before
+// parsing), one whose rules are wrong is a 422.
+func decodePolicy(w http.ResponseWriter, r *http.Request, name string) (*spec.ACLPolicy, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	var p spec.ACLPolicy
+	if err := decodeStrict(body, &p, "a policy"); err != nil {
+		return nil, err
+	}
+	if p.Name != "" && p.Name != name {
+		return nil, badRequest("the body names policy %q but the path %q", p.Name, name)
+	}
+	p.Name = name
+	if _, err := acl.Parse(name, []byte(p.Rules)); err != nil {
+		var deep *inputlimit.TooDeepError
+		if errors.As(err, &deep) {
+			return nil, badRequest("the policy's rules are not valid: %v", err)
+		}
+		return nil, &apiError{status: http.StatusUnprocessableEntity, msg: "the policy's rules are not valid: " + err.Error()}
+	}
+	return &p, nil
 }
 
 func (s *Server) aclDeletePolicy(w http.ResponseWriter, r *http.Request) error {

@@ -48,6 +48,9 @@ var apiBodies = []struct {
 	{"PUT /v1/nodes/{id}/eligibility", strictBody[eligibilityRequest]("an eligibility request")},
 	{"PUT /v1/nodes/{id}/drain", strictBody[drainRequest]("a drain request")},
 	{"POST /v1/jobs/{name}/revert", strictBody[revertRequest]("a revert request")},
+	{"PUT /v1/acl/policies/{name}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return decodePolicy(w, r, "fuzz")
+	}},
 }
 
 func strictBody[T any](what string) func(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -94,6 +97,7 @@ func FuzzAPIBody(f *testing.F) {
 		f.Add([]byte(`{"enable":true,"deadline":"1h"}`), k)
 		f.Add([]byte(`{"enable":false,"keep_ineligible":true}`), k)
 		f.Add([]byte(`{"version":2,"check_index":17}`), k)
+		f.Add([]byte(`{"name":"fuzz","rules":"namespace \"default\" { capabilities = [\"read\"] }"}`), k)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, kind uint8) {
 		k := apiBodies[int(kind)%len(apiBodies)]

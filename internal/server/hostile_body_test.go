@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -46,7 +47,7 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 		{"arrays nested past encoding/json's limit", strings.Repeat("[", depth+1) + strings.Repeat("]", depth+1)},
 		{"100k-element array", "[" + strings.Repeat("0,", n-1) + "0]"},
 		{"100k-element array in a field", `{"groups":[` + strings.Repeat("0,", n-1) + `0],"allocs":[` + strings.Repeat("{},", n-1) + "{}]}"},
-		{"over the size limit", `{"name":"` + strings.Repeat("a", MaxBodyBytes) + `"}`},
+		{"over the size limit", `{"name":"` + strings.Repeat("a", inputlimit.MaxBytes) + `"}`},
 	}
 	send := func(endpoint, body string) (int, string, time.Duration) {
 		t.Helper()
@@ -84,5 +85,45 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 	}
 	if after, _ := reg.Revision(ctx); after != before {
 		t.Fatalf("refused bodies wrote: revision %d -> %d", before, after)
+	}
+}
+
+// TestDeepInputIsRefusedAndTheServerStaysUp: an ACL policy whose HCL
+// nests 60,000 levels deep, put through a real server (TLS, ACLs on),
+// killed the server with "fatal error: stack overflow", which no recover
+// catches. It, one nested with operators, and a job body nested as deep
+// are each a 400 that names the limit; nothing is stored and the server
+// answers the next request.
+func TestDeepInputIsRefusedAndTheServerStaysUp(t *testing.T) {
+	f := newAuthFixture(t)
+	const n = 60000
+	policy := func(capabilities string) string {
+		b, _ := json.Marshal(spec.ACLPolicy{Rules: `namespace "default" { capabilities = ` + capabilities + ` }`})
+		return string(b)
+	}
+	cases := []struct{ what, method, path, body, want string }{
+		{"a policy nested in brackets", "PUT", "/v1/acl/policies/deep",
+			policy(strings.Repeat("[", n) + strings.Repeat("]", n)),
+			"the policy's rules are not valid: deep: the policy nests 60001 levels deep (line 1, column 101); the limit is 64"},
+		{"a policy nested with operators", "PUT", "/v1/acl/policies/deep",
+			policy(strings.Repeat("!", n) + "true"),
+			"the policy's rules are not valid: deep: the policy nests 60001 levels deep (line 1, column 101); the limit is 64"},
+		{"a job nested in arrays", "POST", "/v1/jobs",
+			`{"name":"deep","meta":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`,
+			"the body nests 60001 levels deep (line 1, column 86); the limit is 64"},
+	}
+	for _, c := range cases {
+		st, body := f.call("management", c.method, c.path, c.body)
+		var e spec.APIError
+		json.Unmarshal([]byte(body), &e)
+		if st != http.StatusBadRequest || e.Error != c.want {
+			t.Errorf("%s: %d %s; want 400 %q", c.what, st, body, c.want)
+		}
+	}
+	if st, body := f.call("management", "GET", "/v1/acl/policies/deep", ""); st != http.StatusNotFound {
+		t.Errorf("GET the refused policy: %d %s; want 404", st, body)
+	}
+	if st, body := f.call("management", "GET", "/v1/jobs/deep", ""); st != http.StatusNotFound {
+		t.Errorf("GET the refused job: %d %s; want 404", st, body)
 	}
 }

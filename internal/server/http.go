@@ -16,13 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
-
-// MaxBodyBytes bounds request bodies; a job file is small (Nomad's default
-// job_max_source_size is 1 MB). Checked before parsing.
-const MaxBodyBytes = 1 << 20
 
 // Blocking queries wait at most this long (default, and cap).
 const (
@@ -143,10 +140,12 @@ func writeJSON(w http.ResponseWriter, index int64, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// readBody reads a request body up to MaxBodyBytes; a larger body is a
-// 413, one that does not arrive within the body read timeout a 408.
+// readBody reads a request body up to inputlimit.MaxBytes; a larger body is
+// a 413, one that does not arrive within the body read timeout a 408.
+// Every body the API takes is JSON: one nested deeper than
+// inputlimit.MaxDepth is a 400 before anything parses it.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, inputlimit.MaxBytes)
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -154,12 +153,15 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		switch {
 		case errors.As(err, &mbe):
 			return nil, &apiError{status: http.StatusRequestEntityTooLarge,
-				msg: fmt.Sprintf("request body is larger than the %d byte limit", MaxBodyBytes)}
+				msg: fmt.Sprintf("request body is larger than the %d byte limit", inputlimit.MaxBytes)}
 		case errors.As(err, &late):
 			return nil, &apiError{status: http.StatusRequestTimeout, msg: fmt.Sprintf(
 				"the request body did not arrive within %s (%d bytes came); nothing was applied: send the request again, over a faster connection", late.timeout, len(b))}
 		}
 		return nil, badRequest("cannot read request body: %v", err)
+	}
+	if err := inputlimit.JSON(b); err != nil {
+		return nil, badRequest("the body %v", err)
 	}
 	return b, nil
 }
@@ -246,7 +248,7 @@ const (
 	// trickling them is closed after this.
 	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultBodyReadTimeout bounds reading a request body, from the
-	// moment the handler starts: the largest body (MaxBodyBytes, 1 MiB)
+	// moment the handler starts: the largest body (inputlimit.MaxBytes, 1 MiB)
 	// needs only 35 KB/s to arrive in time.
 	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultWriteStallTimeout bounds each write of a response: a client

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -85,7 +86,7 @@ func TestBadInputIs4xxAndWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	huge := `{"name":"web","meta":{"x":"` + strings.Repeat("a", MaxBodyBytes) + `"},"groups":[]}`
+	huge := `{"name":"web","meta":{"x":"` + strings.Repeat("a", inputlimit.MaxBytes) + `"},"groups":[]}`
 	cases := []struct {
 		name, method, path, body string
 		status                   int
