@@ -24,8 +24,8 @@ func TestRealFilesNestFarBelowTheLimit(t *testing.T) {
 	deepest, name, n := 0, "", 0
 	for _, path := range files {
 		scan := map[string]func([]byte) depth{".hcl": hclDepth, ".nomad": hclDepth, ".json": jsonDepth}[filepath.Ext(path)]
-		if scan == nil {
-			continue
+		if scan == nil || strings.Contains(filepath.Base(path), "deep") {
+			continue // the files made to pass the limit
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
