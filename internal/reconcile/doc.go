@@ -8,6 +8,7 @@
 //	live allocs (desired run, not terminal)
 //	  >1       keep the oldest, stop the rest        "duplicate of <id>"
 //	  1, old   tasks changed: stop it, place anew    "job updated to version N"
+//	           once it has ended (Place.WaitFor)
 //	           tasks equal: keep it (in-place)
 //	  0        nothing ever ran here                 "new instance"
 //	           newest alloc evicted (stopped with    "evicted: preempted by ..." at once,
