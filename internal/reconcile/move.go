@@ -222,10 +222,8 @@ func (r *reconciler) rollMoves(j *spec.Job, g *spec.Group, as []*spec.Alloc) {
 			}
 			budget--
 		}
-		r.replace(j, g, m.a.Index, m.pin, m.reason, m.a)
-		if m.pin == "" {
-			r.res.Place[len(r.res.Place)-1].AvoidNode = m.avoid
-		}
+		r.stop(m.a, m.reason)
+		r.place(j, g, m.a.Index, m.pin, m.reason, m.a.ID, m.avoid)
 		r.res.Place[len(r.res.Place)-1].Update = u
 	}
 }

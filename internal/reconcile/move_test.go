@@ -63,9 +63,7 @@ func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
 	a.Drain = &spec.DrainStrategy{StartedAt: now.Add(-time.Hour), Deadline: now.Add(time.Minute)}
 	allocs := append(onNodes(j, "api", 4, "a"), mk("batch0", bj, "work", 0, 9, spec.ClientRunning, on("a")))
 	res := Reconcile(Input{Jobs: []*spec.Job{j, bj}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: now})
-	// The leader looks again when the moved instance's wait for its old
-	// copy to end is over (at most stopWait), and at the deadline.
-	if p, s := placesAndStops(res); p != 1 || s != 1 || !res.NextRun.Equal(now.Add(stopWait)) || res.Place[0].WaitFor != res.Stop[0].Alloc.ID {
+	if p, s := placesAndStops(res); p != 1 || s != 1 || !res.NextRun.Equal(a.Drain.Deadline) {
 		t.Fatalf("before the deadline: %d places, %d stops (the batch instance stays), next run %v", p, s, res.NextRun)
 	}
 	res = Reconcile(Input{Jobs: []*spec.Job{j, bj}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Now: a.Drain.Deadline})
