@@ -429,6 +429,11 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		case stoppedLost(a):
 			r.place(j, g, index, pin, lostReason(a), a.ID, a.NodeID)
 			return
+		case a.DesiredStatus == spec.DesiredStop && outdated(j, g, a):
+			// Replaced in an earlier pass (replace), whose new instance
+			// waited for this one to end.
+			r.place(j, g, index, pin, fmt.Sprintf("job updated to version %d", j.Version), a.ID, "")
+			return
 		}
 	}
 

@@ -509,3 +509,43 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		t.Errorf("different task counts reported equal")
 	}
 }
+
+// TestReplacementWaitsForTheOldInstanceToEnd: a new version's instance is
+// not placed while the instance it replaces may still run: not in the pass
+// that stops it, nor while it is stopping; once it ended, or its node is
+// down, or its kill_timeout plus stopWait passed, it is.
+func TestReplacementWaitsForTheOldInstanceToEnd(t *testing.T) {
+	web2 := svc("web", 2, grp("api", 1, "serve --v2"))
+	old := mk("old", web2, "api", 0, 1, spec.ClientRunning, ver(1, "serve"))
+	res := Reconcile(Input{Jobs: []*spec.Job{web2}, Allocs: []*spec.Alloc{old}, Now: now})
+	if len(res.Stop) != 1 || len(res.Place) != 1 || res.Place[0].WaitFor != "old" {
+		t.Fatalf("the pass that stops it: stops %+v, places %+v", res.Stop, res.Place)
+	}
+	old.DesiredStatus, old.DesiredReason, old.ModifyTime = spec.DesiredStop, res.Stop[0].Reason, now
+	want := Place{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "old"}
+	for _, c := range []struct {
+		name    string
+		status  spec.ClientStatus
+		down    bool
+		at      time.Time
+		waitFor string
+	}{
+		{"still stopping", spec.ClientRunning, false, now.Add(time.Second), "old"},
+		{"ended", spec.ClientComplete, false, now.Add(time.Second), ""},
+		{"its node is down", spec.ClientRunning, true, now.Add(time.Second), ""},
+		{"never heard of again", spec.ClientRunning, false, now.Add(stopWait), ""},
+	} {
+		a := *old
+		a.Status = &spec.AllocStatus{ClientStatus: c.status}
+		a.NodeDown = c.down
+		res := Reconcile(Input{Jobs: []*spec.Job{web2}, Allocs: []*spec.Alloc{&a}, Now: c.at})
+		w := want
+		w.WaitFor = c.waitFor
+		if len(res.Place) != 1 || !reflect.DeepEqual(res.Place[0], w) {
+			t.Errorf("%s: places %+v, want %+v", c.name, res.Place, w)
+		}
+		if c.waitFor != "" && !res.NextRun.Equal(now.Add(stopWait)) {
+			t.Errorf("%s: next run %v, want the wait's end %v", c.name, res.NextRun, now.Add(stopWait))
+		}
+	}
+}
