@@ -247,7 +247,8 @@ func (r *run) healthy(seen map[string]*allocSeen) {
 }
 
 // afterAgentKill reports whether t is while node's agent was down or
-// within 5 s of its return; r.mu is held.
+// within 15 s of its return (an agent under load may take that long to
+// hear from a server); r.mu is held.
 func (r *run) afterAgentKill(node string, t time.Time) bool {
 	for _, w := range r.agentDown[node] {
 		if !t.Before(w[0]) && !t.After(w[1].Add(5*time.Second)) {
