@@ -251,7 +251,7 @@ func (r *run) healthy(seen map[string]*allocSeen) {
 // hear from a server); r.mu is held.
 func (r *run) afterAgentKill(node string, t time.Time) bool {
 	for _, w := range r.agentDown[node] {
-		if !t.Before(w[0]) && !t.After(w[1].Add(5*time.Second)) {
+		if !t.Before(w[0]) && !t.After(w[1].Add(15*time.Second)) {
 			return true
 		}
 	}
