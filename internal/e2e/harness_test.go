@@ -84,7 +84,12 @@ func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 		cmd.Process.Kill()
 		t.Fatalf("drover dev did not print its address within 60s\n%s", out)
 	}
-	t.Cleanup(func() { d.stop() })
+	// A dev stops its tasks when it exits; one killed for not exiting
+	// leaves them.
+	t.Cleanup(func() {
+		d.stop()
+		testbin.KillTasks(t, "", dataDir+"/")
+	})
 	return d
 }
 
