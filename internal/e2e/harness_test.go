@@ -49,8 +49,12 @@ type devProc struct {
 
 var apiLine = regexp.MustCompile(`API at (https://\S+),`)
 
+// readyLine is what dev prints once it has submitted the files it was
+// given (after its address).
+const readyLine = "Press Ctrl-C to stop the tasks and exit."
+
 // startDev runs `drover dev` on a free port with dataDir and waits until it
-// prints its address and the API answers.
+// prints its address and has submitted files.
 func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 	t.Helper()
 	sourcesOnce.Do(func() { touchSources("../..") })
@@ -68,10 +72,14 @@ func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 	addrc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
+		addr := ""
 		for sc.Scan() {
 			out.Write([]byte(sc.Text() + "\n"))
 			if m := apiLine.FindStringSubmatch(sc.Text()); m != nil {
-				addrc <- m[1]
+				addr = m[1]
+			}
+			if sc.Text() == readyLine && addr != "" {
+				addrc <- addr
 			}
 		}
 	}()
@@ -82,9 +90,14 @@ func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 		t.Fatalf("drover dev exited early: %v\n%s", err, out)
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("drover dev did not print its address within 60s\n%s", out)
+		t.Fatalf("drover dev did not print its address and %q within 60s\n%s", readyLine, out)
 	}
-	t.Cleanup(func() { d.stop() })
+	// A dev stops its tasks when it exits; one killed for not exiting
+	// leaves them.
+	t.Cleanup(func() {
+		d.stop()
+		testbin.KillTasks(t, "", dataDir+"/")
+	})
 	return d
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testbin"
 )
 
 // startAgent runs a second node, `drover agent`, against a dev server.
@@ -21,9 +22,12 @@ func startAgent(t *testing.T, d *devProc, name, dataDir string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A killed agent leaves its tasks running, by design: they go too,
+	// also when the test fails.
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
+		testbin.KillTasks(t, "", dataDir+"/")
 	})
 	waitFor(t, 20*time.Second, "node "+name+" registered", func() bool {
 		nodes, _, err := d.client().Nodes(t.Context(), nil)

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
+	code := testbin.Run(m, dir)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -32,7 +32,8 @@ func Build(dir string) (string, error) {
 }
 
 // Main is a TestMain for packages that drive the drover binary: it builds
-// it into a temporary directory, sets *bin, runs the tests and cleans up.
+// it into a temporary directory, sets *bin, runs the tests (Run) and
+// cleans up.
 func Main(m *testing.M, bin *string) {
 	dir, err := os.MkdirTemp("", "drover-test-")
 	if err != nil {
@@ -45,9 +46,81 @@ func Main(m *testing.M, bin *string) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := Run(m, dir)
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// Run runs m's tests with TMPDIR set to dir, so that every temporary
+// directory they make (t.TempDir, a process's data dir, a task's alloc
+// dir) is below it, and returns m.Run's code. A test stops whatever it
+// starts, also when it fails: when the tests are done, a process still
+// running below dir (its working directory, its command line or, for a
+// drover task, whose environment drover makes, its DROVER_ALLOC_DIR) fails
+// the run, named, and is killed.
+func Run(m *testing.M, dir string) int {
+	os.Setenv("TMPDIR", dir)
+	code := m.Run()
+	// What a cleanup killed may not have exited yet.
+	left := Leftovers(dir)
+	for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = Leftovers(dir) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) == 0 {
+		return code
+	}
+	fmt.Fprintf(os.Stderr, "testbin: %d processes that the tests started are still running (a test must stop what it starts, also when it fails; killed now):\n", len(left))
+	for _, l := range left {
+		fmt.Fprintf(os.Stderr, "  %s\n", l)
+		syscall.Kill(-l.PID, syscall.SIGKILL) // a task's process group
+		syscall.Kill(l.PID, syscall.SIGKILL)
+	}
+	return 1
+}
+
+// Leftover is a live process found by Leftovers.
+type Leftover struct {
+	PID     int
+	Why     string // what places it below the directory
+	Command string
+}
+
+func (l Leftover) String() string { return fmt.Sprintf("pid %d (%s): %s", l.PID, l.Why, l.Command) }
+
+// Leftovers returns the live processes, other than this one, whose working
+// directory or command line is below dir, or whose DROVER_ALLOC_DIR is
+// (drover's tasks: their environment and directory are drover's).
+func Leftovers(dir string) []Leftover {
+	below := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	entries, _ := os.ReadDir("/proc")
+	var left []Leftover
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || Zombie(pid) {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue // gone, or a kernel thread
+		}
+		cmdline := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		env, _ := proc.Environ(pid)
+		alloc, _ := proc.Getenv(env, "DROVER_ALLOC_DIR")
+		cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+		var why string
+		switch {
+		case below(strings.TrimSuffix(cwd, " (deleted)")):
+			why = "working directory " + cwd
+		case strings.Contains(cmdline, dir+"/"):
+			why = "command line"
+		case alloc != "" && below(alloc):
+			why = "DROVER_ALLOC_DIR " + alloc
+		default:
+			continue
+		}
+		left = append(left, Leftover{PID: pid, Why: why, Command: cmdline})
+	}
+	return left
 }
 
 // TouchSources stats every Go source file of the module under root.
