@@ -106,11 +106,13 @@ func chaosFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 			rep.linef("%s etcd: faults injected %d (%s)", kind, total, strings.Join(faults, ", "))
 			rep.linef("%s etcd: submitted %d jobs; operations acknowledged %d, unacknowledged %d; foreign writes %d",
 				kind, res.Submitted, res.Acknowledged, res.Unacknowledged, res.ForeignWrites)
-			rep.linef("%s etcd: lost %d; overlapping instances %d (max %.0f ms), after machine loss %d; update handovers %d (max %.0f ms)",
-				kind, res.Lost, res.Overlaps, res.MaxOverlapMS, res.OverlapsLostNode, res.Handovers, res.MaxHandoverMS)
+			rep.linef("%s etcd: lost %d (jobs whose last operation went unanswered, held to what etcd holds: %d)", kind, res.Lost, res.Uncertain)
+			rep.linef("%s etcd: overlapping instances %d (max %.0f ms), of them on an update %d (max %.0f ms); batch instances run again %d",
+				kind, res.Overlaps, res.MaxOverlapMS, res.Handovers, res.MaxHandoverMS, res.BatchReruns)
+			rep.linef("%s etcd: nodes declared down %d; overlaps on them (allowed) %d", kind, res.NodesDown, res.OverlapsLostNode)
 			rep.linef("%s etcd: tasks started %d; healthy tasks restarted %d, stopped %d; restarted after their agent's kill %d; missing events %d",
 				kind, res.TasksStarted, res.HealthyRestart, res.HealthyStopped, res.RestartedAfterAgentKill, res.MissingEvents)
-			rep.linef("%s etcd: converged %v, %.0f ms after the last fault; run took %s: %s", kind, res.Converged, res.ConvergeMS,
+			rep.linef("%s etcd: converged %v, %.0f ms after the last fault and the last change asked; run took %s: %s", kind, res.Converged, res.ConvergeMS,
 				(time.Duration(res.DurationMS) * time.Millisecond).Round(time.Second), verdict(res.OK()))
 			for _, p := range res.Problems {
 				rep.linef("%s etcd:   %s", kind, p)
@@ -121,7 +123,8 @@ func chaosFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 				"update_handovers": res.Handovers, "max_handover_ms": res.MaxHandoverMS, "tasks_started": res.TasksStarted,
 				"healthy_restarted": res.HealthyRestart, "healthy_stopped": res.HealthyStopped,
 				"restarted_after_agent_kill": res.RestartedAfterAgentKill, "missing_events": res.MissingEvents,
-				"converge_ms": res.ConvergeMS} {
+				"batch_reruns": res.BatchReruns, "nodes_down": res.NodesDown, "uncertain_jobs": res.Uncertain,
+				"converged": boolNumber(res.Converged), "converge_ms": res.ConvergeMS} {
 				rep.set(kind+"_"+k, v)
 			}
 			if !res.OK() {
@@ -130,4 +133,12 @@ func chaosFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 		}
 		return rep, nil
 	}
+}
+
+// boolNumber is 1 for true: the report's JSON values are numbers.
+func boolNumber(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

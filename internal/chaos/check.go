@@ -20,6 +20,7 @@ type allocSeen struct {
 	node       string
 	starts     []time.Time
 	stopped    bool // wrote STOP (told to stop)
+	stopAt     time.Time
 	exited     bool // wrote EXIT (a batch task done)
 	waiting    bool // wrote WAIT and not OVERLAP: blocked on its instance's lock
 	alive      bool
@@ -43,7 +44,7 @@ func observe(evs []line, live map[string]int) map[string]*allocSeen {
 		case "OVERLAP":
 			a.waiting = false
 		case "STOP":
-			a.stopped = true
+			a.stopped, a.stopAt = true, l.t
 		case "EXIT":
 			a.exited = true
 		}
@@ -67,12 +68,16 @@ func (r *run) want(rec *jobRecord, stored *spec.Job) (count, gen int, stopped bo
 	return g.Count, gen, stored.Stopped
 }
 
-// unconverged lists why the cluster is not yet as asked (nil: it is).
-// lost marks the reasons that are an acknowledged change missing from etcd.
-func (r *run) unconverged(seen map[string]*allocSeen, stored map[string]*spec.Job) (why []string, lost map[string]bool) {
+// unconverged lists why the cluster is not yet as asked (nil: it is), and
+// the jobs concerned: lost holds those whose acknowledged change is missing
+// from etcd, notAsked every job any reason is about.
+func (r *run) unconverged(seen map[string]*allocSeen, stored map[string]*spec.Job) (why []string, lost, notAsked map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lost = map[string]bool{}
+	lost, notAsked = map[string]bool{}, map[string]bool{}
+	say := func(job string, format string, a ...any) {
+		why, notAsked[job] = append(why, fmt.Sprintf(format, a...)), true
+	}
 	byJob := map[string][]*allocSeen{}
 	for _, a := range seen {
 		byJob[a.job] = append(byJob[a.job], a)
@@ -86,11 +91,13 @@ func (r *run) unconverged(seen map[string]*allocSeen, stored map[string]*spec.Jo
 		if rec.version > 0 && !rec.uncertain {
 			switch {
 			case st == nil:
-				why, lost[name] = append(why, fmt.Sprintf("job %s: acknowledged at version %d, missing from etcd", name, rec.version)), true
+				lost[name] = true
+				say(name, "job %s: acknowledged at version %d, missing from etcd", name, rec.version)
 				continue
 			case st.Version < rec.version, st.Stopped != rec.stopped, st.Groups[0].Count != rec.count:
-				why, lost[name] = append(why, fmt.Sprintf("job %s: etcd holds version %d (stopped %v, count %d); acknowledged version %d (stopped %v, count %d)",
-					name, st.Version, st.Stopped, st.Groups[0].Count, rec.version, rec.stopped, rec.count)), true
+				lost[name] = true
+				say(name, "job %s: etcd holds version %d (stopped %v, count %d); acknowledged version %d (stopped %v, count %d)",
+					name, st.Version, st.Stopped, st.Groups[0].Count, rec.version, rec.stopped, rec.count)
 				continue
 			}
 		}
@@ -100,10 +107,10 @@ func (r *run) unconverged(seen map[string]*allocSeen, stored map[string]*spec.Jo
 		for _, a := range byJob[name] {
 			switch {
 			case a.alive && a.waiting:
-				why = append(why, fmt.Sprintf("job %s: instance %d has a second task waiting for it", name, a.index))
+				say(name, "job %s: instance %d has a second task waiting for it", name, a.index)
 			case a.alive && (stopped || a.index >= count || a.gen != gen):
 				if !rec.batch || stopped {
-					why = append(why, fmt.Sprintf("job %s: instance %d (gen %d) still runs; wanted stopped %v, count %d, gen %d", name, a.index, a.gen, stopped, count, gen))
+					say(name, "job %s: instance %d (gen %d) still runs; wanted stopped %v, count %d, gen %d", name, a.index, a.gen, stopped, count, gen)
 				}
 			case a.alive:
 				running[a.index]++
@@ -117,13 +124,13 @@ func (r *run) unconverged(seen map[string]*allocSeen, stored map[string]*spec.Jo
 		for i := range count {
 			switch {
 			case rec.batch && !done[i] && running[i] == 0:
-				why = append(why, fmt.Sprintf("batch job %s: instance %d neither running nor complete", name, i))
+				say(name, "batch job %s: instance %d neither running nor complete", name, i)
 			case !rec.batch && running[i] != 1:
-				why = append(why, fmt.Sprintf("job %s: instance %d runs %d times at gen %d", name, i, running[i], gen))
+				say(name, "job %s: instance %d runs %d times at gen %d", name, i, running[i], gen)
 			}
 		}
 	}
-	return why, lost
+	return why, lost, notAsked
 }
 
 // check waits for convergence after the last fault, then checks every
@@ -131,13 +138,14 @@ func (r *run) unconverged(seen map[string]*allocSeen, stored map[string]*spec.Jo
 func (r *run) check(ctx context.Context, etcd *clientv3.Client, healed time.Time) error {
 	deadline := healed.Add(r.cfg.Converge)
 	var (
-		evs    []line
-		live   map[string]int
-		seen   map[string]*allocSeen
-		why    []string
-		lost   map[string]bool
-		stored map[string]*spec.Job
-		err    error
+		evs      []line
+		live     map[string]int
+		seen     map[string]*allocSeen
+		why      []string
+		lost     map[string]bool
+		notAsked map[string]bool
+		stored   map[string]*spec.Job
+		err      error
 	)
 	for {
 		if stored, err = storedJobs(ctx, etcd); err == nil {
@@ -146,11 +154,14 @@ func (r *run) check(ctx context.Context, etcd *clientv3.Client, healed time.Time
 			}
 			live = liveTasks(r.id)
 			seen = observe(evs, live)
-			why, lost = r.unconverged(seen, stored)
+			why, lost, notAsked = r.unconverged(seen, stored)
 			if len(why) == 0 {
 				r.res.Converged, r.res.ConvergeMS = true, ms(time.Since(healed))
 				break
 			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
 			if err != nil {
@@ -164,16 +175,23 @@ func (r *run) check(ctx context.Context, etcd *clientv3.Client, healed time.Time
 		}
 		sleep(ctx, 250*time.Millisecond)
 	}
+	// A job not as asked when the bound passed is lost too.
+	for job := range notAsked {
+		lost[job] = true
+	}
 	r.res.Lost = len(lost)
-	if !r.res.Converged {
-		// A job not as asked when the bound passed is lost too.
-		notAsked := map[string]bool{}
-		for _, w := range why {
-			notAsked[w] = true
+	r.mu.Lock()
+	for _, rec := range r.jobs {
+		if rec.uncertain {
+			r.res.Uncertain++
 		}
-		r.res.Lost = max(r.res.Lost, len(notAsked))
+	}
+	r.mu.Unlock()
+	if err := r.nodesDown(ctx); err != nil {
+		return err
 	}
 	r.overlaps(evs, seen)
+	r.batchReruns(seen)
 	r.healthy(seen)
 	return r.events(ctx, seen)
 }
@@ -203,8 +221,12 @@ func (r *run) overlaps(evs []line, seen map[string]*allocSeen) {
 		case r.lostAgt[l.holderNode]:
 			r.res.OverlapsLostNode++
 		case holderGen >= 0 && holderGen < l.gen:
+			r.res.Overlaps++
+			r.res.MaxOverlapMS = max(r.res.MaxOverlapMS, ms(d))
 			r.res.Handovers++
 			r.res.MaxHandoverMS = max(r.res.MaxHandoverMS, ms(d))
+			r.res.problem("instance %s.%s[%d] ran twice for %s on an update: alloc %s (gen %d, node %s) started while alloc %s (gen %d, node %s) still ran",
+				l.job, l.group, l.index, d.Round(time.Millisecond), l.alloc, l.gen, l.node, l.holder, l.holderGen, l.holderNode)
 		default:
 			r.res.Overlaps++
 			r.res.MaxOverlapMS = max(r.res.MaxOverlapMS, ms(d))
@@ -233,25 +255,83 @@ func (r *run) healthy(seen map[string]*allocSeen) {
 		if !ended || a.waiting {
 			continue
 		}
+		// When it stopped: its STOP line, or, for a task that died
+		// without one, any time (what it is checked against is the
+		// changes asked for before then).
+		at := a.stopAt
+		if !a.stopped {
+			at = time.Now()
+		}
 		rec := r.jobs[a.job]
-		explained := rec == nil || rec.triedStop || a.index >= rec.minCount || a.gen < rec.maxGen || r.lostAgt[a.node]
-		if !explained {
-			r.res.HealthyStopped++
-			how := "was stopped"
-			if !a.stopped {
-				how = "died without being told to stop"
-			}
-			r.res.problem("alloc %s (%s[%d], gen %d, node %s) %s though nothing asked for it", id, a.job, a.index, a.gen, a.node, how)
+		if rec == nil || rec.explains(at, a.index, a.gen) || r.lostAgt[a.node] {
+			continue
+		}
+		r.res.HealthyStopped++
+		how := "was stopped at " + at.Format("15:04:05.000")
+		if !a.stopped {
+			how = "died without being told to stop"
+		}
+		r.res.problem("alloc %s (%s[%d], gen %d, node %s) %s though nothing asked for it before", id, a.job, a.index, a.gen, a.node, how)
+	}
+}
+
+// batchReruns counts batch instances that more than one alloc ran: the
+// suite never changes a batch job, so a second alloc means the leader
+// placed again an instance it had placed (outside a lost node).
+func (r *run) batchReruns(seen map[string]*allocSeen) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	allocs := map[slotKey][]string{}
+	for id, a := range seen {
+		if rec := r.jobs[a.job]; rec != nil && rec.batch && !r.lostAgt[a.node] {
+			k := slotKey{a.job, a.index}
+			allocs[k] = append(allocs[k], id)
+		}
+	}
+	for k, ids := range allocs {
+		if len(ids) > 1 {
+			r.res.BatchReruns++
+			r.res.problem("batch instance %s[%d] ran in %d allocs: %v", k.job, k.index, len(ids), ids)
 		}
 	}
 }
 
+type slotKey struct {
+	job   string
+	index int
+}
+
+// nodesDown reads, from the cluster's history, which nodes were declared
+// down during the run: what ran on them is counted apart.
+func (r *run) nodesDown(ctx context.Context) error {
+	var evs []spec.Event
+	var err error
+	for try := 0; try < 5; try++ {
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		evs, _, err = r.c.api.Events(ectx, client.EventOptions{Topics: []string{string(spec.TopicNode)}})
+		cancel()
+		if err == nil {
+			break
+		}
+		sleep(ctx, time.Second)
+	}
+	if err != nil {
+		return fmt.Errorf("chaos: read the nodes' events: %w", err)
+	}
+	for _, e := range evs {
+		if e.Type == "Down" && !r.lostAgt[e.Node] {
+			r.lostAgt[e.Node] = true
+			r.res.NodesDown++
+		}
+	}
+	return nil
+}
+
 // afterAgentKill reports whether t is while node's agent was down or
-// within 15 s of its return (an agent under load may take that long to
-// hear from a server); r.mu is held.
+// within 5 s of its return; r.mu is held.
 func (r *run) afterAgentKill(node string, t time.Time) bool {
 	for _, w := range r.agentDown[node] {
-		if !t.Before(w[0]) && !t.After(w[1].Add(15*time.Second)) {
+		if !t.Before(w[0]) && !t.After(w[1].Add(5*time.Second)) {
 			return true
 		}
 	}
@@ -260,54 +340,96 @@ func (r *run) afterAgentKill(node string, t time.Time) bool {
 
 // events checks the cluster's history against the evidence: every alloc
 // whose task ran has its placement event and its task's start (or its
-// adoption by an agent that came back), in that order.
+// adoption by an agent that came back), in that order, and a task that
+// ended has the event of its end (Killed or Terminated for one told to
+// stop, Completed or Terminated for one that exited). Agents report in
+// batches, so a job whose history lacks something is read again for up
+// to 15 s before it counts.
 func (r *run) events(ctx context.Context, seen map[string]*allocSeen) error {
 	byJob := map[string][]string{}
 	for id, a := range seen {
 		byJob[a.job] = append(byJob[a.job], id)
 	}
+	deadline := time.Now().Add(15 * time.Second)
 	for _, job := range sortedKeys(byJob) {
-		var evs []spec.Event
-		var err error
-		for try := 0; try < 5; try++ {
-			ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			evs, _, err = r.c.api.Events(ectx, client.EventOptions{Job: job})
-			cancel()
-			if err == nil {
+		for {
+			missing, err := r.jobEvents(ctx, job, byJob[job], seen)
+			if err != nil {
+				return err
+			}
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				r.res.MissingEvents += len(missing)
+				for _, m := range missing {
+					r.res.problem("%s", m)
+				}
 				break
 			}
 			sleep(ctx, time.Second)
 		}
-		if err != nil {
-			return fmt.Errorf("chaos: read the events of %s: %w", job, err)
+	}
+	return nil
+}
+
+// jobEvents reads one job's history and says what it lacks.
+func (r *run) jobEvents(ctx context.Context, job string, ids []string, seen map[string]*allocSeen) ([]string, error) {
+	var evs []spec.Event
+	var err error
+	for try := 0; try < 5; try++ {
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		evs, _, err = r.c.api.Events(ectx, client.EventOptions{Job: job})
+		cancel()
+		if err == nil {
+			break
 		}
-		placed, started := map[string]int64{}, map[string]int64{}
-		for _, e := range evs {
-			switch {
-			case e.Type == "Placed" && placed[e.AllocID] == 0:
-				placed[e.AllocID] = e.Index
-			case (e.Type == "Started" || e.Type == "Adopted") && started[e.AllocID] == 0:
-				// Adopted: the task started while its agent was being
-				// killed, before the agent told anyone; the agent that
-				// came back found it running and said so.
-				started[e.AllocID] = e.Index
+		sleep(ctx, time.Second)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chaos: read the events of %s: %w", job, err)
+	}
+	first := map[[2]string]int64{} // (alloc, type) -> the index of its first such event
+	for _, e := range evs {
+		k := [2]string{e.AllocID, e.Type}
+		if _, ok := first[k]; !ok {
+			first[k] = e.Index
+		}
+	}
+	at := func(id string, types ...string) (int64, bool) {
+		for _, t := range types {
+			if i, ok := first[[2]string{id, t}]; ok {
+				return i, true
 			}
 		}
-		for _, id := range byJob[job] {
-			a := seen[id]
-			p, s := placed[id], started[id]
-			switch {
-			case p == 0:
-				r.res.MissingEvents++
-				r.res.problem("alloc %s (%s[%d]) ran but has no Placed event", id, job, a.index)
-			case s == 0:
-				r.res.MissingEvents++
-				r.res.problem("alloc %s (%s[%d]) ran but has no Started (or Adopted) event", id, job, a.index)
-			case s < p:
-				r.res.MissingEvents++
-				r.res.problem("alloc %s (%s[%d]): Started (index %d) before Placed (index %d)", id, job, a.index, s, p)
+		return 0, false
+	}
+	var missing []string
+	for _, id := range ids {
+		a := seen[id]
+		placed, okP := at(id, "Placed")
+		started, okS := at(id, spec.EventStarted, spec.EventAdopted)
+		switch {
+		case !okP:
+			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) ran but has no Placed event", id, job, a.index))
+		case !okS:
+			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) ran but has no Started (or Adopted) event", id, job, a.index))
+		case started < placed:
+			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]): Started (index %d) before Placed (index %d)", id, job, a.index, started, placed))
+		}
+		if a.alive {
+			continue
+		}
+		switch {
+		case a.stopped:
+			if _, ok := at(id, spec.EventKilled, spec.EventTerminated); !ok {
+				missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) was stopped but has no Killed or Terminated event", id, job, a.index))
+			}
+		case a.exited:
+			if _, ok := at(id, spec.EventCompleted, spec.EventTerminated); !ok {
+				missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) exited but has no Completed or Terminated event", id, job, a.index))
 			}
 		}
 	}
-	return nil
+	return missing, nil
 }

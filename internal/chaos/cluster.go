@@ -304,13 +304,22 @@ func (c *cluster) server(name string) (int, *proc) {
 	return -1, nil
 }
 
-// leader returns the leading server, waiting up to within for one.
-func (c *cluster) leader(ctx context.Context, within time.Duration) (int, *proc, error) {
+// leader returns the leading server other than not ("" for any),
+// waiting up to within for one. (A killed leader is named until its lease
+// runs out.)
+func (c *cluster) leader(ctx context.Context, within time.Duration, not string) (int, *proc, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		name, err := c.api.Leader(ctx)
-		if i, p := c.server(name); err == nil && p != nil && c.leads[i] {
+		// A short try each: a paused server takes the connection and
+		// never answers; the next try goes to another server.
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		name, err := c.api.Leader(actx)
+		acancel()
+		if err != nil {
+			c.api.Rotate()
+		}
+		if i, p := c.server(name); err == nil && p != nil && c.leads[i] && name != not && p.running() && !p.paused {
 			return i, p, nil
 		}
 		select {

@@ -64,12 +64,12 @@ func (r *run) inject(ctx context.Context, kind string) (string, error) {
 	c := r.c
 	switch kind {
 	case FaultLeaderKill:
-		_, p, err := c.leader(ctx, 20*time.Second)
+		_, p, err := c.leader(ctx, 20*time.Second, "")
 		if err != nil {
 			return "", err
 		}
 		p.kill()
-		if _, _, err := c.leader(ctx, 20*time.Second); err != nil {
+		if _, _, err := c.leader(ctx, 20*time.Second, p.name); err != nil {
 			return p.name, err
 		}
 		sleep(ctx, time.Second)
@@ -77,12 +77,16 @@ func (r *run) inject(ctx context.Context, kind string) (string, error) {
 	case FaultLeaderPause:
 		// Longer than its lease: another server leads meanwhile, and
 		// the paused one, resumed, must write nothing.
-		_, p, err := c.leader(ctx, 20*time.Second)
+		_, p, err := c.leader(ctx, 20*time.Second, "")
 		if err != nil {
 			return "", err
 		}
 		p.pause()
-		sleep(ctx, 2*leaderTTL+time.Second)
+		if _, _, err := c.leader(ctx, 20*time.Second, p.name); err != nil {
+			p.resume()
+			return p.name, err
+		}
+		sleep(ctx, time.Second)
 		p.resume()
 		return p.name, nil
 	case FaultAgentKill:
@@ -100,7 +104,7 @@ func (r *run) inject(ctx context.Context, kind string) (string, error) {
 		}
 		return a.name, c.waitNodes(ctx, 30*time.Second)
 	case FaultPartition:
-		i, p, err := c.leader(ctx, 20*time.Second)
+		i, p, err := c.leader(ctx, 20*time.Second, "")
 		if err != nil {
 			return "", err
 		}

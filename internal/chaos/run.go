@@ -73,17 +73,25 @@ type Result struct {
 	// complete) with their full count when the run ends.
 	Lost int `json:"lost"`
 	// Overlaps: instances that ran twice at once (by the tasks' own
-	// locks), outside machine loss and update handovers.
+	// locks), outside machine loss.
 	Overlaps         int     `json:"overlaps"`
 	MaxOverlapMS     float64 `json:"max_overlap_ms"`
 	OverlapsLostNode int     `json:"overlaps_after_machine_loss"`
-	// Handovers: an updated instance's new task started while the old
-	// one was still stopping (the reconciler stops the old and places the
-	// new in one plan).
-	Handovers      int     `json:"update_handovers"`
-	MaxHandoverMS  float64 `json:"max_handover_ms"`
-	TasksStarted   int     `json:"tasks_started"`
-	HealthyRestart int     `json:"healthy_restarted"`
+	// Handovers: of the Overlaps, those where an updated instance's new
+	// task started while the old one was still stopping (a replacement
+	// must wait for the instance it replaces to end).
+	Handovers     int     `json:"update_handovers"`
+	MaxHandoverMS float64 `json:"max_handover_ms"`
+	// BatchReruns: batch instances placed again after one of their allocs
+	// had run (a leader that lost track of what it placed).
+	BatchReruns int `json:"batch_reruns"`
+	// NodesDown: nodes the cluster declared down during the run (its
+	// history says so); what happened on them is counted apart.
+	NodesDown int `json:"nodes_down"`
+	// Uncertain: jobs whose last operation went unanswered.
+	Uncertain      int `json:"uncertain_jobs"`
+	TasksStarted   int `json:"tasks_started"`
+	HealthyRestart int `json:"healthy_restarted"`
 	// RestartedAfterAgentKill: tasks that ended while their agent was
 	// down (killed) and were started again when it came back: the agent
 	// cannot learn how a task it did not see end ended, and runs it
@@ -101,7 +109,8 @@ type Result struct {
 
 // OK reports whether every invariant held.
 func (r *Result) OK() bool {
-	return r.Lost == 0 && r.Overlaps == 0 && r.HealthyRestart == 0 && r.HealthyStopped == 0 && r.MissingEvents == 0 && r.Converged
+	return r.Lost == 0 && r.Overlaps == 0 && r.BatchReruns == 0 && r.HealthyRestart == 0 && r.HealthyStopped == 0 &&
+		r.MissingEvents == 0 && r.Converged
 }
 
 func (r *Result) problem(format string, a ...any) {
@@ -139,11 +148,28 @@ type jobRecord struct {
 	version   uint64 // the last acknowledged version
 	stopped   bool
 	uncertain bool // an operation's outcome is unknown: check against etcd
-	// tried: a stop, the smallest count and the largest gen ever asked,
-	// acknowledged or not.
 	triedStop bool
-	minCount  int
-	maxGen    int
+	tried     []tried
+}
+
+// tried is one change the suite asked for, acknowledged or not, and when
+// it began: only a change asked for before a task stopped explains it.
+type tried struct {
+	at    time.Time
+	stop  bool
+	count int
+	gen   int
+}
+
+// explains reports whether a change asked for before t would stop
+// instance index at gen: a stop, a count at most index, a newer gen.
+func (j *jobRecord) explains(t time.Time, index, gen int) bool {
+	for _, c := range j.tried {
+		if !c.at.After(t) && (c.stop || index >= c.count || gen < c.gen) {
+			return true
+		}
+	}
+	return false
 }
 
 // Run starts a cluster on cfg.Etcd, runs the workload and the faults, and
@@ -164,6 +190,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if dir, err = os.MkdirTemp("", "drover-chaos-"); err != nil {
 			return nil, err
 		}
+	} else if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		// Another run's evidence and etcd data would mix with this one's.
+		return nil, fmt.Errorf("chaos: %s must be an empty directory (%d entries, %v)", dir, len(entries), err)
 	}
 	r := &run{cfg: cfg, id: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()),
 		evidence: filepath.Join(dir, "evidence.log"), locks: filepath.Join(dir, "locks"),
@@ -357,7 +386,7 @@ func (r *run) submitNew(ctx context.Context, n int) {
 	if rec.batch {
 		rec.count = 1 + r.rng.IntN(2)
 	}
-	rec.minCount, rec.maxGen = rec.count, rec.gen
+	rec.tried = []tried{{at: time.Now(), count: rec.count, gen: rec.gen}}
 	r.mu.Lock()
 	r.jobs[rec.name] = rec
 	r.order = append(r.order, rec.name)
@@ -369,7 +398,7 @@ func (r *run) submitNew(ctx context.Context, n int) {
 // change asks for a job's count and gen (a scale change or an update).
 func (r *run) change(ctx context.Context, rec *jobRecord, count, gen int) {
 	r.mu.Lock()
-	rec.minCount, rec.maxGen = min(rec.minCount, count), max(rec.maxGen, gen)
+	rec.tried = append(rec.tried, tried{at: time.Now(), count: count, gen: gen})
 	r.mu.Unlock()
 	r.submit(ctx, rec, count, gen)
 }
@@ -385,9 +414,9 @@ func (r *run) submit(ctx context.Context, rec *jobRecord, count, gen int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
+		r.res.Unacknowledged++
+		rec.uncertain = true
 		if ctx.Err() == nil {
-			r.res.Unacknowledged++
-			rec.uncertain = true
 			r.log("submit %s (count %d, gen %d) not acknowledged: %v", rec.name, count, gen, err)
 		}
 		return
@@ -399,6 +428,7 @@ func (r *run) submit(ctx context.Context, rec *jobRecord, count, gen int) {
 func (r *run) stopJob(ctx context.Context, rec *jobRecord) {
 	r.mu.Lock()
 	rec.triedStop = true
+	rec.tried = append(rec.tried, tried{at: time.Now(), stop: true})
 	r.mu.Unlock()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, err := r.c.api.StopJob(octx, rec.name, false)
@@ -406,9 +436,9 @@ func (r *run) stopJob(ctx context.Context, rec *jobRecord) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
+		r.res.Unacknowledged++
+		rec.uncertain = true
 		if ctx.Err() == nil {
-			r.res.Unacknowledged++
-			rec.uncertain = true
 			r.log("stop %s not acknowledged: %v", rec.name, err)
 		}
 		return

@@ -3,6 +3,7 @@ package registry
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -138,11 +139,13 @@ var mirrorLoaded func()
 // ends. owner names the server it belongs to (its barrier key's name);
 // one server runs at most one mirror at a time.
 func (r *Registry) NewMirror(ctx context.Context, owner string) (*Mirror, error) {
-	key, err := r.key(dirMirrorBarrier, "server id", owner)
-	if err != nil {
-		return nil, err
+	name := owner
+	if checkName("server id", owner) != nil {
+		// A server's name is not checked as a key segment: any will do,
+		// as long as each server's is its own.
+		name = fmt.Sprintf("%x", sha256.Sum256([]byte(owner)))[:32]
 	}
-	m := &Mirror{r: r, barrier: key, changed: make(chan struct{})}
+	m := &Mirror{r: r, barrier: r.prefix + dirMirrorBarrier + name, changed: make(chan struct{})}
 	rev, err := m.load(ctx)
 	if err != nil {
 		return nil, err
@@ -375,6 +378,10 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 			}
 			m.mu.Lock()
 			// Progress notifications (no events) are ignored: see Mirror.
+			// Nothing in drover asks for them (RequestProgress) on this
+			// client: the client resumes a broken watch after the last
+			// response's header revision, and a progress notification's may
+			// be ahead of events not sent yet.
 			for _, ev := range resp.Events {
 				// Events come in revision order; a response's header
 				// revision may be ahead of the events sent so far while
@@ -486,7 +493,7 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*Snapshot, error)
 }
 
 const (
-	barrierAfter = 20 * time.Millisecond
+	barrierAfter = 250 * time.Millisecond
 	barrierEvery = 500 * time.Millisecond
 )
 
@@ -494,10 +501,10 @@ const (
 // brings it, proves the mirror has applied everything before it. A
 // failed write is logged; Snapshot writes again.
 func (m *Mirror) writeBarrier(ctx context.Context, want int64) {
-	ctx, cancel := context.WithTimeout(ctx, barrierEvery)
+	pctx, cancel := context.WithTimeout(ctx, barrierEvery)
 	defer cancel()
-	if _, err := m.r.cli.Put(ctx, m.barrier, strconv.FormatInt(want, 10)); err != nil && ctx.Err() == nil {
-		m.r.log.Warn("leader's mirror: cannot write its barrier key", "key", m.barrier, "err", err)
+	if _, err := m.r.cli.Put(pctx, m.barrier, strconv.FormatInt(want, 10)); err != nil && ctx.Err() == nil {
+		m.r.log.Debug("leader's mirror: cannot write its barrier key; will again", "key", m.barrier, "err", err)
 	}
 }
 

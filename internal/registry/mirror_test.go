@@ -26,13 +26,17 @@ func startSystemEtcd(t *testing.T) []string {
 		t.Skip("needs Debian's etcd-server (/usr/bin/etcd); apt-get install etcd-server")
 	}
 	var ports []int
+	var ls []net.Listener
 	for range 2 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
+		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls { // held together so that they differ; freed for etcd
+		l.Close()
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])

@@ -65,7 +65,7 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 		json.Unmarshal(b, &e)
 		return resp.StatusCode, e.Error, time.Since(start)
 	}
-	refuseWithin, validateWithin := 2*time.Second*raceSlowdown, 5*time.Second*raceSlowdown
+	refuseWithin, validateWithin := 4*time.Second*raceSlowdown, 10*time.Second*raceSlowdown
 	for _, b := range bodies {
 		for _, ep := range endpoints {
 			status, msg, took := send(ep, b.body)
@@ -79,6 +79,7 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 		// About a second: it answers every problem of every group
 		// (200,000 of them); what must not come back is the quadratic
 		// time this took before (12 s, minutes with a restart block).
+		// The bound leaves room for a machine busy with other tests.
 		status, msg, took := send(ep, groups)
 		if status != http.StatusUnprocessableEntity || took > validateWithin {
 			t.Errorf("%s, a job of 100k groups: %d %q after %v; want a 422 within %s", ep, status, msg, took, validateWithin)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,15 +130,26 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 	for _, j := range snap.Jobs {
 		jobs[j.Name] = j
 	}
+	// The room of the allocs this plan stops is free for its placements,
+	// and so is the room of a stopping alloc that a placement waits for:
+	// it is that placement's once the alloc has ended.
+	freed := maps.Clone(stopped)
 	reqs := make([]scheduler.Request, len(res.Place))
 	for i, p := range res.Place {
 		reqs[i] = requestOf(p)
+		if p.WaitFor != "" {
+			freed[p.WaitFor] = true
+		}
 	}
-	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: stopped, Requests: reqs, Jobs: jobs, Cache: cache})
+	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: freed, Requests: reqs, Jobs: jobs, Cache: cache})
 	// The scheduler counted the evicted allocs' room as free for the
-	// placements that needed it; here they are only told to stop.
+	// placements that needed it; here they are only told to stop. A
+	// placement that waits evicts nothing yet: the pass that writes it
+	// does.
 	for _, e := range out.Evictions {
-		stop(e.Alloc, e.Reason, true)
+		if e.By.WaitFor == "" {
+			stop(e.Alloc, e.Reason, true)
+		}
 	}
 	for _, p := range out.Placements {
 		// One that waits for its instance's stopping alloc is scheduled

@@ -266,7 +266,19 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	s.downSince = nil
 	s.downMu.Unlock()
 	s.placer = scheduler.NewCache()
-	mctx, stopMirror := context.WithCancel(ctx)
+	// A pass ends when the leadership does: a leader resumed after its
+	// lease ran out (SIGSTOP, a long pause) writes nothing more, not even
+	// its mirror's barrier key, once it learns it.
+	lctx, unlead := context.WithCancel(ctx)
+	defer unlead()
+	go func() {
+		select {
+		case <-l.Done():
+			unlead()
+		case <-lctx.Done():
+		}
+	}()
+	mctx, stopMirror := context.WithCancel(lctx)
 	defer stopMirror()
 	for {
 		m, err := s.reg.NewMirror(mctx, s.cfg.ID)
@@ -311,11 +323,13 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 				only = map[string]bool{}
 			}
 		}
-		next, err := s.schedule(ctx, l, time.Since(elected) >= s.cfg.NodeGrace, only)
+		next, err := s.schedule(lctx, l, time.Since(elected) >= s.cfg.NodeGrace, only)
 		full = false
 		switch {
 		case errors.Is(err, registry.ErrNotLeader):
 			return err
+		case lctx.Err() != nil && ctx.Err() == nil:
+			return errors.New("election session lost")
 		case err != nil && ctx.Err() == nil:
 			s.log.Error("scheduling pass failed; will retry", "err", err)
 			full = true

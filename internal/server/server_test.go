@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,15 +53,22 @@ func testServerSrv(t *testing.T) (*httptest.Server, *registry.Registry, *Server)
 		reg.Close()
 		emb.Close()
 	})
-	// Settle: the election key is a write; measure after it.
+	// Settle: the election key and the leader's Elected event are
+	// writes; measure after them.
 	deadline := time.Now().Add(10 * time.Second)
-	for !srv.IsLeader() {
+	for !srv.IsLeader() || !elected(ctx, reg) {
 		if time.Now().After(deadline) {
-			t.Fatal("the server did not become leader within 10s")
+			t.Fatal("the server did not become leader and record it within 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return hs, reg, srv
+}
+
+// elected reports whether the history holds a leader's Elected event.
+func elected(ctx context.Context, reg *registry.Registry) bool {
+	evs, _, err := reg.ListEvents(ctx, registry.EventQuery{})
+	return err == nil && slices.ContainsFunc(evs, func(e spec.Event) bool { return e.Topic == spec.TopicLeader && e.Type == "Elected" })
 }
 
 const goodJob = `{"name":"web","groups":[{"name":"g","count":2,"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":10}}]}]}`
