@@ -14,8 +14,8 @@
 // other users do.
 //
 // The faults, in rounds (faults.go): the leader SIGKILLed and started
-// again; the leader SIGSTOPped for longer than its lease, then SIGCONT (it
-// must write nothing: its writes are fenced); an agent SIGKILLed and
+// again; the leader SIGSTOPped until another server leads, then SIGCONT;
+// an agent SIGKILLed and
 // started again within the node TTL; the leader cut off from etcd while
 // its process lives; an etcd follower, then the etcd leader, SIGKILLed
 // and started again; two of three members (or the embedded member) down
@@ -32,19 +32,26 @@
 //
 // The invariants (check.go), after the last fault:
 //
-//  1. no instance runs twice at once (Result.Overlaps; copies whose
-//     holder's node was declared lost are counted apart);
+//  1. no instance runs twice at once (Result.Overlaps, of them on an
+//     update Handovers; copies on a node the cluster declared down are
+//     counted apart), and no batch instance runs in a second alloc
+//     (BatchReruns);
 //  2. every acknowledged submission is in etcd, and runs with its full
 //     count, or completed (batch), or is stopped, as acknowledged
 //     (Result.Lost); a job whose last operation went unanswered is held to
 //     what etcd says it is;
-//  3. no task is restarted or stopped unless something the suite asked for
-//     explains it (Result.HealthyRestart, HealthyStopped); a task that
-//     ended while its agent was killed and ran again when it came back is
-//     counted apart (RestartedAfterAgentKill);
+//  3. no task is restarted or stopped unless a change the suite asked for
+//     before then explains it (Result.HealthyRestart, HealthyStopped); a
+//     task that ended while its agent was killed and ran again when it came
+//     back is counted apart (RestartedAfterAgentKill);
 //  4. every alloc whose task ran has its Placed event and its Started (or
-//     Adopted) event, in that order (Result.MissingEvents);
+//     Adopted) event, in that order, and one that ended the event of its
+//     end (Result.MissingEvents);
 //  5. all of it within Config.Converge of the last fault (Result.Converged).
+//
+// A leader resumed after a pause longer than its lease finds its writes
+// refused (they are fenced on its election) and its pass cancelled; a
+// write it made would show as an instance run twice.
 //
 // go test runs it at its CI size on both etcd kinds (TestChaos);
 // `drover-bench chaos` runs it at any size.
