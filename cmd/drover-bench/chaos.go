@@ -39,7 +39,7 @@ func chaosFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	rounds := fs.Int("rounds", 25, "rounds of faults; each has a leader kill and a leader pause (-quick: 1)")
 	subs := fs.Int("submissions", 1000, "jobs submitted per etcd kind (-quick: 30)")
 	agents := fs.Int("agents", 5, "agents (-quick: 3)")
-	rate := fs.Float64("rate", 4, "operations (submit, update, scale, stop) per second")
+	rate := fs.Float64("rate", 3, "operations (submit, update, scale, stop) per second; half or more are submissions")
 	foreign := fs.Int("foreign-writes", 200, "writes per second of keys outside drover's prefix on the same etcd")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock; printed)")
 	keep := fs.String("keep", "", "keep every process's log and the evidence in this directory")

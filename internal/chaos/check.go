@@ -19,7 +19,8 @@ type allocSeen struct {
 	index, gen int
 	node       string
 	starts     []time.Time
-	stopped    bool // wrote STOP (told to stop)
+	ends       []time.Time // of each run that wrote STOP or EXIT, in order
+	stopped    bool        // wrote STOP (told to stop)
 	stopAt     time.Time
 	exited     bool // wrote EXIT (a batch task done)
 	waiting    bool // wrote WAIT and not OVERLAP: blocked on its instance's lock
@@ -45,8 +46,10 @@ func observe(evs []line, live map[string]int) map[string]*allocSeen {
 			a.waiting = false
 		case "STOP":
 			a.stopped, a.stopAt = true, l.t
+			a.ends = append(a.ends, l.t)
 		case "EXIT":
 			a.exited = true
+			a.ends = append(a.ends, l.t)
 		}
 	}
 	for id := range live {
@@ -243,8 +246,10 @@ func (r *run) healthy(seen map[string]*allocSeen) {
 	defer r.mu.Unlock()
 	for id, a := range seen {
 		r.res.TasksStarted += len(a.starts)
-		for _, again := range a.starts[min(1, len(a.starts)):] {
-			if r.afterAgentKill(a.node, again) {
+		for i, again := range a.starts[min(1, len(a.starts)):] {
+			// The run before ended while its agent was down (its end
+			// written, or, unwritten, found by the agent on its return).
+			if (i < len(a.ends) && r.agentWasDown(a.node, a.ends[i])) || (i >= len(a.ends) && r.afterAgentKill(a.node, again)) {
 				r.res.RestartedAfterAgentKill++
 				continue
 			}
@@ -304,19 +309,9 @@ type slotKey struct {
 // nodesDown reads, from the cluster's history, which nodes were declared
 // down during the run: what ran on them is counted apart.
 func (r *run) nodesDown(ctx context.Context) error {
-	var evs []spec.Event
-	var err error
-	for try := 0; try < 5; try++ {
-		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		evs, _, err = r.c.api.Events(ectx, client.EventOptions{Topics: []string{string(spec.TopicNode)}})
-		cancel()
-		if err == nil {
-			break
-		}
-		sleep(ctx, time.Second)
-	}
+	evs, err := r.history(ctx, client.EventOptions{Topics: []string{string(spec.TopicNode)}})
 	if err != nil {
-		return fmt.Errorf("chaos: read the nodes' events: %w", err)
+		return err
 	}
 	for _, e := range evs {
 		if e.Type == "Down" && !r.lostAgt[e.Node] {
@@ -325,6 +320,17 @@ func (r *run) nodesDown(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// agentWasDown reports whether node's agent was down (killed, not yet
+// back) at t; r.mu is held.
+func (r *run) agentWasDown(node string, t time.Time) bool {
+	for _, w := range r.agentDown[node] {
+		if !t.Before(w[0]) && !t.After(w[1].Add(time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // afterAgentKill reports whether t is while node's agent was down or
@@ -343,56 +349,54 @@ func (r *run) afterAgentKill(node string, t time.Time) bool {
 // adoption by an agent that came back), in that order, and a task that
 // ended has the event of its end (Killed or Terminated for one told to
 // stop, Completed or Terminated for one that exited). Agents report in
-// batches, so a job whose history lacks something is read again for up
-// to 15 s before it counts.
+// batches, so a history that lacks something is read again for up to
+// 15 s before it counts.
 func (r *run) events(ctx context.Context, seen map[string]*allocSeen) error {
-	byJob := map[string][]string{}
-	for id, a := range seen {
-		byJob[a.job] = append(byJob[a.job], id)
-	}
 	deadline := time.Now().Add(15 * time.Second)
-	for _, job := range sortedKeys(byJob) {
-		for {
-			missing, err := r.jobEvents(ctx, job, byJob[job], seen)
-			if err != nil {
-				return err
-			}
-			if len(missing) == 0 {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				r.res.MissingEvents += len(missing)
-				for _, m := range missing {
-					r.res.problem("%s", m)
-				}
-				break
-			}
-			sleep(ctx, time.Second)
+	for {
+		evs, err := r.history(ctx, client.EventOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	return nil
-}
-
-// jobEvents reads one job's history and says what it lacks.
-func (r *run) jobEvents(ctx context.Context, job string, ids []string, seen map[string]*allocSeen) ([]string, error) {
-	var evs []spec.Event
-	var err error
-	for try := 0; try < 5; try++ {
-		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		evs, _, err = r.c.api.Events(ectx, client.EventOptions{Job: job})
-		cancel()
-		if err == nil {
-			break
+		missing := missingEvents(evs, seen)
+		if len(missing) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.res.MissingEvents = len(missing)
+			for _, m := range missing {
+				r.res.problem("%s", m)
+			}
+			return nil
 		}
 		sleep(ctx, time.Second)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("chaos: read the events of %s: %w", job, err)
+}
+
+// history reads the cluster's events since the run began (all of them:
+// a read bounded by time has no record limit), retrying for a while.
+func (r *run) history(ctx context.Context, o client.EventOptions) ([]spec.Event, error) {
+	o.Since = time.Since(r.began) + time.Minute
+	var evs []spec.Event
+	var err error
+	for try := 0; try < 5; try++ {
+		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		evs, _, err = r.c.api.Events(ectx, o)
+		cancel()
+		if err == nil {
+			return evs, nil
+		}
+		sleep(ctx, time.Second)
 	}
+	return nil, fmt.Errorf("chaos: read the cluster's events: %w", err)
+}
+
+// missingEvents says what the history evs lacks for the allocs seen.
+func missingEvents(evs []spec.Event, seen map[string]*allocSeen) []string {
 	first := map[[2]string]int64{} // (alloc, type) -> the index of its first such event
 	for _, e := range evs {
 		k := [2]string{e.AllocID, e.Type}
-		if _, ok := first[k]; !ok {
+		if _, ok := first[k]; !ok && e.AllocID != "" {
 			first[k] = e.Index
 		}
 	}
@@ -405,17 +409,17 @@ func (r *run) jobEvents(ctx context.Context, job string, ids []string, seen map[
 		return 0, false
 	}
 	var missing []string
-	for _, id := range ids {
+	for _, id := range sortedKeys(seen) {
 		a := seen[id]
 		placed, okP := at(id, "Placed")
 		started, okS := at(id, spec.EventStarted, spec.EventAdopted)
 		switch {
 		case !okP:
-			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) ran but has no Placed event", id, job, a.index))
+			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) ran but has no Placed event", id, a.job, a.index))
 		case !okS:
-			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) ran but has no Started (or Adopted) event", id, job, a.index))
+			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) ran but has no Started (or Adopted) event", id, a.job, a.index))
 		case started < placed:
-			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]): Started (index %d) before Placed (index %d)", id, job, a.index, started, placed))
+			missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]): Started (index %d) before Placed (index %d)", id, a.job, a.index, started, placed))
 		}
 		if a.alive {
 			continue
@@ -423,13 +427,13 @@ func (r *run) jobEvents(ctx context.Context, job string, ids []string, seen map[
 		switch {
 		case a.stopped:
 			if _, ok := at(id, spec.EventKilled, spec.EventTerminated); !ok {
-				missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) was stopped but has no Killed or Terminated event", id, job, a.index))
+				missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) was stopped but has no Killed or Terminated event", id, a.job, a.index))
 			}
 		case a.exited:
 			if _, ok := at(id, spec.EventCompleted, spec.EventTerminated); !ok {
-				missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) exited but has no Completed or Terminated event", id, job, a.index))
+				missing = append(missing, fmt.Sprintf("alloc %s (%s[%d]) exited but has no Completed or Terminated event", id, a.job, a.index))
 			}
 		}
 	}
-	return missing, nil
+	return missing
 }

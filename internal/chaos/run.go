@@ -124,6 +124,7 @@ type run struct {
 	cfg      Config
 	c        *cluster
 	id       string // CHAOS_RUN, in every task's environment
+	began    time.Time
 	evidence string
 	locks    string
 	rng      *rand.Rand
@@ -208,6 +209,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 	began := time.Now()
+	r.began = began
 	c, err := startCluster(ctx, cfg, dir)
 	if c != nil {
 		defer func() {
