@@ -373,22 +373,35 @@ func (r *run) events(ctx context.Context, seen map[string]*allocSeen) error {
 	}
 }
 
-// history reads the cluster's events since the run began (all of them:
-// a read bounded by time has no record limit), retrying for a while.
+// history reads the cluster's events since the run began, all of them:
+// page after page, each after the last index the one before ended at
+// (an answer holds at most about 10,000 events), retrying each for a
+// while.
 func (r *run) history(ctx context.Context, o client.EventOptions) ([]spec.Event, error) {
 	o.Since = time.Since(r.began) + time.Minute
-	var evs []spec.Event
-	var err error
-	for try := 0; try < 5; try++ {
-		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		evs, _, err = r.c.api.Events(ectx, o)
-		cancel()
-		if err == nil {
-			return evs, nil
+	o.After = 1 // every index is above: page from the start
+	var all []spec.Event
+	for {
+		var page []spec.Event
+		var err error
+		for try := 0; try < 5; try++ {
+			ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			page, _, err = r.c.api.Events(ectx, o)
+			cancel()
+			if err == nil {
+				break
+			}
+			sleep(ctx, time.Second)
 		}
-		sleep(ctx, time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("chaos: read the cluster's events after index %d: %w", o.After, err)
+		}
+		if len(page) == 0 {
+			return all, nil
+		}
+		all = append(all, page...)
+		o.After = page[len(page)-1].Index
 	}
-	return nil, fmt.Errorf("chaos: read the cluster's events: %w", err)
 }
 
 // missingEvents says what the history evs lacks for the allocs seen.

@@ -101,6 +101,7 @@ func (s *Server) trimEvents(ctx context.Context, l *registry.Leader) {
 // eventFilter is GET /v1/events's query.
 type eventFilter struct {
 	after         int64
+	resume        bool // ?index was given (0 too): the reader pages by index
 	since         time.Time
 	topics        map[string]bool
 	job, node, ns string
@@ -115,7 +116,7 @@ func parseEventFilter(r *http.Request) (eventFilter, error) {
 		if err != nil || n < 0 {
 			return f, badRequest("index must be a non-negative integer (the last event index seen), got %q", v)
 		}
-		f.after = n
+		f.after, f.resume = n, true
 	}
 	if v := q.Get("since"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -175,6 +176,28 @@ const (
 	maxEventRecords = 2_000
 )
 
+// capEvents bounds an answer to about maxEventList events: the newest, or,
+// for a reader resuming after an index, the oldest, so that it resumes
+// again after the last index it got and misses none. The cut falls
+// between two records (an index's events stay together).
+func capEvents(evs []spec.Event, resuming bool) []spec.Event {
+	if len(evs) <= maxEventList {
+		return evs
+	}
+	if !resuming {
+		i := len(evs) - maxEventList
+		for i < len(evs)-1 && evs[i-1].Index == evs[i].Index {
+			i++
+		}
+		return evs[i:]
+	}
+	i := maxEventList
+	for i < len(evs) && evs[i].Index == evs[i-1].Index {
+		i++
+	}
+	return evs[:i]
+}
+
 // listEvents is GET /v1/events: the history after ?index (and within
 // ?since), filtered by topic, job, node and namespace; with ?follow=true a
 // server-sent event stream that goes on with every new event.
@@ -184,7 +207,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := registry.EventQuery{After: f.after, Since: f.since}
-	if f.after == 0 && f.since.IsZero() {
+	if !f.resume && f.since.IsZero() {
 		q.MaxRecords = maxEventRecords // a default window: the newest
 	}
 	evs, rev, err := s.reg.ListEvents(r.Context(), q)
@@ -198,9 +221,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if !f.follow {
-		if len(out) > maxEventList {
-			out = out[len(out)-maxEventList:] // the newest
-		}
+		out = capEvents(out, f.resume)
 		if out == nil {
 			out = []spec.Event{}
 		}
