@@ -113,7 +113,12 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	}
 
 	host, _ := os.Hostname()
-	step("nodes page", chromedp.Navigate(ui+"#/nodes"), chromedp.WaitVisible(`main table`), chromedp.Text(`main`, &text))
+	// The page changes after the hash does: wait for the nodes table's
+	// own header, not any table (the jobs page's may still be there).
+	step("nodes page", chromedp.Navigate(ui+"#/nodes"),
+		chromedp.Poll(`document.querySelector("main") && document.querySelector("main").innerText.toLowerCase().includes("cpu mhz")`, nil,
+			chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.Text(`main`, &text))
 	for _, want := range []string{"cpu mhz", "ready", "exec"} {
 		if !strings.Contains(strings.ToLower(text), want) {
 			t.Errorf("nodes page lacks %q:\n%s", want, text)
