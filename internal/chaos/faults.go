@@ -91,7 +91,7 @@ func (r *run) inject(ctx context.Context, kind string) (string, error) {
 		return p.name, nil
 	case FaultAgentKill:
 		// Back within the node TTL: the node is never lost.
-		a := c.agents[r.rng.IntN(len(c.agents))]
+		a := c.agents[r.faultRng.IntN(len(c.agents))]
 		down := time.Now()
 		a.kill()
 		sleep(ctx, time.Second)

@@ -127,7 +127,8 @@ type run struct {
 	began    time.Time
 	evidence string
 	locks    string
-	rng      *rand.Rand
+	rng      *rand.Rand // the workload's
+	faultRng *rand.Rand // the faults' (each goroutine its own)
 	log      func(format string, a ...any)
 
 	mu      sync.Mutex
@@ -197,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	r := &run{cfg: cfg, id: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()),
 		evidence: filepath.Join(dir, "evidence.log"), locks: filepath.Join(dir, "locks"),
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), jobs: map[string]*jobRecord{}, lostAgt: map[string]bool{},
+		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), faultRng: rand.New(rand.NewPCG(cfg.Seed^1, cfg.Seed)), jobs: map[string]*jobRecord{}, lostAgt: map[string]bool{},
 		agentDown: map[string][][2]time.Time{}}
 	r.res.Etcd, r.res.Faults = cfg.Etcd, map[string]int{}
 	r.log = func(format string, a ...any) {
