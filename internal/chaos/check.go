@@ -323,10 +323,13 @@ func (r *run) nodesDown(ctx context.Context) error {
 }
 
 // agentWasDown reports whether node's agent was down (killed, not yet
-// back) at t; r.mu is held.
+// back) at t, or was killed within a second after t: an agent reports
+// status in batches, and one killed just after a task ended may not have
+// told the servers, which then still count the task running; r.mu is
+// held.
 func (r *run) agentWasDown(node string, t time.Time) bool {
 	for _, w := range r.agentDown[node] {
-		if !t.Before(w[0]) && !t.After(w[1].Add(time.Second)) {
+		if !t.Before(w[0].Add(-time.Second)) && !t.After(w[1].Add(time.Second)) {
 			return true
 		}
 	}
