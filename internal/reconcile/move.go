@@ -53,33 +53,58 @@ type move struct {
 // nodeView is what the move rules know of the cluster's nodes.
 type nodeView struct {
 	nodes map[string]*spec.Node
-	// used is each node's allocated resources, from every live alloc.
-	used map[string]spec.Resources
-	// busy counts each node's live allocs of jobs that are not system jobs.
-	busy map[string]int
+	// used is each node's allocated resources, from its live allocs;
+	// busy counts its live allocs of jobs that are not system jobs. Both
+	// are read from onNode for the nodes counted (see count).
+	used    map[string]spec.Resources
+	busy    map[string]int
+	counted map[string]bool
+	onNode  func(string) []*spec.Alloc
 	// victims are the allocs that move off nodes under memory pressure.
 	victims map[string]string
 }
 
 func newNodeView(in Input) *nodeView {
-	v := &nodeView{nodes: map[string]*spec.Node{}, used: map[string]spec.Resources{}, busy: map[string]int{}, victims: map[string]string{}}
+	v := &nodeView{nodes: map[string]*spec.Node{}, used: map[string]spec.Resources{}, busy: map[string]int{}, victims: map[string]string{},
+		onNode: in.NodeAllocs}
 	for _, n := range in.Nodes {
 		v.nodes[n.ID] = n
 	}
-	all := in.NodeAllocs
-	if all == nil {
-		all = in.Allocs
+	if v.onNode == nil {
+		byNode := map[string][]*spec.Alloc{}
+		for _, a := range in.Allocs {
+			byNode[a.NodeID] = append(byNode[a.NodeID], a)
+		}
+		v.onNode = func(id string) []*spec.Alloc { return byNode[id] }
 	}
-	for _, a := range all {
+	return v
+}
+
+// count reads a node's live allocs into used and busy, once per pass:
+// the nodes a pass never asks about cost nothing.
+func (v *nodeView) count(id string) {
+	if v.counted[id] {
+		return
+	}
+	if v.counted == nil {
+		v.counted = map[string]bool{}
+	}
+	v.counted[id] = true
+	for _, a := range v.onNode(id) {
 		if !live(a) {
 			continue
 		}
-		v.used[a.NodeID] = v.used[a.NodeID].Add(a.Resources)
+		v.used[id] = v.used[id].Add(a.Resources)
 		if a.JobType != spec.JobSystem {
-			v.busy[a.NodeID]++
+			v.busy[id]++
 		}
 	}
-	return v
+}
+
+// usedOf is what a node's live allocs hold, as the pass's moves left it.
+func (v *nodeView) usedOf(id string) spec.Resources {
+	v.count(id)
+	return v.used[id]
 }
 
 // memoryVictims picks, for each node whose tasks use more than pct% of its
@@ -89,10 +114,6 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 	var next time.Time
 	if in.MemoryHighPercent <= 0 {
 		return next
-	}
-	all := in.NodeAllocs
-	if all == nil {
-		all = in.Allocs
 	}
 	ids := make([]string, 0, len(v.nodes))
 	for id := range v.nodes {
@@ -112,10 +133,7 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 		var last time.Time
 		var candidates []*spec.Alloc
 		partial := false
-		for _, a := range all {
-			if a.NodeID != id {
-				continue
-			}
+		for _, a := range v.onNode(id) {
 			if a.DesiredStatus == spec.DesiredStop && strings.HasPrefix(a.DesiredReason, prefix) && a.ModifyTime.After(last) {
 				last = a.ModifyTime
 			}
@@ -162,7 +180,11 @@ func drainPast(n *spec.Node, now time.Time) bool {
 // (or its deadline passed): its system-job instances may stop.
 func (v *nodeView) drained(id string, now time.Time) bool {
 	n := v.nodes[id]
-	return n != nil && n.Drain != nil && (v.busy[id] == 0 || drainPast(n, now))
+	if n == nil || n.Drain == nil {
+		return false
+	}
+	v.count(id)
+	return v.busy[id] == 0 || drainPast(n, now)
 }
 
 // considerMove notes whether a, the live alloc kept for its slot, should
@@ -239,7 +261,7 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	}
 	v := r.view
 	load := func(id string) float64 {
-		n, used := v.nodes[id], v.used[id]
+		n, used := v.nodes[id], v.usedOf(id)
 		l := 0.0
 		if n.Resources.CPU > 0 {
 			l = float64(used.CPU) / float64(n.Resources.CPU)
@@ -271,7 +293,7 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		n := v.nodes[id]
-		if id == from.NodeID || !n.Eligible() || !n.Resources.Sub(v.used[id]).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB}) {
+		if id == from.NodeID || !n.Eligible() || !n.Resources.Sub(v.usedOf(id)).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB}) {
 			continue
 		}
 		if to == nil || load(id) < load(to.ID) {
@@ -282,13 +304,13 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 		return move{}, false
 	}
 	hi, lo := load(from.NodeID), load(to.ID)
-	after := v.used[to.ID].Add(need)
+	after := v.usedOf(to.ID).Add(need)
 	loAfter := max(float64(after.CPU)/float64(max(to.Resources.CPU, 1)), float64(after.MemoryMB)/float64(max(to.Resources.MemoryMB, 1)))
 	if hi-lo <= rebalanceSkew || loAfter >= hi {
 		return move{}, false
 	}
 	// The pass's later decisions see the move.
-	v.used[from.NodeID] = v.used[from.NodeID].Sub(from.Resources)
+	v.used[from.NodeID] = v.usedOf(from.NodeID).Sub(from.Resources)
 	v.used[to.ID] = after
 	fromName := cmp.Or(v.nodes[from.NodeID].Name, from.NodeID)
 	return move{a: from, pin: to.ID, reason: fmt.Sprintf("rebalance: node %s is %.0f%% allocated, node %s %.0f%%", fromName, hi*100, to.Name, lo*100)}, true
@@ -300,7 +322,7 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	v := r.view
 	need := g.Resources()
 	fits := func(n *spec.Node) bool {
-		return n.Eligible() && n.Resources.Sub(v.used[n.ID]).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB})
+		return n.Eligible() && n.Resources.Sub(v.usedOf(n.ID)).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB})
 	}
 	count := map[string]int{}
 	last := map[string]*spec.Alloc{} // the highest index on each node
@@ -334,8 +356,8 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 		return move{}, false
 	}
 	a := last[from]
-	v.used[from] = v.used[from].Sub(a.Resources)
-	v.used[to] = v.used[to].Add(need)
+	v.used[from] = v.usedOf(from).Sub(a.Resources)
+	v.used[to] = v.usedOf(to).Add(need)
 	return move{a: a, pin: to, reason: fmt.Sprintf("rebalance: node %s runs %d instances of the group, node %s %d",
 		cmp.Or(v.nodes[from].Name, from), count[from], cmp.Or(v.nodes[to].Name, to), count[to])}, true
 }

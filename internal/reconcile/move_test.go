@@ -159,7 +159,7 @@ func TestMemoryPressureMovesLowestPriorityOncePerInterval(t *testing.T) {
 	// A pass that sees only some jobs' allocs (not low's, which runs on
 	// a) cannot tell the lowest priority: it waits for a full pass.
 	la2 := mk("low-a2", low, "api", 0, 4, spec.ClientRunning, on("a"))
-	if res := Reconcile(Input{Jobs: []*spec.Job{high}, Allocs: []*spec.Alloc{ha}, NodeAllocs: []*spec.Alloc{la2, ha}, Nodes: in.Nodes,
+	if res := Reconcile(Input{Jobs: []*spec.Job{high}, Allocs: []*spec.Alloc{ha}, NodeAllocs: byNode(la2, ha), Nodes: in.Nodes,
 		Now: in.Now, MemoryHighPercent: 90, MemoryMoveInterval: time.Minute}); len(res.Stop) != 0 {
 		t.Fatalf("partial pass: stops %+v", res.Stop)
 	}
@@ -218,5 +218,18 @@ func TestMovesWaitForARunningDeployment(t *testing.T) {
 	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
 	if p, s := placesAndStops(res); p+s != 0 {
 		t.Fatalf("a restart during a deployment: %d places, %d stops", p, s)
+	}
+}
+
+// byNode is Input.NodeAllocs over allocs.
+func byNode(allocs ...*spec.Alloc) func(string) []*spec.Alloc {
+	return func(id string) []*spec.Alloc {
+		var out []*spec.Alloc
+		for _, a := range allocs {
+			if a.NodeID == id {
+				out = append(out, a)
+			}
+		}
+		return out
 	}
 }

@@ -24,9 +24,10 @@ type Input struct {
 	// Deployments is every deployment in the registry, with operators'
 	// requests merged in (deploy.go).
 	Deployments []*spec.Deployment
-	// NodeAllocs is every live alloc of the cluster, when Allocs holds only
-	// some jobs': what the node rules (move.go) count. Nil: Allocs.
-	NodeAllocs []*spec.Alloc
+	// NodeAllocs returns every alloc on a node, when Allocs holds only
+	// some jobs': what the node rules (move.go) count, read only for the
+	// nodes they look at. Nil: Allocs.
+	NodeAllocs func(node string) []*spec.Alloc
 	// MemoryHighPercent, when > 0, is the share of a node's memory its
 	// tasks may use before its lowest-priority service instance moves
 	// elsewhere, at most one per MemoryMoveInterval per node (move.go).

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 func testDeployment(id, job string, version uint64, status spec.DeploymentStatus, created int64, canaries int) *spec.Deployment {
@@ -141,7 +142,7 @@ func TestDeploymentsInMirrorAndWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := campaign(t, r, "s1")
-	m, err := r.NewMirror(ctx, "s1")
+	m, err := r.NewMirror(ctx, "s1", state.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestDeploymentsInMirrorAndWatch(t *testing.T) {
 
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
-	mirrored, err := m.Snapshot(wctx, rev)
+	mirrored, err := legacySnapshot(m, wctx, rev)
 	if err != nil {
 		t.Fatal(err)
 	}

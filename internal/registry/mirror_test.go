@@ -11,6 +11,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // startSystemEtcd runs Debian's etcd-server (/usr/bin/etcd, 3.4) as a
@@ -113,7 +116,7 @@ func TestMirrorIgnoresEarlyProgress(t *testing.T) {
 			defer func() { mirrorLoaded = nil }()
 			mctx, mcancel := context.WithCancel(ctx)
 			defer mcancel()
-			m, err := r.NewMirror(mctx, "s1")
+			m, err := r.NewMirror(mctx, "s1", state.New())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +131,7 @@ func TestMirrorIgnoresEarlyProgress(t *testing.T) {
 			}
 			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 			defer scancel()
-			snap, err := m.Snapshot(sctx, last)
+			snap, err := legacySnapshot(m, sctx, last)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +144,7 @@ func TestMirrorIgnoresEarlyProgress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snap, err = m.Snapshot(sctx, other.Header.Revision)
+			snap, err = legacySnapshot(m, sctx, other.Header.Revision)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,4 +164,19 @@ func TestOlderVersion(t *testing.T) {
 			t.Errorf("olderVersion(%q, %q) = %v, want %v", c.v, MinEtcdVersion, got, c.older)
 		}
 	}
+}
+
+// legacySnapshot is m's snapshot in the form of Registry.Snapshot, so
+// that the two can be compared.
+func legacySnapshot(m *Mirror, ctx context.Context, atLeast int64) (*Snapshot, error) {
+	ss, err := m.Snapshot(ctx, atLeast)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Rev: ss.Rev, Jobs: ss.Jobs(), Allocs: ss.Allocs(), Nodes: ss.Nodes(), Deployments: ss.Deployments(),
+		Schedules: map[string]*spec.JobSchedule{}}
+	for _, js := range ss.Schedules() {
+		s.Schedules[js.Job] = js
+	}
+	return s, nil
 }

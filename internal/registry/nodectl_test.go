@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // TestNodeControlAndUsage: an operator's control and the agent's usage
@@ -182,7 +183,7 @@ func TestMirrorMergesNodeControlAndUsage(t *testing.T) {
 	if err := r.PutNodeUsage(ctx, "n3", &spec.NodeUsage{Tasks: spec.Usage{MemoryMB: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := r.NewMirror(ctx, "s1")
+	m, err := r.NewMirror(ctx, "s1", state.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestMirrorMergesNodeControlAndUsage(t *testing.T) {
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer wcancel()
-		got, err := m.Snapshot(wctx, want.Rev)
+		got, err := legacySnapshot(m, wctx, want.Rev)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // tWriter sends log lines to t.Log until the test is over.
@@ -1332,7 +1333,7 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := campaign(t, r, "s1")
-	m, err := r.NewMirror(ctx, "s1")
+	m, err := r.NewMirror(ctx, "s1", state.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1365,7 +1366,7 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
-	got, err := m.Snapshot(wctx, max(rev, rev2))
+	got, err := legacySnapshot(m, wctx, max(rev, rev2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1382,13 +1383,13 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := m.Snapshot(wctx, other.Header.Revision); err != nil || got.Rev < other.Header.Revision {
+	if got, err := legacySnapshot(m, wctx, other.Header.Revision); err != nil || got.Rev < other.Header.Revision {
 		t.Fatalf("mirror did not reach a revision made outside its prefix: %v", err)
 	}
 	// A revision not reached yet: it waits, and gives up with ctx.
 	short, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer scancel()
-	if _, err := m.Snapshot(short, got.Rev+1000); err == nil {
+	if _, err := legacySnapshot(m, short, got.Rev+1000); err == nil {
 		t.Fatal("a snapshot at a revision far ahead did not wait")
 	}
 }

@@ -10,29 +10,39 @@ import (
 )
 
 // Cache lets Place carry work over from one call to the next: the node
-// index (order by ID, driver classes, constraint results), the use of the
-// live allocs, and the heaps of the groups it placed. A call pays for
-// what changed since the previous one, not for the whole cluster: with
-// the same nodes (the same *spec.Node values in the same order, as the
-// registry's decode cache hands them out) and the same allocs, a call
-// costs O(placements * log nodes); each alloc that appeared or went away
-// costs a rescore of its node in the cached heaps. A node whose new value
-// differs only in what placement does not read (its usage report, which
-// comes every few seconds, and ModifyIndex) counts as the same node.
+// index (order by ID, driver classes, constraint results), the live
+// allocs and the use they make of each node, and the heaps of the groups
+// it placed. A call pays for what changed since the previous one, not for
+// the whole cluster: with the same nodes (the same *spec.Node values in
+// the same order, as the server's state store hands them out), a call
+// costs O(placements * log nodes) plus, for each alloc that appeared,
+// changed or went away, a rescore of its node in the cached heaps. A node
+// whose new value differs only in what placement does not read (its usage
+// report, which comes every few seconds, and ModifyIndex) counts as the
+// same node.
+//
+// The caller says what changed in one of two ways: every alloc (Allocs,
+// which the Cache compares with what it holds, O(allocs)), or, once the
+// Cache is Warm, only the allocs that changed since its previous call
+// (Input.Changed), which costs only those.
 //
 // The result of Place is the same with or without a Cache (the property
 // tests hold it to that). A Cache must not be used by two calls at once.
 type Cache struct {
-	nodes  []*spec.Node
-	allocs []*spec.Alloc
-	freed  map[string]bool
-	s      *state
-	used   []int32 // nodes with live allocs
+	nodes []*spec.Node
+	s     *state
+	// live holds the allocs the Cache counts, by ID: every alloc that is
+	// not terminal, whether or not its node is known.
+	live   map[string]*spec.Alloc
 	groups map[string]*groupRun
 }
 
 // NewCache returns an empty cache.
 func NewCache() *Cache { return &Cache{} }
+
+// Warm reports whether the Cache holds the allocs of a previous call, so
+// that the next may give only what changed since (Input.Changed).
+func (c *Cache) Warm() bool { return c.live != nil }
 
 // maxCachedGroups bounds the heaps kept: each holds O(nodes) memory.
 const maxCachedGroups = 64
@@ -40,51 +50,119 @@ const maxCachedGroups = 64
 // state returns the state for a call with in: the cached one brought up to
 // date, or a new one when the nodes changed.
 func (c *Cache) state(in Input) *state {
+	if c.s != nil {
+		c.s.freed = nil // the previous call's
+	}
+	var changed []*spec.Alloc
+	var gone []string
+	if in.Changed != nil && c.live != nil {
+		changed, gone = in.Changed.Allocs, in.Changed.Gone
+	} else {
+		changed, gone = c.diff(in.Allocs)
+	}
 	if c.s == nil || !c.sameNodes(in.Nodes) {
+		c.apply(nil, changed, gone)
 		s := newIndex(in.Nodes)
-		s.jobs = in.Jobs
-		*c = Cache{nodes: slices.Clone(in.Nodes), allocs: slices.Clone(in.Allocs), freed: maps.Clone(in.Freed),
-			s: s, groups: map[string]*groupRun{}, used: s.useAllocs(in.Allocs, in.Freed)}
+		for _, a := range c.live {
+			s.charge(a)
+		}
+		c.nodes, c.s, c.groups = slices.Clone(in.Nodes), s, map[string]*groupRun{}
 		s.cache = c
-		s.journal = map[int32]nodeDyn{}
-		return s
+	} else if moved := c.apply(c.s, changed, gone); len(moved) > 0 {
+		// Rescore in the cached heaps only the nodes whose use changed: a
+		// pass of the leader sees new alloc values for every status
+		// report, but most of them do not move any node's use.
+		for _, gr := range c.groups {
+			for idx := range moved {
+				gr.rescore(c.s.all[idx])
+			}
+		}
 	}
 	s := c.s
 	s.jobs = in.Jobs
 	s.byGroup, s.jobNodes, s.evicted, s.ruled = nil, nil, nil, nil
 	s.journal = map[int32]nodeDyn{}
-	if !slices.Equal(c.allocs, in.Allocs) || !maps.Equal(c.freed, in.Freed) {
-		// Recount the use of every node that held or holds allocs, and
-		// rescore in the cached heaps only those whose use changed: a
-		// pass of the leader sees new alloc values for every status
-		// report, but most of them do not move any node's use.
-		before := make(map[int32]nodeDyn, len(c.used))
-		for _, idx := range c.used {
-			n := s.all[idx]
-			before[idx] = nodeDyn{used: n.used, ports: n.ports}
-			n.used, n.ports, n.dynUsed, n.nextDyn, n.allocs = spec.Resources{}, nil, 0, n.dynMin, nil
+	s.freed = in.Freed
+	for id := range in.Freed {
+		if a := c.live[id]; a != nil {
+			s.release(a)
 		}
-		s.allocs = nil
-		c.used = s.useAllocs(in.Allocs, in.Freed)
-		var changed []int32
-		for _, idx := range c.used {
-			n := s.all[idx]
-			if d, ok := before[idx]; !ok || d.used != n.used || !maps.Equal(d.ports, n.ports) {
-				changed = append(changed, idx)
-			}
-			delete(before, idx)
-		}
-		for idx := range before { // held allocs, holds none now
-			changed = append(changed, idx)
-		}
-		for _, gr := range c.groups {
-			for _, idx := range changed {
-				gr.rescore(s.all[idx])
-			}
-		}
-		c.allocs, c.freed = slices.Clone(in.Allocs), maps.Clone(in.Freed)
 	}
 	return s
+}
+
+// diff compares allocs, every alloc, with what the Cache holds: the ones
+// that changed or are new, and the IDs of the ones gone.
+func (c *Cache) diff(allocs []*spec.Alloc) (changed []*spec.Alloc, gone []string) {
+	seen := make(map[string]bool, len(allocs))
+	for _, a := range allocs {
+		seen[a.ID] = true
+		if c.live[a.ID] != a {
+			changed = append(changed, a)
+		}
+	}
+	for id := range c.live {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	return changed, gone
+}
+
+// apply brings live, and the nodes' use in s when s is not nil, up to
+// date with the allocs changed and gone; it returns the nodes whose use
+// changed.
+func (c *Cache) apply(s *state, changed []*spec.Alloc, gone []string) map[int32]bool {
+	if c.live == nil {
+		c.live = map[string]*spec.Alloc{}
+	}
+	moved := map[int32]bool{}
+	drop := func(id string) {
+		old := c.live[id]
+		if old == nil {
+			return
+		}
+		delete(c.live, id)
+		if s != nil {
+			if ns := s.uncharge(old); ns != nil {
+				moved[ns.idx] = true
+			}
+		}
+	}
+	for _, id := range gone {
+		drop(id)
+	}
+	for _, a := range changed {
+		old := c.live[a.ID]
+		if old == a {
+			continue
+		}
+		if old != nil && !a.Terminal() && sameUse(old, a) {
+			// A status report: the same room, ports and job.
+			c.live[a.ID] = a
+			if s != nil {
+				s.replace(old, a)
+			}
+			continue
+		}
+		drop(a.ID)
+		if a.Terminal() {
+			continue
+		}
+		c.live[a.ID] = a
+		if s != nil {
+			if ns := s.charge(a); ns != nil {
+				moved[ns.idx] = true
+			}
+		}
+	}
+	return moved
+}
+
+// sameUse reports whether two values of an alloc hold the same room on the
+// same node for the same job's group.
+func sameUse(a, b *spec.Alloc) bool {
+	return a.NodeID == b.NodeID && a.Job == b.Job && a.Group == b.Group && a.Resources == b.Resources && slices.Equal(a.Ports, b.Ports)
 }
 
 // sameNodes reports whether nodes are the cached ones for placement:

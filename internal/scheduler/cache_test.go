@@ -33,8 +33,9 @@ func TestCacheMatchesFresh(t *testing.T) {
 				}
 			}
 		}
-		cache := NewCache()
+		cache, told := NewCache(), NewCache()
 		reqs := in.Requests
+		var prev []*spec.Alloc // what told's previous call had
 		for step := range rapid.IntRange(1, 6).Draw(t, "steps") {
 			fresh := Place(in)
 			cached := in
@@ -43,12 +44,40 @@ func TestCacheMatchesFresh(t *testing.T) {
 			if diff := gocmp.Diff(fresh, got); diff != "" {
 				t.Fatalf("step %d: cached result differs (-fresh +cached):\n%s", step, diff)
 			}
-			// The placements run now; some allocs end.
+			// The same with a Cache told only what changed.
+			delta := in
+			delta.Cache = told
+			if told.Warm() {
+				delta.Allocs, delta.Changed = nil, changesOf(prev, in.Allocs)
+			}
+			got = Place(delta)
+			if diff := gocmp.Diff(fresh, got); diff != "" {
+				t.Fatalf("step %d: result with changes only differs (-fresh +cached):\n%s", step, diff)
+			}
+			prev = in.Allocs
+			// The placements run now; some allocs end, some report a new
+			// status (a new value), some finish; the plan frees others.
 			next := in
 			next.Allocs = nil
 			for _, a := range in.Allocs {
-				if rapid.IntRange(0, 4).Draw(t, "ends") > 0 {
+				switch rapid.IntRange(0, 6).Draw(t, "ends") {
+				case 0:
+				case 1:
+					c := *a
+					c.Status = &spec.AllocStatus{ClientStatus: spec.ClientRunning}
+					next.Allocs = append(next.Allocs, &c)
+				case 2:
+					c := *a
+					c.Status = &spec.AllocStatus{ClientStatus: spec.ClientComplete}
+					next.Allocs = append(next.Allocs, &c)
+				default:
 					next.Allocs = append(next.Allocs, a)
+				}
+			}
+			next.Freed = map[string]bool{}
+			for _, a := range next.Allocs {
+				if rapid.IntRange(0, 5).Draw(t, "freed") == 0 {
+					next.Freed[a.ID] = true
 				}
 			}
 			for i, p := range fresh.Placements {
@@ -81,6 +110,25 @@ func TestCacheMatchesFresh(t *testing.T) {
 			in = next
 		}
 	})
+}
+
+// changesOf is what differs between two lists of allocs.
+func changesOf(prev, next []*spec.Alloc) *Changes {
+	c := &Changes{}
+	was := map[string]*spec.Alloc{}
+	for _, a := range prev {
+		was[a.ID] = a
+	}
+	for _, a := range next {
+		if was[a.ID] != a {
+			c.Allocs = append(c.Allocs, a)
+		}
+		delete(was, a.ID)
+	}
+	for id := range was {
+		c.Gone = append(c.Gone, id)
+	}
+	return c
 }
 
 func withoutDistinct(cs []*spec.Constraint) []*spec.Constraint {

@@ -73,7 +73,7 @@ func (gr *groupRun) evictionsOn(n *nodeState, r Request, mayPreempt bool) ([]*sp
 	var must, may []*spec.Alloc
 	for _, a := range n.allocs {
 		switch {
-		case s.evicted[a.ID] || a.Job == r.Job.Name:
+		case s.evicted[a.ID] || s.freed[a.ID] || a.Job == r.Job.Name:
 		case gr.replaced(a.Job):
 			must = append(must, a)
 		case mayPreempt && s.priority(a) <= r.Job.Priority-PreemptGap:

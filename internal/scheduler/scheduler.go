@@ -53,6 +53,17 @@ type Input struct {
 	Jobs map[string]*spec.Job
 	// Cache, when set, carries work from one call to the next; see Cache.
 	Cache *Cache
+	// Changed, with a Warm Cache, stands for Allocs: what changed since
+	// the Cache's previous call. Allocs is then not read.
+	Changed *Changes
+}
+
+// Changes are the allocs that changed since a Cache's previous call.
+type Changes struct {
+	// Allocs are the current values of the allocs that are new or
+	// changed; Gone the IDs of those that are no longer there.
+	Allocs []*spec.Alloc
+	Gone   []string
 }
 
 // Placement puts one request on one node.

@@ -24,7 +24,8 @@ type state struct {
 	// meets them all: 0 not yet evaluated, 1 yes, 2 no. Groups with the
 	// same constraints share it, so each node is evaluated once per list.
 	meets   map[string][]uint8
-	allocs  []*spec.Alloc // live allocs: not terminal, not freed
+	allocs  []*spec.Alloc // live allocs: not terminal, not freed (without a cache: see eachLive)
+	freed   map[string]bool
 	byGroup map[groupKey][]*spec.Alloc
 	// jobNodes counts each job's live instances per node index, placements
 	// of this call included; built on first use.
@@ -147,7 +148,7 @@ func (d *distinctRule) add(n *spec.Node, delta int) {
 // of the live allocs.
 func newState(in Input) *state {
 	s := newIndex(in.Nodes)
-	s.jobs = in.Jobs
+	s.jobs, s.freed = in.Jobs, in.Freed
 	s.useAllocs(in.Allocs, in.Freed)
 	return s
 }
@@ -210,13 +211,11 @@ func newIndex(nodes []*spec.Node) *state {
 }
 
 // useAllocs charges the live allocs (not terminal, not freed) to their
-// nodes, and returns the nodes it charged. A freed alloc's dynamic ports
-// stay taken: its process holds them until it has stopped, up to its
-// kill_timeout after this plan, and a replacement given the same port
-// would fail to bind it. Its static ports are free: a replacement of
-// the same group needs them.
-func (s *state) useAllocs(allocs []*spec.Alloc, freed map[string]bool) []int32 {
-	var used []int32
+// nodes. A freed alloc's dynamic ports stay taken: its process holds them
+// until it has stopped, up to its kill_timeout after this plan, and a
+// replacement given the same port would fail to bind it. Its static ports
+// are free: a replacement of the same group needs them.
+func (s *state) useAllocs(allocs []*spec.Alloc, freed map[string]bool) {
 	for _, a := range allocs {
 		if a.Terminal() {
 			continue
@@ -232,18 +231,98 @@ func (s *state) useAllocs(allocs []*spec.Alloc, freed map[string]bool) []int32 {
 			continue
 		}
 		s.allocs = append(s.allocs, a)
-		if ns := s.node(a.NodeID); ns != nil {
-			if len(ns.allocs) == 0 {
-				used = append(used, ns.idx)
-			}
-			ns.used = ns.used.Add(a.Resources)
-			ns.allocs = append(ns.allocs, a)
-			for _, p := range a.Ports {
-				ns.usePort(p.Value)
+		s.charge(a)
+	}
+}
+
+// charge adds a live alloc's use to its node, and returns the node (nil
+// when it is not known).
+func (s *state) charge(a *spec.Alloc) *nodeState {
+	ns := s.node(a.NodeID)
+	if ns == nil {
+		return nil
+	}
+	ns.used = ns.used.Add(a.Resources)
+	ns.allocs = append(ns.allocs, a)
+	for _, p := range a.Ports {
+		ns.usePort(p.Value)
+	}
+	return ns
+}
+
+// uncharge takes back what charge added, and returns the node.
+func (s *state) uncharge(a *spec.Alloc) *nodeState {
+	ns := s.node(a.NodeID)
+	if ns == nil {
+		return nil
+	}
+	ns.used = ns.used.Sub(a.Resources)
+	ns.allocs = slices.DeleteFunc(ns.allocs, func(x *spec.Alloc) bool { return x.ID == a.ID })
+	for _, p := range a.Ports {
+		if !s.held(ns, p.Value) {
+			ns.freePort(p.Value)
+		}
+	}
+	return ns
+}
+
+// replace puts a new value of a charged alloc in its node's list, where
+// it holds the same room and ports (sameUse).
+func (s *state) replace(old, a *spec.Alloc) {
+	if ns := s.node(a.NodeID); ns != nil {
+		if i := slices.Index(ns.allocs, old); i >= 0 {
+			ns.allocs[i] = a
+		}
+	}
+}
+
+// release frees, for this call only (see rollback), the room and static
+// ports of a live alloc that the call's plan stops; its dynamic ports
+// stay taken (see useAllocs).
+func (s *state) release(a *spec.Alloc) {
+	ns := s.node(a.NodeID)
+	if ns == nil {
+		return
+	}
+	s.touch(ns)
+	ns.used = ns.used.Sub(a.Resources)
+	for _, p := range a.Ports {
+		if !ns.dynamic(p.Value) && !s.held(ns, p.Value) {
+			ns.freePort(p.Value)
+		}
+	}
+}
+
+// held reports whether a live alloc on n that this call does not free
+// holds port p.
+func (s *state) held(n *nodeState, p int) bool {
+	for _, a := range n.allocs {
+		if s.freed[a.ID] {
+			continue
+		}
+		for _, ap := range a.Ports {
+			if ap.Value == p {
+				return true
 			}
 		}
 	}
-	return used
+	return false
+}
+
+// eachLive calls f with every live alloc that this call's plan does not
+// stop.
+func (s *state) eachLive(f func(*spec.Alloc)) {
+	if s.cache == nil {
+		for _, a := range s.allocs {
+			f(a)
+		}
+		return
+	}
+	for _, a := range s.cache.live {
+		if !s.freed[a.ID] {
+			f(a)
+		}
+	}
 }
 
 // node returns the node with the given ID, or nil. The index is built on
@@ -301,10 +380,10 @@ func (s *state) rule(c spec.Constraint) *rule {
 func (s *state) groupAllocs(key groupKey) []*spec.Alloc {
 	if s.byGroup == nil {
 		s.byGroup = map[groupKey][]*spec.Alloc{}
-		for _, a := range s.allocs {
+		s.eachLive(func(a *spec.Alloc) {
 			k := groupKey{a.Job, a.Group}
 			s.byGroup[k] = append(s.byGroup[k], a)
-		}
+		})
 	}
 	return s.byGroup[key]
 }
@@ -314,11 +393,11 @@ func (s *state) groupAllocs(key groupKey) []*spec.Alloc {
 func (s *state) jobIndex() map[string]map[int32]int {
 	if s.jobNodes == nil {
 		s.jobNodes = map[string]map[int32]int{}
-		for _, a := range s.allocs {
+		s.eachLive(func(a *spec.Alloc) {
 			if n := s.node(a.NodeID); n != nil && !s.evicted[a.ID] {
 				s.addJob(a.Job, n.idx, 1)
 			}
-		}
+		})
 	}
 	return s.jobNodes
 }

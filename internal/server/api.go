@@ -196,20 +196,21 @@ func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	ns := r.URL.Query().Get("namespace")
 	return s.blockingQuery(r, func() error {
-		snap, err := s.reg.Snapshot(r.Context())
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		markNodeDown(snap.Allocs, snap.Nodes)
-		byJob := allocsByJob(snap.Allocs)
+		snap := readJobs(ss, nil)
 		out := make([]*spec.JobListEntry, 0, len(snap.Jobs))
 		for _, j := range snap.Jobs {
 			if !s.canRead(r, j.Namespace) || (ns != "" && ns != spec.NamespaceOf(j.Namespace)) {
 				continue
 			}
+			allocs := ss.JobAllocs(j.Name)
+			markNodeDown(allocs, snap.Nodes)
 			out = append(out, &spec.JobListEntry{
 				Name: j.Name, Namespace: spec.NamespaceOf(j.Namespace), Type: j.Type, Priority: j.Priority, Version: j.Version, Stopped: j.Stopped,
-				Summary:     reconcile.Summarize(j, byJob[j.Name], snap.Nodes, snap.Schedules[j.Name]),
+				Summary:     reconcile.Summarize(j, allocs, snap.Nodes, snap.Schedules[j.Name]),
 				ModifyIndex: j.ModifyIndex,
 			})
 		}

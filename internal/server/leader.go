@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,6 +13,7 @@ import (
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // schedule is one pass of the leader's loop: snapshot (from the leader's
@@ -28,18 +30,20 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	// pass is in it.
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	snap, err := s.mirror.Snapshot(sctx, max(s.committed, s.hub.seenRev()))
+	ss, err := s.mirror.Load().Snapshot(sctx, max(s.committed, s.hub.seenRev()))
 	cancel()
 	if err != nil {
 		return time.Time{}, err
 	}
 	now := time.Now().UTC()
+	snap := passFor(ss, only, s.placer, s.placerRev)
+	s.placerRev = ss.Rev
 	var nodeEvents []spec.Event
 	if actOnDown {
-		markNodeDown(snap.Allocs, snap.Nodes)
+		snap.markDown()
 		nodeEvents = s.noteDownSince(snap.Allocs, snap.Nodes, now)
 	}
-	d := decide(snap, now, s.placer, only, s.movePolicy())
+	d := decide(snap, now, s.placer, s.movePolicy())
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+len(p.Deployments)+len(p.DeleteDeployments) == 0 {
 		if err := s.reg.AppendEvents(ctx, nodeEvents); err != nil {
 			s.log.Warn("cannot store node events", "err", err)
@@ -69,36 +73,149 @@ type decision struct {
 	plan      *registry.Plan
 }
 
+// passState is what one pass decides from: the jobs it looks at (every
+// job, or those a change concerned) with their allocs, deployments and
+// schedule records; every job and node; and the other allocs, for the
+// room they take, as every alloc (All) or as what changed since the
+// leader's scheduler cache last saw them (Changed). The values are the
+// store's, shared and read-only, but for the allocs markDown replaces
+// with marked copies.
+type passState struct {
+	Rev         int64
+	Jobs        []*spec.Job
+	Allocs      []*spec.Alloc // the allocs of Jobs, and of the jobs looked at that are gone
+	AllJobs     []*spec.Job
+	Nodes       []*spec.Node
+	Schedules   map[string]*spec.JobSchedule // of the jobs looked at
+	Deployments []*spec.Deployment           // of the jobs looked at
+	All         []*spec.Alloc                // every alloc; nil when Changed is set
+	Changed     *scheduler.Changes
+	// onNode returns every alloc on a node, and node a node by ID (nil
+	// when there is none).
+	onNode func(node string) []*spec.Alloc
+	node   func(id string) *spec.Node
+	// marked says markDown ran.
+	marked bool
+}
+
+// readPass reads what a pass over the jobs in only (nil: every job)
+// decides from, with every alloc in All.
+func readPass(ss *state.Snapshot, only map[string]bool) *passState {
+	p := readJobs(ss, only)
+	p.All = ss.Allocs()
+	if only == nil {
+		p.Allocs = slices.Clone(p.All)
+	}
+	return p
+}
+
+// readJobs is readPass without All.
+func readJobs(ss *state.Snapshot, only map[string]bool) *passState {
+	p := &passState{Rev: ss.Rev, AllJobs: ss.Jobs(), Nodes: ss.Nodes(), Schedules: map[string]*spec.JobSchedule{}, onNode: ss.NodeAllocs, node: ss.Node}
+	if only == nil {
+		p.Jobs, p.Deployments = p.AllJobs, ss.Deployments()
+		for _, js := range ss.Schedules() {
+			p.Schedules[js.Job] = js
+		}
+		p.Allocs = []*spec.Alloc{}
+		return p
+	}
+	p.Jobs, p.Allocs, p.Deployments = []*spec.Job{}, []*spec.Alloc{}, []*spec.Deployment{}
+	for _, name := range slices.Sorted(maps.Keys(only)) {
+		if j := ss.Job(name); j != nil {
+			p.Jobs = append(p.Jobs, j)
+		}
+		p.Allocs = append(p.Allocs, ss.JobAllocs(name)...)
+		p.Deployments = append(p.Deployments, ss.JobDeployments(name)...)
+		if js := ss.Schedule(name); js != nil {
+			p.Schedules[name] = js
+		}
+	}
+	return p
+}
+
+// passFor reads a pass of the leader's, whose scheduler cache last saw
+// the allocs at revision since: the cache is told what changed since,
+// when the store still knows; otherwise it is given every alloc.
+func passFor(ss *state.Snapshot, only map[string]bool, cache *scheduler.Cache, since int64) *passState {
+	if only != nil && cache.Warm() {
+		if ch := changesFor(ss, since); ch != nil {
+			p := readJobs(ss, only)
+			p.Changed = ch
+			return p
+		}
+	}
+	return readPass(ss, only)
+}
+
+// changesFor is what changed in ss since the leader's scheduler cache
+// last saw the allocs at revision since; nil when the store no longer
+// knows.
+func changesFor(ss *state.Snapshot, since int64) *scheduler.Changes {
+	ids, ok := ss.AllocsChanged(since)
+	if !ok {
+		return nil
+	}
+	c := &scheduler.Changes{Allocs: []*spec.Alloc{}}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if a := ss.Alloc(id); a != nil {
+			c.Allocs = append(c.Allocs, a)
+		} else {
+			c.Gone = append(c.Gone, id)
+		}
+	}
+	return c
+}
+
+// markDown flags the allocs of the pass's jobs whose node is down or
+// unknown (markNodeDown), and the ones the node rules read from then on.
+func (p *passState) markDown() {
+	p.marked = true
+	for i, a := range p.Allocs {
+		if !p.ready(a.NodeID) {
+			c := *a
+			c.NodeDown = true
+			p.Allocs[i] = &c
+		}
+	}
+}
+
+func (p *passState) ready(id string) bool {
+	n := p.node(id)
+	return n != nil && n.Status == spec.NodeReady
+}
+
+// nodeAllocs returns every alloc on a node, marked as markDown marks.
+func (p *passState) nodeAllocs(id string) []*spec.Alloc {
+	as := p.onNode(id)
+	if !p.marked || p.ready(id) {
+		return as
+	}
+	marked := make([]*spec.Alloc, len(as))
+	for i, a := range as {
+		c := *a
+		c.NodeDown = true
+		marked[i] = &c
+	}
+	return marked
+}
+
 // decide computes one pass from a snapshot as of now, writing nothing and
 // reading no clock, so that any server can answer "what would the leader
 // do?" from its own snapshot. Allocs on down nodes must already be marked
 // (markNodeDown) when the caller wants them replaced.
 //
 // cache, when not nil, is the scheduler's cache carried across passes (the
-// leader's); a plan passes nil, since it runs beside the leader. only,
-// when not nil, limits the reconciler to those jobs (their allocs, and
-// their schedule records); the scheduler still counts every alloc.
-func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only map[string]bool, mp movePolicy) decision {
+// leader's); a plan passes nil, since it runs beside the leader. The
+// reconciler looks at snap's jobs; the scheduler counts every alloc.
+func decide(snap *passState, now time.Time, cache *scheduler.Cache, mp movePolicy) decision {
 	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Deployments: snap.Deployments, Now: now,
-		NodeAllocs: snap.Allocs, MemoryHighPercent: mp.memoryHighPercent, MemoryMoveInterval: mp.memoryMoveInterval}
-	if only != nil {
-		in.Jobs, in.Allocs, in.Deployments = nil, nil, nil
-		for _, j := range snap.Jobs {
-			if only[j.Name] {
-				in.Jobs = append(in.Jobs, j)
-			}
-		}
-		for _, a := range snap.Allocs {
-			if only[a.Job] {
-				in.Allocs = append(in.Allocs, a)
-			}
-		}
-		for _, d := range snap.Deployments {
-			if only[d.Job] {
-				in.Deployments = append(in.Deployments, d)
-			}
-		}
-	}
+		NodeAllocs: snap.nodeAllocs, MemoryHighPercent: mp.memoryHighPercent, MemoryMoveInterval: mp.memoryMoveInterval}
 	res := reconcile.Reconcile(in)
 	plan := &registry.Plan{DeleteAllocs: res.GC, DeleteDeployments: res.DeleteDeployments}
 	// A new deployment gets its ID here, before its placements copy it.
@@ -126,8 +243,8 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 		stop(st.Alloc, st.Reason, false)
 	}
 
-	jobs := make(map[string]*spec.Job, len(snap.Jobs))
-	for _, j := range snap.Jobs {
+	jobs := make(map[string]*spec.Job, len(snap.AllJobs))
+	for _, j := range snap.AllJobs {
 		jobs[j.Name] = j
 	}
 	// The room of the allocs this plan stops is free for its placements,
@@ -141,7 +258,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 			freed[p.WaitFor] = true
 		}
 	}
-	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.Allocs, Freed: freed, Requests: reqs, Jobs: jobs, Cache: cache})
+	out := scheduler.Place(scheduler.Input{Nodes: snap.Nodes, Allocs: snap.All, Changed: snap.Changed, Freed: freed, Requests: reqs, Jobs: jobs, Cache: cache})
 	// The scheduler counted the evicted allocs' room as free for the
 	// placements that needed it; here they are only told to stop. A
 	// placement that waits evicts nothing yet: the pass that writes it
@@ -175,7 +292,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 		}
 	}
 	for name := range snap.Schedules {
-		if jobs[name] == nil && (only == nil || only[name]) {
+		if jobs[name] == nil {
 			plan.DeleteSchedules = append(plan.DeleteSchedules, name)
 		}
 	}
@@ -275,14 +392,20 @@ func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now tim
 	return evs
 }
 
-// markNodeDown flags the allocs whose node is down or unknown.
+// markNodeDown flags the allocs whose node is down or unknown, replacing
+// each in allocs with a marked copy: the values are the store's, which
+// never hold the flag.
 func markNodeDown(allocs []*spec.Alloc, nodes []*spec.Node) {
 	up := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		up[n.ID] = n.Status == spec.NodeReady
 	}
-	for _, a := range allocs {
-		a.NodeDown = !up[a.NodeID]
+	for i, a := range allocs {
+		if down := !up[a.NodeID]; down != a.NodeDown {
+			c := *a
+			c.NodeDown = down
+			allocs[i] = &c
+		}
 	}
 }
 

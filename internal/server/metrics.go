@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // newMetrics makes the server's metrics: what the leader counts as it
@@ -22,18 +23,19 @@ func (s *Server) newMetrics() *metrics.Server {
 
 // clusterState counts nodes and allocations by status for a scrape.
 func (s *Server) clusterState(ctx context.Context) (metrics.State, error) {
-	snap, err := s.reg.Snapshot(ctx)
+	snap, err := s.read(ctx)
 	if err != nil {
 		return metrics.State{}, err
 	}
-	markNodeDown(snap.Allocs, snap.Nodes)
 	st := metrics.State{NodesByStatus: map[string]int{}, AllocsByStatus: map[string]int{}}
-	for _, n := range snap.Nodes {
+	ready := map[string]bool{}
+	for _, n := range snap.Nodes() {
 		st.NodesByStatus[string(n.Status)]++
+		ready[n.ID] = n.Status == spec.NodeReady
 	}
-	for _, a := range snap.Allocs {
+	for _, a := range snap.Allocs() {
 		status := string(a.ClientStatusOr())
-		if a.NodeDown && !a.Terminal() {
+		if !ready[a.NodeID] && !a.Terminal() {
 			status = "lost"
 		}
 		st.AllocsByStatus[status]++

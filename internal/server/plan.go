@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/acl"
-	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -38,10 +38,11 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allow(r, job.Namespace, acl.Submit); err != nil {
 		return err
 	}
-	snap, err := s.reg.Snapshot(r.Context())
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
 	}
+	snap := readPass(ss, nil)
 	down, err := resolveNodes(snap.Nodes, q["without"])
 	if err != nil {
 		return err
@@ -55,10 +56,11 @@ func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	if len(names) == 0 {
 		return badRequest("name the nodes to plan without: /v1/plan/without?node=NAME&node=NAME (names or IDs)")
 	}
-	snap, err := s.reg.Snapshot(r.Context())
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
 	}
+	snap := readPass(ss, nil)
 	down, err := resolveNodes(snap.Nodes, names)
 	if err != nil {
 		return err
@@ -112,22 +114,24 @@ func resolveNodes(nodes []*spec.Node, names []string) ([]*spec.Node, error) {
 // The question is where the work ends up, not when: the nodes count as
 // down since long ago, so that a singleton's wait for its cut-off agent
 // to stop it (Disconnect.StopAfter) is over and its replacement shows.
-func leaveOut(snap *registry.Snapshot, down []*spec.Node) {
-	out := map[string]bool{}
+func leaveOut(snap *passState, down []*spec.Node) {
+	out := map[string]*spec.Node{}
 	for _, n := range down {
-		out[n.ID] = true
+		c := *n
+		c.Status = spec.NodeDown
+		out[n.ID] = &c
 	}
 	for i, n := range snap.Nodes {
-		if out[n.ID] {
-			c := *n
-			c.Status = spec.NodeDown
-			snap.Nodes[i] = &c
+		if c := out[n.ID]; c != nil {
+			snap.Nodes[i] = c
 		}
 	}
-	markNodeDown(snap.Allocs, snap.Nodes)
+	node := snap.node
+	snap.node = func(id string) *spec.Node { return cmp.Or(out[id], node(id)) }
+	snap.markDown()
 	for _, a := range snap.Allocs {
-		if out[a.NodeID] {
-			a.NodeDownSince = longAgo
+		if out[a.NodeID] != nil {
+			a.NodeDownSince = longAgo // a marked copy: its node is down
 		}
 	}
 }
@@ -135,7 +139,7 @@ func leaveOut(snap *registry.Snapshot, down []*spec.Node) {
 var longAgo = time.Unix(0, 0).UTC()
 
 // jobPlan plans job in place of the stored one.
-func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff bool, now time.Time, mp movePolicy) *spec.JobPlan {
+func jobPlan(snap *passState, job *spec.Job, down []*spec.Node, diff bool, now time.Time, mp movePolicy) *spec.JobPlan {
 	leaveOut(snap, down)
 	var stored *spec.Job
 	for _, j := range snap.Jobs {
@@ -149,7 +153,7 @@ func jobPlan(snap *registry.Snapshot, job *spec.Job, down []*spec.Node, diff boo
 	with.Jobs = append(with.Jobs, cand)
 	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
 
-	d := decide(&with, now, nil, nil, mp)
+	d := decide(&with, now, nil, mp)
 	p := &spec.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
 	for _, n := range down {
 		p.Without = append(p.Without, n.Name)
@@ -178,7 +182,7 @@ func candidate(stored, job *spec.Job) *spec.Job {
 
 // nodeLossPlan plans every job with the nodes down, and reports the jobs
 // that had instances on them or would have some evicted.
-func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time, mp movePolicy) *spec.NodeLossPlan {
+func nodeLossPlan(snap *passState, down []*spec.Node, now time.Time, mp movePolicy) *spec.NodeLossPlan {
 	leaveOut(snap, down)
 	out := map[string]bool{}
 	p := &spec.NodeLossPlan{Jobs: []spec.JobChanges{}}
@@ -186,7 +190,7 @@ func nodeLossPlan(snap *registry.Snapshot, down []*spec.Node, now time.Time, mp 
 		out[n.ID] = true
 		p.Without = append(p.Without, n.Name)
 	}
-	d := decide(snap, now, nil, nil, mp)
+	d := decide(snap, now, nil, mp)
 	hit := map[string]bool{}
 	for _, a := range snap.Allocs {
 		if out[a.NodeID] && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {

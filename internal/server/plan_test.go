@@ -16,6 +16,7 @@ import (
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // addNode registers a node and keeps it alive until the test ends.
@@ -360,10 +361,33 @@ func TestPlanShowsRebalanceMoves(t *testing.T) {
 			Resources: job.Groups[0].Resources(), DesiredStatus: spec.DesiredRun, CreateIndex: int64(i + 1),
 			Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: now}})
 	}
-	snap := &registry.Snapshot{Jobs: []*spec.Job{job}, Allocs: allocs, Nodes: nodes, Schedules: map[string]*spec.JobSchedule{}}
-	p := jobPlan(snap, job, nil, false, now, movePolicy{})
+	p := jobPlan(readPass(snapshotOf([]*spec.Job{job}, nodes, allocs), nil), job, nil, false, now, movePolicy{})
 	if len(p.Stop) != 1 || !strings.HasPrefix(p.Stop[0].Reason, "rebalance: node a runs 4 instances") ||
 		len(p.Create) != 1 || p.Create[0].Node != "b" || p.Create[0].FromNode != "a" {
 		t.Fatalf("plan: stop %+v, create %+v", p.Stop, p.Create)
 	}
+}
+
+// snapshotOf is a state store holding jobs, nodes (ready ones with a
+// liveness key) and allocs with their status, as the registry's feed
+// writes them.
+func snapshotOf(jobs []*spec.Job, nodes []*spec.Node, allocs []*spec.Alloc) *state.Snapshot {
+	s := state.New()
+	tx := s.Write()
+	for _, j := range jobs {
+		tx.PutJob(j)
+	}
+	for _, n := range nodes {
+		tx.PutNodeRecord(n.ID, n)
+		tx.SetNodeAlive(n.ID, n.Status == spec.NodeReady)
+	}
+	for _, a := range allocs {
+		c := *a
+		tx.PutAlloc(&c, a.CreateIndex, a.CreateIndex)
+		if a.Status != nil {
+			tx.PutAllocStatus(a.ID, a.Status, a.CreateIndex)
+		}
+	}
+	tx.Commit(1)
+	return s.Snapshot()
 }

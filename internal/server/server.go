@@ -25,6 +25,7 @@ import (
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 	"github.com/drover-org/drover/internal/ui"
 )
 
@@ -134,12 +135,17 @@ type Server struct {
 	// queries that ask at the same time.
 	allocLists sharedLists
 	// placer carries the scheduler's work from one pass of the leader's
-	// loop to the next; only that loop uses it.
-	placer *scheduler.Cache
-	// mirror is the leader's in-memory copy of the registry for its
-	// passes, and committed the revision of its last commit; both belong
-	// to the leader's loop.
-	mirror    *registry.Mirror
+	// loop to the next, and placerRev is the revision of the allocs it
+	// last saw; only that loop uses them.
+	placer    *scheduler.Cache
+	placerRev int64
+	// state is this server's one copy of the registry, which mirror
+	// keeps current from Run on; every reader reads it.
+	state  *state.Store
+	mirror atomic.Pointer[registry.Mirror]
+	// committed is the revision of the leader's last commit (or, before
+	// its first, the registry's when it was elected), which its next pass
+	// must see; it belongs to the leader's loop.
 	committed int64
 	// catalog is the service catalog last built, for the API and DNS.
 	catalog catalogCache
@@ -175,7 +181,7 @@ func New(cfg Config) *Server {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg.AgentTLS
-	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}}
+	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}, state: state.New()}
 	s.metrics = s.newMetrics()
 	return s
 }
@@ -187,6 +193,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { <-dnsDone }()
+	m, err := s.reg.NewMirror(ctx, s.cfg.ID, s.state)
+	if err != nil {
+		return err
+	}
+	s.mirror.Store(m)
 	rev, err := s.loadAllocIndex(ctx)
 	if err != nil {
 		return err
@@ -224,6 +235,22 @@ func (s *Server) Run(ctx context.Context) error {
 	<-done
 	return nil
 }
+
+// read returns the server's state once it holds every change the server
+// has published (so that what woke a blocking query is in it), waiting
+// at most readWait.
+func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
+	m := s.mirror.Load()
+	if m == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the server is starting: it has not read the registry yet; retry in a moment"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	return m.Snapshot(ctx, s.hub.seenRev())
+}
+
+// readWait bounds how long a read waits for the server's state.
+const readWait = 10 * time.Second
 
 // IsLeader reports whether this server holds the election now.
 func (s *Server) IsLeader() bool { return s.isLeader.Load() }
@@ -278,15 +305,15 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		case <-lctx.Done():
 		}
 	}()
-	mctx, stopMirror := context.WithCancel(lctx)
-	defer stopMirror()
+	// The first pass must see every write acknowledged before this
+	// leader won: the registry's revision now, from a linearizable read.
 	for {
-		m, err := s.reg.NewMirror(mctx, s.cfg.ID)
+		rev, err := s.reg.Revision(lctx)
 		if err == nil {
-			s.mirror, s.committed = m, 0
+			s.committed = rev
 			break
 		}
-		s.log.Error("cannot read the registry to lead; will retry", "err", err)
+		s.log.Error("cannot read the registry's revision to lead; will retry", "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

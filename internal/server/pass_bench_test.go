@@ -1,0 +1,101 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/scheduler"
+	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
+)
+
+// passBench is a store of nodes ready nodes and allocs running allocs of
+// 100 jobs, spread evenly.
+func passBench(b *testing.B, nodes, allocs int) (*state.Store, int64) {
+	s := state.New()
+	tx := s.Write()
+	rev := int64(1)
+	for i := range nodes {
+		id := fmt.Sprintf("node-%05d", i)
+		tx.PutNodeRecord(id, &spec.Node{ID: id, Name: id, Drivers: []string{"exec"}, Resources: spec.Resources{CPU: 64000, MemoryMB: 256000, DiskMB: 1 << 20}, ModifyIndex: rev})
+		tx.SetNodeAlive(id, true)
+	}
+	const jobs = 100
+	per := allocs / jobs
+	for j := range jobs {
+		job := benchJob(fmt.Sprintf("svc-%03d", j), per)
+		rev++
+		job.Version, job.ModifyIndex = 1, rev
+		tx.PutJob(job)
+		for i := range per {
+			rev++
+			n := fmt.Sprintf("node-%05d", (j*per+i)%nodes)
+			a := &spec.Alloc{ID: fmt.Sprintf("%s-%d", job.Name, i), Name: spec.AllocName(job.Name, "g", i), Job: job.Name, JobVersion: 1, JobType: job.Type,
+				Group: "g", Index: i, NodeID: n, NodeName: n, Resources: job.Groups[0].Resources(), Tasks: job.Groups[0].Tasks,
+				DesiredStatus: spec.DesiredRun}
+			tx.PutAlloc(a, rev, rev)
+			tx.PutAllocStatus(a.ID, &spec.AllocStatus{ClientStatus: spec.ClientRunning}, rev)
+		}
+		rev++
+		tx.PutSchedule(&spec.JobSchedule{Job: job.Name, JobVersion: 1})
+	}
+	tx.Commit(rev)
+	return s, rev
+}
+
+func benchJob(name string, count int) *spec.Job {
+	j := &spec.Job{Name: name, Groups: []*spec.Group{{Name: "g", Count: count, Tasks: []*spec.Task{{
+		Name: "t", Driver: "exec", Resources: spec.Resources{CPU: 10, MemoryMB: 16},
+		Config: spec.TaskConfig{Command: "/bin/sleep", Args: []string{"infinity"}},
+	}}}}}
+	j.Canonicalize()
+	return j
+}
+
+// BenchmarkPassOneJob is the leader's pass for a one-job submission on a
+// large cluster: read the pass's state from a snapshot, decide, and
+// apply its placement to the store as the watch would.
+func BenchmarkPassOneJob(b *testing.B) {
+	for _, size := range []struct{ nodes, allocs int }{{1000, 10_000}, {10_000, 100_000}} {
+		b.Run(fmt.Sprintf("nodes=%d/allocs=%d", size.nodes, size.allocs), func(b *testing.B) {
+			s, rev := passBench(b, size.nodes, size.allocs)
+			cache := scheduler.NewCache()
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			i, seen := 0, rev
+			var read, dec, apply time.Duration
+			for b.Loop() {
+				i++
+				name := fmt.Sprintf("probe-%d", i)
+				job := benchJob(name, 1)
+				rev++
+				job.Version, job.ModifyIndex = 1, rev
+				tx := s.Write()
+				tx.PutJob(job)
+				tx.Commit(rev)
+
+				t0 := time.Now()
+				ss := s.Snapshot()
+				snap := passFor(ss, map[string]bool{name: true}, cache, seen)
+				seen = ss.Rev
+				snap.markDown()
+				t1 := time.Now()
+				d := decide(snap, now, cache, movePolicy{})
+				t2 := time.Now()
+				if len(d.sched.Placements) != 1 {
+					b.Fatalf("placed %d", len(d.sched.Placements))
+				}
+				rev++
+				tx = s.Write()
+				for _, a := range d.plan.Allocs {
+					tx.PutAlloc(a, rev, rev)
+				}
+				tx.Commit(rev)
+				read, dec, apply = read+t1.Sub(t0), dec+t2.Sub(t1), apply+time.Since(t2)
+			}
+			b.ReportMetric(float64(read.Microseconds())/float64(b.N)/1000, "ms-read/op")
+			b.ReportMetric(float64(dec.Microseconds())/float64(b.N)/1000, "ms-decide/op")
+			b.ReportMetric(float64(apply.Microseconds())/float64(b.N)/1000, "ms-apply/op")
+		})
+	}
+}

@@ -1,0 +1,161 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Snapshot is the state at revision Rev. It never changes, and may be
+// read by several goroutines at once. What it returns is shared with the
+// store and other snapshots: never modify it.
+type Snapshot struct {
+	Rev     int64
+	tx      *memdb.Txn
+	log     []allocChange
+	logFrom int64
+}
+
+func (s *Snapshot) get(table, index, arg string) memdb.ResultIterator {
+	it, err := s.tx.Get(table, index, arg)
+	if err != nil {
+		panic(fmt.Sprintf("state: read %s by %s: %v", table, index, err)) // a programming error
+	}
+	return it
+}
+
+func (s *Snapshot) first(table, id string) any {
+	raw, err := s.tx.First(table, "id", id)
+	if err != nil {
+		panic(fmt.Sprintf("state: read %s: %v", table, err))
+	}
+	return raw
+}
+
+// list collects the non-nil values of the rows an iterator yields.
+func list[T any](it memdb.ResultIterator, val func(any) *T) []*T {
+	out := []*T{} // an empty list, not nil: it encodes as []
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if v := val(raw); v != nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// ---- Jobs and schedules ----
+
+// Job returns the job, or nil.
+func (s *Snapshot) Job(name string) *spec.Job {
+	j, _ := s.first(tableJobs, name).(*spec.Job)
+	return j
+}
+
+// Jobs returns every job, by name.
+func (s *Snapshot) Jobs() []*spec.Job {
+	return list(s.get(tableJobs, "id_prefix", ""), func(o any) *spec.Job { return o.(*spec.Job) })
+}
+
+// Schedule returns the leader's schedule record of a job, or nil.
+func (s *Snapshot) Schedule(job string) *spec.JobSchedule {
+	js, _ := s.first(tableSchedules, job).(*spec.JobSchedule)
+	return js
+}
+
+// Schedules returns every schedule record, by job.
+func (s *Snapshot) Schedules() []*spec.JobSchedule {
+	return list(s.get(tableSchedules, "id_prefix", ""), func(o any) *spec.JobSchedule { return o.(*spec.JobSchedule) })
+}
+
+// ---- Allocations ----
+
+func allocOf(o any) *spec.Alloc { return o.(*allocRow).Alloc }
+
+// Alloc returns the alloc with its status, or nil.
+func (s *Snapshot) Alloc(id string) *spec.Alloc {
+	row, _ := s.first(tableAllocs, id).(*allocRow)
+	if row == nil {
+		return nil
+	}
+	return row.Alloc
+}
+
+// Allocs returns every alloc, by job, group, index, then oldest first.
+func (s *Snapshot) Allocs() []*spec.Alloc {
+	return list(s.get(tableAllocs, "job_prefix", ""), allocOf)
+}
+
+// JobAllocs returns a job's allocs in Allocs' order.
+func (s *Snapshot) JobAllocs(job string) []*spec.Alloc {
+	return list(s.get(tableAllocs, "job", job), allocOf)
+}
+
+// NodeAllocs returns the allocs placed on a node, by ID.
+func (s *Snapshot) NodeAllocs(node string) []*spec.Alloc {
+	return list(s.get(tableAllocs, "node", node), allocOf)
+}
+
+// DeploymentAllocs returns a deployment's allocs, by ID.
+func (s *Snapshot) DeploymentAllocs(id string) []*spec.Alloc {
+	return list(s.get(tableAllocs, "deployment", id), allocOf)
+}
+
+// AllocsChanged returns the IDs of the allocs (or their status) put or
+// deleted after revision since, up to this snapshot's, oldest first and
+// possibly repeated; ok is false when the store no longer knows (since is
+// too old, or the store was read afresh after it): read every alloc.
+func (s *Snapshot) AllocsChanged(since int64) (ids []string, ok bool) {
+	if since < s.logFrom {
+		return nil, false
+	}
+	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev > since })
+	for _, c := range s.log[i:] {
+		if c.rev > s.Rev {
+			break
+		}
+		ids = append(ids, c.id)
+	}
+	return ids, true
+}
+
+// ---- Nodes ----
+
+// Node returns the node with its status, control and usage, or nil.
+func (s *Snapshot) Node(id string) *spec.Node {
+	row, _ := s.first(tableNodes, id).(*nodeRow)
+	if row == nil {
+		return nil
+	}
+	return row.Node
+}
+
+// Nodes returns every node, by name, then ID.
+func (s *Snapshot) Nodes() []*spec.Node {
+	return list(s.get(tableNodes, "name_prefix", ""), func(o any) *spec.Node { return o.(*nodeRow).Node })
+}
+
+// ---- Deployments ----
+
+func deploymentOf(o any) *spec.Deployment { return o.(*deployRow).Deployment }
+
+// Deployment returns the deployment with its request, or nil.
+func (s *Snapshot) Deployment(id string) *spec.Deployment {
+	row, _ := s.first(tableDeployments, id).(*deployRow)
+	if row == nil {
+		return nil
+	}
+	return row.Deployment
+}
+
+// Deployments returns every deployment, by job, then oldest first.
+func (s *Snapshot) Deployments() []*spec.Deployment {
+	return list(s.get(tableDeployments, "job_prefix", ""), deploymentOf)
+}
+
+// JobDeployments returns a job's deployments, oldest first.
+func (s *Snapshot) JobDeployments(job string) []*spec.Deployment {
+	return list(s.get(tableDeployments, "job", job), deploymentOf)
+}

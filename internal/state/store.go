@@ -1,0 +1,416 @@
+// Package state is a server's one in-memory copy of the registry: jobs,
+// allocations with their agents' status, nodes with their liveness,
+// control and usage, schedules, and deployments with their operators'
+// requests, each decoded once (by the registry, which alone speaks to
+// etcd) and kept once, with the indexes the server reads by.
+//
+// It is built on go-memdb's immutable radix trees: a write makes new
+// versions of the paths it changes and shares the rest, so a Snapshot is
+// O(1) and never changes under its reader, however long it is kept. The
+// values in it are shared by every snapshot: readers must not modify
+// them (copy one to change it), and the writer replaces, never mutates.
+//
+// The store knows no clock and does no I/O: the registry feeds it a
+// batch of changes at a time, each batch at the etcd revision it brings
+// the store to (Txn.Commit), and readers wait for a revision they need
+// (Store.WaitRev).
+package state
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	memdb "github.com/hashicorp/go-memdb"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// Store holds the state and its revision. One writer at a time (the
+// registry's feed); any number of readers.
+type Store struct {
+	db *memdb.MemDB
+	mu sync.Mutex // guards the fields below
+	// rev is the etcd revision the state is at; changed is closed and
+	// replaced when it moves (or when the store stops: err).
+	rev     int64
+	changed chan struct{}
+	err     error
+	// log holds the allocs changed by recent commits, oldest first, for
+	// readers that keep their own work across snapshots (AllocsChanged).
+	// A commit appends; the oldest entries are dropped past maxLog, and
+	// logFrom is then the revision from which it is complete.
+	log     []allocChange
+	logFrom int64
+}
+
+type allocChange struct {
+	rev int64
+	id  string
+}
+
+// maxLog bounds the change log: a reader further behind reads everything.
+const maxLog = 1 << 16
+
+// New returns an empty store at revision 0.
+func New() *Store {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		panic(fmt.Sprintf("state: the schema is invalid: %v", err)) // a programming error
+	}
+	return &Store{db: db, changed: make(chan struct{})}
+}
+
+// Rev is the revision the store is at.
+func (s *Store) Rev() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Snapshot returns the state as it is now, in O(1).
+func (s *Store) Snapshot() *Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Snapshot{Rev: s.rev, tx: s.db.Txn(false), log: s.log, logFrom: s.logFrom}
+}
+
+// Changed returns a channel closed when the revision next moves.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// WaitRev waits until the store is at revision rev or later. It returns
+// the store's error once it stopped, or ctx's.
+func (s *Store) WaitRev(ctx context.Context, rev int64) error {
+	for {
+		s.mu.Lock()
+		at, ch, err := s.rev, s.changed, s.err
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if at >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("the server's state is at revision %d, not yet %d: %w", at, rev, ctx.Err())
+		}
+	}
+}
+
+// Stop marks the store as no longer fed: waiters get err.
+func (s *Store) Stop(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Err is the error the store stopped with, or nil.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Write starts a batch of changes. Only one batch may be open at a time;
+// Commit or Abort ends it.
+func (s *Store) Write() *Txn {
+	return &Txn{s: s, tx: s.db.Txn(true)}
+}
+
+// Txn is one batch of changes, applied at once by Commit.
+type Txn struct {
+	s       *Store
+	tx      *memdb.Txn
+	changed []string // alloc IDs
+	reset   bool
+}
+
+// Commit applies the batch and moves the store to revision rev (never
+// back).
+func (t *Txn) Commit(rev int64) {
+	t.tx.Commit()
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.reset {
+		// Everything may have changed: readers must start over.
+		s.log, s.logFrom = nil, rev
+	} else if len(t.changed) > 0 {
+		if len(s.log)+len(t.changed) > maxLog {
+			drop := min(len(s.log), len(s.log)+len(t.changed)-maxLog/2)
+			if drop > 0 {
+				s.logFrom = s.log[drop-1].rev
+			}
+			s.log = append([]allocChange(nil), s.log[drop:]...)
+		}
+		for _, id := range t.changed {
+			s.log = append(s.log, allocChange{rev, id})
+		}
+	}
+	if rev > s.rev {
+		s.rev = rev
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+}
+
+// Abort drops the batch.
+func (t *Txn) Abort() { t.tx.Abort() }
+
+// Reset empties the store, before a full read replaces it.
+func (t *Txn) Reset() {
+	for _, table := range tables {
+		if _, err := t.tx.DeleteAll(table, "id_prefix", ""); err != nil {
+			panic(fmt.Sprintf("state: reset %s: %v", table, err)) // a programming error
+		}
+	}
+	t.reset = true
+}
+
+func (t *Txn) insert(table string, obj any) {
+	if err := t.tx.Insert(table, obj); err != nil {
+		panic(fmt.Sprintf("state: insert into %s: %v", table, err)) // the indexers never fail
+	}
+}
+
+func (t *Txn) delete(table string, id string) {
+	if raw, err := t.tx.First(table, "id", id); err == nil && raw != nil {
+		if err := t.tx.Delete(table, raw); err != nil {
+			panic(fmt.Sprintf("state: delete from %s: %v", table, err))
+		}
+	}
+}
+
+func (t *Txn) first(table, id string) any {
+	raw, err := t.tx.First(table, "id", id)
+	if err != nil {
+		panic(fmt.Sprintf("state: read %s: %v", table, err))
+	}
+	return raw
+}
+
+// ---- Jobs and schedules ----
+
+// PutJob stores the job as its registry key holds it.
+func (t *Txn) PutJob(j *spec.Job) { t.insert(tableJobs, j) }
+
+// DeleteJob removes a job.
+func (t *Txn) DeleteJob(name string) { t.delete(tableJobs, name) }
+
+// PutSchedule stores the leader's schedule record of a job.
+func (t *Txn) PutSchedule(js *spec.JobSchedule) { t.insert(tableSchedules, js) }
+
+// DeleteSchedule removes a job's schedule record.
+func (t *Txn) DeleteSchedule(job string) { t.delete(tableSchedules, job) }
+
+// ---- Allocations ----
+
+// allocRow is an alloc and its agent's status, which are two keys with
+// two writers (the leader and the agent); Alloc is the two merged, nil
+// while only the status is known.
+type allocRow struct {
+	ID        string
+	Alloc     *spec.Alloc
+	allocRev  int64
+	status    *spec.AllocStatus
+	statusRev int64
+}
+
+// PutAlloc stores an alloc as the leader wrote it, at its key's create
+// and mod revisions. The store takes a: it sets its Status and indexes.
+func (t *Txn) PutAlloc(a *spec.Alloc, createRev, modRev int64) {
+	row := &allocRow{ID: a.ID, Alloc: a, allocRev: modRev}
+	if old, _ := t.first(tableAllocs, a.ID).(*allocRow); old != nil {
+		row.status, row.statusRev = old.status, old.statusRev
+	}
+	a.Status, a.CreateIndex, a.ModifyIndex = row.status, createRev, max(modRev, row.statusRev)
+	t.insert(tableAllocs, row)
+	t.changed = append(t.changed, a.ID)
+}
+
+// DeleteAlloc removes an alloc; its status, if any, stays until its own
+// key goes.
+func (t *Txn) DeleteAlloc(id string) {
+	old, _ := t.first(tableAllocs, id).(*allocRow)
+	if old == nil {
+		return
+	}
+	if old.status == nil {
+		t.delete(tableAllocs, id)
+	} else {
+		t.insert(tableAllocs, &allocRow{ID: id, status: old.status, statusRev: old.statusRev})
+	}
+	t.changed = append(t.changed, id)
+}
+
+// PutAllocStatus stores an agent's report on alloc id, at its key's mod
+// revision.
+func (t *Txn) PutAllocStatus(id string, st *spec.AllocStatus, modRev int64) {
+	row := &allocRow{ID: id, status: st, statusRev: modRev}
+	if old, _ := t.first(tableAllocs, id).(*allocRow); old != nil && old.Alloc != nil {
+		a := *old.Alloc
+		a.Status, a.ModifyIndex = st, max(old.allocRev, modRev)
+		row.Alloc, row.allocRev = &a, old.allocRev
+	}
+	t.insert(tableAllocs, row)
+	t.changed = append(t.changed, id)
+}
+
+// DeleteAllocStatus removes an agent's report.
+func (t *Txn) DeleteAllocStatus(id string) {
+	old, _ := t.first(tableAllocs, id).(*allocRow)
+	if old == nil {
+		return
+	}
+	if old.Alloc == nil {
+		t.delete(tableAllocs, id)
+	} else {
+		a := *old.Alloc
+		a.Status, a.ModifyIndex = nil, old.allocRev
+		t.insert(tableAllocs, &allocRow{ID: id, Alloc: &a, allocRev: old.allocRev})
+	}
+	t.changed = append(t.changed, id)
+}
+
+// ---- Nodes ----
+
+// nodeRow is a node's four keys (its record, liveness, control and usage,
+// each with its own writer) and Node, the four merged; Node is nil while
+// there is no record.
+type nodeRow struct {
+	ID     string
+	Node   *spec.Node
+	record *spec.Node
+	alive  bool
+	ctl    *spec.NodeControl
+	ctlRev int64
+	usage  *spec.NodeUsage
+	useRev int64
+}
+
+func (t *Txn) node(id string) nodeRow {
+	if old, _ := t.first(tableNodes, id).(*nodeRow); old != nil {
+		return *old
+	}
+	return nodeRow{ID: id}
+}
+
+// putNode stores row with its merged view built anew, or drops it when
+// nothing of the node is left.
+func (t *Txn) putNode(row nodeRow) {
+	if row.record == nil && !row.alive && row.ctl == nil && row.usage == nil {
+		t.delete(tableNodes, row.ID)
+		return
+	}
+	row.Node = nil
+	if row.record != nil {
+		n := *row.record
+		n.Status = spec.NodeDown
+		if row.alive {
+			n.Status = spec.NodeReady
+		}
+		n.Ineligible, n.Drain, n.Usage = false, nil, row.usage
+		if row.ctl != nil {
+			n.Ineligible, n.Drain = row.ctl.Ineligible, row.ctl.Drain
+		}
+		n.ModifyIndex = max(n.ModifyIndex, row.ctlRev, row.useRev)
+		row.Node = &n
+	}
+	t.insert(tableNodes, &row)
+}
+
+// PutNodeRecord stores a node's record (ModifyIndex set); nil deletes it.
+func (t *Txn) PutNodeRecord(id string, n *spec.Node) {
+	row := t.node(id)
+	row.record = n
+	t.putNode(row)
+}
+
+// SetNodeAlive records whether the node's liveness key exists.
+func (t *Txn) SetNodeAlive(id string, alive bool) {
+	row := t.node(id)
+	row.alive = alive
+	t.putNode(row)
+}
+
+// PutNodeControl stores an operator's control of a node; nil deletes it.
+func (t *Txn) PutNodeControl(id string, c *spec.NodeControl, modRev int64) {
+	row := t.node(id)
+	row.ctl, row.ctlRev = c, modRev
+	if c == nil {
+		row.ctlRev = 0
+	}
+	t.putNode(row)
+}
+
+// PutNodeUsage stores a node's usage report; nil deletes it.
+func (t *Txn) PutNodeUsage(id string, u *spec.NodeUsage, modRev int64) {
+	row := t.node(id)
+	row.usage, row.useRev = u, modRev
+	if u == nil {
+		row.useRev = 0
+	}
+	t.putNode(row)
+}
+
+// ---- Deployments ----
+
+// deployRow is a deployment (the leader's record) and its request (an
+// operator's), merged in Deployment; nil while there is no record.
+type deployRow struct {
+	ID         string
+	Deployment *spec.Deployment
+	record     *spec.Deployment
+	req        *spec.DeploymentRequest
+	reqRev     int64
+}
+
+func (t *Txn) deploy(id string) deployRow {
+	if old, _ := t.first(tableDeployments, id).(*deployRow); old != nil {
+		return *old
+	}
+	return deployRow{ID: id}
+}
+
+func (t *Txn) putDeploy(row deployRow) {
+	if row.record == nil && row.req == nil {
+		t.delete(tableDeployments, row.ID)
+		return
+	}
+	row.Deployment = nil
+	if row.record != nil {
+		d := *row.record
+		d.Request = nil
+		if row.req != nil {
+			r := *row.req
+			d.Request = &r
+			d.ModifyIndex = max(d.ModifyIndex, row.reqRev)
+		}
+		row.Deployment = &d
+	}
+	t.insert(tableDeployments, &row)
+}
+
+// PutDeployment stores a deployment's record (ModifyIndex set); nil
+// deletes it.
+func (t *Txn) PutDeployment(id string, d *spec.Deployment) {
+	row := t.deploy(id)
+	row.record = d
+	t.putDeploy(row)
+}
+
+// PutDeploymentRequest stores an operator's request on a deployment; nil
+// deletes it.
+func (t *Txn) PutDeploymentRequest(id string, req *spec.DeploymentRequest, modRev int64) {
+	row := t.deploy(id)
+	row.req, row.reqRev = req, modRev
+	t.putDeploy(row)
+}

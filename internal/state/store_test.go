@@ -1,0 +1,245 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+func alloc(id, job, group string, index int, node string) *spec.Alloc {
+	return &spec.Alloc{ID: id, Job: job, Group: group, Index: index, NodeID: node, DesiredStatus: spec.DesiredRun}
+}
+
+func ids(as []*spec.Alloc) []string {
+	out := []string{}
+	for _, a := range as {
+		out = append(out, a.ID)
+	}
+	return out
+}
+
+// TestAllocsMergeStatusAndListInOrder: an alloc and its agent's status,
+// written in either order, read back as one, with ModifyIndex the later
+// of the two keys'; a status alone is not an alloc; the job index lists a
+// job's allocs by group, index, then age, and no other job's (web is a
+// prefix of web2).
+func TestAllocsMergeStatusAndListInOrder(t *testing.T) {
+	s := New()
+	tx := s.Write()
+	tx.PutAllocStatus("b", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 5) // before its alloc
+	tx.PutAlloc(alloc("b", "web", "g", 1, "n1"), 3, 3)
+	tx.PutAlloc(alloc("a", "web", "g", 0, "n2"), 4, 4)
+	tx.PutAlloc(alloc("c", "web", "g", 0, "n1"), 2, 6) // older instance 0
+	tx.PutAlloc(alloc("d", "web2", "g", 0, "n1"), 7, 7)
+	tx.PutAllocStatus("ghost", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 8)
+	tx.Commit(8)
+
+	snap := s.Snapshot()
+	if diff := cmp.Diff([]string{"c", "a", "b"}, ids(snap.JobAllocs("web"))); diff != "" {
+		t.Errorf("web's allocs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"c", "a", "b", "d"}, ids(snap.Allocs())); diff != "" {
+		t.Errorf("every alloc (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"b", "c", "d"}, ids(snap.NodeAllocs("n1"))); diff != "" {
+		t.Errorf("n1's allocs (-want +got):\n%s", diff)
+	}
+	b := snap.Alloc("b")
+	if b.Status == nil || b.Status.ClientStatus != spec.ClientRunning || b.CreateIndex != 3 || b.ModifyIndex != 5 {
+		t.Errorf("b merged = status %+v, indexes %d/%d; want running, 3/5", b.Status, b.CreateIndex, b.ModifyIndex)
+	}
+	if snap.Alloc("ghost") != nil {
+		t.Errorf("a status without its alloc reads as an alloc")
+	}
+
+	// A new status makes a new value: the old snapshot keeps the old one.
+	tx = s.Write()
+	tx.PutAllocStatus("b", &spec.AllocStatus{ClientStatus: spec.ClientComplete}, 9)
+	tx.DeleteAlloc("c")
+	tx.Commit(9)
+	if got := snap.Alloc("b").Status.ClientStatus; got != spec.ClientRunning {
+		t.Errorf("the older snapshot's b changed to %s", got)
+	}
+	if snap.Alloc("c") == nil {
+		t.Errorf("the older snapshot lost c")
+	}
+	now := s.Snapshot()
+	if got := now.Alloc("b"); got.Status.ClientStatus != spec.ClientComplete || got.ModifyIndex != 9 || got.CreateIndex != 3 {
+		t.Errorf("b after its report = %+v", got)
+	}
+	if now.Alloc("c") != nil || len(now.JobAllocs("web")) != 2 {
+		t.Errorf("c deleted, but the store still lists it: %v", ids(now.JobAllocs("web")))
+	}
+	// The alloc goes and its status stays: nothing to read; the alloc
+	// written again finds its status.
+	tx = s.Write()
+	tx.DeleteAlloc("b")
+	tx.Commit(10)
+	if s.Snapshot().Alloc("b") != nil {
+		t.Fatal("a deleted alloc reads back")
+	}
+	tx = s.Write()
+	tx.PutAlloc(alloc("b", "web", "g", 1, "n1"), 11, 11)
+	tx.Commit(11)
+	if got := s.Snapshot().Alloc("b"); got.Status == nil || got.Status.ClientStatus != spec.ClientComplete {
+		t.Fatalf("b written again = %+v, want its kept status", got)
+	}
+}
+
+// TestNodesMergeTheirFourKeys: a node is its record, liveness, control and
+// usage; each change makes a new merged value, listed by name.
+func TestNodesMergeTheirFourKeys(t *testing.T) {
+	s := New()
+	tx := s.Write()
+	tx.PutNodeRecord("id2", &spec.Node{ID: "id2", Name: "alpha", ModifyIndex: 2})
+	tx.PutNodeRecord("id1", &spec.Node{ID: "id1", Name: "beta", ModifyIndex: 1})
+	tx.SetNodeAlive("id1", true)
+	tx.PutNodeControl("id1", &spec.NodeControl{Ineligible: true}, 5)
+	tx.PutNodeUsage("id9", &spec.NodeUsage{}, 6) // usage of a node with no record
+	tx.Commit(6)
+	snap := s.Snapshot()
+	nodes := snap.Nodes()
+	if len(nodes) != 2 || nodes[0].Name != "alpha" || nodes[1].Name != "beta" {
+		t.Fatalf("nodes = %+v, want alpha and beta", nodes)
+	}
+	if a := nodes[0]; a.Status != spec.NodeDown {
+		t.Errorf("alpha has no liveness key but is %s", a.Status)
+	}
+	if b := nodes[1]; b.Status != spec.NodeReady || !b.Ineligible || b.ModifyIndex != 5 {
+		t.Errorf("beta = %+v, want ready, ineligible, modify index 5", b)
+	}
+	tx = s.Write()
+	tx.SetNodeAlive("id1", false)
+	tx.PutNodeControl("id1", nil, 0)
+	tx.PutNodeRecord("id2", nil)
+	tx.Commit(7)
+	now := s.Snapshot()
+	if b := now.Node("id1"); b.Status != spec.NodeDown || b.Ineligible || b.ModifyIndex != 1 {
+		t.Errorf("beta after its liveness and control went = %+v", b)
+	}
+	if now.Node("id2") != nil || len(now.Nodes()) != 1 {
+		t.Errorf("alpha's record is gone, but it is listed: %+v", now.Nodes())
+	}
+	if snap.Node("id1").Status != spec.NodeReady {
+		t.Errorf("the older snapshot's beta changed")
+	}
+}
+
+// TestDeploymentsMergeTheirRequests: a request is merged into its
+// deployment; a request alone is not a deployment.
+func TestDeploymentsMergeTheirRequests(t *testing.T) {
+	s := New()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tx := s.Write()
+	tx.PutDeployment("d2", &spec.Deployment{ID: "d2", Job: "web", CreateTime: t0.Add(time.Minute), ModifyIndex: 3})
+	tx.PutDeployment("d1", &spec.Deployment{ID: "d1", Job: "web", CreateTime: t0, ModifyIndex: 2})
+	tx.PutDeploymentRequest("d1", &spec.DeploymentRequest{Fail: true}, 4)
+	tx.PutDeploymentRequest("orphan", &spec.DeploymentRequest{Promote: true}, 5)
+	tx.Commit(5)
+	snap := s.Snapshot()
+	ds := snap.JobDeployments("web")
+	if len(ds) != 2 || ds[0].ID != "d1" || ds[1].ID != "d2" {
+		t.Fatalf("web's deployments = %+v, want d1 then d2", ds)
+	}
+	if ds[0].Request == nil || !ds[0].Request.Fail || ds[0].ModifyIndex != 4 {
+		t.Errorf("d1 = %+v, want its request merged, modify index 4", ds[0])
+	}
+	if snap.Deployment("orphan") != nil || len(snap.Deployments()) != 2 {
+		t.Errorf("a request without its deployment is listed")
+	}
+}
+
+// TestAllocsChangedSince: readers that keep work across snapshots learn
+// which allocs changed, or that they must read everything.
+func TestAllocsChangedSince(t *testing.T) {
+	s := New()
+	tx := s.Write()
+	tx.PutAlloc(alloc("a", "web", "g", 0, "n1"), 2, 2)
+	tx.Commit(2)
+	first := s.Snapshot()
+	tx = s.Write()
+	tx.PutAllocStatus("a", &spec.AllocStatus{}, 3)
+	tx.PutAlloc(alloc("b", "web", "g", 1, "n1"), 3, 3)
+	tx.Commit(3)
+	tx = s.Write()
+	tx.DeleteAlloc("a")
+	tx.PutJob(&spec.Job{Name: "web"})
+	tx.Commit(4)
+	snap := s.Snapshot()
+	got, ok := snap.AllocsChanged(first.Rev)
+	if diff := cmp.Diff([]string{"a", "b", "a"}, got); !ok || diff != "" {
+		t.Errorf("changed since %d: ok %v (-want +got):\n%s", first.Rev, ok, diff)
+	}
+	if got, ok := first.AllocsChanged(first.Rev); !ok || len(got) != 0 {
+		t.Errorf("a snapshot sees changes after its own revision: %v", got)
+	}
+	// A full read starts over: what changed before it is unknown.
+	tx = s.Write()
+	tx.Reset()
+	tx.PutAlloc(alloc("b", "web", "g", 1, "n1"), 3, 3)
+	tx.Commit(10)
+	if _, ok := s.Snapshot().AllocsChanged(snap.Rev); ok {
+		t.Errorf("after a reset, changes since %d are claimed known", snap.Rev)
+	}
+	if got, ok := s.Snapshot().AllocsChanged(10); !ok || len(got) != 0 {
+		t.Errorf("changes since the reset = %v, %v", got, ok)
+	}
+	if len(s.Snapshot().Jobs()) != 0 {
+		t.Errorf("reset left jobs")
+	}
+	// Past the log's bound, the oldest revisions are forgotten.
+	rev := int64(10)
+	for range maxLog/16 + 1 {
+		rev++
+		tx = s.Write()
+		for range 16 {
+			tx.PutAllocStatus("b", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, rev)
+		}
+		tx.Commit(rev)
+	}
+	if _, ok := s.Snapshot().AllocsChanged(11); ok {
+		t.Errorf("changes since revision 11 are claimed known after %d more", maxLog)
+	}
+	if got, ok := s.Snapshot().AllocsChanged(rev - 1); !ok || len(got) != 16 {
+		t.Errorf("the latest change = %v, %v", got, ok)
+	}
+}
+
+// TestWaitRev: a reader waits for the revision it needs, gives up with its
+// context, and learns when the store stopped.
+func TestWaitRev(t *testing.T) {
+	s := New()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- s.WaitRev(ctx, 5)
+	}()
+	tx := s.Write()
+	tx.Commit(3)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitRev(5) returned at revision 3: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	tx = s.Write()
+	tx.Commit(5)
+	if err := <-done; err != nil {
+		t.Fatalf("WaitRev(5) at revision 5: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := s.WaitRev(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitRev(6) with a short context = %v", err)
+	}
+	stopped := errors.New("stopped")
+	s.Stop(stopped)
+	if err := s.WaitRev(context.Background(), 6); !errors.Is(err, stopped) {
+		t.Fatalf("WaitRev on a stopped store = %v", err)
+	}
+}
