@@ -43,7 +43,7 @@ func planEvents(plan *registry.Plan, snap *registry.Snapshot, now time.Time) []s
 		e := spec.Event{Time: now, Topic: spec.TopicAlloc, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
 			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Message: a.DesiredReason}
 		switch {
-		case a.DesiredStatus == spec.DesiredStop && a.Evicted:
+		case a.DesiredStatus == spec.DesiredStop && a.Evicted():
 			e.Type = "Evicted"
 		case a.DesiredStatus == spec.DesiredStop:
 			e.Type = "Stopping"

@@ -112,18 +112,18 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 	// placements, and an alloc must be written at most once per commit
 	// (etcd refuses a transaction that puts one key twice).
 	stopped := map[string]bool{}
-	stop := func(alloc *spec.Alloc, reason string, evicted bool) {
+	stop := func(alloc *spec.Alloc, cause spec.DesiredCause, reason string) {
 		if stopped[alloc.ID] {
 			return
 		}
 		a := *alloc
 		a.Status = nil
-		a.DesiredStatus, a.DesiredReason, a.ModifyTime, a.Evicted = spec.DesiredStop, reason, now, evicted
+		a.DesiredStatus, a.DesiredCause, a.DesiredReason, a.ModifyTime = spec.DesiredStop, cause, reason, now
 		plan.Allocs = append(plan.Allocs, &a)
 		stopped[a.ID] = true
 	}
 	for _, st := range res.Stop {
-		stop(st.Alloc, st.Reason, false)
+		stop(st.Alloc, st.Cause, st.Reason)
 	}
 
 	jobs := make(map[string]*spec.Job, len(snap.Jobs))
@@ -148,7 +148,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 	// does.
 	for _, e := range out.Evictions {
 		if e.By.WaitFor == "" {
-			stop(e.Alloc, e.Reason, true)
+			stop(e.Alloc, e.Cause, e.Reason)
 		}
 	}
 	for _, p := range out.Placements {
@@ -185,7 +185,7 @@ func decide(snap *registry.Snapshot, now time.Time, cache *scheduler.Cache, only
 
 // requestOf turns the reconciler's ask into the scheduler's.
 func requestOf(p reconcile.Place) scheduler.Request {
-	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, WaitFor: p.WaitFor, AvoidNode: p.AvoidNode, Node: p.Node,
+	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Cause: p.Cause, Reason: p.Reason, Previous: p.Previous, WaitFor: p.WaitFor, AvoidNode: p.AvoidNode, Node: p.Node,
 		Canary: p.Canary, Update: p.Update}
 	if p.Deployment != nil {
 		r.DeploymentID = p.Deployment.ID
@@ -226,6 +226,7 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 		Update:        update,
 		Canary:        r.Canary,
 		DesiredStatus: spec.DesiredRun,
+		DesiredCause:  r.Cause,
 		DesiredReason: r.Reason,
 		CreateTime:    now,
 		ModifyTime:    now,
