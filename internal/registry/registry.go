@@ -203,7 +203,7 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		}
 		// The history's entry, in the same transaction: it precedes the
 		// leader's placements of this version.
-		evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: "Submitted", Job: next.Name,
+		evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: spec.EventSubmitted, Job: next.Name,
 			Namespace: spec.NamespaceOf(next.Namespace), Message: fmt.Sprintf("version %d submitted%s", next.Version, actorOf(ctx))}}, next.SubmitTime)
 		if err != nil {
 			return nil, false, err
@@ -267,7 +267,7 @@ func (r *Registry) changeJob(ctx context.Context, name, verb string, change func
 		}
 		// The history's entry goes with the change, before what the
 		// leader does about it.
-		typ := map[string]string{"stop": "Stopped", "restart": "Restart Requested"}[verb]
+		typ := map[string]spec.EventType{"stop": spec.EventStopped, "restart": spec.EventRestartRequested}[verb]
 		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
 		if typ != "" {
 			evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: typ, Job: name,

@@ -253,12 +253,12 @@ func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now tim
 		_, wasDown := s.downSince[n.ID]
 		if n.Status == spec.NodeReady {
 			if wasDown {
-				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: "Ready", Node: n.Name, Message: "heartbeats again"})
+				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventReady, Node: n.Name, Message: "heartbeats again"})
 			}
 			delete(s.downSince, n.ID)
 		} else if !wasDown {
 			s.downSince[n.ID] = now
-			evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: "Down", Node: n.Name,
+			evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventDown, Node: n.Name,
 				Message: fmt.Sprintf("no heartbeat within the node TTL (%s); its instances are replaced elsewhere", s.cfg.NodeTTL)})
 		}
 	}

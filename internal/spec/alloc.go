@@ -152,25 +152,9 @@ const MaxTaskEvents = 20
 // TaskEvent is one state change of a task, with when and why.
 type TaskEvent struct {
 	Time    time.Time `json:"time"`
-	Type    string    `json:"type"`
+	Type    EventType `json:"type"` // the task event types in event.go
 	Message string    `json:"message,omitempty"`
 }
-
-// Task event types.
-const (
-	EventReceived   = "Received"
-	EventStarted    = "Started"
-	EventTerminated = "Terminated"
-	EventRestarting = "Restarting"
-	EventNotRestart = "Not Restarting"
-	EventKilling    = "Killing"
-	EventKilled     = "Killed"
-	EventDriverFail = "Driver Failure"
-	EventCompleted  = "Completed"
-	// EventAdopted: a restarted agent took over the task's running process
-	// instead of starting it again.
-	EventAdopted = "Adopted"
-)
 
 // AddEvent appends e and keeps at most MaxTaskEvents.
 func (ts *TaskState) AddEvent(e TaskEvent) {
