@@ -311,7 +311,7 @@ func (s *Server) revert(ctx context.Context, l *registry.Leader, reverts []recon
 			s.log.Warn("revert: cannot read the version to revert to", "job", rv.Job, "version", rv.ToVersion, "err", err)
 			continue
 		}
-		stored, err := l.PutJob(ctx, target.SpecOnly(), rv.CheckIndex)
+		stored, err := l.PutJob(ctx, target.SpecOnly(), rv.CheckIndex, fmt.Sprintf("reverted to version %d after %s", rv.ToVersion, rv.Reason))
 		if err != nil {
 			s.log.Warn("revert failed", "job", rv.Job, "to_version", rv.ToVersion, "err", err)
 			continue
