@@ -165,7 +165,7 @@ func eventDiskCost(dir string, n int) (dbGrowth, valueBytes int64, took time.Dur
 	for i := 0; i < n; i += per {
 		batch := make([]spec.Event, 0, per)
 		for j := i; j < min(n, i+per); j++ {
-			batch = append(batch, spec.Event{Time: time.Now(), Topic: spec.TopicAlloc, Type: "Started", Job: "web",
+			batch = append(batch, spec.Event{Time: time.Now(), Topic: spec.TopicAlloc, Type: spec.EventStarted, Job: "web",
 				Namespace: "default", Node: "node-17", Alloc: fmt.Sprintf("web.api[%d]", j%1000), AllocID: fmt.Sprintf("0f6c1a2e-%04x-4b7e-9c1d-5e3a8b2f%04x", j%65536, j%65536),
 				Task: "server", Message: fmt.Sprintf("pid %d", 10000+j)})
 		}

@@ -102,7 +102,7 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, dep *spec.Deployment, usage
 		fmt.Fprintln(w, "\nRecent events")
 		t := newTable(w, "TIME", "INSTANCE", "TASK", "EVENT", "MESSAGE")
 		for _, e := range ev {
-			t.row(e.Time.Local().Format("15:04:05"), e.alloc, e.task, e.Type, dash(e.Message))
+			t.row(e.Time.Local().Format("15:04:05"), e.alloc, e.task, string(e.Type), dash(e.Message))
 		}
 		t.flush()
 	}

@@ -206,7 +206,7 @@ func lastMessage(ts *spec.TaskState) string {
 }
 
 // taskEvent records an event and applies f to the task's state.
-func (ar *allocRunner) taskEvent(task, typ, msg string, f func(ts *spec.TaskState)) {
+func (ar *allocRunner) taskEvent(task string, typ spec.EventType, msg string, f func(ts *spec.TaskState)) {
 	msg = ar.redact(msg)
 	ar.log.Info("task event", "task", task, "event", typ, "message", msg)
 	ar.mutate(func(st *spec.AllocStatus) {
@@ -219,7 +219,7 @@ func (ar *allocRunner) taskEvent(task, typ, msg string, f func(ts *spec.TaskStat
 }
 
 // taskDead marks a task finished for good; typ "" adds no event.
-func (ar *allocRunner) taskDead(task string, failed bool, typ, msg string) {
+func (ar *allocRunner) taskDead(task string, failed bool, typ spec.EventType, msg string) {
 	msg = ar.redact(msg)
 	if typ != "" {
 		ar.log.Info("task event", "task", task, "event", typ, "message", msg)

@@ -258,7 +258,7 @@ func describe(a *spec.Alloc) string {
 		for name, ts := range a.Status.Tasks {
 			b.WriteString("  task " + name + ": " + string(ts.State) + " restarts=" + strconv.Itoa(ts.Restarts) + " pid=" + strconv.Itoa(ts.PID) + "\n")
 			for _, e := range ts.Events {
-				b.WriteString("    " + e.Type + ": " + e.Message + "\n")
+				b.WriteString("    " + string(e.Type) + ": " + e.Message + "\n")
 			}
 		}
 	}
@@ -283,7 +283,7 @@ func clientStatus(s spec.ClientStatus) func(*spec.Alloc) bool {
 	return func(a *spec.Alloc) bool { return a.ClientStatusOr() == s }
 }
 
-func events(ts *spec.TaskState, typ string) []spec.TaskEvent {
+func events(ts *spec.TaskState, typ spec.EventType) []spec.TaskEvent {
 	var out []spec.TaskEvent
 	for _, e := range ts.Events {
 		if e.Type == typ {

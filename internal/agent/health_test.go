@@ -149,7 +149,7 @@ func checkEvents(ts *spec.TaskState) []string {
 	for _, e := range ts.Events {
 		switch e.Type {
 		case spec.EventCheckPassing, spec.EventCheckFailing, spec.EventCheckRestart:
-			out = append(out, e.Type+": "+e.Message)
+			out = append(out, string(e.Type)+": "+e.Message)
 		}
 	}
 	return out

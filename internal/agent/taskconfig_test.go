@@ -99,7 +99,7 @@ func eventsOf(st *spec.AllocStatus) string {
 	b.WriteString("client status " + string(st.ClientStatus) + ": " + st.Description + "\n")
 	for name, ts := range st.Tasks {
 		for _, e := range ts.Events {
-			b.WriteString("  " + name + " " + e.Type + ": " + e.Message + "\n")
+			b.WriteString("  " + name + " " + string(e.Type) + ": " + e.Message + "\n")
 		}
 	}
 	return b.String()
@@ -109,7 +109,7 @@ func eventsOf(st *spec.AllocStatus) string {
 func eventLines(ts *spec.TaskState) []string {
 	var out []string
 	for _, e := range ts.Events {
-		out = append(out, e.Type+": "+e.Message)
+		out = append(out, string(e.Type)+": "+e.Message)
 	}
 	return out
 }

@@ -314,7 +314,7 @@ func (r *run) nodesDown(ctx context.Context) error {
 		return err
 	}
 	for _, e := range evs {
-		if e.Type == "Down" && !r.lostAgt[e.Node] {
+		if e.Type == spec.EventDown && !r.lostAgt[e.Node] {
 			r.lostAgt[e.Node] = true
 			r.res.NodesDown++
 		}
@@ -409,16 +409,20 @@ func (r *run) history(ctx context.Context, o client.EventOptions) ([]spec.Event,
 
 // missingEvents says what the history evs lacks for the allocs seen.
 func missingEvents(evs []spec.Event, seen map[string]*allocSeen) []string {
-	first := map[[2]string]int64{} // (alloc, type) -> the index of its first such event
+	type key struct {
+		alloc string
+		typ   spec.EventType
+	}
+	first := map[key]int64{} // the index of the first event of each (alloc, type)
 	for _, e := range evs {
-		k := [2]string{e.AllocID, e.Type}
+		k := key{e.AllocID, e.Type}
 		if _, ok := first[k]; !ok && e.AllocID != "" {
 			first[k] = e.Index
 		}
 	}
-	at := func(id string, types ...string) (int64, bool) {
+	at := func(id string, types ...spec.EventType) (int64, bool) {
 		for _, t := range types {
-			if i, ok := first[[2]string{id, t}]; ok {
+			if i, ok := first[key{id, t}]; ok {
 				return i, true
 			}
 		}
@@ -427,7 +431,7 @@ func missingEvents(evs []spec.Event, seen map[string]*allocSeen) []string {
 	var missing []string
 	for _, id := range sortedKeys(seen) {
 		a := seen[id]
-		placed, okP := at(id, "Placed")
+		placed, okP := at(id, spec.EventPlaced)
 		started, okS := at(id, spec.EventStarted, spec.EventAdopted)
 		switch {
 		case !okP:

@@ -133,7 +133,7 @@ func TestPreemptionEvictsLowerPriority(t *testing.T) {
 		}
 		evicted = nil
 		for _, a := range st.Allocations {
-			if a.Evicted {
+			if a.Evicted() {
 				evicted = a
 			}
 		}

@@ -206,7 +206,7 @@ func TestTaskDeadWhileAgentDownIsRestartedAndCounted(t *testing.T) {
 	})
 	var b strings.Builder
 	for _, e := range ts.Events {
-		b.WriteString("  " + e.Type + ": " + e.Message + "\n")
+		b.WriteString("  " + string(e.Type) + ": " + e.Message + "\n")
 	}
 	if ts.Restarts != 1 {
 		t.Errorf("restarts = %d, want 1\n%s", ts.Restarts, b.String())

@@ -45,7 +45,7 @@ func TestEventsFollowAJobsLife(t *testing.T) {
 	}()
 	// waitEvent reads the stream until an event of typ comes (at most 30 s).
 	var seen []spec.Event
-	waitEvent := func(typ string) spec.Event {
+	waitEvent := func(typ spec.EventType) spec.Event {
 		t.Helper()
 		timeout := time.After(30 * time.Second)
 		for {

@@ -304,7 +304,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 	var left []*spec.Alloc
 	for _, a := range gr.old {
 		if c := promoted[a.Index]; c != nil {
-			r.stop(a, "replaced by canary "+shortID(c.ID)+" (deployment promoted)")
+			r.stop(a, spec.CauseUpdate, "replaced by canary "+shortID(c.ID)+" (deployment promoted)")
 			continue
 		}
 		left = append(left, a)
@@ -313,7 +313,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 	for len(gr.old) > 0 && budget > 0 {
 		a := gr.old[0]
 		gr.old = gr.old[1:]
-		r.replace(j, g, a.Index, "", fmt.Sprintf("job updated to version %d", j.Version), a)
+		r.replace(j, g, a.Index, "", spec.CauseUpdate, fmt.Sprintf("job updated to version %d", j.Version), a)
 		budget--
 	}
 }
@@ -329,7 +329,7 @@ func (ro *rollout) wait(why string) {
 // placeCanary places a canary of version j in slot index, beside the old
 // instance previous.
 func (r *reconciler) placeCanary(j *spec.Job, g *spec.Group, index int, reason, previous string) {
-	r.place(j, g, index, "", reason, previous, "")
+	r.place(j, g, index, "", spec.CauseCanary, reason, previous, "")
 	r.res.Place[len(r.res.Place)-1].Canary = true
 }
 

@@ -44,6 +44,7 @@ const memoryReportMaxAge = 2 * time.Minute
 
 type move struct {
 	a      *spec.Alloc
+	cause  spec.DesiredCause
 	reason string
 	avoid  string // node to avoid, or ""
 	pin    string // node to place on, or ""
@@ -129,12 +130,14 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 		if u.Tasks.MemoryMB*100 <= in.MemoryHighPercent*n.Resources.MemoryMB {
 			continue
 		}
-		prefix := memoryPrefix(n)
 		var last time.Time
 		var candidates []*spec.Alloc
 		partial := false
 		for _, a := range v.onNode(id) {
-			if a.DesiredStatus == spec.DesiredStop && strings.HasPrefix(a.DesiredReason, prefix) && a.ModifyTime.After(last) {
+			// A move from before causes were recorded is not seen here:
+			// after an upgrade in place a node may move one more instance
+			// before its interval has passed (spec.DesiredCause).
+			if a.DesiredStatus == spec.DesiredStop && a.DesiredCause == spec.CauseMemory && a.ModifyTime.After(last) {
 				last = a.ModifyTime
 			}
 			j := jobs[a.Job]
@@ -163,13 +166,11 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 				cmp.Compare(b.Resources.MemoryMB, a.Resources.MemoryMB), strings.Compare(a.ID, b.ID))
 		})
 		pct := float64(u.Tasks.MemoryMB) * 100 / float64(n.Resources.MemoryMB)
-		v.victims[candidates[0].ID] = fmt.Sprintf("%s %.1f%% of its memory (%d of %d MB), over %d%%: moving its lowest-priority instance",
-			prefix, pct, u.Tasks.MemoryMB, n.Resources.MemoryMB, in.MemoryHighPercent)
+		v.victims[candidates[0].ID] = fmt.Sprintf("node %s uses %.1f%% of its memory (%d of %d MB), over %d%%: moving its lowest-priority instance",
+			n.Name, pct, u.Tasks.MemoryMB, n.Resources.MemoryMB, in.MemoryHighPercent)
 	}
 	return next
 }
-
-func memoryPrefix(n *spec.Node) string { return "node " + n.Name + " uses" }
 
 // drainPast reports whether n's drain deadline has passed.
 func drainPast(n *spec.Node, now time.Time) bool {
@@ -196,9 +197,9 @@ func (r *reconciler) considerMove(j *spec.Job, a *spec.Alloc) {
 	n := r.view.nodes[a.NodeID]
 	switch {
 	case n != nil && n.Drain != nil && drainPast(n, r.now):
-		r.moves = append(r.moves, move{a: a, reason: "node " + n.Name + " drain deadline reached", avoid: n.ID, force: true})
+		r.moves = append(r.moves, move{a: a, cause: spec.CauseDrain, reason: "node " + n.Name + " drain deadline reached", avoid: n.ID, force: true})
 	case n != nil && n.Drain != nil && j.Type != spec.JobBatch:
-		r.moves = append(r.moves, move{a: a, reason: "node " + n.Name + " is draining", avoid: n.ID})
+		r.moves = append(r.moves, move{a: a, cause: spec.CauseDrain, reason: "node " + n.Name + " is draining", avoid: n.ID})
 		if !n.Drain.Deadline.IsZero() {
 			r.wakeAt(n.Drain.Deadline)
 		}
@@ -207,9 +208,9 @@ func (r *reconciler) considerMove(j *spec.Job, a *spec.Alloc) {
 			r.wakeAt(n.Drain.Deadline) // a batch instance finishes, or stops then
 		}
 	case r.view.victims[a.ID] != "":
-		r.moves = append(r.moves, move{a: a, reason: r.view.victims[a.ID], avoid: a.NodeID, force: true})
+		r.moves = append(r.moves, move{a: a, cause: spec.CauseMemory, reason: r.view.victims[a.ID], avoid: a.NodeID, force: true})
 	case j.Type == spec.JobService && a.CreateTime.Before(j.RestartRequested):
-		r.moves = append(r.moves, move{a: a, reason: "restart requested at " + j.RestartRequested.UTC().Format(time.RFC3339)})
+		r.moves = append(r.moves, move{a: a, cause: spec.CauseRestart, reason: "restart requested at " + j.RestartRequested.UTC().Format(time.RFC3339)})
 	}
 }
 
@@ -244,8 +245,8 @@ func (r *reconciler) rollMoves(j *spec.Job, g *spec.Group, as []*spec.Alloc) {
 			}
 			budget--
 		}
-		r.stop(m.a, m.reason)
-		r.place(j, g, m.a.Index, m.pin, m.reason, m.a.ID, m.avoid)
+		r.stop(m.a, m.cause, m.reason)
+		r.place(j, g, m.a.Index, m.pin, m.cause, m.reason, m.a.ID, m.avoid)
 		r.res.Place[len(r.res.Place)-1].Update = u
 	}
 }
@@ -313,7 +314,7 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	v.used[from.NodeID] = v.usedOf(from.NodeID).Sub(from.Resources)
 	v.used[to.ID] = after
 	fromName := cmp.Or(v.nodes[from.NodeID].Name, from.NodeID)
-	return move{a: from, pin: to.ID, reason: fmt.Sprintf("rebalance: node %s is %.0f%% allocated, node %s %.0f%%", fromName, hi*100, to.Name, lo*100)}, true
+	return move{a: from, pin: to.ID, cause: spec.CauseRebalance, reason: fmt.Sprintf("rebalance: node %s is %.0f%% allocated, node %s %.0f%%", fromName, hi*100, to.Name, lo*100)}, true
 }
 
 // spreadOut is rebalance's first rule: even out g's instance counts over
@@ -358,6 +359,6 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	a := last[from]
 	v.used[from] = v.usedOf(from).Sub(a.Resources)
 	v.used[to] = v.usedOf(to).Add(need)
-	return move{a: a, pin: to, reason: fmt.Sprintf("rebalance: node %s runs %d instances of the group, node %s %d",
+	return move{a: a, pin: to, cause: spec.CauseRebalance, reason: fmt.Sprintf("rebalance: node %s runs %d instances of the group, node %s %d",
 		cmp.Or(v.nodes[from].Name, from), count[from], cmp.Or(v.nodes[to].Name, to), count[to])}, true
 }

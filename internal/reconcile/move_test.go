@@ -140,7 +140,7 @@ func TestMemoryPressureMovesLowestPriorityOncePerInterval(t *testing.T) {
 		t.Fatalf("reason %q, want %q", res.Stop[0].Reason, want)
 	}
 	// The budget: one move per interval per node.
-	la.DesiredStatus, la.DesiredReason, la.ModifyTime = spec.DesiredStop, res.Stop[0].Reason, now
+	la.DesiredStatus, la.DesiredCause, la.DesiredReason, la.ModifyTime = spec.DesiredStop, res.Stop[0].Cause, res.Stop[0].Reason, now
 	in.Allocs = append(in.Allocs, mk("low-b", low, "api", 0, 3, spec.ClientRunning, on("b")))
 	res = Reconcile(in)
 	if p, s := placesAndStops(res); p+s != 0 || !res.NextRun.Equal(now.Add(time.Minute)) {

@@ -44,10 +44,12 @@ func genReconcileInput(t *rapid.T) Input {
 		if rapid.Bool().Draw(t, "stopped") {
 			a.DesiredStatus = spec.DesiredStop
 			// Picked by position, not drawn, so that the failure files
-			// kept in testdata still replay.
-			reasons := []string{"", "preempted by x.y[0] (priority 90 > 50)", "replaced by z.w[1]", "node n1" + downSuffix, "job stopped"}
-			a.DesiredReason = reasons[i%len(reasons)]
-			a.Evicted = i%len(reasons) == 1 || i%len(reasons) == 2
+			// kept in testdata still replay. The third is an eviction
+			// recorded before causes were.
+			reasons := []string{"", "preempted by x.y[0] (priority 90 > 50)", "replaced by z.w[1]", "node n1 is down (no heartbeat)", "job stopped"}
+			causes := []spec.DesiredCause{"", spec.CausePreempted, "", spec.CauseNodeDown, spec.CauseJobStopped}
+			a.DesiredReason, a.DesiredCause = reasons[i%len(reasons)], causes[i%len(causes)]
+			a.EvictedLegacy = i%len(reasons) == 2
 		}
 		a.NodeDown = rapid.IntRange(0, 3).Draw(t, "nodeDown") == 0
 		if rapid.Bool().Draw(t, "allocSingleton") {
@@ -293,7 +295,7 @@ func TestReconcileProperties(t *testing.T) {
 		placed := map[slot]Place{}
 		for _, p := range res.Place {
 			placed[slot{p.Job.Name, p.Group.Name, p.Index}] = p
-			if prev := byID[p.Previous]; strings.HasPrefix(p.Reason, "evicted: ") && (prev == nil || !isEvicted(prev)) {
+			if prev := byID[p.Previous]; p.Cause == spec.CauseReplaceEvicted && (prev == nil || !isEvicted(prev)) {
 				t.Fatalf("placed %s for %q, replacing %v", spec.AllocName(p.Job.Name, p.Group.Name, p.Index), p.Reason, prev)
 			}
 		}
@@ -318,7 +320,7 @@ func TestReconcileProperties(t *testing.T) {
 						continue
 					}
 					k := slot{j.Name, g.Name, i}
-					if p, ok := placed[k]; !ok || p.Previous != newest.ID || p.Reason != "evicted: "+newest.DesiredReason {
+					if p, ok := placed[k]; !ok || p.Previous != newest.ID || p.Cause != spec.CauseReplaceEvicted {
 						t.Fatalf("%s was evicted (%s) and is not placed again at once: %+v", spec.AllocName(k.job, k.group, k.index), newest.DesiredReason, p)
 					}
 				}

@@ -40,9 +40,12 @@ type Input struct {
 
 // Place asks for one new instance.
 type Place struct {
-	Job      *spec.Job
-	Group    *spec.Group
-	Index    int
+	Job   *spec.Job
+	Group *spec.Group
+	Index int
+	// Cause is why the instance is placed, as the alloc records it;
+	// Reason says it in words.
+	Cause    spec.DesiredCause
 	Reason   string
 	Previous string // the alloc this one replaces, or ""
 	// AvoidNode is the node of the alloc this one replaces after it failed,
@@ -73,6 +76,7 @@ type Place struct {
 // Stop asks for one alloc to be stopped.
 type Stop struct {
 	Alloc  *spec.Alloc
+	Cause  spec.DesiredCause
 	Reason string
 }
 
@@ -150,11 +154,11 @@ func Reconcile(in Input) Result {
 		r.stopLost(as)
 		switch {
 		case j.Stopped:
-			r.stopLive(as, "job stopped")
+			r.stopLive(as, spec.CauseJobStopped, "job stopped")
 		case g == nil:
-			r.stopLive(as, fmt.Sprintf("group %s removed from the job", k.group))
+			r.stopLive(as, spec.CauseGroupRemoved, fmt.Sprintf("group %s removed from the job", k.group))
 		case k.index >= g.Count || k.index < 0:
-			r.stopLive(as, fmt.Sprintf("count reduced to %d", g.Count))
+			r.stopLive(as, spec.CauseCountReduced, fmt.Sprintf("count reduced to %d", g.Count))
 		}
 		// In-range instances are handled below, with the ones that have
 		// no allocs at all.
@@ -244,17 +248,17 @@ func (r *reconciler) enterGroup(ro *rollout, g *spec.Group) {
 	}
 }
 
-func (r *reconciler) stop(a *spec.Alloc, reason string) {
-	r.res.Stop = append(r.res.Stop, Stop{Alloc: a, Reason: reason})
+func (r *reconciler) stop(a *spec.Alloc, cause spec.DesiredCause, reason string) {
+	r.res.Stop = append(r.res.Stop, Stop{Alloc: a, Cause: cause, Reason: reason})
 }
 
 // place asks for j.g[index] on node pin, or where the scheduler likes
 // (preferring any node but avoid) when pin is "".
-func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin, reason, previous, avoid string) {
+func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin string, cause spec.DesiredCause, reason, previous, avoid string) {
 	if pin != "" {
 		avoid = ""
 	}
-	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin,
+	r.res.Place = append(r.res.Place, Place{Job: j, Group: g, Index: index, Cause: cause, Reason: reason, Previous: previous, AvoidNode: avoid, Node: pin,
 		Deployment: r.dep, WaitFor: r.waitFor})
 	if r.waitFor != "" {
 		r.wakeAt(r.waitDue) // in case the stopping alloc's end is never heard of
@@ -266,20 +270,20 @@ func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin, reason, p
 
 // replace stops old and places its successor in old's slot, which waits
 // for old to end unless old's node is down (Place.WaitFor).
-func (r *reconciler) replace(j *spec.Job, g *spec.Group, index int, pin, reason string, old *spec.Alloc) {
-	r.stop(old, reason)
+func (r *reconciler) replace(j *spec.Job, g *spec.Group, index int, pin string, cause spec.DesiredCause, reason string, old *spec.Alloc) {
+	r.stop(old, cause, reason)
 	savedFor, savedDue := r.waitFor, r.waitDue
 	if !old.NodeDown {
 		r.waitFor, r.waitDue = old.ID, stopDue(old, r.now)
 	}
-	r.place(j, g, index, pin, reason, old.ID, "")
+	r.place(j, g, index, pin, cause, reason, old.ID, "")
 	r.waitFor, r.waitDue = savedFor, savedDue
 }
 
-func (r *reconciler) stopLive(as []*spec.Alloc, reason string) {
+func (r *reconciler) stopLive(as []*spec.Alloc, cause spec.DesiredCause, reason string) {
 	for _, a := range as {
 		if live(a) {
-			r.stop(a, reason)
+			r.stop(a, cause, reason)
 		}
 	}
 }
@@ -291,7 +295,7 @@ func (r *reconciler) purged(as []*spec.Alloc) {
 	for _, a := range as {
 		switch {
 		case live(a) || lostNow(a):
-			r.stop(a, "job purged")
+			r.stop(a, spec.CauseJobPurged, "job purged")
 		case ended(a):
 			r.res.GC = append(r.res.GC, a.ID)
 		}
@@ -304,26 +308,22 @@ func (r *reconciler) purged(as []*spec.Alloc) {
 func (r *reconciler) stopLost(as []*spec.Alloc) {
 	for _, a := range as {
 		if lostNow(a) {
-			r.stop(a, "node "+a.NodeName+downSuffix)
+			r.stop(a, spec.CauseNodeDown, "node "+a.NodeName+" is down (no heartbeat)")
 		}
 	}
 }
 
-// downSuffix ends the reason an alloc lost with its node is stopped for;
-// stoppedLost recognises it.
-const downSuffix = " is down (no heartbeat)"
-
 // stoppedLost reports whether a was told to stop because its node went
-// down.
+// down. A record without a cause is not: see spec.DesiredCause.
 func stoppedLost(a *spec.Alloc) bool {
-	return a.DesiredStatus == spec.DesiredStop && strings.HasSuffix(a.DesiredReason, downSuffix)
+	return a.DesiredStatus == spec.DesiredStop && a.DesiredCause == spec.CauseNodeDown
 }
 
 // isEvicted reports whether a was stopped to make room for other work:
 // the instance did nothing wrong and is placed again at once, without
 // counting as a reschedule.
 func isEvicted(a *spec.Alloc) bool {
-	return a.DesiredStatus == spec.DesiredStop && a.Evicted
+	return a.DesiredStatus == spec.DesiredStop && a.Evicted()
 }
 
 // gc forgets all but the newest keepTerminal terminal allocs of one
@@ -372,7 +372,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 					r.gr.canaries = append(r.gr.canaries, a)
 				}
 			} else {
-				r.stop(a, "canary of a deployment that ended unpromoted")
+				r.stop(a, spec.CauseCanaryUnpromoted, "canary of a deployment that ended unpromoted")
 			}
 		case kept == nil:
 			kept = a
@@ -385,9 +385,9 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	}
 	for _, a := range others {
 		if outdated(j, g, a) && !outdated(j, g, kept) {
-			r.stop(a, "replaced by "+shortID(kept.ID))
+			r.stop(a, spec.CauseDuplicate, "replaced by "+shortID(kept.ID))
 		} else {
-			r.stop(a, "duplicate of "+kept.ID)
+			r.stop(a, spec.CauseDuplicate, "duplicate of "+kept.ID)
 		}
 	}
 	// A singleton on a down node may still be running there until its
@@ -411,7 +411,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		case r.gr != nil:
 			r.gr.old = append(r.gr.old, kept) // rollGroup decides
 		default:
-			r.replace(j, g, index, pin, fmt.Sprintf("job updated to version %d", j.Version), kept)
+			r.replace(j, g, index, pin, spec.CauseUpdate, fmt.Sprintf("job updated to version %d", j.Version), kept)
 		}
 		return
 	}
@@ -425,15 +425,15 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	if n := len(as); n > 0 {
 		switch a := as[n-1]; {
 		case isEvicted(a):
-			r.place(j, g, index, pin, "evicted: "+a.DesiredReason, a.ID, a.NodeID)
+			r.place(j, g, index, pin, spec.CauseReplaceEvicted, "evicted: "+a.DesiredReason, a.ID, a.NodeID)
 			return
 		case stoppedLost(a):
-			r.place(j, g, index, pin, lostReason(a), a.ID, a.NodeID)
+			r.place(j, g, index, pin, spec.CauseReplaceLost, lostReason(a), a.ID, a.NodeID)
 			return
 		case a.DesiredStatus == spec.DesiredStop && outdated(j, g, a):
 			// Replaced in an earlier pass (replace), whose new instance
 			// waited for this one to end.
-			r.place(j, g, index, pin, fmt.Sprintf("job updated to version %d", j.Version), a.ID, "")
+			r.place(j, g, index, pin, spec.CauseUpdate, fmt.Sprintf("job updated to version %d", j.Version), a.ID, "")
 			return
 		}
 	}
@@ -444,7 +444,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		// lostNow, or told to stop earlier while its node stays down (a
 		// singleton whose wait has just ended).
 		if a := as[i]; a.NodeDown && !a.Terminal() {
-			r.place(j, g, index, pin, lostReason(a), a.ID, a.NodeID)
+			r.place(j, g, index, pin, spec.CauseReplaceLost, lostReason(a), a.ID, a.NodeID)
 			return
 		}
 	}
@@ -454,20 +454,20 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	rs := assess(j, g, as)
 	switch {
 	case rs.last == nil:
-		r.place(j, g, index, pin, "new instance", "", "")
+		r.place(j, g, index, pin, spec.CauseNew, "new instance", "", "")
 	case rs.done, rs.exhausted:
 		// A completed batch instance is done; an instance that used up its
 		// reschedule attempts stays down (Summarize says why).
 	case rs.lost:
 		// Lost: the node went away, not the program's fault. Replace it at
 		// once, and do not count it.
-		r.place(j, g, index, pin, "replaces lost alloc "+shortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
+		r.place(j, g, index, pin, spec.CauseReplaceLost, "replaces lost alloc "+shortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
 	case rs.due.After(r.now):
 		if r.res.NextRun.IsZero() || rs.due.Before(r.res.NextRun) {
 			r.res.NextRun = rs.due
 		}
 	default:
-		r.place(j, g, index, pin, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
+		r.place(j, g, index, pin, spec.CauseReschedule, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
 			rs.last.ID, rs.last.NodeID)
 	}
 }

@@ -81,7 +81,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{single},
 			allocs: []*spec.Alloc{fencedNew},
 			want: Result{
-				Stop:    []Stop{{Alloc: fencedNew, Reason: "node n1 is down (no heartbeat)"}},
+				Stop:    []Stop{{Alloc: fencedNew, Cause: spec.CauseNodeDown, Reason: "node n1 is down (no heartbeat)"}},
 				NextRun: now.Add(6 * time.Second), // down 5s ago + stop_after 10s + kill 0 + margin 1s
 			},
 		},
@@ -96,7 +96,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{single},
 			allocs: []*spec.Alloc{fencedDue},
 			want: Result{Place: []Place{{Job: single, Group: single.Groups[0], Index: 0,
-				Reason: "replaces alloc fenced03 lost with node n1", Previous: "fenced03aaaa", AvoidNode: "n1"}}},
+				Cause: spec.CauseReplaceLost, Reason: "replaces alloc fenced03 lost with node n1", Previous: "fenced03aaaa", AvoidNode: "n1"}}},
 		},
 		{
 			name:   "an instance on a down node is stopped and replaced at once, batch too; a completed one is not",
@@ -104,12 +104,12 @@ func TestReconcile(t *testing.T) {
 			allocs: []*spec.Alloc{lost1, mk("a1", web, "api", 1, 2, spec.ClientRunning), lostB, lostDone, mk("j0", jobs, "work", 0, 1, spec.ClientRunning)},
 			want: Result{
 				Place: []Place{
-					{Job: jobs, Group: jobs.Groups[0], Index: 1, Reason: "replaces alloc lostbbbb lost with node n1", Previous: "lostbbbbbbbb", AvoidNode: "n1"},
-					{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces alloc lost1aaa lost with node n1", Previous: "lost1aaaaaaa", AvoidNode: "n1"},
+					{Job: jobs, Group: jobs.Groups[0], Index: 1, Cause: spec.CauseReplaceLost, Reason: "replaces alloc lostbbbb lost with node n1", Previous: "lostbbbbbbbb", AvoidNode: "n1"},
+					{Job: web, Group: web.Groups[0], Index: 0, Cause: spec.CauseReplaceLost, Reason: "replaces alloc lost1aaa lost with node n1", Previous: "lost1aaaaaaa", AvoidNode: "n1"},
 				},
 				Stop: []Stop{
-					{Alloc: lost1, Reason: "node n1 is down (no heartbeat)"},
-					{Alloc: lostB, Reason: "node n1 is down (no heartbeat)"},
+					{Alloc: lost1, Cause: spec.CauseNodeDown, Reason: "node n1 is down (no heartbeat)"},
+					{Alloc: lostB, Cause: spec.CauseNodeDown, Reason: "node n1 is down (no heartbeat)"},
 				},
 			},
 		},
@@ -124,7 +124,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   nil,
 			allocs: []*spec.Alloc{mk("pl", gone, "api", 0, 1, spec.ClientRunning, down), mk("pm", gone, "api", 0, 2, spec.ClientRunning, down, stopped)},
 			want: Result{
-				Stop: []Stop{{Alloc: mk("pl", gone, "api", 0, 1, spec.ClientRunning, down), Reason: "job purged"}},
+				Stop: []Stop{{Alloc: mk("pl", gone, "api", 0, 1, spec.ClientRunning, down), Cause: spec.CauseJobPurged, Reason: "job purged"}},
 				GC:   []string{"pm"},
 			},
 		},
@@ -132,8 +132,8 @@ func TestReconcile(t *testing.T) {
 			name: "a new job places every instance",
 			jobs: []*spec.Job{web},
 			want: Result{Place: []Place{
-				{Job: web, Group: web.Groups[0], Index: 0, Reason: "new instance"},
-				{Job: web, Group: web.Groups[0], Index: 1, Reason: "new instance"},
+				{Job: web, Group: web.Groups[0], Index: 0, Cause: spec.CauseNew, Reason: "new instance"},
+				{Job: web, Group: web.Groups[0], Index: 1, Cause: spec.CauseNew, Reason: "new instance"},
 			}},
 		},
 		{
@@ -152,7 +152,7 @@ func TestReconcile(t *testing.T) {
 				mk("p3", gone, "api", 0, 3, spec.ClientRunning, stopped),
 				mk("p4", gone, "api", 1, 4, spec.ClientComplete, stopped),
 			},
-			want: Result{Stop: []Stop{{Alloc: p1, Reason: "job purged"}}, GC: []string{"p2", "p4"}},
+			want: Result{Stop: []Stop{{Alloc: p1, Cause: spec.CauseJobPurged, Reason: "job purged"}}, GC: []string{"p2", "p4"}},
 		},
 		{
 			name: "stopped job: live stopped, nothing placed",
@@ -161,15 +161,15 @@ func TestReconcile(t *testing.T) {
 				s1,
 				mk("s2", stoppedWeb, "api", 1, 2, spec.ClientFailed, ago(time.Hour)),
 			},
-			want: Result{Stop: []Stop{{Alloc: s1, Reason: "job stopped"}}},
+			want: Result{Stop: []Stop{{Alloc: s1, Cause: spec.CauseJobStopped, Reason: "job stopped"}}},
 		},
 		{
 			name:   "duplicates: the oldest is kept",
 			jobs:   []*spec.Job{web},
 			allocs: []*spec.Alloc{d3, d2, d1, mk("a1", web, "api", 1, 8, spec.ClientRunning)},
 			want: Result{Stop: []Stop{
-				{Alloc: d2, Reason: "duplicate of d1"},
-				{Alloc: d3, Reason: "duplicate of d1"},
+				{Alloc: d2, Cause: spec.CauseDuplicate, Reason: "duplicate of d1"},
+				{Alloc: d3, Cause: spec.CauseDuplicate, Reason: "duplicate of d1"},
 			}},
 		},
 		{
@@ -179,8 +179,8 @@ func TestReconcile(t *testing.T) {
 			// The new instance waits for the old one to end: it never
 			// runs twice; the leader looks again when the wait ends.
 			want: Result{
-				Place:   []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1", WaitFor: "u1"}},
-				Stop:    []Stop{{Alloc: u1, Reason: "job updated to version 2"}},
+				Place:   []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Cause: spec.CauseUpdate, Reason: "job updated to version 2", Previous: "u1", WaitFor: "u1"}},
+				Stop:    []Stop{{Alloc: u1, Cause: spec.CauseUpdate, Reason: "job updated to version 2"}},
 				NextRun: now.Add(stopWait),
 			},
 		},
@@ -189,10 +189,10 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{web2},
 			allocs: []*spec.Alloc{u2, u1},
 			want: Result{
-				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "u1", WaitFor: "u1"}},
+				Place: []Place{{Job: web2, Group: web2.Groups[0], Index: 0, Cause: spec.CauseUpdate, Reason: "job updated to version 2", Previous: "u1", WaitFor: "u1"}},
 				Stop: []Stop{
-					{Alloc: u1, Reason: "job updated to version 2"},
-					{Alloc: u2, Reason: "duplicate of u1"},
+					{Alloc: u1, Cause: spec.CauseUpdate, Reason: "job updated to version 2"},
+					{Alloc: u2, Cause: spec.CauseDuplicate, Reason: "duplicate of u1"},
 				},
 				NextRun: now.Add(stopWait),
 			},
@@ -202,7 +202,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{web2Same},
 			allocs: []*spec.Alloc{mk("u1", web2Same, "api", 0, 1, spec.ClientRunning, ver(1, "serve"))},
 			want: Result{Place: []Place{
-				{Job: web2Same, Group: web2Same.Groups[0], Index: 1, Reason: "new instance"},
+				{Job: web2Same, Group: web2Same.Groups[0], Index: 1, Cause: spec.CauseNew, Reason: "new instance"},
 			}},
 		},
 		{
@@ -215,15 +215,15 @@ func TestReconcile(t *testing.T) {
 				mk("c4", one, "api", 4, 5, spec.ClientRunning, stopped),
 			},
 			want: Result{Stop: []Stop{
-				{Alloc: c1, Reason: "count reduced to 1"},
-				{Alloc: c2, Reason: "count reduced to 1"},
+				{Alloc: c1, Cause: spec.CauseCountReduced, Reason: "count reduced to 1"},
+				{Alloc: c2, Cause: spec.CauseCountReduced, Reason: "count reduced to 1"},
 			}},
 		},
 		{
 			name:   "group removed",
 			jobs:   []*spec.Job{web},
 			allocs: []*spec.Alloc{mk("a0", web, "api", 0, 1, spec.ClientRunning), mk("a1", web, "api", 1, 2, spec.ClientRunning), g1},
-			want:   Result{Stop: []Stop{{Alloc: g1, Reason: "group cache removed from the job"}}},
+			want:   Result{Stop: []Stop{{Alloc: g1, Cause: spec.CauseGroupRemoved, Reason: "group cache removed from the job"}}},
 		},
 		{
 			name: "batch default policy: completed is done; a failure gets one more attempt after 5s; a second within 24h is final",
@@ -235,7 +235,7 @@ func TestReconcile(t *testing.T) {
 				mk("b3", jobs, "work", 2, 4, spec.ClientFailed, ago(time.Hour)),
 			},
 			want: Result{Place: []Place{
-				{Job: jobs, Group: jobs.Groups[0], Index: 1, Reason: "replaces failed alloc b1 (attempt 1 of 1)", Previous: "b1", AvoidNode: "n2"},
+				{Job: jobs, Group: jobs.Groups[0], Index: 1, Cause: spec.CauseReschedule, Reason: "replaces failed alloc b1 (attempt 1 of 1)", Previous: "b1", AvoidNode: "n2"},
 			}},
 		},
 		{
@@ -259,7 +259,7 @@ func TestReconcile(t *testing.T) {
 				mk("b2", jobs, "work", 2, 3, spec.ClientComplete),
 			},
 			want: Result{Place: []Place{
-				{Job: jobs, Group: jobs.Groups[0], Index: 0, Reason: "replaces lost alloc l1aaaaaa", Previous: "l1aaaaaaaaaa", AvoidNode: "n1"},
+				{Job: jobs, Group: jobs.Groups[0], Index: 0, Cause: spec.CauseReplaceLost, Reason: "replaces lost alloc l1aaaaaa", Previous: "l1aaaaaaaaaa", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -267,7 +267,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{web},
 			allocs: []*spec.Alloc{f1, mk("a1", web, "api", 1, 2, spec.ClientRunning)},
 			want: Result{Place: []Place{
-				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces failed alloc f1234567 (attempt 1)", Previous: "f1234567-89ab", AvoidNode: "n1"},
+				{Job: web, Group: web.Groups[0], Index: 0, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f1234567 (attempt 1)", Previous: "f1234567-89ab", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -278,7 +278,7 @@ func TestReconcile(t *testing.T) {
 				mk("x2", one, "api", 0, 2, spec.ClientFailed, ago(time.Minute)), // newest by CreateIndex
 			},
 			want: Result{Place: []Place{
-				{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc x2 (attempt 2)", Previous: "x2", AvoidNode: "n1"},
+				{Job: one, Group: one.Groups[0], Index: 0, Cause: spec.CauseReschedule, Reason: "replaces failed alloc x2 (attempt 2)", Previous: "x2", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -301,7 +301,7 @@ func TestReconcile(t *testing.T) {
 				f2,
 			},
 			want: Result{Place: []Place{
-				{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "replaces failed alloc f2 (attempt 1)", Previous: "f2", AvoidNode: "n1"},
+				{Job: web2, Group: web2.Groups[0], Index: 0, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f2 (attempt 1)", Previous: "f2", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -312,8 +312,8 @@ func TestReconcile(t *testing.T) {
 				mk("e1", web, "api", 1, 2, spec.ClientLost, ago(0)),
 			},
 			want: Result{Place: []Place{
-				{Job: web, Group: web.Groups[0], Index: 0, Reason: "replaces completed alloc e0 (attempt 1)", Previous: "e0", AvoidNode: "n1"},
-				{Job: web, Group: web.Groups[0], Index: 1, Reason: "replaces lost alloc e1", Previous: "e1", AvoidNode: "n1"},
+				{Job: web, Group: web.Groups[0], Index: 0, Cause: spec.CauseReschedule, Reason: "replaces completed alloc e0 (attempt 1)", Previous: "e0", AvoidNode: "n1"},
+				{Job: web, Group: web.Groups[0], Index: 1, Cause: spec.CauseReplaceLost, Reason: "replaces lost alloc e1", Previous: "e1", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -337,8 +337,8 @@ func TestReconcile(t *testing.T) {
 			},
 			want: Result{
 				Place: []Place{
-					{Job: limited, Group: limited.Groups[0], Index: 1, Reason: "replaces failed alloc b3 (attempt 2 of 2)", Previous: "b3", AvoidNode: "n7"},
-					{Job: limited, Group: limited.Groups[0], Index: 2, Reason: "replaces failed alloc c3 (attempt 2 of 2)", Previous: "c3", AvoidNode: "n1"},
+					{Job: limited, Group: limited.Groups[0], Index: 1, Cause: spec.CauseReschedule, Reason: "replaces failed alloc b3 (attempt 2 of 2)", Previous: "b3", AvoidNode: "n7"},
+					{Job: limited, Group: limited.Groups[0], Index: 2, Cause: spec.CauseReschedule, Reason: "replaces failed alloc c3 (attempt 2 of 2)", Previous: "c3", AvoidNode: "n1"},
 				},
 				NextRun: now.Add(5 * time.Second),
 			},
@@ -366,7 +366,7 @@ func TestReconcile(t *testing.T) {
 			allocs: append(slices.Clone(manyAllocs[:9]),
 				mk("live", many, "api", 1, 100, spec.ClientRunning)),
 			want: Result{
-				Place: []Place{{Job: many, Group: many.Groups[0], Index: 0, Reason: "replaces failed alloc m6 (attempt 7 of 7)", Previous: "m6", AvoidNode: "n1"}},
+				Place: []Place{{Job: many, Group: many.Groups[0], Index: 0, Cause: spec.CauseReschedule, Reason: "replaces failed alloc m6 (attempt 7 of 7)", Previous: "m6", AvoidNode: "n1"}},
 				GC:    []string{"old1", "old2"},
 			},
 		},
@@ -384,7 +384,7 @@ func TestReconcile(t *testing.T) {
 				mk("a1", web, "api", 1, 2, spec.ClientComplete, stopped),       // count was reduced, now raised again
 				mk("a2", web, "api", 1, 3, spec.ClientFailed, stopped, ago(0)), // killed
 			},
-			want: Result{Place: []Place{{Job: web, Group: web.Groups[0], Index: 1, Reason: "new instance"}}},
+			want: Result{Place: []Place{{Job: web, Group: web.Groups[0], Index: 1, Cause: spec.CauseNew, Reason: "new instance"}}},
 		},
 		{
 			name:   "gc keeps the newest five terminal allocs of an instance",
@@ -397,7 +397,7 @@ func TestReconcile(t *testing.T) {
 			jobs:   []*spec.Job{one},
 			allocs: seven,
 			want: Result{
-				Place: []Place{{Job: one, Group: one.Groups[0], Index: 0, Reason: "replaces failed alloc g (attempt 7)", Previous: "g", AvoidNode: "n1"}},
+				Place: []Place{{Job: one, Group: one.Groups[0], Index: 0, Cause: spec.CauseReschedule, Reason: "replaces failed alloc g (attempt 7)", Previous: "g", AvoidNode: "n1"}},
 				GC:    []string{"a", "b"},
 			},
 		},
@@ -522,7 +522,7 @@ func TestReplacementWaitsForTheOldInstanceToEnd(t *testing.T) {
 		t.Fatalf("the pass that stops it: stops %+v, places %+v", res.Stop, res.Place)
 	}
 	old.DesiredStatus, old.DesiredReason, old.ModifyTime = spec.DesiredStop, res.Stop[0].Reason, now
-	want := Place{Job: web2, Group: web2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "old"}
+	want := Place{Job: web2, Group: web2.Groups[0], Index: 0, Cause: spec.CauseUpdate, Reason: "job updated to version 2", Previous: "old"}
 	for _, c := range []struct {
 		name    string
 		status  spec.ClientStatus

@@ -116,7 +116,7 @@ func (r *reconciler) system(j *spec.Job, g *spec.Group, as []*spec.Alloc, nodes 
 		switch {
 		case st.eligible() && r.view.drained(id, r.now):
 			r.gc(as, assess(j, g, as).counted)
-			r.stopLive(as, fmt.Sprintf("node %s is drained", st.node.Name))
+			r.stopLive(as, spec.CauseDrain, fmt.Sprintf("node %s is drained", st.node.Name))
 		case st.eligible() && !st.node.Eligible():
 			// Ineligible or draining: what runs there keeps running (and
 			// restarting), nothing new is placed.
@@ -134,7 +134,7 @@ func (r *reconciler) system(j *spec.Job, g *spec.Group, as []*spec.Alloc, nodes 
 			r.gc(as, assess(j, g, as).counted)
 		case st.node == nil:
 			// The node is gone for good: so is its instance, history too.
-			r.stopLive(as, fmt.Sprintf("node %s is no longer registered", cmp.Or(as[0].NodeName, id)))
+			r.stopLive(as, spec.CauseNodeGone, fmt.Sprintf("node %s is no longer registered", cmp.Or(as[0].NodeName, id)))
 			for _, a := range as {
 				if ended(a) {
 					r.res.GC = append(r.res.GC, a.ID)
@@ -142,7 +142,7 @@ func (r *reconciler) system(j *spec.Job, g *spec.Group, as []*spec.Alloc, nodes 
 			}
 		default:
 			r.gc(as, nil)
-			r.stopLive(as, "node no longer eligible: "+st.ineligible)
+			r.stopLive(as, spec.CauseNodeIneligible, "node no longer eligible: "+st.ineligible)
 		}
 	}
 }

@@ -36,14 +36,14 @@ func system(name string, version uint64, groups ...*spec.Group) *spec.Job {
 	return j
 }
 
-// reason sets the reason the alloc was told to stop for.
-func reason(r string) opt {
-	return func(a *spec.Alloc) { a.DesiredStatus, a.DesiredReason = spec.DesiredStop, r }
+// reason sets why the alloc was told to stop.
+func reason(c spec.DesiredCause, r string) opt {
+	return func(a *spec.Alloc) { a.DesiredStatus, a.DesiredCause, a.DesiredReason = spec.DesiredStop, c, r }
 }
 
 // evicted is an alloc the leader stopped for a scheduler eviction.
 func evicted(r string) opt {
-	return func(a *spec.Alloc) { a.DesiredStatus, a.DesiredReason, a.Evicted = spec.DesiredStop, r, true }
+	return reason(spec.CausePreempted, r)
 }
 
 func TestReconcileSystem(t *testing.T) {
@@ -86,8 +86,8 @@ func TestReconcileSystem(t *testing.T) {
 			jobs:  []*spec.Job{noCount},
 			nodes: nodes,
 			want: Result{Place: []Place{
-				{Job: noCount, Group: noCount.Groups[0], Index: 0, Reason: "new instance", Node: "n1"},
-				{Job: noCount, Group: noCount.Groups[0], Index: 1, Reason: "new instance", Node: "n5"},
+				{Job: noCount, Group: noCount.Groups[0], Index: 0, Cause: spec.CauseNew, Reason: "new instance", Node: "n1"},
+				{Job: noCount, Group: noCount.Groups[0], Index: 1, Cause: spec.CauseNew, Reason: "new instance", Node: "n5"},
 			}},
 		},
 		{
@@ -102,9 +102,9 @@ func TestReconcileSystem(t *testing.T) {
 			nodes:  nodes,
 			allocs: []*spec.Alloc{run("a1", logs, "n1", 0, 1), dup, run("a5", logs, "n5", 5, 2), onCore, onRaw},
 			want: Result{Stop: []Stop{
-				{Alloc: onCore, Reason: "node no longer eligible: constraint ${meta.class} = edge not met"},
-				{Alloc: dup, Reason: "duplicate of a1"},
-				{Alloc: onRaw, Reason: "node no longer eligible: missing driver exec"},
+				{Alloc: onCore, Cause: spec.CauseNodeIneligible, Reason: "node no longer eligible: constraint ${meta.class} = edge not met"},
+				{Alloc: dup, Cause: spec.CauseDuplicate, Reason: "duplicate of a1"},
+				{Alloc: onRaw, Cause: spec.CauseNodeIneligible, Reason: "node no longer eligible: missing driver exec"},
 			}},
 		},
 		{
@@ -112,14 +112,14 @@ func TestReconcileSystem(t *testing.T) {
 			jobs:   []*spec.Job{logs},
 			nodes:  nodes,
 			allocs: []*spec.Alloc{run("a1", logs, "n1", 0, 1), run("c1", logs, "n2", 1, 2, stopped)},
-			want:   Result{Place: []Place{{Job: logs, Group: ship, Index: 2, Reason: "new instance", Node: "n5"}}},
+			want:   Result{Place: []Place{{Job: logs, Group: ship, Index: 2, Cause: spec.CauseNew, Reason: "new instance", Node: "n5"}}},
 		},
 		{
 			name:   "an instance lost with its node is stopped and not placed elsewhere",
 			jobs:   []*spec.Job{logs},
 			nodes:  nodes,
 			allocs: []*spec.Alloc{run("a1", logs, "n1", 0, 1), run("a5", logs, "n5", 1, 2), lost},
-			want:   Result{Stop: []Stop{{Alloc: lost, Reason: "node n4 is down (no heartbeat)"}}},
+			want:   Result{Stop: []Stop{{Alloc: lost, Cause: spec.CauseNodeDown, Reason: "node n4 is down (no heartbeat)"}}},
 		},
 		{
 			name:   "before the leader counts a down node as down, its instance is left alone",
@@ -134,9 +134,9 @@ func TestReconcileSystem(t *testing.T) {
 			allocs: []*spec.Alloc{
 				run("a1", logs, "n1", 0, 1), run("a5", logs, "n5", 1, 2),
 				mk("f4", logs, "ship", 3, 1, spec.ClientFailed, on("n4")),
-				run("l1aaaaaaaaaa", logs, "n4", 3, 4, reason("node n4 is down (no heartbeat)")),
+				run("l1aaaaaaaaaa", logs, "n4", 3, 4, reason(spec.CauseNodeDown, "node n4 is down (no heartbeat)")),
 			},
-			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 3, Reason: "replaces alloc l1aaaaaa lost with node n4",
+			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 3, Cause: spec.CauseReplaceLost, Reason: "replaces alloc l1aaaaaa lost with node n4",
 				Previous: "l1aaaaaaaaaa", Node: "n4"}}},
 		},
 		{
@@ -145,7 +145,7 @@ func TestReconcileSystem(t *testing.T) {
 			nodes:  []*spec.Node{edge("n1")},
 			allocs: []*spec.Alloc{run("a1", logs, "n1", 0, 1), gone1, gone2, mk("g3", logs, "ship", 4, 1, spec.ClientFailed, on("n9"))},
 			want: Result{
-				Stop: []Stop{{Alloc: gone1, Reason: "node n9 is no longer registered"}},
+				Stop: []Stop{{Alloc: gone1, Cause: spec.CauseNodeGone, Reason: "node n9 is no longer registered"}},
 				GC:   []string{"g2", "g3"},
 			},
 		},
@@ -159,7 +159,7 @@ func TestReconcileSystem(t *testing.T) {
 				run("a6", logs, "n6", 1, 3),
 			},
 			want: Result{
-				Place:   []Place{{Job: logs, Group: ship, Index: 4, Reason: "replaces failed alloc f1 (attempt 1)", Previous: "f1", Node: "n1"}},
+				Place:   []Place{{Job: logs, Group: ship, Index: 4, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f1 (attempt 1)", Previous: "f1", Node: "n1"}},
 				NextRun: now.Add(20 * time.Second),
 			},
 		},
@@ -171,7 +171,7 @@ func TestReconcileSystem(t *testing.T) {
 				mk("f1", logs, "ship", 0, 1, spec.ClientFailed, on("n1"), ago(time.Hour)),
 				run("a5", logs, "n5", 0, 2),
 			},
-			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 1, Reason: "replaces failed alloc f1 (attempt 1)", Previous: "f1", Node: "n1"}}},
+			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 1, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f1 (attempt 1)", Previous: "f1", Node: "n1"}}},
 		},
 		{
 			name:   "a job update with new tasks replaces each instance on its node",
@@ -180,10 +180,10 @@ func TestReconcileSystem(t *testing.T) {
 			allocs: []*spec.Alloc{old1, old5},
 			want: Result{
 				Place: []Place{
-					{Job: logs2, Group: logs2.Groups[0], Index: 0, Reason: "job updated to version 2", Previous: "o1", Node: "n1", WaitFor: "o1"},
-					{Job: logs2, Group: logs2.Groups[0], Index: 1, Reason: "job updated to version 2", Previous: "o5", Node: "n5", WaitFor: "o5"},
+					{Job: logs2, Group: logs2.Groups[0], Index: 0, Cause: spec.CauseUpdate, Reason: "job updated to version 2", Previous: "o1", Node: "n1", WaitFor: "o1"},
+					{Job: logs2, Group: logs2.Groups[0], Index: 1, Cause: spec.CauseUpdate, Reason: "job updated to version 2", Previous: "o5", Node: "n5", WaitFor: "o5"},
 				},
-				Stop:    []Stop{{Alloc: old1, Reason: "job updated to version 2"}, {Alloc: old5, Reason: "job updated to version 2"}},
+				Stop:    []Stop{{Alloc: old1, Cause: spec.CauseUpdate, Reason: "job updated to version 2"}, {Alloc: old5, Cause: spec.CauseUpdate, Reason: "job updated to version 2"}},
 				NextRun: now.Add(stopWait),
 			},
 		},
@@ -199,8 +199,8 @@ func TestReconcileSystem(t *testing.T) {
 			nodes:  nodes,
 			allocs: []*spec.Alloc{run("s1", stoppedLogs, "n1", 0, 1), run("s5", stoppedLogs, "n5", 3, 2)},
 			want: Result{Stop: []Stop{
-				{Alloc: run("s1", stoppedLogs, "n1", 0, 1), Reason: "job stopped"},
-				{Alloc: run("s5", stoppedLogs, "n5", 3, 2), Reason: "job stopped"},
+				{Alloc: run("s1", stoppedLogs, "n1", 0, 1), Cause: spec.CauseJobStopped, Reason: "job stopped"},
+				{Alloc: run("s5", stoppedLogs, "n5", 3, 2), Cause: spec.CauseJobStopped, Reason: "job stopped"},
 			}},
 		},
 		{
@@ -211,7 +211,7 @@ func TestReconcileSystem(t *testing.T) {
 				mk("f1", logs, "ship", 0, 1, spec.ClientFailed, on("n1"), ago(time.Second)),
 				run("e1", logs, "n1", 0, 2, evicted("preempted by web.api[2] (priority 80 > 50)")),
 			},
-			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 0, Reason: "evicted: preempted by web.api[2] (priority 80 > 50)",
+			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 0, Cause: spec.CauseReplaceEvicted, Reason: "evicted: preempted by web.api[2] (priority 80 > 50)",
 				Previous: "e1", Node: "n1"}}},
 		},
 	}
@@ -245,9 +245,9 @@ func TestReconcileEvicted(t *testing.T) {
 				mk("b0", jobs, "work", 0, 4, spec.ClientComplete, evicted("replaced by edge.proxy[1]")),
 			},
 			want: Result{Place: []Place{
-				{Job: jobs, Group: jobs.Groups[0], Index: 0, Reason: "evicted: replaced by edge.proxy[1]", Previous: "b0", AvoidNode: "n1"},
-				{Job: web, Group: api, Index: 0, Reason: "evicted: preempted by db.main[0] (priority 80 > 50)", Previous: "e0", AvoidNode: "n2"},
-				{Job: web, Group: api, Index: 1, Reason: "evicted: replaced by edge.proxy[0]", Previous: "e1", AvoidNode: "n1"},
+				{Job: jobs, Group: jobs.Groups[0], Index: 0, Cause: spec.CauseReplaceEvicted, Reason: "evicted: replaced by edge.proxy[1]", Previous: "b0", AvoidNode: "n1"},
+				{Job: web, Group: api, Index: 0, Cause: spec.CauseReplaceEvicted, Reason: "evicted: preempted by db.main[0] (priority 80 > 50)", Previous: "e0", AvoidNode: "n2"},
+				{Job: web, Group: api, Index: 1, Cause: spec.CauseReplaceEvicted, Reason: "evicted: replaced by edge.proxy[0]", Previous: "e1", AvoidNode: "n1"},
 			}},
 		},
 		{
@@ -259,14 +259,14 @@ func TestReconcileEvicted(t *testing.T) {
 				mk("f1", web, "api", 0, 3, spec.ClientFailed, ago(time.Minute)),
 				mk("a1", web, "api", 1, 4, spec.ClientRunning),
 			},
-			want: Result{Place: []Place{{Job: web, Group: api, Index: 0, Reason: "replaces failed alloc f1 (attempt 2 of 2)", Previous: "f1", AvoidNode: "n1"}}},
+			want: Result{Place: []Place{{Job: web, Group: api, Index: 0, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f1 (attempt 2 of 2)", Previous: "f1", AvoidNode: "n1"}}},
 		},
 		{
 			name: "an instance stopped for another reason waits as before",
 			jobs: []*spec.Job{web},
 			allocs: []*spec.Alloc{
 				mk("f0", web, "api", 0, 1, spec.ClientFailed, ago(time.Second)),
-				mk("s0", web, "api", 0, 2, spec.ClientComplete, reason("job updated to version 1")),
+				mk("s0", web, "api", 0, 2, spec.ClientComplete, reason(spec.CauseUpdate, "job updated to version 1")),
 				mk("a1", web, "api", 1, 4, spec.ClientRunning),
 			},
 			want: Result{NextRun: now.Add(59 * time.Second)},

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,7 @@ func TestLeaderPutJob(t *testing.T) {
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
 	l := campaign(t, r, "s1")
+	const why = "reverted to version 1 after deployment d1 failed"
 	v1, _, err := r.PutJob(ctx, testJob("web", "/bin/a"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -209,20 +211,41 @@ func TestLeaderPutJob(t *testing.T) {
 	}
 
 	// A stale index: the job moved since the leader read it.
-	_, err = l.PutJob(ctx, testJob("web", "/bin/a"), v1.ModifyIndex)
+	_, err = l.PutJob(ctx, testJob("web", "/bin/a"), v1.ModifyIndex, why)
 	wantErr(t, err, ErrConflict)
-	_, err = l.PutJob(ctx, testJob("web", "/bin/a"), 0) // 0: must not exist
+	_, err = l.PutJob(ctx, testJob("web", "/bin/a"), 0, why) // 0: must not exist
 	wantErr(t, err, ErrConflict)
 	if cur, _ := r.GetJob(ctx, "web"); cur.Version != 2 {
 		t.Fatalf("a refused revert wrote version %d", cur.Version)
 	}
 
-	reverted, err := l.PutJob(ctx, testJob("web", "/bin/a"), v2.ModifyIndex)
+	reverted, err := l.PutJob(ctx, testJob("web", "/bin/a"), v2.ModifyIndex, why)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if reverted.Version != 3 || reverted.SubmitTime.IsZero() || reverted.ModifyIndex <= v2.ModifyIndex {
 		t.Fatalf("reverted = version %d, submit %v, index %d", reverted.Version, reverted.SubmitTime, reverted.ModifyIndex)
+	}
+	// The revert is a submission like any other in the history: one
+	// Submitted event, written with the job, saying who and why; the
+	// refused ones wrote none.
+	evs, _, err := r.ListEvents(ctx, EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var submitted []string
+	for _, e := range evs {
+		if e.Type == spec.EventSubmitted && e.Job == "web" {
+			submitted = append(submitted, fmt.Sprintf("%d %s", e.Index, e.Message))
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%d version 1 submitted", v1.ModifyIndex),
+		fmt.Sprintf("%d version 2 submitted", v2.ModifyIndex),
+		fmt.Sprintf("%d version 3 submitted by leader s1: %s", reverted.ModifyIndex, why),
+	}
+	if diff := cmp.Diff(want, submitted); diff != "" {
+		t.Fatalf("Submitted events, by index (-want +got):\n%s", diff)
 	}
 	stored, _ := r.GetJob(ctx, "web")
 	if diff := cmp.Diff(reverted, stored); diff != "" {
@@ -240,7 +263,7 @@ func TestLeaderPutJob(t *testing.T) {
 
 	// The same spec again writes nothing.
 	before, _ := r.Revision(ctx)
-	same, err := l.PutJob(ctx, testJob("web", "/bin/a"), stored.ModifyIndex)
+	same, err := l.PutJob(ctx, testJob("web", "/bin/a"), stored.ModifyIndex, why)
 	if err != nil || same.Version != 3 {
 		t.Fatalf("same spec = %+v, %v", same, err)
 	}
@@ -250,13 +273,13 @@ func TestLeaderPutJob(t *testing.T) {
 
 	// A stopped job stays stopped.
 	stopped, _ := r.StopJob(ctx, "web")
-	got, err := l.PutJob(ctx, testJob("web", "/bin/b"), stopped.ModifyIndex)
+	got, err := l.PutJob(ctx, testJob("web", "/bin/b"), stopped.ModifyIndex, why)
 	if err != nil || got.Version != 4 || !got.Stopped {
 		t.Fatalf("revert of a stopped job = %+v, %v; want version 4, stopped", got, err)
 	}
 
 	// A new job with index 0.
-	if got, err := l.PutJob(ctx, testJob("db", "/bin/a"), 0); err != nil || got.Version != 1 {
+	if got, err := l.PutJob(ctx, testJob("db", "/bin/a"), 0, why); err != nil || got.Version != 1 {
 		t.Fatalf("new job = %+v, %v", got, err)
 	}
 
@@ -265,13 +288,13 @@ func TestLeaderPutJob(t *testing.T) {
 	if _, err := r.cli.Delete(ctx, l.key); err != nil {
 		t.Fatal(err)
 	}
-	_, err = l.PutJob(ctx, testJob("web", "/bin/c"), cur.ModifyIndex)
+	_, err = l.PutJob(ctx, testJob("web", "/bin/c"), cur.ModifyIndex, why)
 	wantErr(t, err, ErrNotLeader)
 	if now, _ := r.GetJob(ctx, "web"); now.ModifyIndex != cur.ModifyIndex {
 		t.Fatal("a deposed leader's revert was written")
 	}
-	_, err = l.PutJob(ctx, &spec.Job{Name: "../x"}, 0)
+	_, err = l.PutJob(ctx, &spec.Job{Name: "../x"}, 0, why)
 	wantErr(t, err, ErrInvalid)
-	_, err = l.PutJob(ctx, nil, 0)
+	_, err = l.PutJob(ctx, nil, 0, why)
 	wantErr(t, err, ErrInvalid)
 }

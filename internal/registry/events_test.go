@@ -101,7 +101,7 @@ func TestStatusEventsAreTheNewOnes(t *testing.T) {
 	got := statusEvents(a, old, now)
 	var types []string
 	for _, e := range got {
-		types = append(types, e.Topic+"/"+e.Type)
+		types = append(types, e.Topic+"/"+string(e.Type))
 		if e.Job != "web" || e.Namespace != "team" || e.Alloc != "web.g[0]" || e.Node != "n1" {
 			t.Errorf("event without its subject: %+v", e)
 		}

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -394,17 +393,18 @@ func (l *Leader) Commit(ctx context.Context, p *Plan) (rev int64, err error) {
 }
 
 // PutJob stores job as the job's next version, as Registry.PutJob does
-// (the same keys, Version bumped, SubmitTime now): the leader's automatic
-// revert. The one transaction is fenced on the election key, as Commit
-// is, and on the job key's ModRevision being checkIndex (0: the job must
-// not exist), so that a revert never overwrites a job an operator changed
-// after the leader decided. ErrNotLeader: the fence failed; ErrConflict:
-// the job moved. Either way nothing was written.
+// (the same keys, the same Submitted event, whose message names this
+// leader and says why): the leader's automatic revert. The one
+// transaction is fenced on the election key, as Commit is, and on the job
+// key's ModRevision being checkIndex (0: the job must not exist), so that
+// a revert never overwrites a job an operator changed after the leader
+// decided. ErrNotLeader: the fence failed; ErrConflict: the job moved.
+// Either way nothing was written.
 //
 // A spec equal to the stored one writes nothing and returns the stored
 // job. A stopped job stays stopped: a revert must not start what an
 // operator stopped.
-func (l *Leader) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (*spec.Job, error) {
+func (l *Leader) PutJob(ctx context.Context, job *spec.Job, checkIndex int64, why string) (*spec.Job, error) {
 	ctx, cancel := l.r.opCtx(ctx)
 	defer cancel()
 	r := l.r
@@ -427,26 +427,21 @@ func (l *Leader) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (*
 	if modRev != checkIndex {
 		return nil, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 	}
-	if cur != nil && bytes.Equal(specBytes(cur), specBytes(job)) {
+	next, same := nextVersion(cur, job, r.now())
+	if same {
 		return cur, nil
 	}
-	next := job.SpecOnly()
-	next.Version = 1
 	if cur != nil {
-		next.Version, next.Stopped = cur.Version+1, cur.Stopped
+		next.Stopped = cur.Stopped
 	}
-	next.SubmitTime = r.now().UTC()
-	val, err := json.Marshal(next)
+	ops, err := r.jobOps(key, next, true, fmt.Sprintf(" by leader %s: %s", l.id, why))
 	if err != nil {
-		return nil, fmt.Errorf("registry: encode job %q: %w", job.Name, err)
+		return nil, err
 	}
 	resp, err := r.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.epoch),
 		clientv3.Compare(clientv3.ModRevision(key), "=", checkIndex),
-	).Then(
-		clientv3.OpPut(key, string(val)),
-		clientv3.OpPut(versionKey(r.prefix, job.Name, next.Version), string(val)),
-	).Else(clientv3.OpGet(l.key)).Commit()
+	).Then(ops...).Else(clientv3.OpGet(l.key)).Commit()
 	if err != nil {
 		return nil, wrap("leader write job "+job.Name, err)
 	}

@@ -161,7 +161,6 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 	if err != nil {
 		return nil, false, err
 	}
-	want := specBytes(job)
 	for range casAttempts {
 		cur, modRev, err := r.getJob(ctx, key)
 		if err != nil {
@@ -176,39 +175,14 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		if checkIndex > 0 && modRev != checkIndex {
 			return nil, false, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 		}
-		sameSpec := cur != nil && bytes.Equal(specBytes(cur), want)
+		next, sameSpec := nextVersion(cur, job, r.now())
 		if sameSpec && !cur.Stopped {
 			return cur, false, nil
 		}
-		next := job.SpecOnly()
-		next.Version = 1
-		if cur != nil {
-			// A restart in progress goes on across versions.
-			next.Version, next.RestartRequested = cur.Version, cur.RestartRequested
-			if !sameSpec {
-				next.Version++
-			}
-		}
-		next.SubmitTime = r.now().UTC()
-		val, err := json.Marshal(next)
-		if err != nil {
-			return nil, false, fmt.Errorf("registry: encode job %q: %w", job.Name, err)
-		}
-		if err := checkSize(fmt.Sprintf("job %q", job.Name), val); err != nil {
-			return nil, false, err
-		}
-		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
-		if !sameSpec {
-			ops = append(ops, clientv3.OpPut(versionKey(r.prefix, job.Name, next.Version), string(val)))
-		}
-		// The history's entry, in the same transaction: it precedes the
-		// leader's placements of this version.
-		evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: "Submitted", Job: next.Name,
-			Namespace: spec.NamespaceOf(next.Namespace), Message: fmt.Sprintf("version %d submitted%s", next.Version, actorOf(ctx))}}, next.SubmitTime)
+		ops, err := r.jobOps(key, next, !sameSpec, actorOf(ctx))
 		if err != nil {
 			return nil, false, err
 		}
-		ops = append(ops, evOps...)
 		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
 		if err != nil {
 			return nil, false, wrap("write job "+job.Name, err)
@@ -220,6 +194,50 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		// Someone else wrote the job between our read and write; look again.
 	}
 	return nil, false, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", job.Name, ErrConflict)
+}
+
+// nextVersion is the job that storing job over cur (nil: none) writes,
+// stamped now: version 1 for a new job, cur's version for cur's spec
+// (same), else the next one. A restart in progress goes on across
+// versions. It is the one place a job's version is decided: for
+// submissions (PutJob) and the leader's reverts (Leader.PutJob).
+func nextVersion(cur, job *spec.Job, now time.Time) (next *spec.Job, same bool) {
+	next = job.SpecOnly()
+	next.Version = 1
+	next.SubmitTime = now.UTC()
+	if cur == nil {
+		return next, false
+	}
+	same = bytes.Equal(specBytes(cur), specBytes(job))
+	next.Version, next.RestartRequested = cur.Version, cur.RestartRequested
+	if !same {
+		next.Version++
+	}
+	return next, same
+}
+
+// jobOps are the puts that store next at key: the job, its version's entry
+// when newVersion, and the history's Submitted entry, "version N submitted"
+// followed by by (who, and why). The entry goes in the same transaction as
+// the job: it precedes the leader's placements of this version.
+func (r *Registry) jobOps(key string, next *spec.Job, newVersion bool, by string) ([]clientv3.Op, error) {
+	val, err := json.Marshal(next)
+	if err != nil {
+		return nil, fmt.Errorf("registry: encode job %q: %w", next.Name, err)
+	}
+	if err := checkSize(fmt.Sprintf("job %q", next.Name), val); err != nil {
+		return nil, err
+	}
+	ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
+	if newVersion {
+		ops = append(ops, clientv3.OpPut(versionKey(r.prefix, next.Name, next.Version), string(val)))
+	}
+	evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: spec.EventSubmitted, Job: next.Name,
+		Namespace: spec.NamespaceOf(next.Namespace), Message: fmt.Sprintf("version %d submitted%s", next.Version, by)}}, next.SubmitTime)
+	if err != nil {
+		return nil, err
+	}
+	return append(ops, evOps...), nil
 }
 
 // StopJob marks the job stopped; it is a no-op when it already is.
@@ -267,7 +285,7 @@ func (r *Registry) changeJob(ctx context.Context, name, verb string, change func
 		}
 		// The history's entry goes with the change, before what the
 		// leader does about it.
-		typ := map[string]string{"stop": "Stopped", "restart": "Restart Requested"}[verb]
+		typ := map[string]spec.EventType{"stop": spec.EventStopped, "restart": spec.EventRestartRequested}[verb]
 		ops := []clientv3.Op{clientv3.OpPut(key, string(val))}
 		if typ != "" {
 			evOps, _, err := r.eventOps([]spec.Event{{Topic: spec.TopicJob, Type: typ, Job: name,

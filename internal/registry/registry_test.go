@@ -725,7 +725,7 @@ func TestCommitDeposedBetweenChunks(t *testing.T) {
 	dep := &spec.Deployment{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentRunning, CreateTime: now, ModifyTime: now}
 	p := &Plan{Deployments: []*spec.Deployment{dep}, Events: []spec.Event{
 		{Time: now, Topic: spec.TopicNode, Type: "Down", Node: "n9"},
-		{Time: now, Topic: spec.TopicDeployment, Type: string(dep.Status), Job: "web", DeploymentID: dep.ID},
+		{Time: now, Topic: spec.TopicDeployment, Type: dep.Status.EventType(), Job: "web", DeploymentID: dep.ID},
 	}}
 	for i := range 40 {
 		a := testAlloc(fmt.Sprintf("a%02d", i), "web", "g", i, "n1")
@@ -764,7 +764,10 @@ func TestCommitDeposedBetweenChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type ev struct{ Type, AllocID, DeploymentID string }
+	type ev struct {
+		Type                  spec.EventType
+		AllocID, DeploymentID string
+	}
 	var got, want []ev
 	for _, e := range evs {
 		got = append(got, ev{e.Type, e.AllocID, e.DeploymentID})

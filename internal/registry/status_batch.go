@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -127,7 +126,7 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 // client status when it changed, and each task event newer than the
 // stored report's newest for that task.
 func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
-	ev := func(typ, task, msg string, at time.Time) spec.Event {
+	ev := func(typ spec.EventType, task, msg string, at time.Time) spec.Event {
 		return spec.Event{Time: at, Topic: spec.TopicAlloc, Type: typ, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
 			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Task: task, Message: msg}
 	}
@@ -156,17 +155,16 @@ func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
 	}
 	// A deployment's step: the agent's verdict on an instance it placed.
 	if v := now.DeploymentHealth; v != nil && (old == nil || old.DeploymentHealth == nil) {
-		e := ev("Unhealthy", "", v.Reason, v.Time)
+		e := ev(spec.EventUnhealthy, "", v.Reason, v.Time)
 		if v.Healthy {
-			e.Type, e.Message = "Healthy", "healthy for deployment "+a.DeploymentID[:min(8, len(a.DeploymentID))]
+			e.Type, e.Message = spec.EventHealthy, "healthy for deployment "+a.DeploymentID[:min(8, len(a.DeploymentID))]
 		}
 		e.Topic, e.DeploymentID = spec.TopicDeployment, a.DeploymentID
 		out = append(out, e)
 	}
 	if old == nil || old.ClientStatus != now.ClientStatus {
-		cs := string(now.ClientStatus)
-		if cs != "" {
-			out = append(out, ev(strings.ToUpper(cs[:1])+cs[1:], "", now.Description, time.Time{}))
+		if cs := now.ClientStatus; cs != "" {
+			out = append(out, ev(cs.EventType(), "", now.Description, time.Time{}))
 		}
 	}
 	return out

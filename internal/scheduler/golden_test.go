@@ -633,7 +633,7 @@ func (s *script) run() error {
 		out = append(out, line)
 	}
 	for _, e := range res.Evictions {
-		out = append(out, fmt.Sprintf("evict %s on %s: %s", e.Alloc.Name, e.Alloc.NodeID, e.Reason))
+		out = append(out, fmt.Sprintf("evict %s on %s (%s): %s", e.Alloc.Name, e.Alloc.NodeID, e.Cause, e.Reason))
 	}
 	for _, f := range res.Failures {
 		pf := f.PlacementFailure

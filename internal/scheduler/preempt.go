@@ -161,11 +161,11 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 		if s.jobNodes != nil {
 			s.addJob(a.Job, n.idx, -1)
 		}
-		reason := fmt.Sprintf("preempted by %s (priority %d > %d)", by, r.Job.Priority, s.priority(a))
+		cause, reason := spec.CausePreempted, fmt.Sprintf("preempted by %s (priority %d > %d)", by, r.Job.Priority, s.priority(a))
 		if gr.replaced(a.Job) {
-			reason = fmt.Sprintf("replaced by %s (replaces %s)", by, a.Job)
+			cause, reason = spec.CauseDisplaced, fmt.Sprintf("replaced by %s (replaces %s)", by, a.Job)
 		}
-		out = append(out, Eviction{Alloc: a, Reason: reason, By: r})
+		out = append(out, Eviction{Alloc: a, Cause: cause, Reason: reason, By: r})
 	}
 	delete(gr.replaceNodes, n.idx)
 	gr.rescore(n)

@@ -13,8 +13,9 @@ type Request struct {
 	Job   *spec.Job   // name and priority; must not be nil
 	Group *spec.Group // resources and drivers; must not be nil
 	Index int
-	// Reason is the reconciler's reason for the placement, carried through
-	// untouched so that the plan can say why each alloc exists.
+	// Cause and Reason are the reconciler's for the placement, carried
+	// through untouched so that the plan can say why each alloc exists.
+	Cause  spec.DesiredCause
 	Reason string
 	// Previous is the ID of the alloc this one replaces, and WaitFor the
 	// stopping alloc it waits for (reconcile.Place.WaitFor), carried
@@ -81,7 +82,9 @@ type Placement struct {
 // evicted instance waits to be placed again like any other.
 type Eviction struct {
 	Alloc *spec.Alloc
-	// Reason reads "preempted by web.api[2] (priority 80 > 50)".
+	// Cause is spec.CausePreempted or spec.CauseDisplaced; Reason says it
+	// in words: "preempted by web.api[2] (priority 80 > 50)".
+	Cause  spec.DesiredCause
 	Reason string
 	// By is the request the eviction makes room for.
 	By Request

@@ -294,7 +294,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 		if err := s.reg.PurgeJob(r.Context(), name); err != nil {
 			return err
 		}
-		s.event(r, spec.Event{Topic: spec.TopicJob, Type: "Purged", Job: name, Namespace: job.Namespace, Message: "by " + s.who(r)})
+		s.event(r, spec.Event{Topic: spec.TopicJob, Type: spec.EventPurged, Job: name, Namespace: job.Namespace, Message: "by " + s.who(r)})
 	}
 	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
 }
@@ -548,7 +548,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	stored.Status = spec.NodeReady
-	s.event(r, spec.Event{Topic: spec.TopicNode, Type: "Registered", Node: stored.Name,
+	s.event(r, spec.Event{Topic: spec.TopicNode, Type: spec.EventRegistered, Node: stored.Name,
 		Message: fmt.Sprintf("node %s at %s, drivers %s", shortID(stored.ID), stored.Address, strings.Join(stored.Drivers, ","))})
 	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
 		Node: stored, NodeTTL: spec.Duration(s.cfg.NodeTTL), HeartbeatInterval: spec.Duration(s.cfg.NodeTTL / 5),

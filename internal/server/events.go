@@ -36,19 +36,19 @@ func planEvents(plan *registry.Plan, snap *passState, now time.Time) []spec.Even
 		if !known {
 			msg = fmt.Sprintf("deployment %s of version %d began", shortID(d.ID), d.JobVersion)
 		}
-		evs = append(evs, spec.Event{Time: now, Topic: spec.TopicDeployment, Type: string(d.Status), Job: d.Job,
+		evs = append(evs, spec.Event{Time: now, Topic: spec.TopicDeployment, Type: d.Status.EventType(), Job: d.Job,
 			Namespace: spec.NamespaceOf(d.Namespace), DeploymentID: d.ID, Message: msg})
 	}
 	for _, a := range plan.Allocs {
 		e := spec.Event{Time: now, Topic: spec.TopicAlloc, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
 			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Message: a.DesiredReason}
 		switch {
-		case a.DesiredStatus == spec.DesiredStop && a.Evicted:
-			e.Type = "Evicted"
+		case a.DesiredStatus == spec.DesiredStop && a.Evicted():
+			e.Type = spec.EventEvicted
 		case a.DesiredStatus == spec.DesiredStop:
-			e.Type = "Stopping"
+			e.Type = spec.EventStopping
 		case a.CreateTime.Equal(now):
-			e.Type = "Placed" // on e.Node, for e.Message (the reason)
+			e.Type = spec.EventPlaced // on e.Node, for e.Message (the reason)
 		default:
 			continue
 		}

@@ -229,18 +229,18 @@ func decide(snap *passState, now time.Time, cache *scheduler.Cache, mp movePolic
 	// placements, and an alloc must be written at most once per commit
 	// (etcd refuses a transaction that puts one key twice).
 	stopped := map[string]bool{}
-	stop := func(alloc *spec.Alloc, reason string, evicted bool) {
+	stop := func(alloc *spec.Alloc, cause spec.DesiredCause, reason string) {
 		if stopped[alloc.ID] {
 			return
 		}
 		a := *alloc
 		a.Status = nil
-		a.DesiredStatus, a.DesiredReason, a.ModifyTime, a.Evicted = spec.DesiredStop, reason, now, evicted
+		a.DesiredStatus, a.DesiredCause, a.DesiredReason, a.ModifyTime = spec.DesiredStop, cause, reason, now
 		plan.Allocs = append(plan.Allocs, &a)
 		stopped[a.ID] = true
 	}
 	for _, st := range res.Stop {
-		stop(st.Alloc, st.Reason, false)
+		stop(st.Alloc, st.Cause, st.Reason)
 	}
 
 	jobs := make(map[string]*spec.Job, len(snap.AllJobs))
@@ -265,7 +265,7 @@ func decide(snap *passState, now time.Time, cache *scheduler.Cache, mp movePolic
 	// does.
 	for _, e := range out.Evictions {
 		if e.By.WaitFor == "" {
-			stop(e.Alloc, e.Reason, true)
+			stop(e.Alloc, e.Cause, e.Reason)
 		}
 	}
 	for _, p := range out.Placements {
@@ -302,7 +302,7 @@ func decide(snap *passState, now time.Time, cache *scheduler.Cache, mp movePolic
 
 // requestOf turns the reconciler's ask into the scheduler's.
 func requestOf(p reconcile.Place) scheduler.Request {
-	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Reason: p.Reason, Previous: p.Previous, WaitFor: p.WaitFor, AvoidNode: p.AvoidNode, Node: p.Node,
+	r := scheduler.Request{Job: p.Job, Group: p.Group, Index: p.Index, Cause: p.Cause, Reason: p.Reason, Previous: p.Previous, WaitFor: p.WaitFor, AvoidNode: p.AvoidNode, Node: p.Node,
 		Canary: p.Canary, Update: p.Update}
 	if p.Deployment != nil {
 		r.DeploymentID = p.Deployment.ID
@@ -343,6 +343,7 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 		Update:        update,
 		Canary:        r.Canary,
 		DesiredStatus: spec.DesiredRun,
+		DesiredCause:  r.Cause,
 		DesiredReason: r.Reason,
 		CreateTime:    now,
 		ModifyTime:    now,
@@ -369,12 +370,12 @@ func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now tim
 		_, wasDown := s.downSince[n.ID]
 		if n.Status == spec.NodeReady {
 			if wasDown {
-				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: "Ready", Node: n.Name, Message: "heartbeats again"})
+				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventReady, Node: n.Name, Message: "heartbeats again"})
 			}
 			delete(s.downSince, n.ID)
 		} else if !wasDown {
 			s.downSince[n.ID] = now
-			evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: "Down", Node: n.Name,
+			evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventDown, Node: n.Name,
 				Message: fmt.Sprintf("no heartbeat within the node TTL (%s); its instances are replaced elsewhere", s.cfg.NodeTTL)})
 		}
 	}
@@ -433,7 +434,7 @@ func (s *Server) revert(ctx context.Context, l *registry.Leader, reverts []recon
 			s.log.Warn("revert: cannot read the version to revert to", "job", rv.Job, "version", rv.ToVersion, "err", err)
 			continue
 		}
-		stored, err := l.PutJob(ctx, target.SpecOnly(), rv.CheckIndex)
+		stored, err := l.PutJob(ctx, target.SpecOnly(), rv.CheckIndex, fmt.Sprintf("reverted to version %d after %s", rv.ToVersion, rv.Reason))
 		if err != nil {
 			s.log.Warn("revert failed", "job", rv.Job, "to_version", rv.ToVersion, "err", err)
 			continue

@@ -336,8 +336,11 @@ func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.DesiredStatus != spec.DesiredStop || got.DesiredReason != reason || !got.Evicted {
-		t.Errorf("evicted alloc: desired %s (%s, evicted %v), want stop (%s, evicted)", got.DesiredStatus, got.DesiredReason, got.Evicted, reason)
+	if got.DesiredStatus != spec.DesiredStop || got.DesiredCause != spec.CausePreempted || got.DesiredReason != reason {
+		t.Errorf("evicted alloc: desired %s (%s: %s), want stop (%s: %s)", got.DesiredStatus, got.DesiredCause, got.DesiredReason, spec.CausePreempted, reason)
+	}
+	if web.DesiredCause != spec.CauseNew {
+		t.Errorf("the new alloc's cause is %q, want %q", web.DesiredCause, spec.CauseNew)
 	}
 }
 

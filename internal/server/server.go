@@ -322,7 +322,7 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	if err := s.reg.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicLeader, Type: "Elected", Message: "server " + s.cfg.ID + " leads"}}); err != nil {
+	if err := s.reg.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicLeader, Type: spec.EventElected, Message: "server " + s.cfg.ID + " leads"}}); err != nil {
 		s.log.Warn("cannot store the election event", "err", err)
 	}
 	go s.trimEvents(ctx, l)

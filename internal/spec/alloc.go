@@ -50,14 +50,17 @@ type Alloc struct {
 	Canary bool `json:"canary,omitempty"`
 
 	DesiredStatus DesiredStatus `json:"desired_status"`
-	DesiredReason string        `json:"desired_reason,omitempty"`
-	// Evicted is set by the leader when it stops the alloc to make room for
-	// other work (preemption, or a job's replaces rule): the instance did
-	// not fail, so it is placed again at once and does not count as a
-	// reschedule attempt. DesiredReason says by what.
-	Evicted    bool      `json:"evicted,omitempty"`
-	CreateTime time.Time `json:"create_time"`
-	ModifyTime time.Time `json:"modify_time"`
+	// DesiredCause is why the leader placed or stopped the alloc, for the
+	// decisions that read it back; DesiredReason says why in words, for
+	// people, and no decision reads it.
+	DesiredCause  DesiredCause `json:"desired_cause,omitempty"`
+	DesiredReason string       `json:"desired_reason,omitempty"`
+	// EvictedLegacy is what servers wrote before DesiredCause: set when
+	// the alloc was stopped to make room for other work. Read only for
+	// their records (Evicted); never written.
+	EvictedLegacy bool      `json:"evicted,omitempty"`
+	CreateTime    time.Time `json:"create_time"`
+	ModifyTime    time.Time `json:"modify_time"`
 
 	// Status is the agent's report, merged in on read. Nil until the agent
 	// first reports.
@@ -149,25 +152,9 @@ const MaxTaskEvents = 20
 // TaskEvent is one state change of a task, with when and why.
 type TaskEvent struct {
 	Time    time.Time `json:"time"`
-	Type    string    `json:"type"`
+	Type    EventType `json:"type"` // the task event types in event.go
 	Message string    `json:"message,omitempty"`
 }
-
-// Task event types.
-const (
-	EventReceived   = "Received"
-	EventStarted    = "Started"
-	EventTerminated = "Terminated"
-	EventRestarting = "Restarting"
-	EventNotRestart = "Not Restarting"
-	EventKilling    = "Killing"
-	EventKilled     = "Killed"
-	EventDriverFail = "Driver Failure"
-	EventCompleted  = "Completed"
-	// EventAdopted: a restarted agent took over the task's running process
-	// instead of starting it again.
-	EventAdopted = "Adopted"
-)
 
 // AddEvent appends e and keeps at most MaxTaskEvents.
 func (ts *TaskState) AddEvent(e TaskEvent) {
@@ -188,6 +175,14 @@ func (a *Alloc) ClientStatusOr() ClientStatus {
 		return ClientPending
 	}
 	return a.Status.ClientStatus
+}
+
+// Evicted reports whether the leader stopped a to make room for other work
+// (preemption, or a job's replaces rule): the instance did not fail, so it
+// is placed again at once and does not count as a reschedule attempt. A
+// record written before causes existed says so by its own flag.
+func (a *Alloc) Evicted() bool {
+	return a.DesiredCause.Evicted() || a.DesiredCause == "" && a.EvictedLegacy
 }
 
 // Terminal reports whether the alloc is done: the agent says so, or it was

@@ -106,16 +106,6 @@ const (
 	HealthUnhealthy Health = "unhealthy"
 )
 
-// Task event types of health checks.
-const (
-	EventCheckPassing = "Check Passing"
-	EventCheckFailing = "Check Failing"
-	EventCheckRestart = "Restart Signaled"
-	// EventOutOfMemory: the task was killed for going past its memory
-	// limit (exec in a cgroup, docker).
-	EventOutOfMemory = "OOM Killed"
-)
-
 // ServiceInstance is one registered instance of a service, as the catalog
 // serves it.
 type ServiceInstance struct {
