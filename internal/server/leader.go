@@ -33,6 +33,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	if err != nil {
 		return time.Time{}, err
 	}
+	s.metrics.SnapshotSeconds.Observe(time.Since(start).Seconds())
 	now := time.Now().UTC()
 	var nodeEvents []spec.Event
 	if actOnDown {
