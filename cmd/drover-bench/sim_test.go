@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -129,7 +130,8 @@ func TestPct(t *testing.T) {
 
 // TestSimCluster runs the real server with three simulated agents: a job's
 // instances are committed, started by the agents and reported running, and
-// etcd's request counters move.
+// etcd's request counters move; the observer keeps no alloc of a job it
+// was told to ignore.
 func TestSimCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an etcd member")
@@ -148,6 +150,19 @@ func TestSimCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A job the observer ignores, placed before j: once j's allocs are
+	// seen, the watch has passed this one's.
+	c.obs.ignoreJobs("skip-")
+	if _, err := c.client.SubmitJob(ctx, simJob("skip-1", 1, instanceSize(2)), 0); err != nil {
+		t.Fatal(err)
+	}
+	err = waitUntil(ctx, 30*time.Second, "skip-1 placed", func() (bool, string) {
+		allocs, _, err := c.client.Allocs(ctx, "skip-1", "", nil)
+		return err == nil && len(allocs) == 1, fmt.Sprint(len(allocs), err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now()
 	if _, err := c.client.SubmitJob(ctx, simJob("j", 4, instanceSize(2)), 0); err != nil {
 		t.Fatal(err)
@@ -162,6 +177,9 @@ func TestSimCluster(t *testing.T) {
 	after, _ := gatherEtcd()
 	if d := after.since(before); d["Txn"] < 2 {
 		t.Errorf("etcd Txn calls during submit and placement: %v; want at least the submit and the commit", d)
+	}
+	if got := c.obs.allocs("skip-1"); len(got) != 0 {
+		t.Errorf("the observer kept %d allocs of an ignored job", len(got))
 	}
 	allocs := c.obs.allocs("j")
 	nodes := map[string]bool{}

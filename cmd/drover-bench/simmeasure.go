@@ -42,6 +42,9 @@ type observer struct {
 	byJob    map[string]*jobCounts
 	requests map[string]int64 // "METHOD /v1/route/{id}" -> count
 	resyncs  int
+	// ignore is a job name prefix whose allocs the watch does not keep
+	// ("": none): the state scenario's bulk, whose memory it measures.
+	ignore string
 }
 
 type placedAlloc struct {
@@ -80,7 +83,7 @@ func (o *observer) watch(ctx context.Context, reg *registry.Registry, rev int64)
 			case ch.Kind == registry.KindResync:
 				o.resyncs++
 			case ch.Kind == registry.KindAlloc && !ch.Deleted:
-				if _, ok := o.placed[ch.ID]; ok {
+				if _, ok := o.placed[ch.ID]; ok || (o.ignore != "" && strings.HasPrefix(ch.Job, o.ignore)) {
 					continue
 				}
 				o.placed[ch.ID] = placedAlloc{job: ch.Job, node: ch.NodeID, rev: ch.Rev, seen: now}
@@ -93,6 +96,13 @@ func (o *observer) watch(ctx context.Context, reg *registry.Registry, rev int64)
 		}
 		o.mu.Unlock()
 	}
+}
+
+// ignoreJobs makes the watch skip the allocs of the jobs named prefix*.
+func (o *observer) ignoreJobs(prefix string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ignore = prefix
 }
 
 // counts sums the placed and running instances of the named jobs; err is

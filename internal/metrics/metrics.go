@@ -20,6 +20,10 @@ import (
 // scheduling pass (seconds).
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
+// snapshotBuckets start lower: a snapshot's target is a millisecond or
+// less, and one of an immutable store takes microseconds.
+var snapshotBuckets = append([]float64{.00001, .0001}, latencyBuckets...)
+
 // Server is a server's metrics.
 type Server struct {
 	Registry *prometheus.Registry
@@ -31,6 +35,8 @@ type Server struct {
 	Evictions prometheus.Counter
 	// PassSeconds is one leader pass: snapshot, decide, commit.
 	PassSeconds prometheus.Histogram
+	// SnapshotSeconds is the part of a pass that gets its state snapshot.
+	SnapshotSeconds prometheus.Histogram
 	// SubmitToPlaced is from a job version's submit to the commit that
 	// placed its first new instances.
 	SubmitToPlaced prometheus.Histogram
@@ -49,15 +55,16 @@ type State struct {
 // a deadline) for the gauges of nodes and allocations.
 func NewServer(state func(context.Context) (State, error), extra ...prometheus.Collector) *Server {
 	m := &Server{
-		Registry:       prometheus.NewRegistry(),
-		Placements:     prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_placements_total", Help: "Instances placed by this server while leader."}),
-		Unplaced:       prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_unplaced_total", Help: "Groups a scheduling pass could not place in full."}),
-		Evictions:      prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_evictions_total", Help: "Instances stopped to make room for higher-priority work."}),
-		PassSeconds:    prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_pass_seconds", Help: "One scheduling pass of the leader: snapshot, decide, commit.", Buckets: latencyBuckets}),
-		SubmitToPlaced: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_scheduling_latency_seconds", Help: "From a job version's submit to the commit placing its instances.", Buckets: latencyBuckets}),
-		IsLeader:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_leader", Help: "1 while this server is the leader."}),
+		Registry:        prometheus.NewRegistry(),
+		Placements:      prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_placements_total", Help: "Instances placed by this server while leader."}),
+		Unplaced:        prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_unplaced_total", Help: "Groups a scheduling pass could not place in full."}),
+		Evictions:       prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_evictions_total", Help: "Instances stopped to make room for higher-priority work."}),
+		PassSeconds:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_pass_seconds", Help: "One scheduling pass of the leader: snapshot, decide, commit.", Buckets: latencyBuckets}),
+		SnapshotSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_snapshot_seconds", Help: "The state snapshot a leader pass starts with.", Buckets: snapshotBuckets}),
+		SubmitToPlaced:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_scheduling_latency_seconds", Help: "From a job version's submit to the commit placing its instances.", Buckets: latencyBuckets}),
+		IsLeader:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_leader", Help: "1 while this server is the leader."}),
 	}
-	m.Registry.MustRegister(m.Placements, m.Unplaced, m.Evictions, m.PassSeconds, m.SubmitToPlaced, m.IsLeader,
+	m.Registry.MustRegister(m.Placements, m.Unplaced, m.Evictions, m.PassSeconds, m.SnapshotSeconds, m.SubmitToPlaced, m.IsLeader,
 		&stateCollector{state: state},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(extra...)

@@ -35,6 +35,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	if err != nil {
 		return time.Time{}, err
 	}
+	s.metrics.SnapshotSeconds.Observe(time.Since(start).Seconds())
 	now := time.Now().UTC()
 	snap := passFor(ss, only, s.placer, s.placerRev)
 	s.placerRev = ss.Rev

@@ -45,6 +45,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		{`drover_allocations{status="pending"}`, func(v float64) bool { return v >= 2 }, ">= 2 (no agent runs them)"},
 		{"drover_scheduling_latency_seconds_count", func(v float64) bool { return v >= 2 }, ">= 2 (one per job version placed)"},
 		{"drover_leader_pass_seconds_count", func(v float64) bool { return v >= 1 }, ">= 1"},
+		{"drover_leader_snapshot_seconds_count", func(v float64) bool { return v >= 1 }, ">= 1 (one per pass)"},
 		{`drover_etcd_request_seconds_count{method="Txn"}`, func(v float64) bool { return v >= 1 }, ">= 1"},
 		{"drover_state_scrape_error", func(v float64) bool { return v == 0 }, "0"},
 	}
