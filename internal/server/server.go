@@ -225,9 +225,6 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// IsLeader reports whether this server holds the election now.
-func (s *Server) IsLeader() bool { return s.isLeader.Load() }
-
 func (s *Server) runElections(ctx context.Context) {
 	for ctx.Err() == nil {
 		l, err := s.reg.Campaign(ctx, s.cfg.ID, s.cfg.LeaderTTL)
