@@ -221,9 +221,9 @@ func TestNoDeploymentHealthWithoutStrategy(t *testing.T) {
 	// Neither a deployment nor a move placed it: no strategy to judge by.
 	c.submit(j)
 
-	a := c.alloc(j.Name, 10*time.Second, "check passing", checkIs("web-http", spec.CheckPassing))
+	c.alloc(j.Name, 10*time.Second, "check passing", checkIs("web-http", spec.CheckPassing))
 	time.Sleep(time.Second) // well past min_healthy_time
-	a = c.alloc(j.Name, time.Second, "alloc", nil)
+	a := c.alloc(j.Name, time.Second, "alloc", nil)
 	if a.Status.Health != spec.HealthHealthy || hasVerdict(a) {
 		t.Errorf("health %q, deployment health %+v; want healthy and no verdict", a.Status.Health, a.Status.DeploymentHealth)
 	}
@@ -243,7 +243,7 @@ func TestNoDeploymentHealthWhenStoppedFirst(t *testing.T) {
 	if _, err := c.client.StopJob(context.Background(), j.Name, false); err != nil {
 		t.Fatal(err)
 	}
-	a = c.alloc(j.Name, 10*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
+	c.alloc(j.Name, 10*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
 	time.Sleep(time.Until(started.Add(deadline + 500*time.Millisecond)))
 	a = c.alloc(j.Name, time.Second, "alloc", nil)
 	if hasVerdict(a) {

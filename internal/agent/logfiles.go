@@ -123,10 +123,9 @@ func tailLog(root *os.Root, name string, n int, since time.Time) ([]byte, int64,
 }
 
 // followLog writes what is appended to the stream name from offset on
-// until ctx ends, reopening the file when rotation replaces it (as
-// tasklog.Follow, but every open goes through root). A file that cannot
-// be opened inside root, or is not a regular file, is waited out: the
-// follow then shows nothing more.
+// until ctx ends, reopening the file when rotation replaces it; every open
+// goes through root. A file that cannot be opened inside root, or is not a
+// regular file, is waited out: the follow then shows nothing more.
 func followLog(ctx context.Context, root *os.Root, name string, offset int64, out flushWriter) {
 	path := tasklog.Path(".", name)
 	var f *os.File

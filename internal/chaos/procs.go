@@ -107,23 +107,6 @@ func (p *proc) kill() {
 	p.paused = false
 }
 
-// stop ends the process with SIGTERM, then SIGKILL after 10 s.
-func (p *proc) stop() {
-	if !p.running() {
-		return
-	}
-	if p.paused {
-		p.cmd.Process.Signal(syscall.SIGCONT)
-		p.paused = false
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
-}
-
 func (p *proc) pause() {
 	if p.running() {
 		p.cmd.Process.Signal(syscall.SIGSTOP)

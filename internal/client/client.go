@@ -26,11 +26,11 @@ import (
 // else http.
 const DefaultAddress = "127.0.0.1:4646"
 
-// Client talks to one server, or fails over between several (NewMulti).
+// Client talks to one server, or fails over between several (NewWithOptions).
 type Client struct {
 	base  string
 	hc    *http.Client
-	bases []string     // NewMulti's addresses; nil for New
+	bases []string     // NewWithOptions' addresses; nil for New
 	cur   atomic.Int32 // index in bases of the address in use
 	// nodeSecret, when set, proves the caller is its node (agents only).
 	nodeSecret atomic.Pointer[string]
@@ -51,8 +51,18 @@ type Options struct {
 // TokenHeader carries an ACL token's secret.
 const TokenHeader = "X-Drover-Token"
 
-// NewWithOptions returns a client for one or several servers (failing over
-// as NewMulti) with TLS and a token.
+// NewWithOptions returns a client for one or several servers, with TLS
+// and a token. A call goes to the current address; when it cannot connect
+// there (refused, reset or closed before any answer, dial error), it moves
+// to the next address and retries at once, trying each address at most
+// once per call. The address that last
+// answered stays current. An HTTP error status is an answer: it is returned,
+// never retried elsewhere. No address: DefaultAddress.
+//
+// A request that failed to connect was not processed by that server, so
+// the retry is safe. A reset after the request was sent but before the
+// answer is retried too: every API write is idempotent (the same job spec
+// twice changes nothing; status reports are states, not increments).
 func NewWithOptions(addrs []string, o Options) (*Client, error) {
 	scheme := "http://"
 	if o.TLS != nil {
@@ -247,13 +257,6 @@ func (c *Client) SubmitJob(ctx context.Context, job *spec.Job, checkIndex int64)
 	return &out, err
 }
 
-// ValidateJob asks the server to validate a job without storing it.
-func (c *Client) ValidateJob(ctx context.Context, job *spec.Job) (*spec.ValidateResponse, error) {
-	var out spec.ValidateResponse
-	_, err := c.do(ctx, "POST", "/v1/validate/job", nil, job, &out)
-	return &out, err
-}
-
 // Jobs lists jobs.
 func (c *Client) Jobs(ctx context.Context, q *QueryOptions) ([]*spec.JobListEntry, int64, error) {
 	v := url.Values{}
@@ -315,13 +318,6 @@ func (c *Client) NodeAllocs(ctx context.Context, node string, q *QueryOptions) (
 	var out []*spec.Alloc
 	idx, err := c.do(ctx, "GET", "/v1/nodes/"+url.PathEscape(node)+"/allocations", v, nil, &out)
 	return out, idx, err
-}
-
-// UpdateAllocStatus reports an allocation's observed state (agents only).
-func (c *Client) UpdateAllocStatus(ctx context.Context, id, node string, st *spec.AllocStatus) error {
-	_, err := c.do(ctx, "PUT", "/v1/allocations/"+url.PathEscape(id)+"/status", nil,
-		&spec.AllocStatusUpdate{NodeID: node, Status: st}, nil)
-	return err
 }
 
 // ReportAllocStatuses sends a node's reports for many allocs in one request

@@ -11,42 +11,6 @@ import (
 	"syscall"
 )
 
-// NewMulti returns a client for several servers. A call goes to the current
-// address; when it cannot connect there (refused, reset or closed before
-// any answer, dial error), it moves to the next address and retries at
-// once, trying each address at most once per call. The address that last
-// answered stays current. An HTTP error status is an answer: it is returned,
-// never retried elsewhere. New(addr) is the one-address case.
-//
-// A request that failed to connect was not processed by that server, so
-// the retry is safe. A reset after the request was sent but before the
-// answer is retried too: every API write is idempotent (the same job spec
-// twice changes nothing; status reports are states, not increments).
-func NewMulti(addrs []string) (*Client, error) {
-	var bases []string
-	for _, a := range addrs {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		b, err := normalize(a)
-		if err != nil {
-			return nil, err
-		}
-		bases = append(bases, b)
-	}
-	if len(bases) == 0 {
-		b, _ := normalize(DefaultAddress)
-		bases = []string{b}
-	}
-	c, err := New(bases[0])
-	if err != nil {
-		return nil, err
-	}
-	c.bases = bases
-	return c, nil
-}
-
 // SplitAddrs splits comma-separated addresses (as --servers, --address and
 // DROVER_ADDR take them), dropping empty ones.
 func SplitAddrs(list ...string) []string {

@@ -30,7 +30,7 @@ func TestFailoverSkipsDeadServer(t *testing.T) {
 	live := leaderServer("live", &hits)
 	defer live.Close()
 
-	c, err := NewMulti([]string{deadAddr, strings.TrimPrefix(live.URL, "http://")})
+	c, err := NewWithOptions([]string{deadAddr, strings.TrimPrefix(live.URL, "http://")}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestFailoverNotOnHTTPError(t *testing.T) {
 	defer s1.Close()
 	s2 := leaderServer("s2", &h2)
 	defer s2.Close()
-	c, _ := NewMulti([]string{s1.URL, s2.URL})
+	c, _ := NewWithOptions([]string{s1.URL, s2.URL}, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := c.Node(ctx, "x") // 500 from s1: an answer, not a connect failure
@@ -74,7 +74,7 @@ func TestFailoverAllDownTriesEachOnce(t *testing.T) {
 		addrs = append(addrs, s.URL)
 		s.Close()
 	}
-	c, _ := NewMulti(addrs)
+	c, _ := NewWithOptions(addrs, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := c.Leader(ctx)
@@ -90,7 +90,7 @@ func TestFailoverAllDownTriesEachOnce(t *testing.T) {
 	var hits atomic.Int32
 	live := leaderServer("back", &hits)
 	defer live.Close()
-	c2, _ := NewMulti([]string{addrs[0], addrs[1], live.URL})
+	c2, _ := NewWithOptions([]string{addrs[0], addrs[1], live.URL}, Options{})
 	if l, err := c2.Leader(ctx); err != nil || l != "back" {
 		t.Fatalf("Leader = %q, %v", l, err)
 	}
@@ -101,8 +101,8 @@ func TestSplitAddrs(t *testing.T) {
 	if strings.Join(got, "|") != "a:1|b:2|c:3" {
 		t.Fatalf("SplitAddrs = %q", got)
 	}
-	c, err := NewMulti(nil)
+	c, err := NewWithOptions(nil, Options{})
 	if err != nil || c.Address() != "http://"+DefaultAddress {
-		t.Fatalf("NewMulti(nil) = %v, %v", c.Address(), err)
+		t.Fatalf("NewWithOptions(nil, Options{}) = %v, %v", c.Address(), err)
 	}
 }

@@ -64,7 +64,7 @@ func StartDaemon(t testing.TB) *Daemon {
 	d := &Daemon{Host: "unix://" + filepath.Join(dir, "docker.sock"), t: t, dir: dir}
 	t.Cleanup(d.cleanup)
 	d.start()
-	d.Client, err = client.New(client.WithHost(d.Host), client.WithAPIVersionNegotiation())
+	d.Client, err = client.New(client.WithHost(d.Host))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func (d *Daemon) start() {
 	done := make(chan error, 1)
 	d.done = done
 	go func() { done <- d.cmd.Wait() }()
-	c, err := client.New(client.WithHost(d.Host), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(d.Host))
 	if err != nil {
 		t.Fatal(err)
 	}

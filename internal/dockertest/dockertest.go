@@ -46,7 +46,7 @@ func ImageTag(binary []byte) string {
 // when CI=true, where a daemon is part of the setup.
 func Require(t testing.TB) *client.Client {
 	t.Helper()
-	c, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	c, err := client.New(client.FromEnv)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err = c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})

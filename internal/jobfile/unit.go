@@ -32,7 +32,7 @@ const unitSuffix = ".service"
 // behaves as it did under fleet.
 const (
 	// RestartSec's default.
-	unitRestartSec = 100 * time.Millisecond
+	unitRestartDelay = 100 * time.Millisecond
 	// DefaultStartLimitBurst and DefaultStartLimitIntervalSec: systemd
 	// gives up on a unit that starts 5 times within 10s. drover waits for
 	// the interval to pass and goes on (restart mode "delay"), because a
@@ -584,7 +584,7 @@ func (d *unitDecoder) build() *spec.Job {
 }
 
 func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
-	delay := unitRestartSec
+	delay := unitRestartDelay
 	if o := d.restartSec; o != nil {
 		if t, ok := d.timespan(*o); ok {
 			delay = t

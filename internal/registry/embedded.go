@@ -164,10 +164,6 @@ func listenURL(addr string) (*url.URL, error) {
 // Endpoints returns the member's client URLs, for Open.
 func (e *Embedded) Endpoints() []string { return append([]string(nil), e.endpoints...) }
 
-// Err returns a channel that receives an error if the member fails while
-// running.
-func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
-
 // Close stops the member, waiting at most about 15 s.
 func (e *Embedded) Close() error {
 	e.closeOnce.Do(func() {

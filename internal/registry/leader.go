@@ -121,9 +121,6 @@ func (r *Registry) LeaderID(ctx context.Context) (string, error) {
 	return string(resp.Kvs[0].Value), nil
 }
 
-// ID is the id this leader campaigned with.
-func (l *Leader) ID() string { return l.id }
-
 // Epoch is the election key's create revision; it orders leaderships.
 func (l *Leader) Epoch() int64 { return l.epoch }
 

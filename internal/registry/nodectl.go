@@ -122,17 +122,6 @@ func firstKV(resp *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
 	return nil
 }
 
-// PutNodeControl stores an operator's decision about node id (nil: none,
-// the node is eligible and not draining). ErrNotFound: no such node.
-func (r *Registry) PutNodeControl(ctx context.Context, id string, c *spec.NodeControl) error {
-	return r.UpdateNodeControl(ctx, id, func(spec.NodeControl) (spec.NodeControl, error) {
-		if c == nil {
-			return spec.NodeControl{}, nil
-		}
-		return *c, nil
-	})
-}
-
 // UpdateNodeControl changes node id's control by f, which gets the stored
 // one (zero when none) and returns the new one, or an error that is
 // returned as is and writes nothing. f may run more than once, when

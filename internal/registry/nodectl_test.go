@@ -12,6 +12,18 @@ import (
 	"github.com/drover-org/drover/internal/state"
 )
 
+// PutNodeControl stores an operator's decision about node id (nil: none,
+// the node is eligible and not draining); only the tests set a whole
+// control at once. ErrNotFound: no such node.
+func (r *Registry) PutNodeControl(ctx context.Context, id string, c *spec.NodeControl) error {
+	return r.UpdateNodeControl(ctx, id, func(spec.NodeControl) (spec.NodeControl, error) {
+		if c == nil {
+			return spec.NodeControl{}, nil
+		}
+		return *c, nil
+	})
+}
+
 // TestNodeControlAndUsage: an operator's control and the agent's usage
 // report are merged into every read of the node, survive the agent
 // registering again, and need the node to exist.

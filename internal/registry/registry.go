@@ -386,18 +386,6 @@ func (r *Registry) GetJobVersion(ctx context.Context, name string, version uint6
 	return j, nil
 }
 
-// ListJobs returns every job sorted by name, and the revision read at.
-func (r *Registry) ListJobs(ctx context.Context) ([]*spec.Job, int64, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.prefix+dirJobs, clientv3.WithPrefix())
-	if err != nil {
-		return nil, 0, wrap("list jobs", err)
-	}
-	jobs, err := decodeJobs(resp.Kvs)
-	return jobs, resp.Header.Revision, err
-}
-
 func decodeJobs(kvs []*mvccpb.KeyValue) ([]*spec.Job, error) {
 	out := make([]*spec.Job, 0, len(kvs))
 	for _, kv := range kvs {

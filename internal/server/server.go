@@ -252,9 +252,6 @@ func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
 // readWait bounds how long a read waits for the server's state.
 const readWait = 10 * time.Second
 
-// IsLeader reports whether this server holds the election now.
-func (s *Server) IsLeader() bool { return s.isLeader.Load() }
-
 func (s *Server) runElections(ctx context.Context) {
 	for ctx.Err() == nil {
 		l, err := s.reg.Campaign(ctx, s.cfg.ID, s.cfg.LeaderTTL)

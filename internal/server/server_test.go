@@ -56,7 +56,7 @@ func testServerSrv(t *testing.T) (*httptest.Server, *registry.Registry, *Server)
 	// Settle: the election key and the leader's Elected event are
 	// writes; measure after them.
 	deadline := time.Now().Add(10 * time.Second)
-	for !srv.IsLeader() || !elected(ctx, reg) {
+	for !srv.isLeader.Load() || !elected(ctx, reg) {
 		if time.Now().After(deadline) {
 			t.Fatal("the server did not become leader and record it within 10s")
 		}

@@ -75,18 +75,6 @@ func parseVersion(s string, strict bool) (version, bool) {
 	return v, true
 }
 
-func (v version) String() string {
-	parts := make([]string, len(v.nums))
-	for i, n := range v.nums {
-		parts[i] = strconv.FormatUint(n, 10)
-	}
-	s := strings.Join(parts, ".")
-	if v.pre != nil {
-		s += "-" + strings.Join(v.pre, ".")
-	}
-	return s
-}
-
 func compareVersions(a, b version) int {
 	for i := range max(len(a.nums), len(b.nums)) {
 		var x, y uint64

@@ -1,5 +1,6 @@
-// Package tasklog writes a task's output to size-rotated files and reads it
-// back: the last N lines, and following new lines as they are written.
+// Package tasklog writes a task's output to size-rotated files; the agent
+// reads them back (the last N lines, and following new lines as they are
+// written) with the helpers here.
 //
 // Files for a stream named "stdout" in dir:
 //
@@ -16,10 +17,8 @@ package tasklog
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -202,38 +201,6 @@ func (w *Writer) Close() error {
 	return err
 }
 
-// Tail returns the last n lines of the stream (all of it when n < 0),
-// reading back into rotated files when the current one holds fewer.
-func Tail(dir, name string, n int) ([]byte, error) {
-	base := Path(dir, name)
-	files := []string{base}
-	for i := 1; ; i++ {
-		p := fmt.Sprintf("%s.%d", base, i)
-		if _, err := os.Stat(p); err != nil {
-			break
-		}
-		files = append(files, p)
-	}
-	var out []byte
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
-			return nil, err
-		}
-		out = append(b, out...)
-		if n >= 0 && bytes.Count(out, []byte("\n")) > n {
-			break
-		}
-	}
-	if n < 0 {
-		return out, nil
-	}
-	return LastLines(out, n), nil
-}
-
 // LastLines returns the last n lines of b; a last line without its
 // newline counts.
 func LastLines(b []byte, n int) []byte {
@@ -256,85 +223,6 @@ func LastLines(b []byte, n int) []byte {
 	return b
 }
 
-// PollInterval is how often Follow looks for new output. 100 ms keeps
+// PollInterval is how often a follower looks for new output. 100 ms keeps
 // `drover logs -f` feeling live without measurable cost.
 const PollInterval = 100 * time.Millisecond
-
-// Follow writes everything appended to the stream after offset bytes of the
-// current file to out, until ctx ends. It reopens the file when rotation
-// replaces it. Output is written in whole lines where possible.
-func Follow(ctx context.Context, dir, name string, offset int64, out io.Writer) error {
-	path := Path(dir, name)
-	var f *os.File
-	var ino uint64
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	buf := make([]byte, 32<<10)
-	t := time.NewTicker(PollInterval)
-	defer t.Stop()
-	for {
-		if f == nil {
-			nf, err := os.Open(path)
-			if err == nil {
-				f, ino = nf, inode(nf)
-				if _, err := f.Seek(offset, io.SeekStart); err != nil {
-					return err
-				}
-			}
-		}
-		if f != nil {
-			if err := copyToEOF(f, buf, out); err != nil {
-				return err
-			}
-			// Rotated: the path now names another file. Finish the old
-			// one, then start the new one from its beginning. The old one
-			// is read again here: lines may have reached it after the read
-			// above and before the rotation. The writer closed it before
-			// renaming it, so this read is its last.
-			if fi, err := os.Stat(path); err == nil && inodeOf(fi) != ino {
-				if err := copyToEOF(f, buf, out); err != nil {
-					return err
-				}
-				f.Close()
-				f, offset = nil, 0
-				continue
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// copyToEOF copies what f holds past its offset to out, flushing out.
-func copyToEOF(f *os.File, buf []byte, out io.Writer) error {
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			if _, werr := out.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if fl, ok := out.(interface{ Flush() }); ok {
-				fl.Flush()
-			}
-		}
-		if err != nil || n == 0 {
-			return nil
-		}
-	}
-}
-
-// Size returns the current file's size, the offset at which following
-// starts when only new output is wanted.
-func Size(dir, name string) int64 {
-	fi, err := os.Stat(Path(dir, name))
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}

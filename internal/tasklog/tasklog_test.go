@@ -99,7 +99,7 @@ func TestWriterRotatesAtMaxBytesKeepingKeepFiles(t *testing.T) {
 			t.Errorf("%s = %q, want %q", filepath.Base(c.path), got, c.want)
 		}
 	}
-	if got := tasklog.Size(dir, "task.stdout"); got != 50 {
+	if got := size(dir, "task.stdout"); got != 50 {
 		t.Errorf("Size = %d, want 50", got)
 	}
 }
@@ -205,10 +205,10 @@ func TestWriterIsLazy(t *testing.T) {
 		t.Error("Write into a missing directory succeeded")
 	}
 	// Tail and Size of a stream that never got a file are empty, not errors.
-	if b, err := tasklog.Tail(dir, "task.stdout", -1); err != nil || len(b) != 0 {
+	if b, err := tail(dir, "task.stdout", -1); err != nil || len(b) != 0 {
 		t.Errorf("Tail of an unwritten stream = %q, %v", b, err)
 	}
-	if n := tasklog.Size(dir, "task.stdout"); n != 0 {
+	if n := size(dir, "task.stdout"); n != 0 {
 		t.Errorf("Size of an unwritten stream = %d", n)
 	}
 }
@@ -233,7 +233,7 @@ func TestTail(t *testing.T) {
 		{1000, lines(11, 35)},
 		{-1, lines(11, 35)},
 	} {
-		got, err := tasklog.Tail(dir, "task.stdout", c.n)
+		got, err := tail(dir, "task.stdout", c.n)
 		if err != nil {
 			t.Fatalf("Tail(%d): %v", c.n, err)
 		}
@@ -245,11 +245,11 @@ func TestTail(t *testing.T) {
 
 func TestTailEdgeCases(t *testing.T) {
 	dir := t.TempDir()
-	got, err := tasklog.Tail(dir, "never.written", 10)
+	got, err := tail(dir, "never.written", 10)
 	if err != nil || len(got) != 0 {
 		t.Errorf("Tail of a missing stream = %q, %v; want empty, nil", got, err)
 	}
-	got, err = tasklog.Tail(dir, "never.written", -1)
+	got, err = tail(dir, "never.written", -1)
 	if err != nil || len(got) != 0 {
 		t.Errorf("Tail(-1) of a missing stream = %q, %v; want empty, nil", got, err)
 	}
@@ -265,14 +265,14 @@ func TestTailEdgeCases(t *testing.T) {
 		{3, "a\nb\npartial"},
 		{-1, "a\nb\npartial"},
 	} {
-		got, err := tasklog.Tail(dir, "task.stdout", c.n)
+		got, err := tail(dir, "task.stdout", c.n)
 		if err != nil || string(got) != c.want {
 			t.Errorf("Tail(%d) = %q, %v; want %q", c.n, got, err, c.want)
 		}
 	}
 }
 
-// follower runs tasklog.Follow in the background into a buffer.
+// follower runs followStream in the background into a buffer.
 type follower struct {
 	mu     sync.Mutex
 	buf    bytes.Buffer
@@ -296,7 +296,7 @@ func follow(t *testing.T, dir, name string, offset int64) *follower {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follower{cancel: cancel, done: make(chan error, 1)}
-	go func() { f.done <- tasklog.Follow(ctx, dir, name, offset, f) }()
+	go func() { f.done <- followStream(ctx, dir, name, offset, f) }()
 	t.Cleanup(func() {
 		cancel()
 		<-f.done
@@ -343,7 +343,7 @@ func TestFollowDeliversLinesAfterOffset(t *testing.T) {
 	dir := t.TempDir()
 	w := newWriter(t, dir, 0, 3)
 	write(t, w, "before 1\nbefore 2\n")
-	f := follow(t, dir, "task.stdout", tasklog.Size(dir, "task.stdout"))
+	f := follow(t, dir, "task.stdout", size(dir, "task.stdout"))
 	write(t, w, "after 1\n")
 	f.waitOutput(t, "after 1\n")
 	write(t, w, "after 2\nafter 3\n")
@@ -446,7 +446,7 @@ func TestFollowUnderConcurrentRotation(t *testing.T) {
 	c := &chaser{kick: make(chan struct{}, 1)}
 	c.done = make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { c.done <- tasklog.Follow(ctx, dir, "task.stdout", 0, c) }()
+	go func() { c.done <- followStream(ctx, dir, "task.stdout", 0, c) }()
 	defer func() { cancel(); <-c.done }()
 
 	// Writing only when kicked keeps the writer from running a whole file

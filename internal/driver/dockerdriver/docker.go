@@ -68,7 +68,7 @@ const pullTimeout = 2 * time.Minute
 // New returns a driver talking to the daemon at cfg.Host. It does not
 // contact the daemon; Ping does.
 func New(cfg Config) (*Driver, error) {
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	opts := []client.Opt{client.FromEnv}
 	if cfg.Host != "" {
 		opts = append(opts, client.WithHost(cfg.Host))
 	}
