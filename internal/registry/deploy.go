@@ -85,13 +85,6 @@ func (r *Registry) mergeDeployments(depKVs, reqKVs []*mvccpb.KeyValue) ([]*spec.
 	return out, nil
 }
 
-// sortDeployments is the snapshot's order: by job, then oldest first.
-func sortDeployments(ds []*spec.Deployment) {
-	slices.SortFunc(ds, func(a, b *spec.Deployment) int {
-		return cmp.Or(cmp.Compare(a.Job, b.Job), a.CreateTime.Compare(b.CreateTime), cmp.Compare(a.ID, b.ID))
-	})
-}
-
 // sortNewestFirst is the API's order: the newest deployment first, whatever
 // its job; ties (one pass creating several) by job version, then ID.
 func sortNewestFirst(ds []*spec.Deployment) {

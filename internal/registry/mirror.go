@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -268,9 +269,6 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 	}
 }
 
-// Store is the state the mirror keeps current.
-func (m *Mirror) Store() *state.Store { return m.store }
-
 // Snapshot returns the mirrored state once it is at revision atLeast or
 // later, waiting at most until ctx ends.
 //
@@ -279,24 +277,19 @@ func (m *Mirror) Store() *state.Store { return m.store }
 func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*state.Snapshot, error) {
 	wait := barrierAfter
 	for {
-		ch := m.store.Changed() // before the checks: a change after them closes it
-		if err := m.store.Err(); err != nil {
-			return nil, err
-		}
-		if m.store.Rev() >= atLeast {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		err := m.store.WaitRev(wctx, atLeast)
+		cancel()
+		switch {
+		case err == nil:
 			return m.store.Snapshot(), nil
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("registry: the server's state is not at revision %d yet: %w", atLeast, ctx.Err())
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err // the mirror stopped
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ch:
-		case <-t.C:
-			wait = barrierEvery
-			m.writeBarrier(ctx, atLeast)
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("registry: the leader's mirror is not at revision %d yet: %w", atLeast, ctx.Err())
-		}
-		t.Stop()
+		wait = barrierEvery
+		m.writeBarrier(ctx, atLeast)
 	}
 }
 

@@ -48,7 +48,6 @@ type Registry struct {
 	ownCli bool
 	cache  decodeCache
 	live   liveness
-	views  nodeViews
 }
 
 // Open connects to etcd at endpoints and checks that it answers; when it
@@ -384,19 +383,6 @@ func (r *Registry) GetJobVersion(ctx context.Context, name string, version uint6
 		return nil, fmt.Errorf("registry: job %q has no version %d: %w", name, version, ErrNotFound)
 	}
 	return j, nil
-}
-
-func decodeJobs(kvs []*mvccpb.KeyValue) ([]*spec.Job, error) {
-	out := make([]*spec.Job, 0, len(kvs))
-	for _, kv := range kvs {
-		j, err := decodeJob(kv)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	slices.SortFunc(out, func(a, b *spec.Job) int { return cmp.Compare(a.Name, b.Name) })
-	return out, nil
 }
 
 // ---- Allocs ----
@@ -742,61 +728,3 @@ func (r *Registry) GetSchedule(ctx context.Context, job string) (*spec.JobSchedu
 }
 
 // ---- Snapshot ----
-
-// Snapshot is the whole registry at one revision: the leader's input.
-type Snapshot struct {
-	Rev       int64
-	Jobs      []*spec.Job
-	Allocs    []*spec.Alloc
-	Nodes     []*spec.Node
-	Schedules map[string]*spec.JobSchedule
-	// Deployments are every deployment with its request merged in, by
-	// job, then oldest first.
-	Deployments []*spec.Deployment
-}
-
-// Snapshot reads jobs, allocs (with status), nodes (with liveness,
-// control and usage), schedules and deployments in one transaction, so all of them are as of the same
-// revision.
-func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Txn(ctx).Then(
-		clientv3.OpGet(r.prefix+dirJobs, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirAllocs, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirAllocStatus, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirSchedules, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(r.prefix+dirDeployments, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirDeploymentRequests, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirNodeCtl, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirNodeUsage, clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return nil, wrap("read snapshot", err)
-	}
-	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
-	s := &Snapshot{Rev: resp.Header.Revision, Schedules: map[string]*spec.JobSchedule{}}
-	if s.Jobs, err = decodeJobs(kvs(0)); err != nil {
-		return nil, err
-	}
-	if s.Allocs, err = r.mergeAllocs(kvs(1), kvs(2), true); err != nil {
-		return nil, err
-	}
-	if s.Nodes, err = r.snapshotNodes(kvs(3), kvs(5), kvs(8), kvs(9)); err != nil {
-		return nil, err
-	}
-	for _, kv := range kvs(4) {
-		var js spec.JobSchedule
-		if err := json.Unmarshal(kv.Value, &js); err != nil {
-			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
-		}
-		s.Schedules[string(kv.Key[len(r.prefix+dirSchedules):])] = &js
-	}
-	if s.Deployments, err = r.mergeDeployments(kvs(6), kvs(7)); err != nil {
-		return nil, err
-	}
-	sortDeployments(s.Deployments)
-	return s, nil
-}

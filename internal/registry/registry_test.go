@@ -1232,9 +1232,9 @@ func TestNodeLiveness(t *testing.T) {
 }
 
 // TestSnapshotKeepsUnchangedNodes: a node that did not change between two
-// snapshots is the same value in both (the scheduler's cache relies on
-// it), and one whose liveness or record changed is a new value with the
-// new status.
+// snapshots of the server's state is the same value in both (the
+// scheduler's cache relies on it), and one whose liveness or record
+// changed is a new value with the new status.
 func TestSnapshotKeepsUnchangedNodes(t *testing.T) {
 	t.Parallel()
 	r := open(t, startEtcd(t))
@@ -1247,12 +1247,24 @@ func TestSnapshotKeepsUnchangedNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	m, err := r.NewMirror(mctx, "s1", state.New())
+	if err != nil {
+		t.Fatal(err)
+	}
 	snap := func() []*spec.Node {
-		s, err := r.Snapshot(ctx)
+		rev, err := r.Revision(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s.Nodes
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		s, err := m.Snapshot(wctx, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Nodes()
 	}
 	a, b := snap(), snap()
 	if len(a) != 2 || a[0] != b[0] || a[1] != b[1] {

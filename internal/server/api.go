@@ -218,14 +218,6 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	}, "jobs")
 }
 
-func allocsByJob(allocs []*spec.Alloc) map[string][]*spec.Alloc {
-	m := map[string][]*spec.Alloc{}
-	for _, a := range allocs {
-		m[a.Job] = append(m[a.Job], a)
-	}
-	return m
-}
-
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	name, err := pathName(r, "name", "job name") // jobStatus checks read on the job's namespace
 	if err != nil {

@@ -53,13 +53,6 @@ func schema() *memdb.DBSchema {
 				}
 				return str(nil, a.NodeID), true
 			}}},
-			"deployment": {Name: "deployment", AllowMissing: true, Indexer: keyIndex{func(o any) ([]byte, bool) {
-				a := o.(*allocRow).Alloc
-				if a == nil || a.DeploymentID == "" {
-					return nil, false
-				}
-				return str(nil, a.DeploymentID), true
-			}}},
 		}},
 		tableNodes: {Name: tableNodes, Indexes: map[string]*memdb.IndexSchema{
 			"id": id(func(o any) string { return o.(*nodeRow).ID }),

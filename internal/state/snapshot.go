@@ -98,11 +98,6 @@ func (s *Snapshot) NodeAllocs(node string) []*spec.Alloc {
 	return list(s.get(tableAllocs, "node", node), allocOf)
 }
 
-// DeploymentAllocs returns a deployment's allocs, by ID.
-func (s *Snapshot) DeploymentAllocs(id string) []*spec.Alloc {
-	return list(s.get(tableAllocs, "deployment", id), allocOf)
-}
-
 // AllocsChanged returns the IDs of the allocs (or their status) put or
 // deleted after revision since, up to this snapshot's, oldest first and
 // possibly repeated; ok is false when the store no longer knows (since is
@@ -140,15 +135,6 @@ func (s *Snapshot) Nodes() []*spec.Node {
 // ---- Deployments ----
 
 func deploymentOf(o any) *spec.Deployment { return o.(*deployRow).Deployment }
-
-// Deployment returns the deployment with its request, or nil.
-func (s *Snapshot) Deployment(id string) *spec.Deployment {
-	row, _ := s.first(tableDeployments, id).(*deployRow)
-	if row == nil {
-		return nil
-	}
-	return row.Deployment
-}
 
 // Deployments returns every deployment, by job, then oldest first.
 func (s *Snapshot) Deployments() []*spec.Deployment {

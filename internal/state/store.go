@@ -61,25 +61,11 @@ func New() *Store {
 	return &Store{db: db, changed: make(chan struct{})}
 }
 
-// Rev is the revision the store is at.
-func (s *Store) Rev() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rev
-}
-
 // Snapshot returns the state as it is now, in O(1).
 func (s *Store) Snapshot() *Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &Snapshot{Rev: s.rev, tx: s.db.Txn(false), log: s.log, logFrom: s.logFrom}
-}
-
-// Changed returns a channel closed when the revision next moves.
-func (s *Store) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
 }
 
 // WaitRev waits until the store is at revision rev or later. It returns
@@ -112,15 +98,8 @@ func (s *Store) Stop(err error) {
 	s.changed = make(chan struct{})
 }
 
-// Err is the error the store stopped with, or nil.
-func (s *Store) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
 // Write starts a batch of changes. Only one batch may be open at a time;
-// Commit or Abort ends it.
+// Commit ends it.
 func (s *Store) Write() *Txn {
 	return &Txn{s: s, tx: s.db.Txn(true)}
 }
@@ -161,9 +140,6 @@ func (t *Txn) Commit(rev int64) {
 		s.changed = make(chan struct{})
 	}
 }
-
-// Abort drops the batch.
-func (t *Txn) Abort() { t.tx.Abort() }
 
 // Reset empties the store, before a full read replaces it.
 func (t *Txn) Reset() {
