@@ -240,6 +240,11 @@ func (s *Server) Run(ctx context.Context) error {
 // has published (so that what woke a blocking query is in it), waiting
 // at most readWait.
 func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
+	if ctx.Err() != nil {
+		// The request ended (a blocking query whose token was deleted):
+		// its cause is the answer.
+		return nil, context.Cause(ctx)
+	}
 	m := s.mirror.Load()
 	if m == nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the server is starting: it has not read the registry yet; retry in a moment"}
