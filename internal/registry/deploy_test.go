@@ -143,7 +143,7 @@ func TestDeploymentsInMirrorAndWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := campaign(t, r, "s1")
-	m, err := r.NewMirror(ctx, "s1", state.New())
+	m, err := r.NewMirror(ctx, "s1", state.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

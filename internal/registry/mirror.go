@@ -38,10 +38,17 @@ import (
 // the prefix (a key written by someone else on a shared etcd) is reached by
 // writing a barrier key of this mirror's own: once its event arrives,
 // every event before it has been applied.
+//
+// After each batch it applies, it tells publish what changed (a Change per
+// key, with the job and node it concerns, from the values it decoded and
+// the ones they replace), or, after reading everything again, a
+// KindResync: the server's one change feed, for its blocking queries and
+// its leader's loop, which never runs ahead of the store.
 type Mirror struct {
 	r       *Registry
 	barrier string // this mirror's barrier key
 	store   *state.Store
+	publish func([]Change)
 }
 
 // mirrorDirs are the dirs a pass reads.
@@ -57,16 +64,17 @@ const dirMirrorBarrier = "mirror_barrier/"
 var mirrorLoaded func()
 
 // NewMirror reads the registry into store and keeps it up to date until
-// ctx ends. owner names the server it belongs to (its barrier key's name);
-// one server runs at most one mirror at a time.
-func (r *Registry) NewMirror(ctx context.Context, owner string, store *state.Store) (*Mirror, error) {
+// ctx ends, telling publish (when not nil) what changed after each batch.
+// owner names the server it belongs to (its barrier key's name); one
+// server runs at most one mirror at a time.
+func (r *Registry) NewMirror(ctx context.Context, owner string, store *state.Store, publish func([]Change)) (*Mirror, error) {
 	name := owner
 	if checkName("server id", owner) != nil {
 		// A server's name is not checked as a key segment: any will do,
 		// as long as each server's is its own.
 		name = fmt.Sprintf("%x", sha256.Sum256([]byte(owner)))[:32]
 	}
-	m := &Mirror{r: r, barrier: r.prefix + dirMirrorBarrier + name, store: store}
+	m := &Mirror{r: r, barrier: r.prefix + dirMirrorBarrier + name, store: store, publish: publish}
 	rev, err := m.load(ctx)
 	if err != nil {
 		return nil, err
@@ -98,98 +106,143 @@ func (m *Mirror) load(ctx context.Context) (int64, error) {
 		}
 	}
 	tx.Commit(resp.Header.Revision)
+	m.tell([]Change{{Rev: resp.Header.Revision, Kind: KindResync}})
 	return resp.Header.Revision, nil
 }
 
 // put applies a key's new value. A value that does not decode is left
 // out and logged: the registry's writers validate, so it is not expected.
-func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) {
+func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 	dir, name, ok := m.split(string(kv.Key))
 	if !ok {
-		return
+		return Change{}, false
 	}
+	c := Change{Rev: kv.ModRevision, ID: name}
 	var err error
 	switch dir {
 	case dirJobs:
 		var j *spec.Job
 		if j, err = decodeJob(kv); err == nil {
 			tx.PutJob(j)
+			c.Kind, c.Job = KindJob, name
 		}
 	case dirAllocs:
 		var a spec.Alloc
 		if err = json.Unmarshal(kv.Value, &a); err == nil {
+			c.Kind, c.Job, c.NodeID = KindAlloc, a.Job, a.NodeID
 			tx.PutAlloc(&a, kv.CreateRevision, kv.ModRevision)
 		}
 	case dirAllocStatus:
 		var rec statusRecord
 		if err = json.Unmarshal(kv.Value, &rec); err == nil {
-			tx.PutAllocStatus(name, &rec.AllocStatus, kv.ModRevision)
+			old := tx.AllocStatus(name)
+			c.Kind, c.Job, c.NodeID = KindAllocStatus, rec.Job, rec.NodeID
+			c.Terminal = rec.ClientStatus.Terminal()
+			c.Judged = rec.DeploymentHealth != nil && (old == nil || old.DeploymentHealth == nil)
+			tx.PutAllocStatus(name, rec.Job, rec.NodeID, &rec.AllocStatus, kv.ModRevision)
 		}
 	case dirNodes:
 		var n *spec.Node
 		if n, err = decodeNode(kv); err == nil {
 			tx.PutNodeRecord(name, n)
+			c.Kind, c.NodeID = KindNode, name
 		}
 	case dirNodeAlive:
 		tx.SetNodeAlive(name, true)
+		c.Kind, c.NodeID = KindNode, name
 	case dirNodeCtl:
-		var c *spec.NodeControl
-		if c, err = decodeControl(kv); err == nil {
-			tx.PutNodeControl(name, c, kv.ModRevision)
+		var nc *spec.NodeControl
+		if nc, err = decodeControl(kv); err == nil {
+			tx.PutNodeControl(name, nc, kv.ModRevision)
+			c.Kind, c.NodeID = KindNode, name
 		}
 	case dirNodeUsage:
 		var u *spec.NodeUsage
 		if u, err = decodeUsage(kv); err == nil {
 			tx.PutNodeUsage(name, u, kv.ModRevision)
+			c.Kind, c.NodeID = KindNodeUsage, name
 		}
 	case dirSchedules:
 		var js spec.JobSchedule
 		if err = json.Unmarshal(kv.Value, &js); err == nil {
 			tx.PutSchedule(&js)
+			c.Kind, c.Job = KindSchedule, name
 		}
 	case dirDeployments:
 		var d *spec.Deployment
 		if d, err = decodeDeployment(kv); err == nil {
 			tx.PutDeployment(name, d)
+			c.Kind, c.Job = KindDeployment, d.Job
 		}
 	case dirDeploymentRequests:
 		var rec *requestRecord
 		if rec, err = decodeRequest(kv); err == nil {
-			tx.PutDeploymentRequest(name, &rec.DeploymentRequest, kv.ModRevision)
+			tx.PutDeploymentRequest(name, rec.Job, &rec.DeploymentRequest, kv.ModRevision)
+			c.Kind, c.Job = KindDeployment, rec.Job
 		}
 	}
 	if err != nil {
 		m.r.log.Warn("server state: cannot decode a key; leaving it out", "key", string(kv.Key), "err", err)
 	}
+	return c, c.Kind != 0
 }
 
-// del applies a key's deletion.
-func (m *Mirror) del(tx *state.Txn, key string) {
+// del applies a key's deletion at revision rev; the job and node it
+// concerns come from the value it removes.
+func (m *Mirror) del(tx *state.Txn, key string, rev int64) (Change, bool) {
 	dir, name, ok := m.split(key)
 	if !ok {
-		return
+		return Change{}, false
 	}
+	c := Change{Rev: rev, ID: name, Deleted: true}
 	switch dir {
 	case dirJobs:
 		tx.DeleteJob(name)
-	case dirAllocs:
-		tx.DeleteAlloc(name)
-	case dirAllocStatus:
-		tx.DeleteAllocStatus(name)
+		c.Kind, c.Job = KindJob, name
+	case dirAllocs, dirAllocStatus:
+		c.Kind = KindAlloc
+		if dir == dirAllocStatus {
+			c.Kind = KindAllocStatus
+		}
+		c.Job, c.NodeID = tx.AllocOwner(name)
+		if st := tx.AllocStatus(name); dir == dirAllocStatus && st != nil {
+			c.Terminal = st.ClientStatus.Terminal()
+		}
+		if dir == dirAllocs {
+			tx.DeleteAlloc(name)
+		} else {
+			tx.DeleteAllocStatus(name)
+		}
 	case dirNodes:
 		tx.PutNodeRecord(name, nil)
+		c.Kind, c.NodeID = KindNode, name
 	case dirNodeAlive:
 		tx.SetNodeAlive(name, false)
+		c.Kind, c.NodeID = KindNode, name
 	case dirNodeCtl:
 		tx.PutNodeControl(name, nil, 0)
+		c.Kind, c.NodeID = KindNode, name
 	case dirNodeUsage:
 		tx.PutNodeUsage(name, nil, 0)
+		c.Kind, c.NodeID = KindNodeUsage, name
 	case dirSchedules:
 		tx.DeleteSchedule(name)
-	case dirDeployments:
-		tx.PutDeployment(name, nil)
-	case dirDeploymentRequests:
-		tx.PutDeploymentRequest(name, nil, 0)
+		c.Kind, c.Job = KindSchedule, name
+	case dirDeployments, dirDeploymentRequests:
+		c.Kind, c.Job = KindDeployment, tx.DeploymentJob(name)
+		if dir == dirDeployments {
+			tx.PutDeployment(name, nil)
+		} else {
+			tx.PutDeploymentRequest(name, "", nil, 0)
+		}
+	}
+	return c, c.Kind != 0
+}
+
+// tell passes what changed to publish.
+func (m *Mirror) tell(changes []Change) {
+	if m.publish != nil && len(changes) > 0 {
+		m.publish(changes)
 	}
 }
 
@@ -232,18 +285,25 @@ func (m *Mirror) run(ctx context.Context, rev int64) {
 				continue
 			}
 			tx := m.store.Write()
+			var changes []Change
 			for _, ev := range resp.Events {
 				// Events come in revision order; a response's header
 				// revision may be ahead of the events sent so far while
 				// the watch catches up, so progress is the events' own.
 				rev = max(rev, ev.Kv.ModRevision)
+				var c Change
+				var ok bool
 				if ev.Type == clientv3.EventTypeDelete {
-					m.del(tx, string(ev.Kv.Key))
+					c, ok = m.del(tx, string(ev.Kv.Key), ev.Kv.ModRevision)
 				} else {
-					m.put(tx, ev.Kv)
+					c, ok = m.put(tx, ev.Kv)
+				}
+				if ok {
+					changes = append(changes, c)
 				}
 			}
 			tx.Commit(rev)
+			m.tell(changes)
 		}
 		cancel()
 		if ctx.Err() != nil {

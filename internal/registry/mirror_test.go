@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -116,7 +117,7 @@ func TestMirrorIgnoresEarlyProgress(t *testing.T) {
 			defer func() { mirrorLoaded = nil }()
 			mctx, mcancel := context.WithCancel(ctx)
 			defer mcancel()
-			m, err := r.NewMirror(mctx, "s1", state.New())
+			m, err := r.NewMirror(mctx, "s1", state.New(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,4 +180,81 @@ func legacySnapshot(m *Mirror, ctx context.Context, atLeast int64) (*Snapshot, e
 		s.Schedules[js.Job] = js
 	}
 	return s, nil
+}
+
+// TestMirrorPublishesWhatTheWatchSees: the server's one change feed (the
+// mirror's, derived from the values it decodes and the store's previous
+// ones) says what Registry.Watch, which reads etcd's previous values,
+// says: the same kinds, IDs, jobs, nodes, deletions, terminal reports and
+// health verdicts, at the same revisions.
+func TestMirrorPublishesWhatTheWatchSees(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rev0, err := r.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched := r.Watch(ctx, rev0)
+	published := make(chan []Change, 100)
+	if _, err := r.NewMirror(ctx, "s1", state.New(), func(b []Change) { published <- b }); err != nil {
+		t.Fatal(err)
+	}
+	l := campaign(t, r, "s1")
+	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n2")}})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(r.PutAllocStatus(ctx, "a2", "n2", &spec.AllocStatus{ClientStatus: spec.ClientRunning}))
+	must(r.PutAllocStatus(ctx, "a2", "n2", &spec.AllocStatus{ClientStatus: spec.ClientRunning, DeploymentHealth: &spec.DeploymentHealth{Healthy: true}}))
+	must(r.PutAllocStatus(ctx, "a2", "n2", &spec.AllocStatus{ClientStatus: spec.ClientRunning, DeploymentHealth: &spec.DeploymentHealth{Healthy: true}}))
+	must(r.PutAllocStatus(ctx, "a1", "n1", &spec.AllocStatus{ClientStatus: spec.ClientFailed}))
+	mustCommit(t, l, &Plan{DeleteAllocs: []string{"a2"}, Schedules: []*spec.JobSchedule{{Job: "web"}},
+		Deployments: []*spec.Deployment{{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentRunning}}})
+	must(r.PutDeploymentRequest(ctx, "d1", &spec.DeploymentRequest{Promote: true}))
+	_, _, err = r.PutJob(ctx, testJob("web", "/bin/a"), 0)
+	must(err)
+	_, err = r.PutNode(ctx, &spec.Node{ID: "n1", Name: "n1"})
+	must(err)
+	must(r.NodeAlive(ctx, "n1", 10*time.Second))
+	must(r.UpdateNodeControl(ctx, "n1", func(c spec.NodeControl) (spec.NodeControl, error) { c.Ineligible = true; return c, nil }))
+	must(r.PutNodeUsage(ctx, "n1", &spec.NodeUsage{}))
+	mustCommit(t, l, &Plan{DeleteDeployments: []string{"d1"}, DeleteAllocs: []string{"a1"}})
+	must(r.PurgeJob(ctx, "web"))
+	last, err := r.Revision(ctx)
+	must(err)
+
+	collect := func(ch <-chan []Change) []Change {
+		t.Helper()
+		var out []Change
+		timeout := time.After(10 * time.Second)
+		for len(out) == 0 || out[len(out)-1].Rev < last {
+			select {
+			case b := <-ch:
+				for _, c := range b {
+					if c.Kind != KindResync {
+						out = append(out, c)
+					}
+				}
+			case <-timeout:
+				t.Fatalf("changes up to revision %d did not come; got %+v", last, out)
+			}
+		}
+		return out
+	}
+	want, got := collect(watched), collect(published)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the mirror's changes differ from the watch's (-watch +mirror):\n%s", diff)
+	}
+	kinds := map[Kind]bool{}
+	for _, c := range got {
+		kinds[c.Kind] = true
+	}
+	if len(kinds) != 7 {
+		t.Fatalf("the sequence covers %d kinds of change, want all 7: %v", len(kinds), kinds)
+	}
 }

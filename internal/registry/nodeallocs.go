@@ -2,8 +2,6 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -14,29 +12,6 @@ import (
 // getAllocsBatch is how many allocs one read takes: two gets each, within
 // etcd's default --max-txn-ops of 128, so that it works on any etcd.
 const getAllocsBatch = 64
-
-// AllocOwners returns the node of every alloc, by alloc ID, and the
-// revision it was read at: what a server needs to build its index of
-// allocs by node, which it then keeps up to date from the watch (changes
-// carry the node), so that an agent's read of its assignments does not
-// list the whole cluster.
-func (r *Registry) AllocOwners(ctx context.Context) (map[string]string, int64, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.prefix+dirAllocs, clientv3.WithPrefix())
-	if err != nil {
-		return nil, 0, wrap("list alloc owners", err)
-	}
-	out := make(map[string]string, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var o ownerFields
-		if err := json.Unmarshal(kv.Value, &o); err != nil {
-			return nil, 0, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
-		}
-		out[string(kv.Key[len(r.prefix+dirAllocs):])] = o.NodeID
-	}
-	return out, resp.Header.Revision, nil
-}
 
 // GetAllocs reads the allocs with the given IDs, with their status; IDs
 // that do not exist (any more) are left out. It costs one transaction per

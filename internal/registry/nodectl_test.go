@@ -195,7 +195,7 @@ func TestMirrorMergesNodeControlAndUsage(t *testing.T) {
 	if err := r.PutNodeUsage(ctx, "n3", &spec.NodeUsage{Tasks: spec.Usage{MemoryMB: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := r.NewMirror(ctx, "s1", state.New())
+	m, err := r.NewMirror(ctx, "s1", state.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

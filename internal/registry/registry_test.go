@@ -1249,7 +1249,7 @@ func TestSnapshotKeepsUnchangedNodes(t *testing.T) {
 	}
 	mctx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	m, err := r.NewMirror(mctx, "s1", state.New())
+	m, err := r.NewMirror(mctx, "s1", state.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1343,7 +1343,7 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := campaign(t, r, "s1")
-	m, err := r.NewMirror(ctx, "s1", state.New())
+	m, err := r.NewMirror(ctx, "s1", state.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

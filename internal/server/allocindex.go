@@ -1,11 +1,11 @@
 package server
 
 import (
-	"context"
 	"slices"
 	"sync"
 
 	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // allocIndex knows which allocs are on each node, kept from the registry's
@@ -89,12 +89,11 @@ func (x *allocIndex) of(node string) (ids []string, rev int64, ok bool) {
 	return ids, x.rev, true
 }
 
-// loadAllocIndex reads the owners of all allocs into the index.
-func (s *Server) loadAllocIndex(ctx context.Context) (int64, error) {
-	owners, rev, err := s.reg.AllocOwners(ctx)
-	if err != nil {
-		return 0, err
+// loadFrom replaces the index with the allocs of a snapshot.
+func (x *allocIndex) loadFrom(ss *state.Snapshot) {
+	owners := map[string]string{}
+	for _, a := range ss.Allocs() {
+		owners[a.ID] = a.NodeID
 	}
-	s.allocs.load(owners, rev)
-	return rev, nil
+	x.load(owners, ss.Rev)
 }

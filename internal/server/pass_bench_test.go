@@ -35,7 +35,7 @@ func passBench(b *testing.B, nodes, allocs int) (*state.Store, int64) {
 				Group: "g", Index: i, NodeID: n, NodeName: n, Resources: job.Groups[0].Resources(), Tasks: job.Groups[0].Tasks,
 				DesiredStatus: spec.DesiredRun}
 			tx.PutAlloc(a, rev, rev)
-			tx.PutAllocStatus(a.ID, &spec.AllocStatus{ClientStatus: spec.ClientRunning}, rev)
+			tx.PutAllocStatus(a.ID, "", "", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, rev)
 		}
 		rev++
 		tx.PutSchedule(&spec.JobSchedule{Job: job.Name, JobVersion: 1})

@@ -388,7 +388,7 @@ func snapshotOf(jobs []*spec.Job, nodes []*spec.Node, allocs []*spec.Alloc) *sta
 		c := *a
 		tx.PutAlloc(&c, a.CreateIndex, a.CreateIndex)
 		if a.Status != nil {
-			tx.PutAllocStatus(a.ID, a.Status, a.CreateIndex)
+			tx.PutAllocStatus(a.ID, "", "", a.Status, a.CreateIndex)
 		}
 	}
 	tx.Commit(1)

@@ -193,38 +193,14 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { <-dnsDone }()
-	m, err := s.reg.NewMirror(ctx, s.cfg.ID, s.state)
+	// One watch feeds the server: the mirror applies each batch to the
+	// state store, then publishes it to the alloc index and the hub, so
+	// that a woken reader finds what woke it.
+	m, err := s.reg.NewMirror(ctx, s.cfg.ID, s.state, s.publish)
 	if err != nil {
 		return err
 	}
 	s.mirror.Store(m)
-	rev, err := s.loadAllocIndex(ctx)
-	if err != nil {
-		return err
-	}
-	s.hub.mu.Lock()
-	s.hub.start = rev
-	s.hub.mu.Unlock()
-	changes := s.reg.Watch(ctx, rev)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for batch := range changes {
-			// The index first, then the wake-ups: a woken reader must
-			// find what woke it.
-			if !s.allocs.apply(batch) {
-				for ctx.Err() == nil {
-					if _, err := s.loadAllocIndex(ctx); err == nil {
-						break
-					} else {
-						s.log.Warn("cannot reload the alloc index after a resync; will retry", "err", err)
-						sleep(ctx, time.Second)
-					}
-				}
-			}
-			s.hub.publish(batch)
-		}
-	}()
 	s.ready.Store(true)
 	if s.cfg.APIOnly {
 		<-ctx.Done()
@@ -232,8 +208,17 @@ func (s *Server) Run(ctx context.Context) error {
 		s.runElections(ctx)
 	}
 	s.ready.Store(false)
-	<-done
 	return nil
+}
+
+// publish takes a batch of changes the mirror applied to the store: the
+// alloc index first (read again from the store after a resync), then the
+// wake-ups.
+func (s *Server) publish(batch []registry.Change) {
+	if !s.allocs.apply(batch) {
+		s.allocs.loadFrom(s.state.Snapshot())
+	}
+	s.hub.publish(batch)
 }
 
 // read returns the server's state once it holds every change the server

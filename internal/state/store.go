@@ -198,12 +198,15 @@ type allocRow struct {
 	allocRev  int64
 	status    *spec.AllocStatus
 	statusRev int64
+	// job and node are the alloc's, as its status record names them
+	// too: what a deletion concerns when the alloc itself is gone.
+	job, node string
 }
 
 // PutAlloc stores an alloc as the leader wrote it, at its key's create
 // and mod revisions. The store takes a: it sets its Status and indexes.
 func (t *Txn) PutAlloc(a *spec.Alloc, createRev, modRev int64) {
-	row := &allocRow{ID: a.ID, Alloc: a, allocRev: modRev}
+	row := &allocRow{ID: a.ID, Alloc: a, allocRev: modRev, job: a.Job, node: a.NodeID}
 	if old, _ := t.first(tableAllocs, a.ID).(*allocRow); old != nil {
 		row.status, row.statusRev = old.status, old.statusRev
 	}
@@ -222,15 +225,15 @@ func (t *Txn) DeleteAlloc(id string) {
 	if old.status == nil {
 		t.delete(tableAllocs, id)
 	} else {
-		t.insert(tableAllocs, &allocRow{ID: id, status: old.status, statusRev: old.statusRev})
+		t.insert(tableAllocs, &allocRow{ID: id, status: old.status, statusRev: old.statusRev, job: old.job, node: old.node})
 	}
 	t.changed = append(t.changed, id)
 }
 
-// PutAllocStatus stores an agent's report on alloc id, at its key's mod
-// revision.
-func (t *Txn) PutAllocStatus(id string, st *spec.AllocStatus, modRev int64) {
-	row := &allocRow{ID: id, status: st, statusRev: modRev}
+// PutAllocStatus stores an agent's report on alloc id of job on node, at
+// its key's mod revision.
+func (t *Txn) PutAllocStatus(id, job, node string, st *spec.AllocStatus, modRev int64) {
+	row := &allocRow{ID: id, status: st, statusRev: modRev, job: job, node: node}
 	if old, _ := t.first(tableAllocs, id).(*allocRow); old != nil && old.Alloc != nil {
 		a := *old.Alloc
 		a.Status, a.ModifyIndex = st, max(old.allocRev, modRev)
@@ -251,7 +254,7 @@ func (t *Txn) DeleteAllocStatus(id string) {
 	} else {
 		a := *old.Alloc
 		a.Status, a.ModifyIndex = nil, old.allocRev
-		t.insert(tableAllocs, &allocRow{ID: id, Alloc: &a, allocRev: old.allocRev})
+		t.insert(tableAllocs, &allocRow{ID: id, Alloc: &a, allocRev: old.allocRev, job: old.job, node: old.node})
 	}
 	t.changed = append(t.changed, id)
 }
@@ -347,6 +350,7 @@ type deployRow struct {
 	record     *spec.Deployment
 	req        *spec.DeploymentRequest
 	reqRev     int64
+	job        string // as either record names it
 }
 
 func (t *Txn) deploy(id string) deployRow {
@@ -380,13 +384,48 @@ func (t *Txn) putDeploy(row deployRow) {
 func (t *Txn) PutDeployment(id string, d *spec.Deployment) {
 	row := t.deploy(id)
 	row.record = d
+	if d != nil {
+		row.job = d.Job
+	}
 	t.putDeploy(row)
 }
 
-// PutDeploymentRequest stores an operator's request on a deployment; nil
-// deletes it.
-func (t *Txn) PutDeploymentRequest(id string, req *spec.DeploymentRequest, modRev int64) {
+// PutDeploymentRequest stores an operator's request on a deployment of
+// job; nil deletes it.
+func (t *Txn) PutDeploymentRequest(id, job string, req *spec.DeploymentRequest, modRev int64) {
 	row := t.deploy(id)
 	row.req, row.reqRev = req, modRev
+	if req != nil {
+		row.job = job
+	}
 	t.putDeploy(row)
+}
+
+// ---- What a batch replaces ----
+
+// AllocOwner returns the job and node of alloc id, from the alloc or its
+// status record, as the batch has them so far: what a deletion concerns.
+func (t *Txn) AllocOwner(id string) (job, node string) {
+	if row, _ := t.first(tableAllocs, id).(*allocRow); row != nil {
+		return row.job, row.node
+	}
+	return "", ""
+}
+
+// AllocStatus returns the agent's last report on alloc id as the batch
+// has it so far, or nil.
+func (t *Txn) AllocStatus(id string) *spec.AllocStatus {
+	if row, _ := t.first(tableAllocs, id).(*allocRow); row != nil {
+		return row.status
+	}
+	return nil
+}
+
+// DeploymentJob returns the job of deployment id, from its record or its
+// request, as the batch has them so far: what a deletion concerns.
+func (t *Txn) DeploymentJob(id string) string {
+	if row, _ := t.first(tableDeployments, id).(*deployRow); row != nil {
+		return row.job
+	}
+	return ""
 }

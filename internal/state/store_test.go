@@ -31,12 +31,12 @@ func ids(as []*spec.Alloc) []string {
 func TestAllocsMergeStatusAndListInOrder(t *testing.T) {
 	s := New()
 	tx := s.Write()
-	tx.PutAllocStatus("b", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 5) // before its alloc
+	tx.PutAllocStatus("b", "", "", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 5) // before its alloc
 	tx.PutAlloc(alloc("b", "web", "g", 1, "n1"), 3, 3)
 	tx.PutAlloc(alloc("a", "web", "g", 0, "n2"), 4, 4)
 	tx.PutAlloc(alloc("c", "web", "g", 0, "n1"), 2, 6) // older instance 0
 	tx.PutAlloc(alloc("d", "web2", "g", 0, "n1"), 7, 7)
-	tx.PutAllocStatus("ghost", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 8)
+	tx.PutAllocStatus("ghost", "", "", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 8)
 	tx.Commit(8)
 
 	snap := s.Snapshot()
@@ -59,7 +59,7 @@ func TestAllocsMergeStatusAndListInOrder(t *testing.T) {
 
 	// A new status makes a new value: the old snapshot keeps the old one.
 	tx = s.Write()
-	tx.PutAllocStatus("b", &spec.AllocStatus{ClientStatus: spec.ClientComplete}, 9)
+	tx.PutAllocStatus("b", "", "", &spec.AllocStatus{ClientStatus: spec.ClientComplete}, 9)
 	tx.DeleteAlloc("c")
 	tx.Commit(9)
 	if got := snap.Alloc("b").Status.ClientStatus; got != spec.ClientRunning {
@@ -138,8 +138,8 @@ func TestDeploymentsMergeTheirRequests(t *testing.T) {
 	tx := s.Write()
 	tx.PutDeployment("d2", &spec.Deployment{ID: "d2", Job: "web", CreateTime: t0.Add(time.Minute), ModifyIndex: 3})
 	tx.PutDeployment("d1", &spec.Deployment{ID: "d1", Job: "web", CreateTime: t0, ModifyIndex: 2})
-	tx.PutDeploymentRequest("d1", &spec.DeploymentRequest{Fail: true}, 4)
-	tx.PutDeploymentRequest("orphan", &spec.DeploymentRequest{Promote: true}, 5)
+	tx.PutDeploymentRequest("d1", "web", &spec.DeploymentRequest{Fail: true}, 4)
+	tx.PutDeploymentRequest("orphan", "web", &spec.DeploymentRequest{Promote: true}, 5)
 	tx.Commit(5)
 	snap := s.Snapshot()
 	ds := snap.JobDeployments("web")
@@ -163,7 +163,7 @@ func TestAllocsChangedSince(t *testing.T) {
 	tx.Commit(2)
 	first := s.Snapshot()
 	tx = s.Write()
-	tx.PutAllocStatus("a", &spec.AllocStatus{}, 3)
+	tx.PutAllocStatus("a", "", "", &spec.AllocStatus{}, 3)
 	tx.PutAlloc(alloc("b", "web", "g", 1, "n1"), 3, 3)
 	tx.Commit(3)
 	tx = s.Write()
@@ -198,7 +198,7 @@ func TestAllocsChangedSince(t *testing.T) {
 		rev++
 		tx = s.Write()
 		for range 16 {
-			tx.PutAllocStatus("b", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, rev)
+			tx.PutAllocStatus("b", "", "", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, rev)
 		}
 		tx.Commit(rev)
 	}
