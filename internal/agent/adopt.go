@@ -9,7 +9,7 @@ import (
 )
 
 // Re-adoption. A standalone agent that exits or dies leaves its tasks
-// running (principle 5). When it starts again, Run finds those processes
+// running. When it starts again, Run finds those processes
 // (findLeftTasks) and keeps them aside, touching nothing, until the first
 // answer of the assignment query says what this node should run:
 //

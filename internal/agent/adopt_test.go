@@ -19,7 +19,7 @@ import (
 
 // Re-adoption: a standalone agent that goes away leaves its tasks running,
 // and the next agent on the same data dir takes them over without
-// restarting them (DESIGN.md principle 5).
+// restarting them.
 
 // allocsOf waits until job has n allocs that all satisfy cond.
 func (c *cluster) allocsOf(job string, n int, within time.Duration, what string, cond func(*spec.Alloc) bool) []*spec.Alloc {

@@ -339,7 +339,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	case restartWhy = <-checks.restarts():
 	case <-ctx.Done():
 		// The agent is going away without being asked to stop tasks: leave
-		// the task running (principle 5) for the next agent to adopt, and
+		// the task running for the next agent to adopt, and
 		// stop reading its output so that nothing is in flight meanwhile.
 		checks.stop()
 		if d, ok := h.(driver.Detacher); ok {

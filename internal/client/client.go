@@ -1,5 +1,5 @@
 // Package client is the Go client of drover's HTTP API. The CLI and the agent
-// both use it: agents speak the same API as operators (DESIGN.md principle 2).
+// both use it: agents speak the same API as operators.
 package client
 
 import (

@@ -13,7 +13,7 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// A deployment is two keys with one writer each (DESIGN.md principle 8):
+// A deployment is two keys with one writer each:
 // deployments/<id> is the leader's record, written only in its fenced
 // plans; deployment_requests/<id> is what operators asked of it (promote,
 // fail), written by any server for the API. They are merged on read, as

@@ -1,9 +1,13 @@
 // Package registry is drover's store: jobs, allocations, nodes and schedules
 // kept in etcd, and the leader election over the same etcd. It is the only
-// package in drover that imports etcd (DESIGN.md principle 1); everything
+// package in drover that imports etcd; everything
 // else sees spec structs, sentinel errors and revisions.
 //
 // # Key layout
+//
+// The complete table, every key with its one writer, is in
+// docs/architecture.md (internal/archtest fails when it misses a key
+// prefix declared here). The main ones:
 //
 // Every key lives under the prefix "/drover/". Values are the JSON encoding
 // of the spec structs (encoding/json); registry revisions (CreateIndex,
@@ -28,7 +32,7 @@
 // with ErrInvalid otherwise, so that "/", ".." or an empty name can never
 // address another key.
 //
-// # Writers (principle 8)
+// # Writers
 //
 // Jobs and nodes are written by the API on behalf of operators and agents;
 // a node's control by the API on behalf of operators only, its usage on
@@ -38,7 +42,7 @@
 // (alloc_status/) is written only through PutAllocStatus, which refuses a
 // node that does not own the alloc and a terminal status that would move.
 //
-// # Leadership and fencing (principle 4)
+// # Leadership and fencing
 //
 // Campaign creates an etcd session (a lease) with an explicit, short TTL and
 // campaigns on leader/. The election key's create revision is the leader's
@@ -56,8 +60,10 @@
 //
 // # Changes
 //
-// Watch reports what changed (kind, id, job, node) for the servers' wake-ups.
-// It is not a message bus: the values themselves are read from the registry,
-// and after a compaction or a broken watch a KindResync change tells the
-// caller to list again.
+// A server's Mirror is its one watch: it applies each batch of events to
+// the server's state store (internal/state) and then tells the server what
+// changed (kind, id, job, node) for its wake-ups; after a compaction or a
+// broken watch it reads everything again and says KindResync. Watch
+// reports the same changes from etcd's previous values, for tools outside
+// the server (drover-bench's observer).
 package registry

@@ -12,7 +12,7 @@ import (
 // and for the leader loop. It keeps, per topic, the revision of the last
 // change, so a query with index N returns as soon as its topic moves past
 // N, and only the waiters of that topic wake: a change to node A's allocs
-// wakes node A's agent, not every agent (fleet's mistake, DESIGN.md).
+// wakes node A's agent, not every agent (fleet's mistake).
 //
 // Topics: "jobs", "allocs", "nodes", "node_usage", "schedules",
 // "job/<name>", "node/<id>", "deployments", "deployments/<job>",

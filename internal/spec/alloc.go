@@ -7,7 +7,7 @@ import (
 
 // An allocation (alloc) is one instance of a group placed on one node.
 //
-// Its two halves have one writer each (DESIGN.md principle 8):
+// Its two halves have one writer each:
 //
 //	Alloc        desired state   written by the leader's scheduling loop
 //	AllocStatus  observed state  written by the agent on the alloc's node

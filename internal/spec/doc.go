@@ -1,11 +1,11 @@
 // Package spec is drover's vocabulary: jobs, groups, tasks, nodes and
 // allocations, their states, and the rules that say whether a job is valid.
 //
-// The structs here are the one schema (DESIGN.md principle 6): they are the
+// The structs here are the one schema: they are the
 // HTTP API's request and response bodies, the `-o json` output of the CLI,
 // and the target that every job-file decoder (HCL, JSON, YAML) fills in.
 //
-// Fields are split by writer (principle 8). A Job's spec fields belong to the
+// Fields are split by writer. A Job's spec fields belong to the
 // operator; the fields marked "server-owned" are set by the server and
 // ignored on submit. An Alloc's desired fields are written only by the leader;
 // its observed fields (AllocStatus) only by the agent that runs it.
