@@ -99,3 +99,19 @@ func BenchmarkPassOneJob(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPassFull is the leader's periodic pass over every job, with
+// nothing to do, at 10,000 nodes and 100,000 allocs.
+func BenchmarkPassFull(b *testing.B) {
+	s, _ := passBench(b, 10_000, 100_000)
+	cache := scheduler.NewCache()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		snap := passFor(s.Snapshot(), nil, cache, 0)
+		snap.markDown()
+		d := decide(snap, now, cache, movePolicy{})
+		if len(d.plan.Allocs) != 0 {
+			b.Fatalf("a pass with nothing to do writes %d allocs", len(d.plan.Allocs))
+		}
+	}
+}

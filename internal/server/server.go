@@ -112,6 +112,13 @@ const DefaultLeaderTTL = 2 * time.Second
 // DefaultResync is the leader's full re-read period when nothing changes.
 const DefaultResync = 5 * time.Second
 
+// fullPassShare bounds the periodic full pass to about 1% of a core: it
+// runs every Resync, or every fullPassShare times the last one's
+// duration when that is longer (a pass over 100,000 allocations takes a
+// good part of a second on 2 cores). Passes woken by changes, due times
+// and the node grace do not wait for it.
+const fullPassShare = 100
+
 // DefaultNodeTTL: with a heartbeat every second, five missed in a row mark
 // a node down, which keeps machine loss -> replacement running under the
 // 8 s target while riding out a few slow heartbeats on a loaded machine.
@@ -313,7 +320,7 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 		s.log.Warn("cannot store the election event", "err", err)
 	}
 	go s.trimEvents(ctx, l)
-	resync := time.NewTicker(s.cfg.Resync)
+	resync := time.NewTimer(s.cfg.Resync)
 	defer resync.Stop()
 	var due *time.Timer
 	dueC := func() <-chan time.Time {
@@ -337,7 +344,11 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 				only = map[string]bool{}
 			}
 		}
+		began := time.Now()
 		next, err := s.schedule(lctx, l, time.Since(elected) >= s.cfg.NodeGrace, only)
+		if only == nil {
+			resync.Reset(max(s.cfg.Resync, fullPassShare*time.Since(began)))
+		}
 		full = false
 		switch {
 		case errors.Is(err, registry.ErrNotLeader):
