@@ -19,7 +19,14 @@ import (
 // TestMain.
 var droverBin string
 
-func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
+// The agents scenario runs this binary again as its agents' process
+// (agentsChildCmd): the test binary does it too.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == agentsChildCmd {
+		os.Exit(agentsChild(os.Args[2:]))
+	}
+	testbin.Main(m, &droverBin)
+}
 
 // commonKeys are in every scenario's JSON object (report.write).
 var commonKeys = []string{"arch", "cpus", "os", "scenario"}
@@ -58,6 +65,7 @@ var wantKeys = map[string][]string{
 		"probe_to_dns_removal_p50_ms", "probe_to_dns_removal_p99_ms", "probe_to_dns_removal_max_ms"},
 	"rollout": {"instances", "max_parallel", "min_healthy_time_ms", "rollout_ms", "gates_ms", "overhead_per_batch_ms", "ratio_to_gates",
 		"min_healthy_good", "min_healthy_bad", "bad_to_failed_ms", "bad_to_reverted_ms"},
+	"agents": {"agents", "connected", "conns_per_agent", "server_bytes_per_agent", "heartbeat_p99_ms"},
 	"machineloss": {"trials", "node_ttl_ms", "kill_to_placed_p50_ms", "kill_to_placed_p99_ms", "kill_to_placed_max_ms",
 		"kill_to_running_p50_ms", "kill_to_running_p99_ms", "kill_to_running_max_ms"},
 }
