@@ -332,9 +332,15 @@ func NewHTTPServer(ln net.Listener, h http.Handler, lim HTTPLimits, log *slog.Lo
 	ln = LimitListener(ln, lim.MaxConns, log)
 	if lim.TLS != nil {
 		// The handshake runs under ReadHeaderTimeout (net/http bounds it
-		// by the shortest of its read and write timeouts).
-		s.TLSConfig = lim.TLS
-		ln = tls.NewListener(ln, lim.TLS)
+		// by the shortest of its read and write timeouts). Offering h2
+		// lets a client's concurrent requests share one connection: an
+		// agent's blocking query, heartbeats and status reports. An
+		// upgrade (exec) still gets an HTTP/1.1 connection of its own:
+		// Go's client asks for one without h2.
+		cfg := lim.TLS.Clone()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		s.TLSConfig = cfg // net/http serves HTTP/2 when this offers h2
+		ln = tls.NewListener(ln, cfg)
 	}
 	return s, ln
 }
