@@ -181,8 +181,8 @@ func serverMemory() (inUse, live int64) {
 
 // agentsChildResult is what the child says, one JSON object per line:
 // how many agents are connected (registered, their assignment query
-// waiting), how many report their instance running, and at the end the
-// heartbeats it timed.
+// waiting) and how many report their instance running; its last line
+// (Done) has the heartbeats it timed.
 type agentsChildResult struct {
 	Connected       int     `json:"connected"`
 	Running         int     `json:"running"`
@@ -230,37 +230,13 @@ func agentsScenario(n int, d time.Duration) (*report, error) {
 		child.Process.Kill()
 		child.Wait()
 	}()
-	lines := make(chan agentsChildResult, 16)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var r agentsChildResult
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
-				lines <- r
-			}
-		}
-	}()
-	next := func(what string, timeout time.Duration) (agentsChildResult, error) {
-		select {
-		case r, ok := <-lines:
-			if !ok {
-				return r, fmt.Errorf("the agents' process ended before %s", what)
-			}
-			return r, nil
-		case <-time.After(timeout):
-			return agentsChildResult{}, fmt.Errorf("the agents' process said nothing about %s within %s", what, timeout)
-		}
-	}
+	st := &agentsStatus{done: make(chan agentsChildResult, 1), ended: make(chan struct{})}
+	go st.read(stdout)
 
-	// The child says how many connected once all have, or when its own
-	// deadline for that passes (agentsConnectTimeout).
 	t0 := time.Now()
-	conn, err := next("connecting", agentsConnectTimeout(n)+time.Minute)
-	if err != nil {
-		return nil, err
-	}
+	conn := st.waitFor("agents connected", agentsConnectTimeout(n), func(r agentsChildResult) (int, int) { return r.Connected, n })
 	connectTime := time.Since(t0)
+	io.WriteString(stdin, "measure\n") // heartbeats are timed from now
 	// Idle: a few heartbeats each, nothing placed.
 	time.Sleep(agentsSettle)
 	mem1, live1 := serverMemory()
@@ -288,11 +264,9 @@ func agentsScenario(n int, d time.Duration) (*report, error) {
 		if _, err := s.client.SubmitJob(ctx, job, 0); err != nil {
 			return nil, fmt.Errorf("submitting the job: %w", err)
 		}
-		run, err := next("running", 2*time.Minute+time.Duration(n)*20*time.Millisecond)
-		if err != nil {
-			return nil, err
-		}
-		rep.linef("  instances running:     %d of %d (one per agent, each reported by its agent)", run.Running, conn.Connected)
+		t1 := time.Now()
+		run := st.waitFor("instances running", agentsRunTimeout(n), func(r agentsChildResult) (int, int) { return r.Running, conn.Connected })
+		rep.linef("  instances running:     %d of %d in %s (one per agent, each reported by its agent)", run.Running, conn.Connected, time.Since(t1).Round(time.Millisecond))
 		time.Sleep(d)
 	}
 	// Counted after heartbeats, queries and reports have all run.
@@ -305,10 +279,12 @@ func agentsScenario(n int, d time.Duration) (*report, error) {
 	rep.linef("  connections per agent: %.2f (%d established to the server)  [target %.0f: %s]", cpa, conns, agentsConnsTarget, verdict(cpa <= agentsConnsTarget))
 	stdin.Close() // the child stops and says what it timed
 	var end agentsChildResult
-	for end, err = next("the heartbeats", time.Minute); err == nil && !end.Done; end, err = next("the heartbeats", time.Minute) {
-	}
-	if err != nil {
-		return nil, err
+	select {
+	case end = <-st.done:
+	case <-st.ended:
+		return nil, errors.New("the agents' process ended without saying what its heartbeats took")
+	case <-time.After(time.Minute):
+		return nil, errors.New("the agents' process did not say what its heartbeats took within a minute")
 	}
 	hb := time.Duration(end.P99ms * float64(time.Millisecond))
 	rep.set("heartbeat_p99_ms", hb)
@@ -324,9 +300,66 @@ func agentsScenario(n int, d time.Duration) (*report, error) {
 // memory is read: three heartbeats each at the default node TTL.
 const agentsSettle = 3 * server.DefaultNodeTTL / 5
 
-// agentsConnectTimeout is how long the child gives n agents to connect.
+// agentsConnectTimeout is how long n agents are given to connect, and
+// agentsRunTimeout how long their instances to be placed and reported.
 func agentsConnectTimeout(n int) time.Duration {
-	return time.Minute + time.Duration(n)*20*time.Millisecond
+	return time.Minute + time.Duration(n)*10*time.Millisecond
+}
+
+func agentsRunTimeout(n int) time.Duration {
+	return time.Minute + time.Duration(n)*6*time.Millisecond
+}
+
+// agentsStatus follows what the child says: its latest counts, and its
+// last word.
+type agentsStatus struct {
+	latest atomic.Pointer[agentsChildResult]
+	done   chan agentsChildResult
+	ended  chan struct{} // its stdout closed
+}
+
+func (st *agentsStatus) read(stdout io.Reader) {
+	defer close(st.ended)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var r agentsChildResult
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue
+		}
+		if r.Done {
+			st.done <- r
+			return
+		}
+		st.latest.Store(&r)
+	}
+}
+
+// waitFor waits until count(latest) reaches its want, the child ends, or
+// timeout passes, saying how far it got every 10 s on stderr, and returns
+// the latest counts.
+func (st *agentsStatus) waitFor(what string, timeout time.Duration, count func(agentsChildResult) (int, int)) agentsChildResult {
+	t0 := time.Now()
+	said := t0
+	for {
+		var r agentsChildResult
+		if p := st.latest.Load(); p != nil {
+			r = *p
+		}
+		got, want := count(r)
+		select {
+		case <-st.ended:
+			return r
+		default:
+		}
+		if got >= want || time.Since(t0) > timeout {
+			return r
+		}
+		if time.Since(said) >= 10*time.Second {
+			said = time.Now()
+			fmt.Fprintf(os.Stderr, "drover-bench agents: %d of %d %s after %s\n", got, want, what, time.Since(t0).Round(time.Second))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // The simulated nodes' capacity and the instance size: one instance fits
@@ -373,8 +406,9 @@ func establishedTo(pid, port int) (int, error) {
 }
 
 // agentsChild runs the simulated agents until its stdin closes, saying
-// (agentsChildResult lines on stdout) when they are connected, when their
-// instances run, and at the end what their heartbeats took.
+// every second (agentsChildResult lines on stdout) how many are connected
+// and how many report their instance running, and at the end what their
+// heartbeats took from the moment stdin said "measure".
 func agentsChild(args []string) int {
 	fs := flag.NewFlagSet(agentsChildCmd, flag.ExitOnError)
 	url := fs.String("url", "", "the server's API")
@@ -395,10 +429,10 @@ func runAgentsChild(url, tlsDir string, n int) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := &agentsFleet{n: n, connectedAll: make(chan struct{}), runningAll: make(chan struct{})}
-	// Registrations are etcd writes: a few hundred at once, as agents
-	// coming up over a while would, not ten thousand in the same instant.
-	sem := make(chan struct{}, 256)
+	f := &agentsFleet{}
+	// Registrations are etcd writes: a few dozen at once, as agents coming
+	// up over a while would, not ten thousand in the same instant.
+	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	for i := range n {
 		c, err := client.NewWithOptions([]string{url}, client.Options{TLS: tlsCfg.Clone()})
@@ -411,26 +445,24 @@ func runAgentsChild(url, tlsDir string, n int) error {
 		go func() { defer wg.Done(); a.run(ctx, sem) }()
 	}
 	out := json.NewEncoder(os.Stdout)
-	select {
-	case <-f.connectedAll:
-	case <-time.After(agentsConnectTimeout(n)):
+	said := make(chan struct{})
+	go func() {
+		defer close(said)
+		for ctx.Err() == nil {
+			out.Encode(agentsChildResult{Connected: int(f.connected.Load()), Running: int(f.running.Load())})
+			sleep(ctx, time.Second)
+		}
+	}()
+	// "measure" starts the heartbeats' timing; the end of stdin stops all.
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "measure" {
+			f.measuring.Store(true)
+		}
 	}
-	f.target.Store(f.connected.Load())
-	if f.target.Load() == 0 {
-		close(f.runningAll) // nothing will run
-	}
-	f.measuring.Store(true)
-	out.Encode(agentsChildResult{Connected: int(f.connected.Load())})
-	stdinClosed := make(chan struct{})
-	go func() { io.Copy(io.Discard, os.Stdin); close(stdinClosed) }()
-	select {
-	case <-f.runningAll:
-		out.Encode(agentsChildResult{Connected: int(f.connected.Load()), Running: int(f.running.Load())})
-	case <-stdinClosed:
-	}
-	<-stdinClosed
 	cancel()
 	wg.Wait()
+	<-said
 	hb := f.heartbeats()
 	res := agentsChildResult{Done: true, Connected: int(f.connected.Load()), Running: int(f.running.Load()),
 		Heartbeats: len(hb), HeartbeatErrors: int(f.hbErrors.Load()), Reregistrations: f.reregistrations.Load()}
@@ -444,13 +476,10 @@ func runAgentsChild(url, tlsDir string, n int) error {
 
 // agentsFleet is what the child's agents share: counts and heartbeat times.
 type agentsFleet struct {
-	n                        int
-	connected, running       atomic.Int64
-	target                   atomic.Int64 // the agents connected when measuring began
-	connectedAll, runningAll chan struct{}
-	measuring                atomic.Bool  // heartbeats are timed once all connected
-	reregistrations          atomic.Int64 // after a 404: the server let the node go
-	hbErrors                 atomic.Int64
+	connected, running atomic.Int64
+	measuring          atomic.Bool  // heartbeats are timed once the parent says
+	reregistrations    atomic.Int64 // after a 404: the server let the node go
+	hbErrors           atomic.Int64
 
 	mu sync.Mutex
 	hb []time.Duration
@@ -473,20 +502,6 @@ func (f *agentsFleet) heartbeats() []time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.hb
-}
-
-// connect counts one more agent connected.
-func (f *agentsFleet) connect() {
-	if f.connected.Add(1) == int64(f.n) {
-		close(f.connectedAll)
-	}
-}
-
-// run counts one more instance reported running.
-func (f *agentsFleet) run() {
-	if f.running.Add(1) == f.target.Load() {
-		close(f.runningAll)
-	}
 }
 
 // loadAgent is one simulated agent: the requests of internal/agent's
@@ -526,7 +541,7 @@ func (a *loadAgent) run(ctx context.Context, sem chan struct{}) {
 		if !connected {
 			// The next query waits: the agent is connected.
 			connected = true
-			a.f.connect()
+			a.f.connected.Add(1)
 		}
 		a.report(ctx, allocs, reported)
 	}
@@ -606,7 +621,7 @@ func (a *loadAgent) report(ctx context.Context, allocs []*spec.Alloc, reported m
 			break
 		}
 		var apiErr *client.Error
-		if errors.As(err, &apiErr) {
+		if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
 			fmt.Fprintf(os.Stderr, "drover-bench %s: node %s: report refused: %v\n", agentsChildCmd, a.node.Name, err)
 			return
 		}
@@ -615,7 +630,7 @@ func (a *loadAgent) report(ctx context.Context, allocs []*spec.Alloc, reported m
 	for _, e := range rep.Allocs {
 		if !reported[e.ID] {
 			reported[e.ID] = true
-			a.f.run()
+			a.f.running.Add(1)
 		}
 	}
 }
