@@ -276,7 +276,7 @@ func agentsScenario(n int, d time.Duration) (*report, error) {
 	}
 	cpa := perAgent(float64(conns))
 	rep.set("conns_per_agent", cpa)
-	rep.linef("  connections per agent: %.2f (%d established to the server)  [target %.0f: %s]", cpa, conns, agentsConnsTarget, verdict(cpa <= agentsConnsTarget))
+	rep.linef("  connections per agent: %.2f (%d established to the server)  [target %.0f: %s]", cpa, conns, agentsConnsTarget, verdict(cpa <= agentsConnsTarget && conns >= conn.Connected))
 	stdin.Close() // the child stops and says what it timed
 	var end agentsChildResult
 	select {

@@ -97,12 +97,15 @@ func NewWithOptions(addrs []string, o Options) (*Client, error) {
 
 // A silent HTTP/2 connection is pinged after pingAfter, and closed when
 // the ping is not answered within pingTimeout: one that died without a
-// word (a NAT or firewall dropped it) is replaced in about 3 s, inside
+// word (a NAT or firewall dropped it) is replaced in about 4 s, inside
 // the default node TTL (5 s), as HTTP/1.1 replaced the connection of each
-// request that timed out. A server answers a ping from its connection's
-// own loop, not behind the requests, so a busy one is given twice as long.
+// request that timed out. pingAfter is longer than the default heartbeat
+// interval (1 s), so that a well agent's connection, which hears an answer
+// every second, is never pinged. A server answers a ping from its
+// connection's own loop, not behind the requests; a busy one is given
+// longer.
 const (
-	pingAfter   = time.Second
+	pingAfter   = 1500 * time.Millisecond
 	pingTimeout = 2 * time.Second
 )
 
