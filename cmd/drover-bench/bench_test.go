@@ -19,7 +19,14 @@ import (
 // TestMain.
 var droverBin string
 
-func TestMain(m *testing.M) { testbin.Main(m, &droverBin) }
+// The agents scenario runs this binary again as its agents' process
+// (agentsChildCmd): the test binary does it too.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == agentsChildCmd {
+		os.Exit(agentsChild(os.Args[2:]))
+	}
+	testbin.Main(m, &droverBin)
+}
 
 // commonKeys are in every scenario's JSON object (report.write).
 var commonKeys = []string{"arch", "cpus", "os", "scenario"}
@@ -60,6 +67,7 @@ var wantKeys = map[string][]string{
 		"min_healthy_good", "min_healthy_bad", "bad_to_failed_ms", "bad_to_reverted_ms"},
 	"state": {"nodes", "allocs", "probes", "register_nodes_ms", "place_allocs_ms", "probe_p50_ms", "probe_p99_ms", "snapshot_ms",
 		"metrics_scrape_ms", "metrics_state_errors", "idle_cpu_percent", "heap_bytes_per_alloc", "heap_bytes_per_alloc_before_scrapes", "rss_mb", "idle_alloc_writes", "log_warnings"},
+	"agents": {"agents", "connected", "conns_per_agent", "server_bytes_per_agent", "heartbeat_p99_ms"},
 	"machineloss": {"trials", "node_ttl_ms", "kill_to_placed_p50_ms", "kill_to_placed_p99_ms", "kill_to_placed_max_ms",
 		"kill_to_running_p50_ms", "kill_to_running_p99_ms", "kill_to_running_max_ms"},
 }

@@ -47,6 +47,9 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	if args[0] == agentsChildCmd {
+		os.Exit(agentsChild(args[1:]))
+	}
 	if args[0] == "all" {
 		os.Exit(runAll(args[1:]))
 	}

@@ -37,6 +37,7 @@ running.`,
 			if err != nil {
 				return err
 			}
+			files := raiseFileLimit(log)
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required: the agent keeps its node ID and task directories there")
 			}
@@ -82,7 +83,8 @@ running.`,
 			if err != nil {
 				return err
 			}
-			httpSrv := serveHTTP(ln, ag.Handler(), server.HTTPLimits{TLS: serveTLS}, log)
+			maxConns := connLimit(server.DefaultMaxConns, files, log)
+			httpSrv := serveHTTP(ln, ag.Handler(), server.HTTPLimits{TLS: serveTLS, MaxConns: maxConns}, log)
 			defer shutdownHTTP(httpSrv)
 			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): servers %s\n", name, ag.NodeID(), strings.Join(c.Addresses(), ","))
 			return ag.Run(signalContext(cmd.Context()))

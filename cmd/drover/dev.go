@@ -63,6 +63,7 @@ it, jobs and their instances survive a restart.`,
 			if err != nil {
 				return err
 			}
+			files := raiseFileLimit(log)
 			if dataDir == "" {
 				tmp, err := os.MkdirTemp("", "drover-dev-")
 				if err != nil {
@@ -98,7 +99,7 @@ it, jobs and their instances survive a restart.`,
 			// Two clients: the agent's, with an agent certificate, and the
 			// operator's (a CLI certificate and a management token) with
 			// which dev waits for its node and submits the files.
-			var limits server.HTTPLimits
+			limits := server.HTTPLimits{MaxConns: connLimit(server.DefaultMaxConns, files, log)}
 			var agentOpts client.Options
 			op := client.Config{Addresses: []string{addr}}
 			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,

@@ -28,10 +28,13 @@ const DefaultAddress = "127.0.0.1:4646"
 
 // Client talks to one server, or fails over between several (NewWithOptions).
 type Client struct {
-	base  string
-	hc    *http.Client
-	bases []string     // NewWithOptions' addresses; nil for New
-	cur   atomic.Int32 // index in bases of the address in use
+	base string
+	hc   *http.Client
+	// upgrades carries requests that upgrade their connection (exec):
+	// HTTP/1.1 only, as HTTP/2 has no upgrade.
+	upgrades *http.Client
+	bases    []string     // NewWithOptions' addresses; nil for New
+	cur      atomic.Int32 // index in bases of the address in use
 	// nodeSecret, when set, proves the caller is its node (agents only).
 	nodeSecret atomic.Pointer[string]
 	// token is the ACL token's secret sent with every request, or "".
@@ -86,10 +89,35 @@ func NewWithOptions(addrs []string, o Options) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	if o.TLS != nil {
-		tr.TLSClientConfig = o.TLS
+		// A copy: net/http adds h2 to the config's protocols in place.
+		// The transport (ForceAttemptHTTP2, from DefaultTransport) speaks
+		// HTTP/2 to a server that offers it, so that an agent's blocking
+		// query, heartbeats and reports share one connection.
+		tr.TLSClientConfig = o.TLS.Clone()
+		tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: pingAfter, PingTimeout: pingTimeout}
 	}
-	return &Client{base: bases[0], bases: bases, hc: &http.Client{Transport: tr}, token: o.Token}, nil
+	h1 := tr.Clone()
+	h1.Protocols = new(http.Protocols)
+	h1.Protocols.SetHTTP1(true)
+	if h1.TLSClientConfig != nil {
+		h1.TLSClientConfig.NextProtos = []string{"http/1.1"} // Clone copied tr's h2
+	}
+	return &Client{base: bases[0], bases: bases, hc: &http.Client{Transport: tr}, upgrades: &http.Client{Transport: h1}, token: o.Token}, nil
 }
+
+// A silent HTTP/2 connection is pinged after pingAfter, and closed when
+// the ping is not answered within pingTimeout: one that died without a
+// word (a NAT or firewall dropped it) is replaced in about 4 s, inside
+// the default node TTL (5 s), as HTTP/1.1 replaced the connection of each
+// request that timed out. pingAfter is longer than the default heartbeat
+// interval (1 s), so that a well agent's connection, which hears an answer
+// every second, is never pinged. A server answers a ping from its
+// connection's own loop, not behind the requests; a busy one is given
+// longer.
+const (
+	pingAfter   = 1500 * time.Millisecond
+	pingTimeout = 2 * time.Second
+)
 
 // NodeSecretHeader carries a node's secret on its own requests.
 const NodeSecretHeader = "X-Drover-Node-Secret"
@@ -107,7 +135,8 @@ func New(addr string) (*Client, error) {
 	// design; every call takes a context that bounds it.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	return &Client{base: base, hc: &http.Client{Transport: tr}}, nil
+	hc := &http.Client{Transport: tr} // plain HTTP: HTTP/1.1, upgrades included
+	return &Client{base: base, hc: hc, upgrades: hc}, nil
 }
 
 func normalize(addr string) (string, error) { return normalizeWith(addr, "http://") }

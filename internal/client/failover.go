@@ -62,7 +62,11 @@ func (c *Client) send(ctx context.Context, build func(base string) (*http.Reques
 		if c.token != "" {
 			req.Header.Set(TokenHeader, c.token)
 		}
-		resp, err := c.hc.Do(req)
+		hc := c.hc
+		if req.Header.Get("Upgrade") != "" {
+			hc = c.upgrades
+		}
+		resp, err := hc.Do(req)
 		if err == nil {
 			c.cur.Store(int32(i))
 			return resp, base, nil

@@ -263,13 +263,16 @@ const (
 	// DefaultMaxHeaderBytes: our requests carry a handful of short headers
 	// (a node secret, later a token); net/http's default is 1 MiB.
 	DefaultMaxHeaderBytes = 64 << 10
-	// DefaultMaxConns bounds open connections per listener. An agent holds
-	// about three to a server (its assignments' blocking query, heartbeat
-	// and status reports), so this serves a thousand nodes plus operators,
-	// well inside a typical open-file limit. Past it, new connections wait
-	// in the kernel's accept queue until one closes; the server's
-	// --http-max-conns raises it for bigger clusters.
-	DefaultMaxConns = 4096
+	// DefaultMaxConns bounds open connections per listener. An agent
+	// holds one to a server over TLS (HTTP/2 carries its assignments'
+	// blocking query, heartbeats and status reports), two over plain HTTP;
+	// so this admits 10,000 agents over TLS with 6,384 to spare for
+	// operators, the web UI and agents whose old connection has not closed
+	// yet (8,000 agents over plain HTTP). Past it, new connections wait in
+	// the kernel's accept queue until one closes. A process serves fewer
+	// when its open-file limit is lower (cmd/drover connLimit); the
+	// server's --http-max-conns changes it.
+	DefaultMaxConns = 16384
 )
 
 // HTTPLimits are the limits of one HTTP server; tests shorten them.
@@ -332,9 +335,15 @@ func NewHTTPServer(ln net.Listener, h http.Handler, lim HTTPLimits, log *slog.Lo
 	ln = LimitListener(ln, lim.MaxConns, log)
 	if lim.TLS != nil {
 		// The handshake runs under ReadHeaderTimeout (net/http bounds it
-		// by the shortest of its read and write timeouts).
-		s.TLSConfig = lim.TLS
-		ln = tls.NewListener(ln, lim.TLS)
+		// by the shortest of its read and write timeouts). Offering h2
+		// lets a client's concurrent requests share one connection: an
+		// agent's blocking query, heartbeats and status reports. An
+		// upgrade (exec) still gets an HTTP/1.1 connection of its own:
+		// Go's client asks for one without h2.
+		cfg := lim.TLS.Clone()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		s.TLSConfig = cfg // net/http serves HTTP/2 when this offers h2
+		ln = tls.NewListener(ln, cfg)
 	}
 	return s, ln
 }

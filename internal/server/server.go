@@ -188,6 +188,10 @@ func New(cfg Config) *Server {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg.AgentTLS
+	// HTTP/1.1 to agents: exec upgrades the connection, which HTTP/2
+	// cannot, and a server makes few calls to any one agent.
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
 	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}, state: state.New()}
 	s.metrics = s.newMetrics()
 	return s

@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/pki"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// tlsTestServer runs a real server on a real embedded etcd, serving mutual
+// TLS as drover server does, on a listener that counts its connections.
+// It returns the API's URL, the TLS directory and the listener.
+func tlsTestServer(t *testing.T) (string, string, *countingListener) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	tlsDir := filepath.Join(dir, "tls")
+	if _, err := pki.Init(tlsDir, pki.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: filepath.Join(dir, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Open(ctx, emb.Endpoints(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{Registry: reg, ID: "test", Logger: log})
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	serveTLS, err := pki.ServerConfig(pki.DirFiles(tlsDir, pki.RoleServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveTLS.ClientAuth = tls.VerifyClientCertIfGiven // as drover server serves
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &countingListener{Listener: tcp}
+	hs := Serve(ln, srv.Handler(nil), HTTPLimits{TLS: serveTLS}, log)
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		<-done
+		reg.Close()
+		emb.Close()
+	})
+	return "https://" + tcp.Addr().String(), tlsDir, ln
+}
+
+// An agent's requests share one connection to a TLS server: its
+// assignments' blocking query stays open while its heartbeats, status
+// reports and a registration again go over the same connection (HTTP/2).
+func TestAgentSpeaksOverOneConnection(t *testing.T) {
+	url, tlsDir, ln := tlsTestServer(t)
+	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: agentTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
+	reg, err := c.RegisterNode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetNodeSecret(reg.Secret)
+	_, index, err := c.NodeAllocs(ctx, node.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The blocking query waits (nothing changes for this node) while the
+	// other requests are made.
+	qctx, stopQuery := context.WithCancel(ctx)
+	queryDone := make(chan error, 1)
+	go func() {
+		_, _, err := c.NodeAllocs(qctx, node.ID, &client.QueryOptions{Index: index, Wait: time.Minute})
+		queryDone <- err
+	}()
+	for range 3 {
+		if err := c.Heartbeat(ctx, node.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ReportAllocStatuses(ctx, node.ID, &spec.NodeStatusReport{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterNode(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-queryDone:
+		t.Fatalf("the blocking query ended before it was cancelled: %v", err)
+	default:
+	}
+	stopQuery()
+	<-queryDone
+	if n := ln.accepted.Load(); n != 1 {
+		t.Errorf("the agent's requests took %d connections, want 1", n)
+	}
+}
+
+// freezer relays TCP to target; freeze makes the connections open at that
+// moment carry nothing more either way, without closing them (a NAT or a
+// firewall that dropped them), while new connections are relayed.
+type freezer struct {
+	ln     net.Listener
+	target string
+	gen    atomic.Int64 // connections of an older generation are frozen
+}
+
+func startFreezer(t *testing.T, target string) *freezer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			gen := f.gen.Load()
+			go f.relay(up, c, gen)
+			go f.relay(c, up, gen)
+			t.Cleanup(func() { c.Close(); up.Close() })
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return f
+}
+
+// relay copies src to dst until the connection's generation is frozen;
+// then it reads on and drops what it reads.
+func (f *freezer) relay(dst, src net.Conn, gen int64) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			dst.Close()
+			return
+		}
+		if f.gen.Load() == gen {
+			dst.Write(buf[:n])
+		}
+	}
+}
+
+func (f *freezer) freeze() { f.gen.Add(1) }
+
+// A connection that dies without a word is replaced before the node's TTL
+// runs out: the client pings a silent HTTP/2 connection and drops it when
+// the ping is not answered, where HTTP/1.1 dialled anew for each request
+// that timed out.
+func TestAgentReplacesAFrozenConnection(t *testing.T) {
+	url, tlsDir, _ := tlsTestServer(t)
+	fr := startFreezer(t, strings.TrimPrefix(url, "https://"))
+	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithOptions([]string{"https://" + fr.ln.Addr().String()}, client.Options{TLS: agentTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
+	reg, err := c.RegisterNode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetNodeSecret(reg.Secret)
+	fr.freeze()
+	frozen := time.Now()
+	// Heartbeats as the agent makes them: each bounded by the interval.
+	for {
+		hctx, hcancel := context.WithTimeout(ctx, reg.HeartbeatInterval.Std())
+		err := c.Heartbeat(hctx, node.ID)
+		hcancel()
+		if err == nil {
+			break
+		}
+		if time.Since(frozen) > reg.NodeTTL.Std() {
+			t.Fatalf("no heartbeat got through within the node TTL (%s) of the connection freezing: %v", reg.NodeTTL.Std(), err)
+		}
+		sleep := time.NewTimer(reg.HeartbeatInterval.Std() / 4)
+		<-sleep.C
+	}
+	t.Logf("a heartbeat got through %s after the connection froze", time.Since(frozen).Round(time.Millisecond))
+}
