@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
 )
 
 func TestRestartAPI(t *testing.T) {
@@ -18,7 +21,12 @@ func TestRestartAPI(t *testing.T) {
 	if status, e, _ := do(t, "POST", hs.URL+"/v1/jobs", goodJob); status != 200 {
 		t.Fatalf("submit: %d %+v", status, e)
 	}
-	before, _, err := c.Job(ctx, "web", nil)
+	// The server reads its state store, which follows the registry's
+	// watch: the job is there a moment after the submit.
+	before, idx, err := c.Job(ctx, "web", nil)
+	for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		before, idx, err = c.Job(ctx, "web", nil)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +41,7 @@ func TestRestartAPI(t *testing.T) {
 	if vs, err := c.JobVersions(ctx, "web"); err != nil || len(vs) != 1 {
 		t.Fatalf("versions after a restart: %d, %v; want 1: a restart is no new version", len(vs), err)
 	}
-	after, _, err := c.Job(ctx, "web", nil)
+	after, _, err := c.Job(ctx, "web", &client.QueryOptions{Index: idx, Wait: 10 * time.Second})
 	if err != nil || !after.Job.RestartRequested.Equal(job.RestartRequested) {
 		t.Fatalf("GET after restart: requested %v, %v; want %v", after.Job.RestartRequested, err, job.RestartRequested)
 	}

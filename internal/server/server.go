@@ -130,7 +130,6 @@ type Server struct {
 	tokens    tokenCache
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
-	allocs    allocIndex
 	// allocLists shares the answers of GET /v1/allocations among the
 	// queries that ask at the same time.
 	allocLists sharedLists
@@ -198,10 +197,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	s.mirror.Store(m)
-	rev, err := s.loadAllocIndex(ctx)
-	if err != nil {
-		return err
-	}
+	rev := s.state.Snapshot().Rev
 	s.hub.mu.Lock()
 	s.hub.start = rev
 	s.hub.mu.Unlock()
@@ -210,18 +206,6 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer close(done)
 		for batch := range changes {
-			// The index first, then the wake-ups: a woken reader must
-			// find what woke it.
-			if !s.allocs.apply(batch) {
-				for ctx.Err() == nil {
-					if _, err := s.loadAllocIndex(ctx); err == nil {
-						break
-					} else {
-						s.log.Warn("cannot reload the alloc index after a resync; will retry", "err", err)
-						sleep(ctx, time.Second)
-					}
-				}
-			}
 			s.hub.publish(batch)
 		}
 	}()
@@ -240,6 +224,23 @@ func (s *Server) Run(ctx context.Context) error {
 // has published (so that what woke a blocking query is in it), waiting
 // at most readWait.
 func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
+	return s.readAt(ctx, s.hub.seenRev())
+}
+
+// readOwnWrites returns the server's state once it holds every write
+// acknowledged before the call (etcd's revision now, read linearizably):
+// for an answer that must show the request's own write, and a check that
+// must not miss another's.
+func (s *Server) readOwnWrites(ctx context.Context) (*state.Snapshot, error) {
+	rev, err := s.reg.Revision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.readAt(ctx, rev)
+}
+
+// readAt returns the server's state once it is at revision rev or later.
+func (s *Server) readAt(ctx context.Context, rev int64) (*state.Snapshot, error) {
 	if ctx.Err() != nil {
 		// The request ended (a blocking query whose token was deleted):
 		// its cause is the answer.
@@ -251,7 +252,7 @@ func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	return m.Snapshot(ctx, s.hub.seenRev())
+	return m.Snapshot(ctx, rev)
 }
 
 // readWait bounds how long a read waits for the server's state.
