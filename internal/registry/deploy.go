@@ -1,11 +1,9 @@
 package registry
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,105 +44,6 @@ func decodeRequest(kv *mvccpb.KeyValue) (*requestRecord, error) {
 		return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
 	}
 	return &rec, nil
-}
-
-// withRequest returns a copy of d with the request merged in; ModifyIndex
-// is the later of the two keys' revisions, so that a request moves it.
-func withRequest(d *spec.Deployment, req *spec.DeploymentRequest, reqRev int64) *spec.Deployment {
-	c := *d
-	if req != nil {
-		r := *req
-		c.Request = &r
-		c.ModifyIndex = max(c.ModifyIndex, reqRev)
-	}
-	return &c
-}
-
-// mergeDeployments decodes the leader's records and attaches the requests
-// by ID. A request whose deployment is gone is left out.
-func (r *Registry) mergeDeployments(depKVs, reqKVs []*mvccpb.KeyValue) ([]*spec.Deployment, error) {
-	reqs := make(map[string]*mvccpb.KeyValue, len(reqKVs))
-	for _, kv := range reqKVs {
-		reqs[string(kv.Key[len(r.prefix+dirDeploymentRequests):])] = kv
-	}
-	out := make([]*spec.Deployment, 0, len(depKVs))
-	for _, kv := range depKVs {
-		d, err := decodeDeployment(kv)
-		if err != nil {
-			return nil, err
-		}
-		if rkv := reqs[string(kv.Key[len(r.prefix+dirDeployments):])]; rkv != nil {
-			rec, err := decodeRequest(rkv)
-			if err != nil {
-				return nil, err
-			}
-			d = withRequest(d, &rec.DeploymentRequest, rkv.ModRevision)
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
-
-// sortNewestFirst is the API's order: the newest deployment first, whatever
-// its job; ties (one pass creating several) by job version, then ID.
-func sortNewestFirst(ds []*spec.Deployment) {
-	slices.SortFunc(ds, func(a, b *spec.Deployment) int {
-		return cmp.Or(b.CreateTime.Compare(a.CreateTime), cmp.Compare(b.JobVersion, a.JobVersion),
-			cmp.Compare(a.Job, b.Job), cmp.Compare(a.ID, b.ID))
-	})
-}
-
-// ListDeployments returns the deployments of job ("" for every job) with
-// their requests, newest first, and the revision read at.
-func (r *Registry) ListDeployments(ctx context.Context, job string) ([]*spec.Deployment, int64, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	if job != "" {
-		if err := checkName("job name", job); err != nil {
-			return nil, 0, err
-		}
-	}
-	resp, err := r.cli.Txn(ctx).Then(
-		clientv3.OpGet(r.prefix+dirDeployments, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirDeploymentRequests, clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return nil, 0, wrap("list deployments", err)
-	}
-	all, err := r.mergeDeployments(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := all[:0]
-	for _, d := range all {
-		if job == "" || d.Job == job {
-			out = append(out, d)
-		}
-	}
-	sortNewestFirst(out)
-	return out, resp.Header.Revision, nil
-}
-
-// GetDeployment returns one deployment with its request.
-func (r *Registry) GetDeployment(ctx context.Context, id string) (*spec.Deployment, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	dkey, err := r.key(dirDeployments, "deployment id", id)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(dkey), clientv3.OpGet(r.prefix+dirDeploymentRequests+id)).Commit()
-	if err != nil {
-		return nil, wrap("read deployment "+id, err)
-	}
-	ds, err := r.mergeDeployments(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
-	if err != nil {
-		return nil, err
-	}
-	if len(ds) == 0 {
-		return nil, fmt.Errorf("registry: deployment %q: %w", id, ErrNotFound)
-	}
-	return ds[0], nil
 }
 
 // PutDeploymentRequest records an operator's request about a deployment

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -205,6 +207,22 @@ func timedOut(err error) bool {
 type timedKV struct {
 	clientv3.KV
 	endpoints []string
+	// written is the latest revision a write (or transaction) of this
+	// registry's was answered at: Registry.Written.
+	written *atomic.Int64
+}
+
+// wrote notes the revision a write was answered at.
+func (kv timedKV) wrote(h *etcdserverpb.ResponseHeader) {
+	if kv.written == nil || h == nil {
+		return
+	}
+	for {
+		cur := kv.written.Load()
+		if h.Revision <= cur || kv.written.CompareAndSwap(cur, h.Revision) {
+			return
+		}
+	}
 }
 
 func (kv timedKV) unavailable(start time.Time, err error) error {
@@ -223,12 +241,18 @@ func (kv timedKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption
 func (kv timedKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
 	start := time.Now()
 	resp, err := kv.KV.Put(ctx, key, val, opts...)
+	if err == nil {
+		kv.wrote(resp.Header)
+	}
 	return resp, kv.unavailable(start, err)
 }
 
 func (kv timedKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
 	start := time.Now()
 	resp, err := kv.KV.Delete(ctx, key, opts...)
+	if err == nil {
+		kv.wrote(resp.Header)
+	}
 	return resp, kv.unavailable(start, err)
 }
 
@@ -265,5 +289,8 @@ func (t *timedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 func (t *timedTxn) Commit() (*clientv3.TxnResponse, error) {
 	start := time.Now()
 	resp, err := t.Txn.Commit()
+	if err == nil {
+		t.kv.wrote(resp.Header)
+	}
 	return resp, t.kv.unavailable(start, err)
 }

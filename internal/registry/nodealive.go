@@ -6,10 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/drover-org/drover/internal/spec"
 )
 
 // Node liveness is a key per node, attached to a lease of the server the
@@ -234,18 +231,4 @@ func (r *Registry) Heartbeat(ctx context.Context, id string, ttl time.Duration) 
 	}
 	r.noteSeen(id, lease)
 	return nil
-}
-
-// applyAlive sets each node's Status from the liveness keys.
-func (r *Registry) applyAlive(nodes []*spec.Node, alive []*mvccpb.KeyValue) {
-	up := make(map[string]bool, len(alive))
-	for _, kv := range alive {
-		up[string(kv.Key[len(r.prefix+dirNodeAlive):])] = true
-	}
-	for _, n := range nodes {
-		n.Status = spec.NodeDown
-		if up[n.ID] {
-			n.Status = spec.NodeReady
-		}
-	}
 }

@@ -89,31 +89,6 @@ func extrasOf(ctl, usage *mvccpb.KeyValue) (nodeExtras, error) {
 	return x, nil
 }
 
-// byNodeID indexes the keys of dir by the node ID after it.
-func (r *Registry) byNodeID(dir string, kvs []*mvccpb.KeyValue) map[string]*mvccpb.KeyValue {
-	m := make(map[string]*mvccpb.KeyValue, len(kvs))
-	for _, kv := range kvs {
-		m[string(kv.Key[len(r.prefix+dir):])] = kv
-	}
-	return m
-}
-
-// mergeNodes applies the control and usage keys to nodes.
-func (r *Registry) mergeNodes(nodes []*spec.Node, ctls, usages []*mvccpb.KeyValue) error {
-	if len(ctls) == 0 && len(usages) == 0 {
-		return nil
-	}
-	c, u := r.byNodeID(dirNodeCtl, ctls), r.byNodeID(dirNodeUsage, usages)
-	for _, n := range nodes {
-		x, err := extrasOf(c[n.ID], u[n.ID])
-		if err != nil {
-			return err
-		}
-		x.apply(n)
-	}
-	return nil
-}
-
 // firstKV is the first key of a range answer, or nil.
 func firstKV(resp *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
 	if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -68,8 +69,10 @@ func OpenWithOptions(ctx context.Context, opts Options, log *slog.Logger) (*Regi
 	if err != nil {
 		return nil, fmt.Errorf("registry: connect to etcd %v: %w: %w", opts.Endpoints, ErrUnavailable, err)
 	}
-	cli.KV = timedKV{KV: readTxnRetryKV{cli.KV}, endpoints: opts.Endpoints} // see retrykv.go and errors.go
+	written := new(atomic.Int64)
+	cli.KV = timedKV{KV: readTxnRetryKV{cli.KV}, endpoints: opts.Endpoints, written: written} // see retrykv.go and errors.go
 	r := newRegistry(cli, log)
+	r.written = written
 	r.ownCli = true
 	cctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
 	defer cancel()

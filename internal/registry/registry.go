@@ -2,13 +2,13 @@ package registry
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -46,8 +46,20 @@ type Registry struct {
 	prefix string
 	now    func() time.Time
 	ownCli bool
-	cache  decodeCache
 	live   liveness
+	// written is the latest revision this registry's writes were answered
+	// at (see Written).
+	written *atomic.Int64
+}
+
+// Written is the latest revision a write of this registry's was answered
+// at, 0 before any: a server's reads wait until its state holds it, so
+// that a client sees what it wrote through that server.
+func (r *Registry) Written() int64 {
+	if r.written == nil {
+		return 0
+	}
+	return r.written.Load()
 }
 
 // Open connects to etcd at endpoints and checks that it answers; when it
@@ -387,121 +399,12 @@ func (r *Registry) GetJobVersion(ctx context.Context, name string, version uint6
 
 // ---- Allocs ----
 
-// AllocFilter selects allocs; an empty field matches any.
-type AllocFilter struct {
-	Job, NodeID string
-}
-
-func (f AllocFilter) match(a *spec.Alloc) bool {
-	return (f.Job == "" || a.Job == f.Job) && (f.NodeID == "" || a.NodeID == f.NodeID)
-}
-
 // statusRecord is what alloc_status/<id> holds: the AllocStatus with the
 // alloc's job and node alongside, so a watcher can tell whom it concerns.
 type statusRecord struct {
 	Job    string `json:"job"`
 	NodeID string `json:"node_id"`
 	spec.AllocStatus
-}
-
-// mergeAllocs decodes desired halves and attaches status halves by id.
-// CreateIndex is the desired key's create revision; ModifyIndex is the
-// later of the two halves' mod revisions.
-//
-// Decoded values come from r.cache: the returned allocs are fresh structs,
-// but their Tasks and Status are shared with the cache and must be treated
-// as read-only (every caller today only reads them or copies first).
-func (r *Registry) mergeAllocs(allocKVs, statusKVs []*mvccpb.KeyValue, full bool) ([]*spec.Alloc, error) {
-	prefix := r.prefix
-	statuses := make(map[string]*mvccpb.KeyValue, len(statusKVs))
-	for _, kv := range statusKVs {
-		statuses[string(kv.Key[len(prefix+dirAllocStatus):])] = kv
-	}
-	seen := r.cache.begin(full)
-	defer r.cache.end(seen)
-	out := make([]*spec.Alloc, 0, len(allocKVs))
-	for _, kv := range allocKVs {
-		v, err := r.cache.get(kv, seen, func(b []byte) (any, error) {
-			var a spec.Alloc
-			err := json.Unmarshal(b, &a)
-			return &a, err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
-		}
-		a := *v.(*spec.Alloc)
-		a.CreateIndex, a.ModifyIndex = kv.CreateRevision, kv.ModRevision
-		a.Status = nil
-		if skv := statuses[string(kv.Key[len(prefix+dirAllocs):])]; skv != nil {
-			v, err := r.cache.get(skv, seen, func(b []byte) (any, error) {
-				var rec statusRecord
-				err := json.Unmarshal(b, &rec)
-				return &rec.AllocStatus, err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("registry: decode %s: %w", skv.Key, err)
-			}
-			a.Status = v.(*spec.AllocStatus)
-			a.ModifyIndex = max(a.ModifyIndex, skv.ModRevision)
-		}
-		out = append(out, &a)
-	}
-	sortAllocs(out)
-	return out, nil
-}
-
-func sortAllocs(as []*spec.Alloc) {
-	slices.SortFunc(as, func(a, b *spec.Alloc) int {
-		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Index, b.Index),
-			cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.ID, b.ID))
-	})
-}
-
-// ListAllocs returns the allocs matching f, with their status, read at one
-// revision (returned).
-func (r *Registry) ListAllocs(ctx context.Context, f AllocFilter) ([]*spec.Alloc, int64, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Txn(ctx).Then(
-		clientv3.OpGet(r.prefix+dirAllocs, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirAllocStatus, clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return nil, 0, wrap("list allocs", err)
-	}
-	all, err := r.mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, true)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := all[:0]
-	for _, a := range all {
-		if f.match(a) {
-			out = append(out, a)
-		}
-	}
-	return out, resp.Header.Revision, nil
-}
-
-// GetAlloc returns one alloc with its status.
-func (r *Registry) GetAlloc(ctx context.Context, id string) (*spec.Alloc, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	akey, err := r.key(dirAllocs, "alloc id", id)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(akey), clientv3.OpGet(r.prefix+dirAllocStatus+id)).Commit()
-	if err != nil {
-		return nil, wrap("read alloc "+id, err)
-	}
-	as, err := r.mergeAllocs(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, false)
-	if err != nil {
-		return nil, err
-	}
-	if len(as) == 0 {
-		return nil, fmt.Errorf("registry: alloc %q: %w", id, ErrNotFound)
-	}
-	return as[0], nil
 }
 
 var knownClientStatus = []spec.ClientStatus{spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed, spec.ClientLost}
@@ -628,103 +531,6 @@ func (r *Registry) PutNode(ctx context.Context, n *spec.Node) (*spec.Node, error
 	return out, nil
 }
 
-// GetNode returns one node.
-func (r *Registry) GetNode(ctx context.Context, id string) (*spec.Node, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	key, err := r.key(dirNodes, "node id", id)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(r.prefix+dirNodeAlive+id),
-		clientv3.OpGet(r.prefix+dirNodeCtl+id), clientv3.OpGet(r.prefix+dirNodeUsage+id)).Commit()
-	if err != nil {
-		return nil, wrap("read node "+id, err)
-	}
-	kv := firstKV(resp, 0)
-	if kv == nil {
-		return nil, fmt.Errorf("registry: node %q: %w", id, ErrNotFound)
-	}
-	n, err := decodeNode(kv)
-	if err != nil {
-		return nil, err
-	}
-	r.applyAlive([]*spec.Node{n}, resp.Responses[1].GetResponseRange().Kvs)
-	x, err := extrasOf(firstKV(resp, 2), firstKV(resp, 3))
-	if err != nil {
-		return nil, err
-	}
-	x.apply(n)
-	return n, nil
-}
-
-// ListNodes returns every node sorted by name, then id, and the revision.
-func (r *Registry) ListNodes(ctx context.Context) ([]*spec.Node, int64, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Txn(ctx).Then(
-		clientv3.OpGet(r.prefix+dirNodes, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(r.prefix+dirNodeCtl, clientv3.WithPrefix()),
-		clientv3.OpGet(r.prefix+dirNodeUsage, clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return nil, 0, wrap("list nodes", err)
-	}
-	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
-	nodes, err := decodeNodes(kvs(0))
-	if err != nil {
-		return nil, 0, err
-	}
-	r.applyAlive(nodes, kvs(1))
-	if err := r.mergeNodes(nodes, kvs(2), kvs(3)); err != nil {
-		return nil, 0, err
-	}
-	return nodes, resp.Header.Revision, nil
-}
-
-func decodeNodes(kvs []*mvccpb.KeyValue) ([]*spec.Node, error) {
-	out := make([]*spec.Node, 0, len(kvs))
-	for _, kv := range kvs {
-		n, err := decodeNode(kv)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	sortNodes(out)
-	return out, nil
-}
-
-// sortNodes orders nodes by name, then ID.
-func sortNodes(ns []*spec.Node) { slices.SortFunc(ns, compareNodes) }
-
-func compareNodes(a, b *spec.Node) int {
-	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
-}
-
 // ---- Schedules ----
-
-// GetSchedule returns the leader's schedule record for a job, or nil, nil.
-func (r *Registry) GetSchedule(ctx context.Context, job string) (*spec.JobSchedule, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	key, err := r.key(dirSchedules, "job name", job)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.cli.Get(ctx, key)
-	if err != nil {
-		return nil, wrap("read schedule "+job, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
-	}
-	var s spec.JobSchedule
-	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
-		return nil, fmt.Errorf("registry: decode %s: %w", resp.Kvs[0].Key, err)
-	}
-	return &s, nil
-}
 
 // ---- Snapshot ----

@@ -1404,33 +1404,6 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	}
 }
 
-// TestGetAllocsManyOnOneNode: a node with more allocs than one read takes
-// gets them all, with their status, in order.
-func TestGetAllocsManyOnOneNode(t *testing.T) {
-	t.Parallel()
-	r := open(t, startEtcd(t))
-	ctx := context.Background()
-	l := campaign(t, r, "s1")
-	var allocs []*spec.Alloc
-	var ids []string
-	for i := range 150 {
-		a := testAlloc(fmt.Sprintf("x%03d", i), "web", "g", i, "n1")
-		allocs = append(allocs, a)
-		ids = append(ids, a.ID)
-	}
-	mustCommit(t, l, &Plan{Allocs: allocs})
-	if err := r.PutAllocStatus(ctx, "x140", "n1", &spec.AllocStatus{ClientStatus: spec.ClientRunning}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := r.GetAllocs(ctx, append(ids, "gone"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 150 || got[0].ID != "x000" || got[149].ID != "x149" || got[140].Status == nil {
-		t.Fatalf("got %d allocs (first %s, last %s), x140 status %v", len(got), got[0].ID, got[len(got)-1].ID, got[140].Status)
-	}
-}
-
 // TestLivenessMovesBackAndForth: a node that heartbeats to r1, then r2,
 // then r1 again within the TTL stays up while it heartbeats to r1: r1 must
 // take its key back from r2's lease, or r2's sweep would delete it once

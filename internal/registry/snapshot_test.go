@@ -52,7 +52,7 @@ func (r *Registry) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if s.Jobs, err = decodeJobs(kvs(0)); err != nil {
 		return nil, err
 	}
-	if s.Allocs, err = r.mergeAllocs(kvs(1), kvs(2), true); err != nil {
+	if s.Allocs, err = r.mergeAllocs(kvs(1), kvs(2)); err != nil {
 		return nil, err
 	}
 	if s.Nodes, err = r.snapshotNodes(kvs(3), kvs(5), kvs(8), kvs(9)); err != nil {

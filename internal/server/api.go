@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/drover-org/drover/internal/reconcile"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // route is one API endpoint: its pattern, who may call it (auth.go), and
@@ -233,41 +235,29 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64, error) {
-	job, err := s.reg.GetJob(r.Context(), name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil, 0, notFound("no job named %q; see drover status for the jobs there are", name)
-	}
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return nil, 0, err
+	}
+	job := ss.Job(name)
+	if job == nil {
+		return nil, 0, notFound("no job named %q; see drover status for the jobs there are", name)
 	}
 	if err := s.allow(r, job.Namespace, acl.Read); err != nil {
 		return nil, 0, err
 	}
-	allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{Job: name})
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := s.markDown(r.Context(), allocs); err != nil {
-		return nil, 0, err
-	}
-	sched, err := s.reg.GetSchedule(r.Context(), name)
-	if err != nil {
-		return nil, 0, err
-	}
+	allocs := ss.JobAllocs(name)
+	markDown(ss, allocs)
+	sched := ss.Schedule(name)
 	var nodes []*spec.Node
 	if job.Type == spec.JobSystem { // only system jobs count eligible nodes
-		if nodes, _, err = s.reg.ListNodes(r.Context()); err != nil {
-			return nil, 0, err
-		}
+		nodes = ss.Nodes()
 	}
 	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, nodes, sched), Allocations: allocs}
 	if sched != nil && sched.JobVersion == job.Version {
 		st.Failures = sched.Failures
 	}
-	if st.Allocations == nil {
-		st.Allocations = []*spec.Alloc{}
-	}
-	return st, max(rev, job.ModifyIndex), nil
+	return st, ss.Rev, nil
 }
 
 func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
@@ -297,66 +287,67 @@ func (s *Server) jobAllocs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.blockingQuery(r, func() error {
-		allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{Job: name})
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, rev, nonNil(allocs))
+		return writeJSON(w, ss.Rev, ss.JobAllocs(name))
 	}, "job/"+name)
 }
 
-func nonNil(a []*spec.Alloc) []*spec.Alloc {
-	if a == nil {
-		return []*spec.Alloc{}
-	}
-	return a
-}
-
 func (s *Server) listAllocs(w http.ResponseWriter, r *http.Request) error {
-	f := registry.AllocFilter{Job: r.URL.Query().Get("job"), NodeID: r.URL.Query().Get("node")}
-	topic := "allocs"
-	for _, v := range []struct{ val, what string }{{f.Job, "job name"}, {f.NodeID, "node id"}} {
+	job, node := r.URL.Query().Get("job"), r.URL.Query().Get("node")
+	for _, v := range []struct{ val, what string }{{job, "job name"}, {node, "node id"}} {
 		if v.val != "" {
 			if msg := spec.CheckName(v.val); msg != "" {
 				return badRequest("%s %s", v.what, msg)
 			}
 		}
 	}
-	// One read and encoding for all the queries that ask at once (a change
-	// wakes every waiting one): sharedlist.go.
+	// One encoding for all the queries that ask at once (a change wakes
+	// every waiting one): sharedlist.go.
 	return s.blockingQuery(r, func() error {
-		list, err := s.allocLists.get(r.Context(), f.Job+"\x00"+f.NodeID, func(ctx context.Context) (*encodedList, error) {
-			allocs, rev, err := s.reg.ListAllocs(ctx, f)
+		list, err := s.allocLists.get(r.Context(), job+"\x00"+node, func(ctx context.Context) (*encodedList, error) {
+			ss, err := s.read(ctx)
 			if err != nil {
 				return nil, err
 			}
-			if err := s.markDown(ctx, allocs); err != nil {
-				return nil, err
-			}
-			return encodeList(rev, allocs, func(a *spec.Alloc) string { return a.Namespace })
+			allocs := filterAllocs(ss, job, node)
+			markDown(ss, allocs)
+			return encodeList(ss.Rev, allocs, func(a *spec.Alloc) string { return a.Namespace })
 		})
 		if err != nil {
 			return err
 		}
 		return list.write(w, func(ns string) bool { return s.canRead(r, ns) })
-	}, topic)
+	}, "allocs")
+}
+
+// filterAllocs returns the allocs of job on node ("" matches any), in
+// Allocs' order (the store's node index lists by ID).
+func filterAllocs(ss *state.Snapshot, job, node string) []*spec.Alloc {
+	var allocs []*spec.Alloc
+	if job != "" {
+		allocs = ss.JobAllocs(job)
+	} else {
+		allocs = ss.Allocs()
+	}
+	if node != "" {
+		allocs = slices.DeleteFunc(allocs, func(a *spec.Alloc) bool { return a.NodeID != node })
+	}
+	return allocs
 }
 
 // findAlloc accepts a full ID or a unique prefix of at least 4 characters.
-func (s *Server) findAlloc(r *http.Request, id string) (*spec.Alloc, error) {
-	a, err := s.reg.GetAlloc(r.Context(), id)
-	if err == nil || !errors.Is(err, registry.ErrNotFound) {
-		return a, err
+func findAlloc(ss *state.Snapshot, id string) (*spec.Alloc, error) {
+	if a := ss.Alloc(id); a != nil {
+		return a, nil
 	}
 	if len(id) < 4 {
 		return nil, notFound("no allocation %q (give at least 4 characters of an ID)", id)
 	}
-	all, _, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{})
-	if err != nil {
-		return nil, err
-	}
 	var match []*spec.Alloc
-	for _, a := range all {
+	for _, a := range ss.Allocs() {
 		if strings.HasPrefix(a.ID, id) {
 			match = append(match, a)
 		}
@@ -380,14 +371,18 @@ func (s *Server) getAlloc(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.findAlloc(r, id)
+	ss, err := s.read(r.Context())
+	if err != nil {
+		return err
+	}
+	a, err := findAlloc(ss, id)
 	if err != nil {
 		return err
 	}
 	if err := s.allow(r, a.Namespace, acl.Read); err != nil {
 		return err
 	}
-	return writeJSON(w, a.ModifyIndex, a)
+	return writeJSON(w, ss.Rev, a)
 }
 
 func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
@@ -483,14 +478,11 @@ func checkClientStatus(cs spec.ClientStatus) string {
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 	return s.blockingQuery(r, func() error {
-		nodes, rev, err := s.reg.ListNodes(r.Context())
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		if nodes == nil {
-			nodes = []*spec.Node{}
-		}
-		return writeJSON(w, rev, nodes)
+		return writeJSON(w, ss.Rev, ss.Nodes())
 	}, "nodes", "node_usage")
 }
 
@@ -569,42 +561,45 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 }
 
 // markDown flags, for display, the allocs whose node is down: `drover
-// status` shows them as lost.
-func (s *Server) markDown(ctx context.Context, allocs []*spec.Alloc) error {
-	if len(allocs) == 0 {
-		return nil
-	}
-	nodes, _, err := s.reg.ListNodes(ctx)
-	if err != nil {
-		return err
+// status` shows them as lost. It replaces those elements of allocs with
+// marked copies (the store's are shared), reading only their nodes.
+func markDown(ss *state.Snapshot, allocs []*spec.Alloc) {
+	var nodes []*spec.Node
+	seen := map[string]bool{}
+	for _, a := range allocs {
+		if !seen[a.NodeID] {
+			seen[a.NodeID] = true
+			if n := ss.Node(a.NodeID); n != nil {
+				nodes = append(nodes, n)
+			}
+		}
 	}
 	markNodeDown(allocs, nodes)
-	return nil
 }
 
-// findNode accepts an ID, a unique ID prefix, or a node name.
-func (s *Server) findNode(r *http.Request, id string) (*spec.Node, error) {
-	n, err := s.reg.GetNode(r.Context(), id)
-	if err == nil || !errors.Is(err, registry.ErrNotFound) {
-		return n, err
-	}
-	nodes, _, err := s.reg.ListNodes(r.Context())
+// findNode accepts an ID, a unique ID prefix, or a node name. It returns
+// the revision of the state read.
+func (s *Server) findNode(r *http.Request, id string) (*spec.Node, int64, error) {
+	ss, err := s.read(r.Context())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if n := ss.Node(id); n != nil {
+		return n, ss.Rev, nil
 	}
 	var match []*spec.Node
-	for _, n := range nodes {
+	for _, n := range ss.Nodes() {
 		if n.Name == id || (len(id) >= 4 && strings.HasPrefix(n.ID, id)) {
 			match = append(match, n)
 		}
 	}
 	if len(match) == 1 {
-		return match[0], nil
+		return match[0], ss.Rev, nil
 	}
 	if len(match) > 1 {
-		return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("%q matches %d nodes; give the node ID", id, len(match))}
+		return nil, 0, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("%q matches %d nodes; give the node ID", id, len(match))}
 	}
-	return nil, notFound("no node %q; see drover nodes", id)
+	return nil, 0, notFound("no node %q; see drover nodes", id)
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
@@ -612,11 +607,11 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.findNode(r, id)
+	n, rev, err := s.findNode(r, id)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, n.ModifyIndex, n)
+	return writeJSON(w, rev, n)
 }
 
 // nodeAllocs is the agent's assignment query: it wakes only when something
@@ -630,19 +625,11 @@ func (s *Server) nodeAllocs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.blockingQuery(r, func() error {
-		ids, rev, ok := s.allocs.of(id)
-		if !ok { // the server is starting: read the slow way
-			allocs, rev, err := s.reg.ListAllocs(r.Context(), registry.AllocFilter{NodeID: id})
-			if err != nil {
-				return err
-			}
-			return writeJSON(w, rev, nonNil(allocs))
-		}
-		allocs, err := s.reg.GetAllocs(r.Context(), ids)
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, rev, nonNil(allocs))
+		return writeJSON(w, ss.Rev, ss.NodeAllocs(id))
 	}, "node/"+id)
 }
 
@@ -673,7 +660,11 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.findAlloc(r, id)
+	ss, err := s.read(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	a, err := findAlloc(ss, id)
 	if err != nil {
 		return nil, err
 	}
@@ -699,9 +690,9 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 		}
 		return nil, badRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
-	node, err := s.reg.GetNode(r.Context(), a.NodeID)
-	if err != nil {
-		return nil, err
+	node := ss.Node(a.NodeID)
+	if node == nil {
+		return nil, notFound("node %s of allocation %s is not registered (it was removed); the allocation's agent cannot be reached", a.NodeID, a.Name)
 	}
 	if node.Address == "" {
 		return nil, &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}

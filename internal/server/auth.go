@@ -194,12 +194,20 @@ func (s *Server) allowJob(r *http.Request, name, capability string) error {
 	if identityOf(r).acl == nil {
 		return nil
 	}
-	job, err := s.reg.GetJob(r.Context(), name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return nil
+	read := s.read
+	if capability != acl.Read {
+		// A write is checked against every write before it: a job purged
+		// and submitted again in another namespace is guarded by the new
+		// one at once.
+		read = s.readOwnWrites
 	}
+	ss, err := read(r.Context())
 	if err != nil {
 		return err
+	}
+	job := ss.Job(name)
+	if job == nil {
+		return nil
 	}
 	return s.allow(r, job.Namespace, capability)
 }

@@ -492,9 +492,22 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	open := New(Config{Registry: f.srv.reg, ID: "open", Logger: slog.New(slog.DiscardHandler)})
+	// A second server on the same registry, which reads its own state.
+	open := New(Config{Registry: f.srv.reg, ID: "open", Logger: slog.New(slog.DiscardHandler), APIOnly: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { open.Run(ctx); close(done) }()
 	hs := Serve(ln, open.Handler(nil), HTTPLimits{}, nil)
-	b.Cleanup(func() { hs.Close() })
+	b.Cleanup(func() {
+		hs.Close()
+		cancel()
+		<-done
+	})
+	for deadline := time.Now().Add(10 * time.Second); !open.ready.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the second server did not read the registry within 10s")
+		}
+	}
 	plain := &http.Client{Transport: &http.Transport{}}
 	get := func(b *testing.B, hc *http.Client, url, token string) {
 		req, _ := http.NewRequest("GET", url, nil)

@@ -44,7 +44,7 @@ func TestBlockingAllocQueriesCostLittleMemory(t *testing.T) {
 			t.Fatalf("%d of %d allocs placed after 60s", len(placed), allocs)
 		}
 		time.Sleep(100 * time.Millisecond)
-		placed, _, _ = reg.ListAllocs(ctx, registry.AllocFilter{Job: "many"})
+		placed = srv.state.Snapshot().JobAllocs("many")
 	}
 	// Each instance reports a status with a history, as a running one has.
 	var ups []registry.StatusUpdate
@@ -63,13 +63,29 @@ func TestBlockingAllocQueriesCostLittleMemory(t *testing.T) {
 		ups = ups[n:]
 	}
 
-	resp, err := http.Get(hs.URL + "/v1/allocations")
+	// The answer the queries wait past: one that holds every report (the
+	// server's state follows the registry's watch, a moment behind).
+	written, err := reg.Revision(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, _ := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	index := resp.Header.Get("X-Drover-Index")
+	var size int64
+	var index string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(hs.URL + "/v1/allocations")
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		index = resp.Header.Get("X-Drover-Index")
+		if n, _ := strconv.ParseInt(index, 10, 64); n >= written {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the allocations' index is %s after 10s, not yet the registry's %d", index, written)
+		}
+	}
 	t.Logf("one answer: %d allocs, %d bytes of JSON", allocs, size)
 
 	http.DefaultClient.CloseIdleConnections()

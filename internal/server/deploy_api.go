@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // The API of job versions and deployments. The leader writes deployments;
@@ -101,11 +103,11 @@ func (s *Server) jobDeployments(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.blockingQuery(r, func() error {
-		ds, rev, err := s.reg.ListDeployments(r.Context(), name)
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, rev, nonNilDeployments(ds))
+		return writeJSON(w, ss.Rev, newestFirst(ss.JobDeployments(name)))
 	}, "deployments/"+name)
 }
 
@@ -117,14 +119,15 @@ func (s *Server) latestDeployment(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	return s.blockingQuery(r, func() error {
-		ds, rev, err := s.reg.ListDeployments(r.Context(), name)
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
+		ds := newestFirst(ss.JobDeployments(name))
 		if len(ds) == 0 {
 			return notFound("job %q has no deployment (only a service job with an update block makes one)", name)
 		}
-		return writeJSON(w, rev, ds[0])
+		return writeJSON(w, ss.Rev, ds[0])
 	}, "deployments/"+name)
 }
 
@@ -132,33 +135,33 @@ func (s *Server) latestDeployment(w http.ResponseWriter, r *http.Request) error 
 // first.
 func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) error {
 	return s.blockingQuery(r, func() error {
-		ds, rev, err := s.reg.ListDeployments(r.Context(), "")
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		ds = slices.DeleteFunc(ds, func(d *spec.Deployment) bool { return !s.canRead(r, d.Namespace) })
-		return writeJSON(w, rev, nonNilDeployments(ds))
+		ds := slices.DeleteFunc(ss.Deployments(), func(d *spec.Deployment) bool { return !s.canRead(r, d.Namespace) })
+		return writeJSON(w, ss.Rev, newestFirst(ds))
 	}, "deployments")
 }
 
-func nonNilDeployments(ds []*spec.Deployment) []*spec.Deployment {
-	if ds == nil {
-		return []*spec.Deployment{}
-	}
+// newestFirst sorts ds into the API's order, the newest deployment first
+// whatever its job; ties (one pass creating several) by job version, then
+// ID. It returns ds.
+func newestFirst(ds []*spec.Deployment) []*spec.Deployment {
+	slices.SortFunc(ds, func(a, b *spec.Deployment) int {
+		return cmp.Or(b.CreateTime.Compare(a.CreateTime), cmp.Compare(b.JobVersion, a.JobVersion),
+			cmp.Compare(a.Job, b.Job), cmp.Compare(a.ID, b.ID))
+	})
 	return ds
 }
 
 // findDeployment accepts a full ID or a unique prefix of at least 4
-// characters, as findAlloc does. It returns the revision read at.
-func (s *Server) findDeployment(r *http.Request, id string) (*spec.Deployment, int64, error) {
-	all, rev, err := s.reg.ListDeployments(r.Context(), "")
-	if err != nil {
-		return nil, 0, err
-	}
+// characters, as findAlloc does.
+func findDeployment(ss *state.Snapshot, id string) (*spec.Deployment, error) {
 	var match []*spec.Deployment
-	for _, d := range all {
+	for _, d := range ss.Deployments() {
 		if d.ID == id {
-			return d, rev, nil
+			return d, nil
 		}
 		if len(id) >= 4 && strings.HasPrefix(d.ID, id) {
 			match = append(match, d)
@@ -167,18 +170,18 @@ func (s *Server) findDeployment(r *http.Request, id string) (*spec.Deployment, i
 	switch len(match) {
 	case 0:
 		if len(id) < 4 {
-			return nil, 0, notFound("no deployment %q (give at least 4 characters of an ID)", id)
+			return nil, notFound("no deployment %q (give at least 4 characters of an ID)", id)
 		}
-		return nil, 0, notFound("no deployment with ID or prefix %q; see GET /v1/deployments", id)
+		return nil, notFound("no deployment with ID or prefix %q; see GET /v1/deployments", id)
 	case 1:
-		return match[0], rev, nil
+		return match[0], nil
 	}
 	ids := make([]string, len(match))
 	for i, m := range match {
 		ids[i] = m.ID
 	}
 	slices.Sort(ids)
-	return nil, 0, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("prefix %q matches %d deployments: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
+	return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("prefix %q matches %d deployments: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
 }
 
 // getDeployment answers GET /v1/deployments/{id or prefix}; a blocking
@@ -188,7 +191,11 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	found, _, err := s.findDeployment(r, id)
+	ss, err := s.read(r.Context())
+	if err != nil {
+		return err
+	}
+	found, err := findDeployment(ss, id)
 	if err != nil {
 		return err
 	}
@@ -196,11 +203,15 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.blockingQuery(r, func() error {
-		d, rev, err := s.findDeployment(r, found.ID)
+		ss, err := s.read(r.Context())
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, rev, d)
+		d, err := findDeployment(ss, found.ID)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, ss.Rev, d)
 	}, "deployment/"+found.ID)
 }
 
@@ -222,7 +233,11 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 	if err != nil {
 		return err
 	}
-	d, _, err := s.findDeployment(r, id)
+	ss, err := s.read(r.Context())
+	if err != nil {
+		return err
+	}
+	d, err := findDeployment(ss, id)
 	if err != nil {
 		return err
 	}
@@ -247,11 +262,14 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 		}
 		return err
 	}
-	d, err = s.reg.GetDeployment(r.Context(), d.ID)
-	if err != nil {
+	// The answer shows the request: read what was written.
+	if ss, err = s.readOwnWrites(r.Context()); err != nil {
 		return err
 	}
-	return writeJSON(w, d.ModifyIndex, d)
+	if d, err = findDeployment(ss, d.ID); err != nil {
+		return err
+	}
+	return writeJSON(w, ss.Rev, d)
 }
 
 func hasCanaries(d *spec.Deployment) bool {

@@ -172,7 +172,8 @@ func (s *Server) nodeForControl(r *http.Request) (*spec.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.findNode(r, id)
+	n, _, err := s.findNode(r, id)
+	return n, err
 }
 
 // controlError turns a node that went away between the lookup and the
@@ -184,11 +185,16 @@ func (s *Server) controlError(node *spec.Node, err error) error {
 	return err
 }
 
-// answerNode writes the node as every read merges it.
+// answerNode writes the node as every read merges it, with the request's
+// own change.
 func (s *Server) answerNode(w http.ResponseWriter, r *http.Request, id string) error {
-	n, err := s.reg.GetNode(r.Context(), id)
+	ss, err := s.readOwnWrites(r.Context())
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, n.ModifyIndex, n)
+	n := ss.Node(id)
+	if n == nil {
+		return notFound("node %q is no longer registered; see drover nodes", id)
+	}
+	return writeJSON(w, ss.Rev, n)
 }

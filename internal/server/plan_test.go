@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/drover-org/drover/internal/client"
-	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
 )
@@ -72,13 +71,13 @@ func call(t *testing.T, method, url, body string, out any) (int, string) {
 }
 
 // placed waits until job has n allocs that run, and returns them by name.
-func placed(t *testing.T, reg *registry.Registry, job string, n int) map[string]*spec.Alloc {
+func placed(t *testing.T, base, job string, n int) map[string]*spec.Alloc {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		allocs, _, err := reg.ListAllocs(context.Background(), registry.AllocFilter{Job: job})
-		if err != nil {
-			t.Fatal(err)
+		var allocs []*spec.Alloc
+		if status, body := call(t, "GET", base+"/v1/jobs/"+job+"/allocations", "", &allocs); status != 200 {
+			t.Fatalf("allocations of %s: %d %s", job, status, body)
 		}
 		out := map[string]*spec.Alloc{}
 		for _, a := range allocs {
@@ -126,7 +125,7 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 
 	var sub spec.SubmitResponse
 	call(t, "POST", hs.URL+"/v1/jobs", jobWith(2, 10), &sub)
-	allocs := placed(t, reg, "web", 2)
+	allocs := placed(t, hs.URL, "web", 2)
 
 	// The same spec: nothing changes, and the index is the stored job's.
 	p = spec.JobPlan{}
@@ -227,7 +226,7 @@ func TestPlanWithoutNodes(t *testing.T) {
 		addNode(t, hs.URL, n, 1000)
 	}
 	call(t, "POST", hs.URL+"/v1/jobs", jobWith(2, 600), nil)
-	allocs := placed(t, reg, "web", 2)
+	allocs := placed(t, hs.URL, "web", 2)
 	a0, a1 := allocs["web.g[0]"], allocs["web.g[1]"]
 	free := "n1"
 	for _, n := range []string{"n2", "n3"} {
@@ -305,11 +304,11 @@ func TestPlanWithoutNodes(t *testing.T) {
 // once submitted the leader stops the evicted alloc with the reason and
 // gives the new one the port it reserved.
 func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
-	hs, reg := testServer(t)
+	hs, _ := testServer(t)
 	addNode(t, hs.URL, "n1", 1000)
 	low := `{"name":"low","priority":10,"groups":[{"name":"g","tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":800}}]}]}`
 	call(t, "POST", hs.URL+"/v1/jobs", low, nil)
-	victim := placed(t, reg, "low", 1)["low.g[0]"]
+	victim := placed(t, hs.URL, "low", 1)["low.g[0]"]
 
 	high := `{"name":"web","priority":80,"preempt":true,"groups":[{"name":"g","network":{"ports":[{"label":"http","static":8080}]},` +
 		`"tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/true"},"resources":{"cpu":10,"memory":600}}]}]}`
@@ -328,13 +327,13 @@ func TestPlanShowsEvictionsAndTheLeaderCarriesThemOut(t *testing.T) {
 	}
 
 	call(t, "POST", hs.URL+"/v1/jobs", high, nil)
-	web := placed(t, reg, "web", 1)["web.g[0]"]
+	web := placed(t, hs.URL, "web", 1)["web.g[0]"]
 	if d := cmp.Diff(port, web.Ports); d != "" {
 		t.Errorf("the new alloc's ports (-want +got):\n%s", d)
 	}
-	got, err := reg.GetAlloc(context.Background(), victim.ID)
-	if err != nil {
-		t.Fatal(err)
+	var got spec.Alloc
+	if status, body := call(t, "GET", hs.URL+"/v1/allocations/"+victim.ID, "", &got); status != 200 {
+		t.Fatalf("evicted alloc: %d %s", status, body)
 	}
 	if got.DesiredStatus != spec.DesiredStop || got.DesiredCause != spec.CausePreempted || got.DesiredReason != reason {
 		t.Errorf("evicted alloc: desired %s (%s: %s), want stop (%s: %s)", got.DesiredStatus, got.DesiredCause, got.DesiredReason, spec.CausePreempted, reason)

@@ -2,8 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/client"
 )
 
 func TestRestartAPI(t *testing.T) {
@@ -18,7 +23,8 @@ func TestRestartAPI(t *testing.T) {
 	if status, e, _ := do(t, "POST", hs.URL+"/v1/jobs", goodJob); status != 200 {
 		t.Fatalf("submit: %d %+v", status, e)
 	}
-	before, _, err := c.Job(ctx, "web", nil)
+	// A read through the server that took the write sees it.
+	before, idx, err := c.Job(ctx, "web", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +39,7 @@ func TestRestartAPI(t *testing.T) {
 	if vs, err := c.JobVersions(ctx, "web"); err != nil || len(vs) != 1 {
 		t.Fatalf("versions after a restart: %d, %v; want 1: a restart is no new version", len(vs), err)
 	}
-	after, _, err := c.Job(ctx, "web", nil)
+	after, _, err := c.Job(ctx, "web", &client.QueryOptions{Index: idx, Wait: 10 * time.Second})
 	if err != nil || !after.Job.RestartRequested.Equal(job.RestartRequested) {
 		t.Fatalf("GET after restart: requested %v, %v; want %v", after.Job.RestartRequested, err, job.RestartRequested)
 	}
@@ -43,4 +49,21 @@ func TestRestartAPI(t *testing.T) {
 	}
 	_, err = c.RestartJob(ctx, "web")
 	wantStatus(t, err, http.StatusConflict, "is stopped")
+}
+
+// TestReadsSeeTheirOwnWrites: a client that writes through a server and
+// then reads through it sees its write, although the server answers reads
+// from its state store, which the registry's watch feeds a moment later.
+func TestReadsSeeTheirOwnWrites(t *testing.T) {
+	e := apiServer(t)
+	for i := range 30 {
+		name := fmt.Sprintf("own-%d", i)
+		body := strings.Replace(goodJob, `"web"`, fmt.Sprintf("%q", name), 1)
+		if status, e, _ := do(t, "POST", e.hs.URL+"/v1/jobs", body); status != 200 {
+			t.Fatalf("submit %s: %d %+v", name, status, e)
+		}
+		if _, _, err := e.c.Job(context.Background(), name, nil); err != nil {
+			t.Fatalf("read of %s right after its submit, through the same server: %v", name, err)
+		}
+	}
 }

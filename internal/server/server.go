@@ -137,7 +137,6 @@ type Server struct {
 	tokens    tokenCache
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
-	allocs    allocIndex
 	// allocLists shares the answers of GET /v1/allocations among the
 	// queries that ask at the same time.
 	allocLists sharedLists
@@ -223,19 +222,31 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // publish takes a batch of changes the mirror applied to the store: the
-// alloc index first (read again from the store after a resync), then the
-// wake-ups.
-func (s *Server) publish(batch []registry.Change) {
-	if !s.allocs.apply(batch) {
-		s.allocs.loadFrom(s.state.Snapshot())
-	}
-	s.hub.publish(batch)
-}
+// wake-ups of what they concern, which the store already holds.
+func (s *Server) publish(batch []registry.Change) { s.hub.publish(batch) }
 
 // read returns the server's state once it holds every change the server
-// has published (so that what woke a blocking query is in it), waiting
-// at most readWait.
+// has published (so that what woke a blocking query is in it) and every
+// write this server made (so that a client reads what it wrote through
+// it), waiting at most readWait.
 func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
+	return s.readAt(ctx, max(s.hub.seenRev(), s.reg.Written()))
+}
+
+// readOwnWrites returns the server's state once it holds every write
+// acknowledged before the call (etcd's revision now, read linearizably):
+// for an answer that must show the request's own write, and a check that
+// must not miss another's.
+func (s *Server) readOwnWrites(ctx context.Context) (*state.Snapshot, error) {
+	rev, err := s.reg.Revision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.readAt(ctx, rev)
+}
+
+// readAt returns the server's state once it is at revision rev or later.
+func (s *Server) readAt(ctx context.Context, rev int64) (*state.Snapshot, error) {
 	if ctx.Err() != nil {
 		// The request ended (a blocking query whose token was deleted):
 		// its cause is the answer.
@@ -247,7 +258,7 @@ func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
-	return m.Snapshot(ctx, s.hub.seenRev())
+	return m.Snapshot(ctx, rev)
 }
 
 // readWait bounds how long a read waits for the server's state.

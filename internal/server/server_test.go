@@ -275,7 +275,7 @@ func TestBlockingQueryWakesOnChange(t *testing.T) {
 // With no node, a job is pending and says why; a node that fits arrives and
 // the job is placed without being submitted again.
 func TestPlacedAsSoonAsCapacityAppears(t *testing.T) {
-	hs, reg := testServer(t)
+	hs, _ := testServer(t)
 	http.Post(hs.URL+"/v1/jobs", "application/json", strings.NewReader(goodJob))
 	var st spec.JobStatus
 	deadline := time.Now().Add(10 * time.Second)
@@ -298,7 +298,8 @@ func TestPlacedAsSoonAsCapacityAppears(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		allocs, _, _ := reg.ListAllocs(context.Background(), registry.AllocFilter{Job: "web"})
+		var allocs []*spec.Alloc
+		call(t, "GET", hs.URL+"/v1/jobs/web/allocations", "", &allocs)
 		if len(allocs) == 2 {
 			for _, a := range allocs {
 				if a.NodeID != "n1" || a.DesiredStatus != spec.DesiredRun {

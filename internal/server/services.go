@@ -11,7 +11,6 @@ import (
 
 	"github.com/drover-org/drover/internal/catalog"
 	"github.com/drover-org/drover/internal/dns"
-	"github.com/drover-org/drover/internal/registry"
 )
 
 // The service catalog is derived from the allocs (their tasks' services,
@@ -68,17 +67,14 @@ func (s *Server) catalogView(ctx context.Context) (*catalogView, error) {
 	}
 	// Read after taking rev: what is read is at least as new as rev, so a
 	// later change moves the hub past rev and the view is built again.
-	allocs, readRev, err := s.reg.ListAllocs(ctx, registry.AllocFilter{})
+	ss, err := s.read(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nodes, _, err := s.reg.ListNodes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	markNodeDown(allocs, nodes)
+	allocs := ss.Allocs()
+	markNodeDown(allocs, ss.Nodes())
 	if !ready {
-		rev = readRev
+		rev = ss.Rev
 	}
 	v := &catalogView{cat: catalog.Build(allocs), rev: rev, changed: map[string]int64{}, summaries: rev}
 	if old == nil {

@@ -157,12 +157,12 @@ const shopJob = `{"name":"shop","groups":[{"name":"g","count":2,"network":{"port
 
 func TestServicesAPIAndDNS(t *testing.T) {
 	dnsAddr := freeDNSAddr(t)
-	hs, reg := dnsServer(t, dnsAddr, false)
+	hs, _ := dnsServer(t, dnsAddr, false)
 	secret := registerNode(t, hs.URL, "n1", "127.0.0.7")
 	if status, msg := call(t, "POST", hs.URL+"/v1/jobs", shopJob, nil); status != 200 {
 		t.Fatalf("submit: %d %s", status, msg)
 	}
-	allocs := placed(t, reg, "shop", 2)
+	allocs := placed(t, hs.URL, "shop", 2)
 	a0, a1 := allocs["shop.g[0]"], allocs["shop.g[1]"]
 	instance := func(a *spec.Alloc, health spec.Health, checks ...spec.CheckState) spec.ServiceInstance {
 		return spec.ServiceInstance{Service: "web", Tags: []string{"v1"}, Address: "127.0.0.7", Port: a.Ports[0].Value,

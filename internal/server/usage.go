@@ -24,7 +24,7 @@ func (s *Server) nodeUsage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	node, err := s.findNode(r, id)
+	node, _, err := s.findNode(r, id)
 	if err != nil {
 		return err
 	}
