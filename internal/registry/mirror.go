@@ -49,6 +49,10 @@ type Mirror struct {
 	barrier string // this mirror's barrier key
 	store   *state.Store
 	publish func([]Change)
+	// tasks holds the task lists decoded so far by their stored form, for
+	// allocs that carry the same (decodeAlloc); the mirror's goroutine
+	// alone uses it.
+	tasks map[string][]*spec.Task
 }
 
 // mirrorDirs are the dirs a pass reads.
@@ -127,10 +131,10 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 			c.Kind, c.Job = KindJob, name
 		}
 	case dirAllocs:
-		var a spec.Alloc
-		if err = json.Unmarshal(kv.Value, &a); err == nil {
+		var a *spec.Alloc
+		if a, err = m.decodeAlloc(kv.Value); err == nil {
 			c.Kind, c.Job, c.NodeID = KindAlloc, a.Job, a.NodeID
-			tx.PutAlloc(&a, kv.CreateRevision, kv.ModRevision)
+			tx.PutAlloc(a, kv.CreateRevision, kv.ModRevision)
 		}
 	case dirAllocStatus:
 		var rec statusRecord
@@ -185,6 +189,44 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 		m.r.log.Warn("server state: cannot decode a key; leaving it out", "key", string(kv.Key), "err", err)
 	}
 	return c, c.Kind != 0
+}
+
+// allocRecord is an alloc as stored, its tasks left encoded: the field
+// shadows spec.Alloc's, which stays nil.
+type allocRecord struct {
+	spec.Alloc
+	Tasks json.RawMessage `json:"tasks"`
+}
+
+// maxSharedTasks bounds the decoded task lists kept for sharing; past it
+// the table starts afresh (the allocs keep theirs).
+const maxSharedTasks = 4096
+
+// decodeAlloc decodes an alloc, sharing its tasks with every other alloc
+// whose tasks were stored the same: the instances of a job version carry
+// the same tasks, which are most of an alloc's size, and a server keeps
+// every alloc. The tasks are read-only, as everything in the store is.
+func (m *Mirror) decodeAlloc(b []byte) (*spec.Alloc, error) {
+	var rec allocRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, err
+	}
+	a := &rec.Alloc
+	if len(rec.Tasks) == 0 || string(rec.Tasks) == "null" {
+		return a, nil
+	}
+	if tasks, ok := m.tasks[string(rec.Tasks)]; ok {
+		a.Tasks = tasks
+		return a, nil
+	}
+	if err := json.Unmarshal(rec.Tasks, &a.Tasks); err != nil {
+		return nil, err
+	}
+	if m.tasks == nil || len(m.tasks) >= maxSharedTasks {
+		m.tasks = map[string][]*spec.Task{}
+	}
+	m.tasks[string(rec.Tasks)] = a.Tasks
+	return a, nil
 }
 
 // del applies a key's deletion at revision rev; the job and node it

@@ -258,3 +258,42 @@ func TestMirrorPublishesWhatTheWatchSees(t *testing.T) {
 		t.Fatalf("the sequence covers %d kinds of change, want all 7: %v", len(kinds), kinds)
 	}
 }
+
+// TestMirrorSharesTheTasksOfAJobVersion: the allocs whose tasks were
+// stored the same hold one decoded copy of them; an alloc of other tasks
+// holds its own, and every alloc reads back as written.
+func TestMirrorSharesTheTasksOfAJobVersion(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := campaign(t, r, "s1")
+	other := testAlloc("c", "web", "g", 2, "n1")
+	other.Tasks[0].Config.Command = "/bin/false"
+	rev := mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("a", "web", "g", 0, "n1"), testAlloc("b", "web", "g", 1, "n2"), other}})
+	m, err := r.NewMirror(ctx, "s1", state.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One alloc more through the watch, the same tasks again.
+	rev = max(rev, mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("d", "web", "g", 3, "n2")}}))
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	snap, err := m.Snapshot(wctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c, d := snap.Alloc("a"), snap.Alloc("b"), snap.Alloc("c"), snap.Alloc("d")
+	if a == nil || b == nil || c == nil || d == nil {
+		t.Fatalf("allocs missing: %v %v %v %v", a, b, c, d)
+	}
+	if &a.Tasks[0] != &b.Tasks[0] || &a.Tasks[0] != &d.Tasks[0] {
+		t.Errorf("allocs with the same tasks hold separate copies")
+	}
+	if &c.Tasks[0] == &a.Tasks[0] || c.Tasks[0].Config.Command != "/bin/false" || a.Tasks[0].Config.Command != "/bin/true" {
+		t.Errorf("allocs with other tasks share them: %q and %q", c.Tasks[0].Config.Command, a.Tasks[0].Config.Command)
+	}
+	if a.ID != "a" || a.Index != 0 || a.NodeID != "n1" || a.Job != "web" || a.DesiredStatus != spec.DesiredRun {
+		t.Errorf("alloc a read back as %+v", a)
+	}
+}
