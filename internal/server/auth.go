@@ -199,7 +199,7 @@ func (s *Server) allowJob(r *http.Request, name, capability string) error {
 		// A write is checked against every write before it: a job purged
 		// and submitted again in another namespace is guarded by the new
 		// one at once.
-		read = s.readOwnWrites
+		read = s.readCurrent
 	}
 	ss, err := read(r.Context())
 	if err != nil {

@@ -263,7 +263,7 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 		return err
 	}
 	// The answer shows the request: read what was written.
-	if ss, err = s.readOwnWrites(r.Context()); err != nil {
+	if ss, err = s.readCurrent(r.Context()); err != nil {
 		return err
 	}
 	if d, err = findDeployment(ss, d.ID); err != nil {

@@ -85,6 +85,9 @@ func (s *Server) wrap(a access, h handlerFunc) http.Handler {
 		}()
 		ar, done, err := s.authorize(r, a)
 		defer done()
+		if ar != nil && ar.URL.Query().Has("consistent") {
+			ar = ar.WithContext(context.WithValue(ar.Context(), consistentRead{}, true))
+		}
 		rw := &answerWriter{ResponseWriter: w}
 		if err == nil {
 			err = h(rw, ar)

@@ -188,7 +188,7 @@ func (s *Server) controlError(node *spec.Node, err error) error {
 // answerNode writes the node as every read merges it, with the request's
 // own change.
 func (s *Server) answerNode(w http.ResponseWriter, r *http.Request, id string) error {
-	ss, err := s.readOwnWrites(r.Context())
+	ss, err := s.readCurrent(r.Context())
 	if err != nil {
 		return err
 	}

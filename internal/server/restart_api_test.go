@@ -3,12 +3,16 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 func TestRestartAPI(t *testing.T) {
@@ -64,6 +68,53 @@ func TestReadsSeeTheirOwnWrites(t *testing.T) {
 		}
 		if _, _, err := e.c.Job(context.Background(), name, nil); err != nil {
 			t.Fatalf("read of %s right after its submit, through the same server: %v", name, err)
+		}
+	}
+}
+
+// TestConsistentReadSeesAnotherServersWrite: with ?consistent, a read
+// through one server sees a write made through another (here, another
+// registry client on the same etcd) just before it: the server waits until
+// its state holds etcd's revision as a linearizable read gives it.
+func TestConsistentReadSeesAnotherServersWrite(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	mine, err := registry.Open(ctx, emb.Endpoints(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	other, err := registry.Open(ctx, emb.Endpoints(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	srv := New(Config{Registry: mine, ID: "a", Logger: log, APIOnly: true})
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	hs := httptest.NewServer(srv.Handler(nil))
+	defer hs.Close()
+	for deadline := time.Now().Add(10 * time.Second); !srv.ready.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server was not ready within 10s")
+		}
+	}
+	for i := range 30 {
+		job := &spec.Job{Name: fmt.Sprintf("elsewhere-%d", i), Groups: []*spec.Group{{Name: "g", Count: 1, Tasks: []*spec.Task{{
+			Name: "t", Driver: "exec", Config: spec.TaskConfig{Command: "/bin/true"}, Resources: spec.Resources{CPU: 10, MemoryMB: 10}}}}}}
+		job.Canonicalize()
+		if _, _, err := other.PutJob(ctx, job, 0); err != nil {
+			t.Fatal(err)
+		}
+		if status, e, _ := do(t, "GET", hs.URL+"/v1/jobs/"+job.Name+"?consistent", ""); status != 200 {
+			t.Fatalf("consistent read of %s right after another server wrote it: %d %+v", job.Name, status, e)
 		}
 	}
 }

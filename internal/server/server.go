@@ -229,15 +229,24 @@ func (s *Server) publish(batch []registry.Change) { s.hub.publish(batch) }
 // has published (so that what woke a blocking query is in it) and every
 // write this server made (so that a client reads what it wrote through
 // it), waiting at most readWait.
+//
+// A request with ?consistent reads as readCurrent does: every write
+// acknowledged before it, through any server.
 func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
+	if ctx.Value(consistentRead{}) != nil {
+		return s.readCurrent(ctx)
+	}
 	return s.readAt(ctx, max(s.hub.seenRev(), s.reg.Written()))
 }
 
-// readOwnWrites returns the server's state once it holds every write
+// consistentRead marks the context of a request with ?consistent.
+type consistentRead struct{}
+
+// readCurrent returns the server's state once it holds every write
 // acknowledged before the call (etcd's revision now, read linearizably):
 // for an answer that must show the request's own write, and a check that
 // must not miss another's.
-func (s *Server) readOwnWrites(ctx context.Context) (*state.Snapshot, error) {
+func (s *Server) readCurrent(ctx context.Context) (*state.Snapshot, error) {
 	rev, err := s.reg.Revision(ctx)
 	if err != nil {
 		return nil, err
