@@ -11,7 +11,6 @@ import (
 
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
-	"github.com/drover-org/drover/internal/spec"
 )
 
 // newMetrics makes the server's metrics: what the leader counts as it
@@ -28,21 +27,16 @@ func (s *Server) clusterState(ctx context.Context) (metrics.State, error) {
 		return metrics.State{}, err
 	}
 	st := metrics.State{NodesByStatus: map[string]int{}, AllocsByStatus: map[string]int{}}
-	ready := map[string]bool{}
 	for _, n := range snap.Nodes() {
 		st.NodesByStatus[string(n.Status)]++
-		ready[n.ID] = n.Status == spec.NodeReady
 	}
-	for _, a := range snap.Allocs() {
-		status := string(a.ClientStatusOr())
-		if !ready[a.NodeID] && !a.Terminal() {
-			status = "lost"
-		}
-		st.AllocsByStatus[status]++
-		if !a.Terminal() {
-			st.Restarts += a.Restarts()
-		}
+	// The store keeps the counts as allocs change: a scrape does not list
+	// every alloc.
+	byStatus, restarts := snap.AllocCounts()
+	for status, n := range byStatus {
+		st.AllocsByStatus[string(status)] = n
 	}
+	st.Restarts = restarts
 	return st, nil
 }
 

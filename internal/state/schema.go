@@ -15,9 +15,10 @@ const (
 	tableAllocs      = "allocs"
 	tableNodes       = "nodes"
 	tableDeployments = "deployments"
+	tableCounts      = "counts"
 )
 
-var tables = []string{tableJobs, tableSchedules, tableAllocs, tableNodes, tableDeployments}
+var tables = []string{tableJobs, tableSchedules, tableAllocs, tableNodes, tableDeployments, tableCounts}
 
 // schema is the store's tables and indexes. Each index key is built by a
 // function of the row (keyIndex), so that a key orders its rows the way
@@ -64,6 +65,9 @@ func schema() *memdb.DBSchema {
 				}
 				return str(str(nil, n.Name), n.ID), true
 			}}},
+		}},
+		tableCounts: {Name: tableCounts, Indexes: map[string]*memdb.IndexSchema{
+			"id": id(func(o any) string { return o.(*countsRow).ID }),
 		}},
 		tableDeployments: {Name: tableDeployments, Indexes: map[string]*memdb.IndexSchema{
 			"id": id(func(o any) string { return o.(*deployRow).ID }),

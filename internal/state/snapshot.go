@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -144,4 +145,40 @@ func (s *Snapshot) Deployments() []*spec.Deployment {
 // JobDeployments returns a job's deployments, oldest first.
 func (s *Snapshot) JobDeployments(job string) []*spec.Deployment {
 	return list(s.get(tableDeployments, "job", job), deploymentOf)
+}
+
+// ---- Counts ----
+
+// AllocCounts is how many allocs there are by client status, counting an
+// alloc whose node is not ready and that has not ended as lost, and the
+// restarts of the live ones: what /metrics exports, at the cost of the
+// nodes that are not ready rather than of every alloc.
+func (s *Snapshot) AllocCounts() (byStatus map[spec.ClientStatus]int, restarts int) {
+	byStatus = map[spec.ClientStatus]int{}
+	if all, _ := s.first(tableCounts, "").(*countsRow); all != nil {
+		maps.Copy(byStatus, all.ByStatus)
+		restarts = all.Restarts
+	}
+	ready := map[string]bool{}
+	for _, n := range s.Nodes() {
+		ready[n.ID] = n.Status == spec.NodeReady
+	}
+	// The live allocs of every node that is not ready, or not known.
+	it := s.get(tableCounts, "id_prefix", "node/")
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		c := raw.(*countsRow)
+		if ready[c.ID[len("node/"):]] {
+			continue
+		}
+		for st, n := range c.ByStatus {
+			byStatus[st] -= n
+			byStatus[spec.ClientLost] += n
+		}
+	}
+	for st, n := range byStatus {
+		if n == 0 {
+			delete(byStatus, st)
+		}
+	}
+	return byStatus, restarts
 }

@@ -19,6 +19,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	memdb "github.com/hashicorp/go-memdb"
@@ -110,11 +111,13 @@ type Txn struct {
 	tx      *memdb.Txn
 	changed []string // alloc IDs
 	reset   bool
+	counts  map[string]*countDelta // by node ID; "" is the whole cluster's
 }
 
 // Commit applies the batch and moves the store to revision rev (never
 // back).
 func (t *Txn) Commit(rev int64) {
+	t.applyCounts()
 	t.tx.Commit()
 	s := t.s
 	s.mu.Lock()
@@ -148,7 +151,7 @@ func (t *Txn) Reset() {
 			panic(fmt.Sprintf("state: reset %s: %v", table, err)) // a programming error
 		}
 	}
-	t.reset = true
+	t.reset, t.counts = true, nil
 }
 
 func (t *Txn) insert(table string, obj any) {
@@ -203,15 +206,25 @@ type allocRow struct {
 	job, node string
 }
 
+// putAllocRow replaces old (nil: none) with row, counting the change.
+func (t *Txn) putAllocRow(old, row *allocRow) {
+	if old != nil {
+		t.count(old.Alloc, -1)
+	}
+	t.count(row.Alloc, 1)
+	t.insert(tableAllocs, row)
+}
+
 // PutAlloc stores an alloc as the leader wrote it, at its key's create
 // and mod revisions. The store takes a: it sets its Status and indexes.
 func (t *Txn) PutAlloc(a *spec.Alloc, createRev, modRev int64) {
 	row := &allocRow{ID: a.ID, Alloc: a, allocRev: modRev, job: a.Job, node: a.NodeID}
-	if old, _ := t.first(tableAllocs, a.ID).(*allocRow); old != nil {
+	old, _ := t.first(tableAllocs, a.ID).(*allocRow)
+	if old != nil {
 		row.status, row.statusRev = old.status, old.statusRev
 	}
 	a.Status, a.CreateIndex, a.ModifyIndex = row.status, createRev, max(modRev, row.statusRev)
-	t.insert(tableAllocs, row)
+	t.putAllocRow(old, row)
 	t.changed = append(t.changed, a.ID)
 }
 
@@ -223,9 +236,10 @@ func (t *Txn) DeleteAlloc(id string) {
 		return
 	}
 	if old.status == nil {
+		t.count(old.Alloc, -1)
 		t.delete(tableAllocs, id)
 	} else {
-		t.insert(tableAllocs, &allocRow{ID: id, status: old.status, statusRev: old.statusRev, job: old.job, node: old.node})
+		t.putAllocRow(old, &allocRow{ID: id, status: old.status, statusRev: old.statusRev, job: old.job, node: old.node})
 	}
 	t.changed = append(t.changed, id)
 }
@@ -234,12 +248,13 @@ func (t *Txn) DeleteAlloc(id string) {
 // its key's mod revision.
 func (t *Txn) PutAllocStatus(id, job, node string, st *spec.AllocStatus, modRev int64) {
 	row := &allocRow{ID: id, status: st, statusRev: modRev, job: job, node: node}
-	if old, _ := t.first(tableAllocs, id).(*allocRow); old != nil && old.Alloc != nil {
+	old, _ := t.first(tableAllocs, id).(*allocRow)
+	if old != nil && old.Alloc != nil {
 		a := *old.Alloc
 		a.Status, a.ModifyIndex = st, max(old.allocRev, modRev)
 		row.Alloc, row.allocRev = &a, old.allocRev
 	}
-	t.insert(tableAllocs, row)
+	t.putAllocRow(old, row)
 	t.changed = append(t.changed, id)
 }
 
@@ -254,7 +269,7 @@ func (t *Txn) DeleteAllocStatus(id string) {
 	} else {
 		a := *old.Alloc
 		a.Status, a.ModifyIndex = nil, old.allocRev
-		t.insert(tableAllocs, &allocRow{ID: id, Alloc: &a, allocRev: old.allocRev, job: old.job, node: old.node})
+		t.putAllocRow(old, &allocRow{ID: id, Alloc: &a, allocRev: old.allocRev, job: old.job, node: old.node})
 	}
 	t.changed = append(t.changed, id)
 }
@@ -428,4 +443,71 @@ func (t *Txn) DeploymentJob(id string) string {
 		return row.job
 	}
 	return ""
+}
+
+// ---- Counts ----
+
+// countsRow is what /metrics reads without listing every alloc: the
+// allocs by client status and the restarts of the live ones, for the
+// whole cluster (ID "") and, counting only live allocs, for each node
+// (ID the node's), so that a node's going down moves its live allocs to
+// "lost" at no cost.
+type countsRow struct {
+	ID       string
+	ByStatus map[spec.ClientStatus]int
+	Restarts int
+}
+
+type countDelta struct {
+	byStatus map[spec.ClientStatus]int
+	restarts int
+}
+
+// count adds sign times a's part to the counts (a may be nil).
+func (t *Txn) count(a *spec.Alloc, sign int) {
+	if a == nil {
+		return
+	}
+	st, live := a.ClientStatusOr(), !a.Terminal()
+	add := func(key string) {
+		if t.counts == nil {
+			t.counts = map[string]*countDelta{}
+		}
+		d := t.counts[key]
+		if d == nil {
+			d = &countDelta{byStatus: map[spec.ClientStatus]int{}}
+			t.counts[key] = d
+		}
+		d.byStatus[st] += sign
+		if live {
+			d.restarts += sign * a.Restarts()
+		}
+	}
+	add("")
+	if live {
+		add("node/" + a.NodeID)
+	}
+}
+
+// applyCounts writes the batch's count changes, one new row per key.
+func (t *Txn) applyCounts() {
+	for key, d := range t.counts {
+		row := &countsRow{ID: key, ByStatus: map[spec.ClientStatus]int{}}
+		if old, _ := t.first(tableCounts, key).(*countsRow); old != nil {
+			maps.Copy(row.ByStatus, old.ByStatus)
+			row.Restarts = old.Restarts
+		}
+		for st, n := range d.byStatus {
+			if row.ByStatus[st] += n; row.ByStatus[st] == 0 {
+				delete(row.ByStatus, st)
+			}
+		}
+		row.Restarts += d.restarts
+		if len(row.ByStatus) == 0 {
+			t.delete(tableCounts, key)
+		} else {
+			t.insert(tableCounts, row)
+		}
+	}
+	t.counts = nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -242,4 +243,61 @@ func TestWaitRev(t *testing.T) {
 	if err := s.WaitRev(context.Background(), 6); !errors.Is(err, stopped) {
 		t.Fatalf("WaitRev on a stopped store = %v", err)
 	}
+}
+
+// TestAllocCountsMatchTheAllocs: whatever the writes, the counts the
+// store keeps are the ones counted from every alloc and node, an alloc
+// that has not ended on a node that is not ready (or not known) counted
+// as lost.
+func TestAllocCountsMatchTheAllocs(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := New()
+		rev := int64(0)
+		ids := []string{"a", "b", "c", "d", "e"}
+		nodes := []string{"n1", "n2", "n3"}
+		statuses := []spec.ClientStatus{"", spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed, spec.ClientLost}
+		for range rapid.IntRange(1, 8).Draw(t, "batches") {
+			tx := s.Write()
+			for range rapid.IntRange(1, 6).Draw(t, "writes") {
+				id := rapid.SampledFrom(ids).Draw(t, "id")
+				node := rapid.SampledFrom(nodes).Draw(t, "node")
+				switch rapid.IntRange(0, 6).Draw(t, "op") {
+				case 0:
+					tx.PutAlloc(alloc(id, "web", "g", 0, node), rev+1, rev+1)
+				case 1:
+					st := &spec.AllocStatus{ClientStatus: rapid.SampledFrom(statuses).Draw(t, "status"),
+						Tasks: map[string]*spec.TaskState{"t": {Restarts: rapid.IntRange(0, 3).Draw(t, "restarts")}}}
+					tx.PutAllocStatus(id, "web", node, st, rev+1)
+				case 2:
+					tx.DeleteAlloc(id)
+				case 3:
+					tx.DeleteAllocStatus(id)
+				case 4:
+					tx.PutNodeRecord(node, &spec.Node{ID: node, Name: node})
+				case 5:
+					tx.SetNodeAlive(node, rapid.Bool().Draw(t, "alive"))
+				case 6:
+					tx.Reset()
+				}
+			}
+			rev++
+			tx.Commit(rev)
+			snap := s.Snapshot()
+			want, wantRestarts := map[spec.ClientStatus]int{}, 0
+			for _, a := range snap.Allocs() {
+				st := a.ClientStatusOr()
+				if n := snap.Node(a.NodeID); !a.Terminal() && (n == nil || n.Status != spec.NodeReady) {
+					st = spec.ClientLost
+				}
+				want[st]++
+				if !a.Terminal() {
+					wantRestarts += a.Restarts()
+				}
+			}
+			got, restarts := snap.AllocCounts()
+			if diff := cmp.Diff(want, got); diff != "" || restarts != wantRestarts {
+				t.Fatalf("after batch at %d: counts (-from the allocs +kept):\n%s\nrestarts %d, want %d", rev, diff, restarts, wantRestarts)
+			}
+		}
+	})
 }
