@@ -37,6 +37,12 @@ func (l *countingListener) Accept() (net.Conn, error) {
 // It returns the API's URL, the TLS directory and the listener.
 func tlsTestServer(t *testing.T) (string, string, *countingListener) {
 	t.Helper()
+	return tlsTestServerWith(t, HTTPLimits{})
+}
+
+// tlsTestServerWith is tlsTestServer with limits of its own (TLS is set).
+func tlsTestServerWith(t *testing.T, lim HTTPLimits) (string, string, *countingListener) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
@@ -65,7 +71,8 @@ func tlsTestServer(t *testing.T) (string, string, *countingListener) {
 		t.Fatal(err)
 	}
 	ln := &countingListener{Listener: tcp}
-	hs := Serve(ln, srv.Handler(nil), HTTPLimits{TLS: serveTLS}, log)
+	lim.TLS = serveTLS
+	hs := Serve(ln, srv.Handler(nil), lim, log)
 	t.Cleanup(func() {
 		hs.Close()
 		cancel()
@@ -129,6 +136,86 @@ func TestAgentSpeaksOverOneConnection(t *testing.T) {
 	<-queryDone
 	if n := ln.accepted.Load(); n != 1 {
 		t.Errorf("the agent's requests took %d connections, want 1", n)
+	}
+}
+
+// TestBlockingQueryOutlastsTheWriteStallTimeout: over HTTP/2 a write
+// deadline is a timer that resets the stream when it fires, even while
+// nothing is being written; a blocking query that waits longer than the
+// write stall timeout still gets its answer.
+func TestBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T) {
+	url, tlsDir, _ := tlsTestServerWith(t, HTTPLimits{WriteStallTimeout: 300 * time.Millisecond})
+	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: agentTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
+	reg, err := c.RegisterNode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetNodeSecret(reg.Secret)
+	_, index, err := c.NodeAllocs(ctx, node.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, _, err := c.NodeAllocs(ctx, node.ID, &client.QueryOptions{Index: index, Wait: 1500 * time.Millisecond}); err != nil {
+		t.Fatalf("a blocking query of 1.5s, with writes bounded to 300ms: %v after %s", err, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestFollowOutlastsTheWriteStallTimeout: a follow that has written and
+// then waits longer than the write stall timeout for the next event is
+// not cut (over HTTP/2 a deadline left armed after a write would reset
+// it).
+func TestFollowOutlastsTheWriteStallTimeout(t *testing.T) {
+	url, tlsDir, _ := tlsTestServerWith(t, HTTPLimits{WriteStallTimeout: 300 * time.Millisecond})
+	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: agentTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleCLI), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := client.NewWithOptions([]string{url}, client.Options{TLS: cliTLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := make(chan spec.Event, 100)
+	followed := make(chan error, 1)
+	go func() {
+		followed <- operator.FollowEvents(ctx, client.EventOptions{Topics: []string{string(spec.TopicNode)}}, func(e spec.Event) error {
+			got <- e
+			return nil
+		})
+	}()
+	time.Sleep(time.Second) // idle, longer than the stall timeout
+	if _, err := c.RegisterNode(ctx, &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-got:
+		if e.Node != "n1" {
+			t.Fatalf("followed %+v, want n1's registration", e)
+		}
+	case err := <-followed:
+		t.Fatalf("the follow ended while it waited: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s of the registration")
 	}
 }
 

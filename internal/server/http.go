@@ -365,7 +365,11 @@ func limitHandler(h http.Handler, bodyTimeout, writeStall time.Duration) http.Ha
 			}
 		}
 		sw := &stallWriter{ResponseWriter: w, rc: rc, stall: writeStall}
-		sw.arm() // a deadline left by the connection's previous request is stale
+		// No deadline until the first write: one left by the connection's
+		// previous request is stale, and over HTTP/2 a deadline is a timer
+		// that resets the stream when it fires, even while a blocking
+		// query waits with nothing to write.
+		rc.SetWriteDeadline(time.Time{})
 		h.ServeHTTP(sw, r)
 		sw.arm() // for net/http's final flush of what the handler left buffered
 	})
@@ -407,8 +411,10 @@ func (e *bodyTimeoutError) Error() string {
 func (e *bodyTimeoutError) Unwrap() error { return e.err }
 
 // stallWriter sets the connection's write deadline before each write and
-// flush, so a write that the client does not take within stall fails (and
-// the connection is closed) while waiting between writes costs nothing.
+// flush and lifts it after, so a write that the client does not take
+// within stall fails (and the connection is closed) while waiting between
+// writes costs nothing: over HTTP/2 a deadline left armed would reset a
+// stream that is only waiting (a log follow with nothing new).
 type stallWriter struct {
 	http.ResponseWriter
 	rc    *http.ResponseController
@@ -417,14 +423,18 @@ type stallWriter struct {
 
 func (w *stallWriter) arm() { w.rc.SetWriteDeadline(time.Now().Add(w.stall)) }
 
+func (w *stallWriter) disarm() { w.rc.SetWriteDeadline(time.Time{}) }
+
 func (w *stallWriter) Write(p []byte) (int, error) {
 	w.arm()
+	defer w.disarm()
 	return w.ResponseWriter.Write(p)
 }
 
 // FlushError is what http.ResponseController.Flush calls.
 func (w *stallWriter) FlushError() error {
 	w.arm()
+	defer w.disarm()
 	return w.rc.Flush()
 }
 
