@@ -88,26 +88,10 @@ func tlsTestServerWith(t *testing.T, lim HTTPLimits) (string, string, *countingL
 // reports and a registration again go over the same connection (HTTP/2).
 func TestAgentSpeaksOverOneConnection(t *testing.T) {
 	url, tlsDir, ln := tlsTestServer(t)
-	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: agentTLS})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
-	reg, err := c.RegisterNode(ctx, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetNodeSecret(reg.Secret)
-	_, index, err := c.NodeAllocs(ctx, node.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := tlsClient(t, url, tlsDir, pki.RoleAgent)
+	node, index := registerAgent(t, ctx, c)
 	// The blocking query waits (nothing changes for this node) while the
 	// other requests are made.
 	qctx, stopQuery := context.WithCancel(ctx)
@@ -145,26 +129,10 @@ func TestAgentSpeaksOverOneConnection(t *testing.T) {
 // write stall timeout still gets its answer.
 func TestBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T) {
 	url, tlsDir, _ := tlsTestServerWith(t, HTTPLimits{WriteStallTimeout: 300 * time.Millisecond})
-	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: agentTLS})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
-	reg, err := c.RegisterNode(ctx, node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetNodeSecret(reg.Secret)
-	_, index, err := c.NodeAllocs(ctx, node.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := tlsClient(t, url, tlsDir, pki.RoleAgent)
+	node, index := registerAgent(t, ctx, c)
 	start := time.Now()
 	if _, _, err := c.NodeAllocs(ctx, node.ID, &client.QueryOptions{Index: index, Wait: 1500 * time.Millisecond}); err != nil {
 		t.Fatalf("a blocking query of 1.5s, with writes bounded to 300ms: %v after %s", err, time.Since(start).Round(time.Millisecond))
@@ -177,22 +145,7 @@ func TestBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T) {
 // it).
 func TestFollowOutlastsTheWriteStallTimeout(t *testing.T) {
 	url, tlsDir, _ := tlsTestServerWith(t, HTTPLimits{WriteStallTimeout: 300 * time.Millisecond})
-	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: agentTLS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cliTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleCLI), pki.ServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	operator, err := client.NewWithOptions([]string{url}, client.Options{TLS: cliTLS})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, operator := tlsClient(t, url, tlsDir, pki.RoleAgent), tlsClient(t, url, tlsDir, pki.RoleCLI)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := make(chan spec.Event, 100)
@@ -217,6 +170,38 @@ func TestFollowOutlastsTheWriteStallTimeout(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event within 10s of the registration")
 	}
+}
+
+// tlsClient is a client of the server at url with the certificate of
+// role from tlsDir.
+func tlsClient(t *testing.T, url, tlsDir, role string) *client.Client {
+	t.Helper()
+	cfg, err := pki.ClientConfig(pki.DirFiles(tlsDir, role), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// registerAgent registers node n1 through c, as an agent does, and
+// returns it with the index of its first assignments' answer.
+func registerAgent(t *testing.T, ctx context.Context, c *client.Client) (*spec.Node, int64) {
+	t.Helper()
+	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
+	reg, err := c.RegisterNode(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetNodeSecret(reg.Secret)
+	_, index, err := c.NodeAllocs(ctx, node.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, index
 }
 
 // freezer relays TCP to target; freeze makes the connections open at that
@@ -280,14 +265,7 @@ func (f *freezer) freeze() { f.gen.Add(1) }
 func TestAgentReplacesAFrozenConnection(t *testing.T) {
 	url, tlsDir, _ := tlsTestServer(t)
 	fr := startFreezer(t, strings.TrimPrefix(url, "https://"))
-	agentTLS, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithOptions([]string{"https://" + fr.ln.Addr().String()}, client.Options{TLS: agentTLS})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := tlsClient(t, "https://"+fr.ln.Addr().String(), tlsDir, pki.RoleAgent)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}

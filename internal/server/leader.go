@@ -179,11 +179,16 @@ func (p *passState) markDown() {
 	p.marked = true
 	for i, a := range p.Allocs {
 		if !p.ready(a.NodeID) {
-			c := *a
-			c.NodeDown = true
-			p.Allocs[i] = &c
+			p.Allocs[i] = downCopy(a)
 		}
 	}
+}
+
+// downCopy is a copy of a flagged NodeDown: the store's values are shared.
+func downCopy(a *spec.Alloc) *spec.Alloc {
+	c := *a
+	c.NodeDown = true
+	return &c
 }
 
 func (p *passState) ready(id string) bool {
@@ -199,9 +204,7 @@ func (p *passState) nodeAllocs(id string) []*spec.Alloc {
 	}
 	marked := make([]*spec.Alloc, len(as))
 	for i, a := range as {
-		c := *a
-		c.NodeDown = true
-		marked[i] = &c
+		marked[i] = downCopy(a)
 	}
 	return marked
 }
@@ -403,10 +406,8 @@ func markNodeDown(allocs []*spec.Alloc, nodes []*spec.Node) {
 		up[n.ID] = n.Status == spec.NodeReady
 	}
 	for i, a := range allocs {
-		if down := !up[a.NodeID]; down != a.NodeDown {
-			c := *a
-			c.NodeDown = down
-			allocs[i] = &c
+		if !up[a.NodeID] && !a.NodeDown {
+			allocs[i] = downCopy(a)
 		}
 	}
 }

@@ -111,7 +111,7 @@ type Txn struct {
 	tx      *memdb.Txn
 	changed []string // alloc IDs
 	reset   bool
-	counts  map[string]*countDelta // by node ID; "" is the whole cluster's
+	counts  map[string]*countDelta // by countsRow ID: "" for the cluster, "node/<id>" for a node
 }
 
 // Commit applies the batch and moves the store to revision rev (never
