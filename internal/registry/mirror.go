@@ -386,7 +386,9 @@ func (m *Mirror) Snapshot(ctx context.Context, atLeast int64) (*state.Snapshot, 
 		case err == nil:
 			return m.store.Snapshot(), nil
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("registry: the server's state is not at revision %d yet: %w", atLeast, ctx.Err())
+			// ErrUnavailable: an API read answers 503, which a client retries.
+			return nil, fmt.Errorf("registry: the server's state has not reached revision %d yet (its watch of etcd is behind; retry, and check etcd if it persists): %w: %w",
+				atLeast, ErrUnavailable, ctx.Err())
 		case !errors.Is(err, context.DeadlineExceeded):
 			return nil, err // the mirror stopped
 		}
