@@ -53,7 +53,9 @@ type move struct {
 
 // nodeView is what the move rules know of the cluster's nodes.
 type nodeView struct {
-	nodes map[string]*spec.Node
+	all  []*spec.Node
+	node func(id string) *spec.Node // nil when there is none
+	ids  []string                   // every node's ID, sorted: see sortedIDs
 	// used is each node's allocated resources, from its live allocs;
 	// busy counts its live allocs of jobs that are not system jobs. Both
 	// are read from onNode for the nodes counted (see count).
@@ -66,10 +68,14 @@ type nodeView struct {
 }
 
 func newNodeView(in Input) *nodeView {
-	v := &nodeView{nodes: map[string]*spec.Node{}, used: map[string]spec.Resources{}, busy: map[string]int{}, victims: map[string]string{},
+	v := &nodeView{all: in.Nodes, node: in.Node, used: map[string]spec.Resources{}, busy: map[string]int{}, victims: map[string]string{},
 		onNode: in.NodeAllocs}
-	for _, n := range in.Nodes {
-		v.nodes[n.ID] = n
+	if v.node == nil {
+		byID := make(map[string]*spec.Node, len(in.Nodes))
+		for _, n := range in.Nodes {
+			byID[n.ID] = n
+		}
+		v.node = func(id string) *spec.Node { return byID[id] }
 	}
 	if v.onNode == nil {
 		byNode := map[string][]*spec.Alloc{}
@@ -79,6 +85,19 @@ func newNodeView(in Input) *nodeView {
 		v.onNode = func(id string) []*spec.Alloc { return byNode[id] }
 	}
 	return v
+}
+
+// sortedIDs returns every node's ID in order, sorted on first use: only
+// the rules that compare nodes with each other (rebalance) need it.
+func (v *nodeView) sortedIDs() []string {
+	if v.ids == nil {
+		v.ids = make([]string, len(v.all))
+		for i, n := range v.all {
+			v.ids[i] = n.ID
+		}
+		slices.Sort(v.ids)
+	}
+	return v.ids
 }
 
 // count reads a node's live allocs into used and busy, once per pass:
@@ -116,14 +135,9 @@ func (v *nodeView) memoryVictims(in Input, jobs map[string]*spec.Job) time.Time 
 	if in.MemoryHighPercent <= 0 {
 		return next
 	}
-	ids := make([]string, 0, len(v.nodes))
-	for id := range v.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		n := v.nodes[id]
-		u := n.Usage
+	// Each node is judged on its own: the order does not matter.
+	for _, n := range v.all {
+		id, u := n.ID, n.Usage
 		if u == nil || n.Resources.MemoryMB <= 0 || n.Status != spec.NodeReady || in.Now.Sub(u.Time) > memoryReportMaxAge {
 			continue
 		}
@@ -180,7 +194,7 @@ func drainPast(n *spec.Node, now time.Time) bool {
 // drained reports whether a draining node has nothing left to move off it
 // (or its deadline passed): its system-job instances may stop.
 func (v *nodeView) drained(id string, now time.Time) bool {
-	n := v.nodes[id]
+	n := v.node(id)
 	if n == nil || n.Drain == nil {
 		return false
 	}
@@ -194,7 +208,7 @@ func (r *reconciler) considerMove(j *spec.Job, a *spec.Alloc) {
 	if r.view == nil || j.Type == spec.JobSystem {
 		return
 	}
-	n := r.view.nodes[a.NodeID]
+	n := r.view.node(a.NodeID)
 	switch {
 	case n != nil && n.Drain != nil && drainPast(n, r.now):
 		r.moves = append(r.moves, move{a: a, cause: spec.CauseDrain, reason: "node " + n.Name + " drain deadline reached", avoid: n.ID, force: true})
@@ -262,7 +276,7 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	}
 	v := r.view
 	load := func(id string) float64 {
-		n, used := v.nodes[id], v.usedOf(id)
+		n, used := v.node(id), v.usedOf(id)
 		l := 0.0
 		if n.Resources.CPU > 0 {
 			l = float64(used.CPU) / float64(n.Resources.CPU)
@@ -274,7 +288,7 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	}
 	var from *spec.Alloc
 	for _, a := range as {
-		n := v.nodes[a.NodeID]
+		n := v.node(a.NodeID)
 		if !live(a) || n == nil || !n.Eligible() || a.Canary {
 			continue
 		}
@@ -287,13 +301,8 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	}
 	need := g.Resources()
 	var to *spec.Node
-	ids := make([]string, 0, len(v.nodes))
-	for id := range v.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		n := v.nodes[id]
+	for _, id := range v.sortedIDs() {
+		n := v.node(id)
 		if id == from.NodeID || !n.Eligible() || !n.Resources.Sub(v.usedOf(id)).Fits(spec.Resources{CPU: need.CPU, MemoryMB: need.MemoryMB}) {
 			continue
 		}
@@ -313,7 +322,7 @@ func (r *reconciler) rebalance(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	// The pass's later decisions see the move.
 	v.used[from.NodeID] = v.usedOf(from.NodeID).Sub(from.Resources)
 	v.used[to.ID] = after
-	fromName := cmp.Or(v.nodes[from.NodeID].Name, from.NodeID)
+	fromName := cmp.Or(v.node(from.NodeID).Name, from.NodeID)
 	return move{a: from, pin: to.ID, cause: spec.CauseRebalance, reason: fmt.Sprintf("rebalance: node %s is %.0f%% allocated, node %s %.0f%%", fromName, hi*100, to.Name, lo*100)}, true
 }
 
@@ -328,7 +337,7 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	count := map[string]int{}
 	last := map[string]*spec.Alloc{} // the highest index on each node
 	for _, a := range as {
-		n := v.nodes[a.NodeID]
+		n := v.node(a.NodeID)
 		if !live(a) || n == nil || !n.Eligible() || a.Canary {
 			continue
 		}
@@ -337,11 +346,7 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 			last[a.NodeID] = a
 		}
 	}
-	ids := make([]string, 0, len(v.nodes))
-	for id := range v.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := v.sortedIDs()
 	from, to := "", ""
 	for _, id := range ids {
 		if count[id] > 0 && (from == "" || count[id] > count[from]) {
@@ -349,7 +354,7 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 		}
 	}
 	for _, id := range ids {
-		if id != from && fits(v.nodes[id]) && (to == "" || count[id] < count[to]) {
+		if id != from && fits(v.node(id)) && (to == "" || count[id] < count[to]) {
 			to = id
 		}
 	}
@@ -360,5 +365,5 @@ func (r *reconciler) spreadOut(g *spec.Group, as []*spec.Alloc) (move, bool) {
 	v.used[from] = v.usedOf(from).Sub(a.Resources)
 	v.used[to] = v.usedOf(to).Add(need)
 	return move{a: a, pin: to, cause: spec.CauseRebalance, reason: fmt.Sprintf("rebalance: node %s runs %d instances of the group, node %s %d",
-		cmp.Or(v.nodes[from].Name, from), count[from], cmp.Or(v.nodes[to].Name, to), count[to])}, true
+		cmp.Or(v.node(from).Name, from), count[from], cmp.Or(v.node(to).Name, to), count[to])}, true
 }

@@ -28,6 +28,9 @@ type Input struct {
 	// some jobs': what the node rules (move.go) count, read only for the
 	// nodes they look at. Nil: Allocs.
 	NodeAllocs func(node string) []*spec.Alloc
+	// Node returns a node of Nodes by ID, or nil: so that a pass looks up
+	// the nodes it needs without indexing all of them. Nil: Nodes.
+	Node func(id string) *spec.Node
 	// MemoryHighPercent, when > 0, is the share of a node's memory its
 	// tasks may use before its lowest-priority service instance moves
 	// elsewhere, at most one per MemoryMoveInterval per node (move.go).

@@ -42,7 +42,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 	var nodeEvents []spec.Event
 	if actOnDown {
 		snap.markDown()
-		nodeEvents = s.noteDownSince(snap.Allocs, snap.Nodes, now)
+		nodeEvents = s.noteDownSince(snap, now)
 	}
 	d := decide(snap, now, s.placer, s.movePolicy())
 	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+len(p.Deployments)+len(p.DeleteDeployments) == 0 {
@@ -219,7 +219,7 @@ func (p *passState) nodeAllocs(id string) []*spec.Alloc {
 // reconciler looks at snap's jobs; the scheduler counts every alloc.
 func decide(snap *passState, now time.Time, cache *scheduler.Cache, mp movePolicy) decision {
 	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Deployments: snap.Deployments, Now: now,
-		NodeAllocs: snap.nodeAllocs, MemoryHighPercent: mp.memoryHighPercent, MemoryMoveInterval: mp.memoryMoveInterval}
+		NodeAllocs: snap.nodeAllocs, Node: snap.node, MemoryHighPercent: mp.memoryHighPercent, MemoryMoveInterval: mp.memoryMoveInterval}
 	res := reconcile.Reconcile(in)
 	plan := &registry.Plan{DeleteAllocs: res.GC, DeleteDeployments: res.DeleteDeployments}
 	// A new deployment gets its ID here, before its placements copy it.
@@ -361,36 +361,36 @@ func newAlloc(p scheduler.Placement, now time.Time) *spec.Alloc {
 //
 // It returns the history's events for the nodes this leader sees go down
 // or come back.
-func (s *Server) noteDownSince(allocs []*spec.Alloc, nodes []*spec.Node, now time.Time) []spec.Event {
+func (s *Server) noteDownSince(snap *passState, now time.Time) []spec.Event {
 	s.downMu.Lock()
 	defer s.downMu.Unlock()
 	if s.downSince == nil {
 		s.downSince = map[string]time.Time{}
 	}
 	var evs []spec.Event
-	seen := map[string]bool{}
-	for _, n := range nodes {
-		seen[n.ID] = true
-		_, wasDown := s.downSince[n.ID]
-		if n.Status == spec.NodeReady {
-			if wasDown {
-				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventReady, Node: n.Name, Message: "heartbeats again"})
+	if !slices.Equal(snap.Nodes, s.downSeen) {
+		// Only a change of some node's value can change its status.
+		for _, n := range snap.Nodes {
+			_, wasDown := s.downSince[n.ID]
+			if n.Status == spec.NodeReady {
+				if wasDown {
+					evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventReady, Node: n.Name, Message: "heartbeats again"})
+					delete(s.downSince, n.ID)
+				}
+			} else if !wasDown {
+				s.downSince[n.ID] = now
+				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventDown, Node: n.Name,
+					Message: fmt.Sprintf("no heartbeat within the node TTL (%s); its instances are replaced elsewhere", s.cfg.NodeTTL)})
 			}
-			delete(s.downSince, n.ID)
-		} else if !wasDown {
-			s.downSince[n.ID] = now
-			evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventDown, Node: n.Name,
-				Message: fmt.Sprintf("no heartbeat within the node TTL (%s); its instances are replaced elsewhere", s.cfg.NodeTTL)})
 		}
+		s.downSeen = snap.Nodes
 	}
-	for _, a := range allocs {
+	for _, a := range snap.Allocs {
 		if !a.NodeDown {
 			continue
 		}
-		if !seen[a.NodeID] {
-			if _, ok := s.downSince[a.NodeID]; !ok {
-				s.downSince[a.NodeID] = now
-			}
+		if _, ok := s.downSince[a.NodeID]; !ok && snap.node(a.NodeID) == nil {
+			s.downSince[a.NodeID] = now // a node that is gone
 		}
 		a.NodeDownSince = s.downSince[a.NodeID]
 	}

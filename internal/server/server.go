@@ -137,6 +137,7 @@ type Server struct {
 	tokens    tokenCache
 	downMu    sync.Mutex
 	downSince map[string]time.Time // node -> when this leader first saw it down
+	downSeen  []*spec.Node         // the nodes downSince was last brought up to date with
 	// allocLists shares the answers of GET /v1/allocations among the
 	// queries that ask at the same time.
 	allocLists sharedLists
@@ -308,7 +309,7 @@ func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
 	defer s.metrics.IsLeader.Set(0)
 	// Down-times seen in an earlier term may be stale; start afresh.
 	s.downMu.Lock()
-	s.downSince = nil
+	s.downSince, s.downSeen = nil, nil
 	s.downMu.Unlock()
 	s.placer = scheduler.NewCache()
 	// A pass ends when the leadership does: a leader resumed after its

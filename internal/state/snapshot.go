@@ -18,6 +18,7 @@ type Snapshot struct {
 	tx      *memdb.Txn
 	log     []allocChange
 	logFrom int64
+	nodes   *nodeList
 }
 
 func (s *Snapshot) get(table, index, arg string) memdb.ResultIterator {
@@ -128,10 +129,12 @@ func (s *Snapshot) Node(id string) *spec.Node {
 	return row.Node
 }
 
-// Nodes returns every node, by name, then ID.
-func (s *Snapshot) Nodes() []*spec.Node {
-	return list(s.get(tableNodes, "name_prefix", ""), func(o any) *spec.Node { return o.(*nodeRow).Node })
-}
+// Nodes returns every node, by name, then ID, in O(1) but after a commit
+// that added, removed or renamed nodes (see nodeList). The list is
+// shared by every snapshot that saw no node change since, so that a
+// reader that keeps it can tell an unchanged cluster by comparing
+// pointers.
+func (s *Snapshot) Nodes() []*spec.Node { return s.nodes.get(s.tx) }
 
 // ---- Deployments ----
 

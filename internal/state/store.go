@@ -20,7 +20,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	memdb "github.com/hashicorp/go-memdb"
 
@@ -43,6 +45,8 @@ type Store struct {
 	// logFrom is then the revision from which it is complete.
 	log     []allocChange
 	logFrom int64
+	// nodes is the node list of the latest commit: see nodeList.
+	nodes *nodeList
 }
 
 type allocChange struct {
@@ -59,14 +63,14 @@ func New() *Store {
 	if err != nil {
 		panic(fmt.Sprintf("state: the schema is invalid: %v", err)) // a programming error
 	}
-	return &Store{db: db, changed: make(chan struct{})}
+	return &Store{db: db, changed: make(chan struct{}), nodes: &nodeList{}}
 }
 
 // Snapshot returns the state as it is now, in O(1).
 func (s *Store) Snapshot() *Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &Snapshot{Rev: s.rev, tx: s.db.Txn(false), log: s.log, logFrom: s.logFrom}
+	return &Snapshot{Rev: s.rev, tx: s.db.Txn(false), log: s.log, logFrom: s.logFrom, nodes: s.nodes}
 }
 
 // WaitRev waits until the store is at revision rev or later. It returns
@@ -111,17 +115,24 @@ type Txn struct {
 	tx      *memdb.Txn
 	changed []string // alloc IDs
 	reset   bool
-	counts  map[string]*countDelta // by countsRow ID: "" for the cluster, "node/<id>" for a node
+	// nodes holds the merged value of each node the batch changed (nil:
+	// gone); moved says some node came, went or was renamed, which
+	// changes the order of the node list.
+	nodes  map[string]*spec.Node
+	moved  bool
+	counts map[string]*countDelta // by countsRow ID: "" for the cluster, "node/<id>" for a node
 }
 
 // Commit applies the batch and moves the store to revision rev (never
 // back).
 func (t *Txn) Commit(rev int64) {
 	t.applyCounts()
-	t.tx.Commit()
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Under the lock, so that a snapshot's node list is its tables'.
+	t.tx.Commit()
+	t.commitNodes()
 	if t.reset {
 		// Everything may have changed: readers must start over.
 		s.log, s.logFrom = nil, rev
@@ -142,6 +153,66 @@ func (t *Txn) Commit(rev int64) {
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
+}
+
+// commitNodes brings the store's node list up to date with the batch:
+// a copy of the pointers with the changed nodes' new values when the
+// order stays and the list was built; else a list built on first use.
+func (t *Txn) commitNodes() {
+	s := t.s
+	if len(t.nodes) == 0 && !t.reset {
+		return
+	}
+	old := s.nodes.built.Load()
+	if t.reset || t.moved || old == nil {
+		s.nodes = &nodeList{}
+		return
+	}
+	b := &builtNodes{nodes: slices.Clone(old.nodes), at: old.at}
+	for id, n := range t.nodes {
+		b.nodes[b.at[id]] = n
+	}
+	s.nodes = &nodeList{}
+	s.nodes.built.Store(b)
+}
+
+// nodeList is every node, by name then ID, with each one's place in the
+// list, shared by the snapshots of the commits that changed no node
+// since: so that listing the nodes costs a reader what changed since (a
+// copy of the pointers, at the commit), not a walk of the table. A
+// commit that adds, removes or renames nodes starts a list that the
+// first reader builds, once, from its snapshot: every snapshot that
+// shares the list holds the same nodes.
+type nodeList struct {
+	mu    sync.Mutex
+	built atomic.Pointer[builtNodes]
+}
+
+type builtNodes struct {
+	nodes []*spec.Node
+	at    map[string]int // never modified once built: shared by the copies
+}
+
+func (l *nodeList) get(tx *memdb.Txn) []*spec.Node {
+	if b := l.built.Load(); b != nil {
+		return b.nodes
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.built.Load(); b != nil {
+		return b.nodes
+	}
+	it, err := tx.Get(tableNodes, "name_prefix", "")
+	if err != nil {
+		panic(fmt.Sprintf("state: read nodes: %v", err))
+	}
+	b := &builtNodes{nodes: list(it, func(o any) *spec.Node { return o.(*nodeRow).Node })}
+	b.at = make(map[string]int, len(b.nodes))
+	for i, n := range b.nodes {
+		b.at[n.ID] = i
+	}
+	l.built.Store(b)
+	return b.nodes
 }
 
 // Reset empties the store, before a full read replaces it.
@@ -300,8 +371,10 @@ func (t *Txn) node(id string) nodeRow {
 // putNode stores row with its merged view built anew, or drops it when
 // nothing of the node is left.
 func (t *Txn) putNode(row nodeRow) {
+	old, _ := t.first(tableNodes, row.ID).(*nodeRow)
 	if row.record == nil && !row.alive && row.ctl == nil && row.usage == nil {
 		t.delete(tableNodes, row.ID)
+		t.noteNode(row.ID, old, nil)
 		return
 	}
 	row.Node = nil
@@ -319,6 +392,26 @@ func (t *Txn) putNode(row nodeRow) {
 		row.Node = &n
 	}
 	t.insert(tableNodes, &row)
+	t.noteNode(row.ID, old, row.Node)
+}
+
+// noteNode records that a node's merged value went from old's to n
+// (either may be nil) for commitNodes.
+func (t *Txn) noteNode(id string, old *nodeRow, n *spec.Node) {
+	var was *spec.Node
+	if old != nil {
+		was = old.Node
+	}
+	if was == nil && n == nil {
+		return
+	}
+	if was == nil || n == nil || was.Name != n.Name {
+		t.moved = true
+	}
+	if t.nodes == nil {
+		t.nodes = map[string]*spec.Node{}
+	}
+	t.nodes[id] = n
 }
 
 // PutNodeRecord stores a node's record (ModifyIndex set); nil deletes it.

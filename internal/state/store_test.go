@@ -301,3 +301,58 @@ func TestAllocCountsMatchTheAllocs(t *testing.T) {
 		}
 	})
 }
+
+// TestNodeListMatchesTheTable: the node list kept across commits is the
+// table's, walked afresh, after any batch of node writes (records with
+// names that change the order, liveness, control, usage, deletions,
+// resets); a batch that changes no node keeps the very same list.
+func TestNodeListMatchesTheTable(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := New()
+		ids := []string{"n1", "n2", "n3", "n4"}
+		names := []string{"a", "b", "c"}
+		for rev := range int64(rapid.IntRange(1, 10).Draw(t, "batches")) {
+			before := s.Snapshot().Nodes()
+			tx := s.Write()
+			touched := false
+			for range rapid.IntRange(0, 5).Draw(t, "writes") {
+				id := rapid.SampledFrom(ids).Draw(t, "id")
+				touched = true
+				switch rapid.IntRange(0, 6).Draw(t, "op") {
+				case 0:
+					tx.PutNodeRecord(id, &spec.Node{ID: id, Name: rapid.SampledFrom(names).Draw(t, "name")})
+				case 1:
+					tx.PutNodeRecord(id, nil)
+				case 2:
+					tx.SetNodeAlive(id, rapid.Bool().Draw(t, "alive"))
+				case 3:
+					tx.PutNodeControl(id, &spec.NodeControl{Ineligible: rapid.Bool().Draw(t, "ineligible")}, rev+1)
+				case 4:
+					tx.PutNodeUsage(id, &spec.NodeUsage{}, rev+1)
+				case 5:
+					tx.PutNodeUsage(id, nil, rev+1)
+				case 6:
+					tx.Reset()
+				}
+			}
+			if rapid.Bool().Draw(t, "alloc") {
+				tx.PutAlloc(alloc("x", "web", "g", 0, "n1"), rev+1, rev+1)
+			}
+			tx.Commit(rev + 1)
+			snap := s.Snapshot()
+			got := snap.Nodes()
+			want := list(snap.get(tableNodes, "name_prefix", ""), func(o any) *spec.Node { return o.(*nodeRow).Node })
+			if len(got) != len(want) {
+				t.Fatalf("after batch %d: %d nodes listed, the table holds %d", rev, len(got), len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("after batch %d: node %d is %+v, the table's is %+v", rev, i, got[i], want[i])
+				}
+			}
+			if !touched && (len(got) != len(before) || len(got) > 0 && &got[0] != &before[0]) {
+				t.Fatalf("after batch %d, which wrote no node: the list was copied", rev)
+			}
+		}
+	})
+}
