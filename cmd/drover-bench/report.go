@@ -33,6 +33,9 @@ type options struct {
 	// drover is the drover binary for scenarios that run real processes;
 	// "" builds ./cmd/drover.
 	drover string
+	// memProfile, when set, is where a scenario that measures its heap
+	// writes a heap profile, at the time it measures.
+	memProfile string
 }
 
 // report is a scenario's result: lines for people, and values for
@@ -84,6 +87,7 @@ func runScenario(sc scenario, args []string) int {
 	fs.BoolVar(&o.quick, "quick", false, "run at a small size, to prove the scenario works (CI); the figures are not meant to be quoted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&o.drover, "drover", "", "drover binary for scenarios that run real processes (default: go build ./cmd/drover)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the scenario measures its heap (state)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the in-process scenarios: server and agents) to this file")
 	run := sc.flags(fs, &o)
 	fs.Parse(args)

@@ -39,8 +39,10 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,11 +112,11 @@ func stateFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 		if sz.allocs+sz.probes > sz.nodes*stateSlotsPerNode {
 			return nil, fmt.Errorf("%d allocs and %d probes do not fit on %d nodes of %d slots; raise -nodes", sz.allocs, sz.probes, sz.nodes, stateSlotsPerNode)
 		}
-		return state(sz)
+		return state(sz, o.memProfile)
 	}
 }
 
-func state(sz stateSize) (*report, error) {
+func state(sz stateSize, memProfile string) (*report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	c, err := startSim(ctx, server.DefaultNodeTTL)
@@ -194,6 +196,9 @@ func state(sz stateSize) (*report, error) {
 		}
 	}
 	heapPerAlloc := float64(liveHeap()-heap0) / float64(sz.allocs)
+	if err := writeHeapProfile(memProfile); err != nil {
+		return nil, err
+	}
 	u, err := readSimUsage()
 	if err != nil {
 		return nil, err
@@ -486,6 +491,22 @@ func meanSnapshot(before, after string) (mean float64, passes int, err error) {
 		return 0, 0, errors.New("no leader pass between the scrapes around the probes")
 	}
 	return (v[2] - v[0]) / float64(passes), passes, nil
+}
+
+// writeHeapProfile writes the heap's profile to path, unless it is "".
+func writeHeapProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // liveHeap is the heap in use after a full collection.
