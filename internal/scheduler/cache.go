@@ -60,15 +60,20 @@ func (c *Cache) state(in Input) *state {
 	} else {
 		changed, gone = c.diff(in.Allocs)
 	}
-	if c.s == nil || !c.sameNodes(in.Nodes) {
+	switch {
+	case c.s == nil:
 		c.apply(nil, changed, gone)
-		s := newIndex(in.Nodes)
+		s := newIndex(in.Nodes, nil)
 		for _, a := range c.live {
 			s.charge(a)
 		}
 		c.nodes, c.s, c.groups = slices.Clone(in.Nodes), s, map[string]*groupRun{}
 		s.cache = c
-	} else if moved := c.apply(c.s, changed, gone); len(moved) > 0 {
+	case !c.sameNodes(in.Nodes):
+		c.apply(c.s, changed, gone)
+		c.reindex(in.Nodes)
+	default:
+		moved := c.apply(c.s, changed, gone)
 		// Rescore in the cached heaps only the nodes whose use changed: a
 		// pass of the leader sees new alloc values for every status
 		// report, but most of them do not move any node's use.
@@ -89,6 +94,47 @@ func (c *Cache) state(in Input) *state {
 		}
 	}
 	return s
+}
+
+// reindex builds the node index afresh for nodes that differ from the
+// cached ones for placement (a node came, went, or changed its status,
+// drivers, attributes, resources or eligibility), keeping what the
+// allocs hold on each node that stays: only the allocs on nodes the
+// index did not have are charged, not every alloc. The groups' heaps,
+// built over the old index, are dropped.
+func (c *Cache) reindex(nodes []*spec.Node) {
+	old := c.s
+	s := newIndex(nodes, old)
+	same := sameIDs(old.all, s.all) // then a node's old state is at its index
+	var added map[string]bool
+	for i, ns := range s.all {
+		var o *nodeState
+		if same {
+			o = old.all[i]
+		} else {
+			o = old.node(ns.node.ID)
+		}
+		if o == nil {
+			if added == nil {
+				added = map[string]bool{}
+			}
+			added[ns.node.ID] = true
+			continue
+		}
+		ns.used, ns.allocs = o.used, o.allocs
+		for p := range o.ports {
+			ns.usePort(p) // the dynamic range may have changed
+		}
+	}
+	if added != nil {
+		for _, a := range c.live {
+			if added[a.NodeID] {
+				s.charge(a)
+			}
+		}
+	}
+	c.nodes, c.s, c.groups = slices.Clone(nodes), s, map[string]*groupRun{}
+	s.cache = c
 }
 
 // diff compares allocs, every alloc, with what the Cache holds: the ones

@@ -86,11 +86,11 @@ func TestCacheMatchesFresh(t *testing.T) {
 				next.Allocs = append(next.Allocs, a)
 			}
 			next.Requests = reqs[:rapid.IntRange(0, len(reqs)).Draw(t, "requests")]
-			if len(in.Nodes) > 0 && rapid.IntRange(0, 4).Draw(t, "nodeChange") == 0 {
+			if len(in.Nodes) > 0 && rapid.IntRange(0, 2).Draw(t, "nodeChange") == 0 {
 				next.Nodes = slices.Clone(in.Nodes)
 				k := rapid.IntRange(0, len(next.Nodes)-1).Draw(t, "changed")
 				n := *next.Nodes[k]
-				switch rapid.IntRange(0, 3).Draw(t, "how") {
+				switch rapid.IntRange(0, 8).Draw(t, "how") {
 				case 0:
 					n.Resources.CPU += 500
 				case 1: // a usage report: the same node for placement
@@ -104,8 +104,34 @@ func TestCacheMatchesFresh(t *testing.T) {
 					} else {
 						n.Drain = nil
 					}
+				case 4:
+					n.Status = map[spec.NodeStatus]spec.NodeStatus{spec.NodeReady: spec.NodeDown, spec.NodeDown: spec.NodeReady}[n.Status]
+				case 5:
+					n.Meta = map[string]string{"rack": rapid.SampledFrom([]string{"r0", "r1", "r2"}).Draw(t, "newRack")}
+				case 6:
+					n.Drivers = genDrivers(t, "newDrivers", 0)
+				case 7: // the node goes away; its allocs stay until the leader replaces them
+					next.Nodes = slices.Delete(next.Nodes, k, k+1)
+				case 8: // a node joins (or comes back), anywhere in the list
+					id := fmt.Sprintf("n%02d", rapid.IntRange(0, 14).Draw(t, "joinID"))
+					var homeless []string // the nodes of allocs, not in the list
+					for _, a := range next.Allocs {
+						if !slices.ContainsFunc(next.Nodes, func(x *spec.Node) bool { return x.ID == a.NodeID }) {
+							homeless = append(homeless, a.NodeID)
+						}
+					}
+					if len(homeless) > 0 && rapid.Bool().Draw(t, "comesBack") {
+						id = rapid.SampledFrom(homeless).Draw(t, "backID")
+					}
+					n = *node(id, 2000, 2000, genDrivers(t, "joinDrivers", 0)...)
+					if slices.ContainsFunc(next.Nodes, func(x *spec.Node) bool { return x.ID == n.ID }) {
+						break
+					}
+					next.Nodes = slices.Insert(next.Nodes, k, &n)
 				}
-				next.Nodes[k] = &n
+				if i := slices.IndexFunc(next.Nodes, func(x *spec.Node) bool { return x.ID == n.ID }); i >= 0 {
+					next.Nodes[i] = &n
+				}
 			}
 			in = next
 		}
@@ -157,5 +183,42 @@ func TestCacheSeesNewAllocs(t *testing.T) {
 	in.Allocs = nil
 	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n1"}) {
 		t.Fatalf("third call placed on %v, want n1", got)
+	}
+}
+
+// TestCacheKeepsTheUseOfNodesAcrossNodeChanges: when the nodes change
+// (one goes down, one joins), the cache keeps each remaining node's use
+// without recounting every alloc, and counts the allocs already on a
+// node that joins (one that comes back after it was gone).
+func TestCacheKeepsTheUseOfNodesAcrossNodeChanges(t *testing.T) {
+	n1, n2 := node("n1", 4000, 8192, "exec"), node("n2", 4000, 8192, "exec")
+	j := job("web", 50, group("api", 3000, 1024, "exec"))
+	on1 := alloc("a1", "n1", 3000, 1024, spec.ClientRunning)
+	on2 := alloc("a2", "n2", 3000, 1024, spec.ClientRunning)
+	cache := NewCache()
+	in := Input{Nodes: []*spec.Node{n1}, Allocs: []*spec.Alloc{on1, on2}, Requests: reqs(j, j.Groups[0], 0), Cache: cache}
+	if got := Place(in); len(got.Placements) != 0 {
+		t.Fatalf("n1 is full, n2 unknown: placed on %v", nodesOf(got))
+	}
+	// n2 comes back, holding a2: still no room.
+	in.Nodes = []*spec.Node{n1, n2}
+	if got := Place(in); len(got.Placements) != 0 {
+		t.Fatalf("n1 and n2 are full: placed on %v", nodesOf(got))
+	}
+	// n1 goes down, and comes back: its use is kept.
+	down := *n1
+	down.Status = spec.NodeDown
+	in.Nodes = []*spec.Node{&down, n2}
+	if got := Place(in); len(got.Placements) != 0 {
+		t.Fatalf("n1 down, n2 full: placed on %v", nodesOf(got))
+	}
+	in.Nodes = []*spec.Node{n1, n2}
+	if got := Place(in); len(got.Placements) != 0 {
+		t.Fatalf("n1 back and full, n2 full: placed on %v", nodesOf(got))
+	}
+	// a2 ends: n2 has room.
+	in.Allocs = []*spec.Alloc{on1}
+	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n2"}) {
+		t.Fatalf("after a2 ended: placed on %v, want n2", got)
 	}
 }

@@ -147,7 +147,7 @@ func (d *distinctRule) add(n *spec.Node, delta int) {
 // newState builds the state for one call: the node index, then the use
 // of the live allocs.
 func newState(in Input) *state {
-	s := newIndex(in.Nodes)
+	s := newIndex(in.Nodes, nil)
 	s.jobs, s.freed = in.Jobs, in.Freed
 	s.useAllocs(in.Allocs, in.Freed)
 	return s
@@ -157,8 +157,10 @@ func newState(in Input) *state {
 // the eligible ones (spec.Node.Eligible: ready, neither marked ineligible
 // nor draining) by driver class. A node that is not eligible is in no
 // class, so no group's heaps, pins or preemption consider it; explain
-// says why.
-func newIndex(nodes []*spec.Node) *state {
+// says why. prev, when not nil, is an index of the same nodes as far as
+// their IDs and order go, or of others: its order by ID is reused when
+// it holds.
+func newIndex(nodes []*spec.Node, prev *state) *state {
 	s := &state{
 		all:   make([]*nodeState, len(nodes)),
 		rules: map[spec.Constraint]*rule{},
@@ -170,7 +172,11 @@ func newIndex(nodes []*spec.Node) *state {
 		states[i] = nodeState{node: n, idx: int32(i), nextDyn: lo, dynMin: lo, dynMax: hi}
 		s.all[i] = &states[i]
 	}
-	s.rankByID()
+	if prev != nil && sameIDs(prev.all, s.all) {
+		s.rank = prev.rank
+	} else {
+		s.rankByID()
+	}
 	byKey := map[string]*class{}
 	var key []byte
 	// Nodes tend to come in runs with the same drivers: the previous
@@ -360,6 +366,12 @@ func (s *state) rankByID() {
 	for r, i := range order {
 		s.rank[i] = int32(r)
 	}
+}
+
+// sameIDs reports whether a and b are nodes of the same IDs in the same
+// order.
+func sameIDs(a, b []*nodeState) bool {
+	return slices.EqualFunc(a, b, func(x, y *nodeState) bool { return x.node.ID == y.node.ID })
 }
 
 // rule returns the compiled rule for c, compiling it on first use, so

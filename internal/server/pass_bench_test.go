@@ -115,3 +115,40 @@ func BenchmarkPassFull(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPassAfterANodeChange is a one-job pass right after a node
+// went down or came back, at 10,000 nodes and 100,000 allocs: the
+// scheduler's node index changes, but the use of every other node does
+// not.
+func BenchmarkPassAfterANodeChange(b *testing.B) {
+	s, rev := passBench(b, 10_000, 100_000)
+	cache := scheduler.NewCache()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	i, seen := 0, rev
+	for b.Loop() {
+		i++
+		name := fmt.Sprintf("probe-%d", i)
+		job := benchJob(name, 1)
+		rev++
+		job.Version, job.ModifyIndex = 1, rev
+		tx := s.Write()
+		tx.PutJob(job)
+		tx.SetNodeAlive(fmt.Sprintf("node-%05d", i%100), i%200 >= 100) // down, then back
+		tx.Commit(rev)
+
+		ss := s.Snapshot()
+		snap := passFor(ss, map[string]bool{name: true}, cache, seen)
+		seen = ss.Rev
+		snap.markDown()
+		d := decide(snap, now, cache, movePolicy{})
+		if len(d.sched.Placements) != 1 {
+			b.Fatalf("placed %d", len(d.sched.Placements))
+		}
+		rev++
+		tx = s.Write()
+		for _, a := range d.plan.Allocs {
+			tx.PutAlloc(a, rev, rev)
+		}
+		tx.Commit(rev)
+	}
+}
