@@ -54,8 +54,7 @@ func (c *Client) Events(ctx context.Context, o EventOptions) ([]spec.Event, int6
 
 // FollowEvents streams the history matching o, then every new event as it
 // is stored, to f, until ctx ends, f returns an error, or the stream ends
-// (the server stopped, or its watch broke: resume with After set to the
-// last index seen).
+// (the server stopped: resume with After set to the last index seen).
 func (c *Client) FollowEvents(ctx context.Context, o EventOptions, f func(spec.Event) error) error {
 	v := o.values()
 	v.Set("follow", "true")

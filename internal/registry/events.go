@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // Events, the cluster's durable history:
@@ -106,14 +109,9 @@ func decodeEvents(kv interface {
 	return evs, nil
 }
 
-// EventQuery bounds a read of the history. Records are read from Since
-// on (keys sort by time, so etcd reads no older one), keep only those with
-// an index above After, and at most the newest MaxRecords of them.
-type EventQuery struct {
-	After      int64
-	Since      time.Time
-	MaxRecords int
-}
+// EventQuery bounds a read of the history: the server's store answers the
+// same query as ListEvents does (state.Snapshot.Events).
+type EventQuery = state.EventQuery
 
 // ListEvents returns the events q selects, oldest first, and the revision
 // read at.
@@ -154,40 +152,20 @@ func (r *Registry) ListEvents(ctx context.Context, q EventQuery) ([]spec.Event, 
 	return out, resp.Header.Revision, nil
 }
 
-// WatchEvents sends the events stored after revision rev as they are
-// written, until ctx ends; the channel is then closed. When the watch
-// breaks (etcd compacted past rev), the channel is closed early: the
-// reader lists from its last index again.
-func (r *Registry) WatchEvents(ctx context.Context, rev int64) <-chan []spec.Event {
-	out := make(chan []spec.Event, 16)
-	go func() {
-		defer close(out)
-		wch := r.cli.Watch(clientv3.WithRequireLeader(ctx), r.prefix+dirEvents, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		for resp := range wch {
-			if resp.Err() != nil {
-				return
-			}
-			var batch []spec.Event
-			for _, e := range resp.Events {
-				if e.Type != clientv3.EventTypePut {
-					continue
-				}
-				evs, err := decodeEvents(e.Kv)
-				if err == nil {
-					batch = append(batch, evs...)
-				}
-			}
-			if len(batch) == 0 {
-				continue
-			}
-			select {
-			case out <- batch:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out
+// putEvents applies an event record to the server's store (Mirror.put):
+// its events, indexed by its revision, and the time its name holds.
+func putEvents(tx *state.Txn, name string, kv *mvccpb.KeyValue) error {
+	nanos, _, _ := strings.Cut(name, "-")
+	at, err := strconv.ParseInt(nanos, 10, 64)
+	if err != nil {
+		return fmt.Errorf("an event record's name is not <unix nanos>-<suffix>: %w", err)
+	}
+	evs, err := decodeEvents(kv)
+	if err != nil {
+		return err
+	}
+	tx.PutEvents(name, time.Unix(0, at), kv.ModRevision, evs)
+	return nil
 }
 
 // TrimEvents deletes the event records older than before, and the oldest

@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // TestEventsAreOrderedFilteredAndTrimmed: events come back in the order
 // they were written, each with its write's revision; a reader resumes
-// after an index; a watch delivers new ones; trimming honours both the age
-// and the count bound.
+// after an index; trimming honours both the age and the count bound.
 func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
@@ -56,19 +58,8 @@ func TestEventsAreOrderedFilteredAndTrimmed(t *testing.T) {
 		t.Fatalf("ListEvents of the newest 2 records: %v %+v, want j3's and j4's in order", err, newest)
 	}
 
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := r.WatchEvents(wctx, rev)
 	if err := r.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicNode, Type: "Down", Node: "n1"}}); err != nil {
 		t.Fatal(err)
-	}
-	select {
-	case got := <-w:
-		if len(got) != 1 || got[0].Node != "n1" || got[0].Index <= rev {
-			t.Fatalf("watched %+v", got)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the watch delivered nothing in 5s")
 	}
 
 	// Six records written an hour apart (the last at +6h): older than
@@ -111,5 +102,75 @@ func TestStatusEventsAreTheNewOnes(t *testing.T) {
 	}
 	if again := statusEvents(a, now, now); len(again) != 0 {
 		t.Errorf("the same report twice made events: %+v", again)
+	}
+}
+
+// TestStoreHoldsTheHistoryAsEtcdDoes: a server's store, fed by its
+// mirror, answers every query of the history as a read of etcd at the
+// same revision does: the records its full read found and those its watch
+// brought (one from a clock behind the others'), and none of those the
+// leader's trimming deleted, by age or by count.
+func TestStoreHoldsTheHistoryAsEtcdDoes(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := t0
+	r.now = func() time.Time { return clock }
+	var idx []int64 // each record's index
+	write := func(n int) {
+		for range n {
+			clock = clock.Add(time.Hour)
+			if err := r.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicJob, Type: spec.EventSubmitted, Job: fmt.Sprintf("j%d", len(idx))},
+				{Topic: spec.TopicNode, Type: spec.EventDown, Node: fmt.Sprintf("n%d", len(idx))}}); err != nil {
+				t.Fatal(err)
+			}
+			rev, err := r.Revision(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			idx = append(idx, rev)
+		}
+	}
+	st := state.New()
+	compare := func(when string) {
+		t.Helper()
+		for _, q := range []EventQuery{{}, {After: idx[2]}, {Since: t0.Add(150 * time.Minute)}, {MaxRecords: 2}, {MaxRecords: 3, After: idx[3]},
+			{MaxRecords: 2, Since: t0.Add(5 * time.Hour)}, {After: idx[1], Since: t0.Add(270 * time.Minute)}, {After: idx[len(idx)-1]}} {
+			want, rev, err := r.ListEvents(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			err = st.WaitRev(wctx, rev)
+			wcancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, st.Snapshot().Events(q)); diff != "" {
+				t.Errorf("%s: %+v from the store (-etcd +store):\n%s", when, q, diff)
+			}
+		}
+	}
+	write(3) // found by the mirror's full read
+	if _, err := r.NewMirror(ctx, "test", st, nil); err != nil {
+		t.Fatal(err)
+	}
+	write(4) // brought by its watch
+	now := clock
+	clock = t0.Add(30 * time.Minute) // a server whose clock is behind: +1h30m
+	write(1)
+	clock = now
+	compare("written")
+	if n, err := r.TrimEvents(ctx, t0.Add(150*time.Minute), 0); err != nil || n != 3 {
+		t.Fatalf("TrimEvents by age: %d, %v; want 3", n, err)
+	}
+	compare("trimmed by age")
+	if n, err := r.TrimEvents(ctx, time.Time{}, 3); err != nil || n != 2 {
+		t.Fatalf("TrimEvents by count: %d, %v; want 2", n, err)
+	}
+	compare("trimmed by count")
+	if evs := st.Snapshot().Events(EventQuery{}); len(evs) != 6 || evs[0].Job != "j4" {
+		t.Errorf("the store kept %+v, want j4's to j6's records", evs)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // Mirror keeps in memory what a scheduling pass reads (jobs, allocs and
 // their status, nodes with their liveness, control and usage, schedules,
-// deployments and their requests), from one full read
+// deployments and their requests) and the event history, from one full read
 // and then its own watch, decoding each change once as it arrives, so that
 // the leader's pass does not read and decode the whole registry each time.
 //
@@ -55,9 +55,9 @@ type Mirror struct {
 	tasks map[string][]*spec.Task
 }
 
-// mirrorDirs are the dirs a pass reads.
+// mirrorDirs are the dirs a pass reads, and the event history.
 var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive, dirDeployments, dirDeploymentRequests,
-	dirNodeCtl, dirNodeUsage}
+	dirNodeCtl, dirNodeUsage, dirEvents}
 
 // dirMirrorBarrier holds each server's mirror barrier key (see Mirror),
 // written only by that server's mirror.
@@ -184,6 +184,10 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 			tx.PutDeploymentRequest(name, rec.Job, &rec.DeploymentRequest, kv.ModRevision)
 			c.Kind, c.Job = KindDeployment, rec.Job
 		}
+	case dirEvents:
+		if err = putEvents(tx, name, kv); err == nil {
+			c.Kind = KindEvents
+		}
 	}
 	if err != nil {
 		m.r.log.Warn("server state: cannot decode a key; leaving it out", "key", string(kv.Key), "err", err)
@@ -277,6 +281,9 @@ func (m *Mirror) del(tx *state.Txn, key string, rev int64) (Change, bool) {
 		} else {
 			tx.PutDeploymentRequest(name, "", nil, 0)
 		}
+	case dirEvents:
+		tx.DeleteEvents(name)
+		c.Kind = KindEvents
 	}
 	return c, c.Kind != 0
 }

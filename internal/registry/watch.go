@@ -32,6 +32,10 @@ const (
 	// changes nothing the leader must act on at once. ID and NodeID are
 	// the node's.
 	KindNodeUsage
+	// KindEvents: an event record was stored or trimmed (events/), for
+	// the server's event streams: only its Mirror reports it, not Watch.
+	// ID is the record's name.
+	KindEvents
 )
 
 func (k Kind) String() string {
@@ -50,6 +54,8 @@ func (k Kind) String() string {
 		return "deployment"
 	case KindNodeUsage:
 		return "node_usage"
+	case KindEvents:
+		return "events"
 	case KindResync:
 		return "resync"
 	}
@@ -218,7 +224,7 @@ func (r *Registry) changes(evs []*clientv3.Event) []Change {
 			c.Judged = c.Kind == KindAllocStatus && judgedNow(ev)
 		case dirDeployments, dirDeploymentRequests: // both records carry "job"
 			c.Kind, c.Job = KindDeployment, owner(ev).Job
-		default: // job_versions/ follow jobs/; leader/ is the election's
+		default: // job_versions/ follow jobs/; leader/ is the election's; events/ the server's
 			continue
 		}
 		out = append(out, c)

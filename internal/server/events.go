@@ -14,6 +14,7 @@ import (
 	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/state"
 )
 
 // planEvents describes a plan for the cluster's history: deployments that
@@ -200,22 +201,23 @@ func capEvents(evs []spec.Event, resuming bool) []spec.Event {
 
 // listEvents is GET /v1/events: the history after ?index (and within
 // ?since), filtered by topic, job, node and namespace; with ?follow=true a
-// server-sent event stream that goes on with every new event.
+// server-sent event stream that goes on with every new event. Both read
+// the server's store, which holds the history as etcd does.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	f, err := parseEventFilter(r)
 	if err != nil {
 		return err
 	}
-	q := registry.EventQuery{After: f.after, Since: f.since}
+	q := state.EventQuery{After: f.after, Since: f.since}
 	if !f.resume && f.since.IsZero() {
 		q.MaxRecords = maxEventRecords // a default window: the newest
 	}
-	evs, rev, err := s.reg.ListEvents(r.Context(), q)
+	snap, err := s.read(r.Context())
 	if err != nil {
 		return err
 	}
 	var out []spec.Event
-	for _, e := range evs {
+	for _, e := range snap.Events(q) {
 		if s.visibleEvent(r, f, e) {
 			out = append(out, e)
 		}
@@ -225,47 +227,55 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		if out == nil {
 			out = []spec.Event{}
 		}
-		return writeJSON(w, rev, out)
+		return writeJSON(w, snap.Rev, out)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Drover-Index", strconv.FormatInt(rev, 10))
+	w.Header().Set("X-Drover-Index", strconv.FormatInt(snap.Rev, 10))
 	w.WriteHeader(http.StatusOK)
+	s.followEvents(w, r, f, out, snap.Rev)
+	return nil
+}
+
+// eventKeepalive is how long a stream stays silent at most: then it sends
+// a comment, which keeps proxies from closing it and finds a client that
+// went away.
+const eventKeepalive = 15 * time.Second
+
+// followEvents sends evs, then every event the store applies after
+// revision rev, until the client goes away. The hub wakes it when the
+// store has applied new records; it holds no copy of the store, only the
+// revision it has sent up to.
+func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, f eventFilter, evs []spec.Event, rev int64) {
 	rc := http.NewResponseController(w)
-	send := func(e spec.Event) error {
-		b, _ := json.Marshal(e)
-		_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Index, e.Topic, b)
-		return err
-	}
-	for _, e := range out {
-		if send(e) != nil {
-			return nil
-		}
-	}
-	rc.Flush()
-	watch := s.reg.WatchEvents(r.Context(), rev)
-	keepalive := time.NewTicker(15 * time.Second)
-	defer keepalive.Stop()
+	silent := time.Now()
 	for {
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-keepalive.C:
-			// A comment: keeps proxies from closing an idle stream, and
-			// finds a client that went away.
+		for _, e := range evs {
+			b, _ := json.Marshal(e)
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Index, e.Topic, b); err != nil {
+				return
+			}
+		}
+		if len(evs) > 0 {
+			silent = time.Now()
+		} else if time.Since(silent) >= eventKeepalive {
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
-				return nil
+				return
 			}
-		case batch, ok := <-watch:
-			if !ok {
-				return nil // the watch broke: the client resumes from its last id
-			}
-			for _, e := range batch {
-				if s.visibleEvent(r, f, e) && send(e) != nil {
-					return nil
-				}
-			}
+			silent = time.Now()
 		}
 		rc.Flush()
+		s.hub.wait(r.Context(), rev, eventKeepalive-time.Since(silent), "events")
+		if r.Context().Err() != nil {
+			return
+		}
+		snap := s.state.Snapshot() // the hub wakes after the store applied
+		evs = evs[:0]
+		for _, e := range snap.Events(state.EventQuery{After: rev}) {
+			if s.visibleEvent(r, f, e) {
+				evs = append(evs, e)
+			}
+		}
+		rev = snap.Rev
 	}
 }

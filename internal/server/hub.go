@@ -16,7 +16,7 @@ import (
 //
 // Topics: "jobs", "allocs", "nodes", "node_usage", "schedules",
 // "job/<name>", "node/<id>", "deployments", "deployments/<job>",
-// "deployment/<id>".
+// "deployment/<id>", "events" (the event streams).
 type hub struct {
 	mu      sync.Mutex
 	start   int64            // revision the hub started from (or last resync)
@@ -99,6 +99,8 @@ func (h *hub) publish(changes []registry.Change) {
 				touch("deployments/"+c.Job, c.Rev)
 				touch("job/"+c.Job, c.Rev)
 			}
+		case registry.KindEvents:
+			touch("events", c.Rev)
 		case registry.KindResync:
 			// Something may have been missed: every topic moved.
 			h.start = c.Rev
@@ -130,9 +132,9 @@ func (h *hub) publish(changes []registry.Change) {
 // reconciler acts on terminal reports, on health verdicts that a
 // deployment or move waits on, and on node liveness), nor can the
 // leader's own record of what it could not place, nor a node's usage
-// report (every few seconds per node); under load those are most of the
-// changes, and a pass reads the whole registry. The periodic
-// resync still runs a pass whatever happens. A deployment change does: an
+// report (every few seconds per node), nor the event history; under
+// load those are most of the changes, and a pass reads the whole
+// registry. The periodic resync still runs a pass whatever happens. A deployment change does: an
 // operator's promote or fail waits on the next pass of its job (the
 // leader's own deployment writes cost one more pass of that job, which
 // must write nothing when nothing moved).
@@ -140,7 +142,7 @@ func decides(c registry.Change) bool {
 	switch c.Kind {
 	case registry.KindAllocStatus:
 		return c.Terminal || c.Deleted || c.Judged
-	case registry.KindSchedule, registry.KindNodeUsage:
+	case registry.KindSchedule, registry.KindNodeUsage, registry.KindEvents:
 		return false
 	}
 	return true

@@ -9,9 +9,10 @@ import (
 	"github.com/drover-org/drover/internal/registry"
 )
 
-// TestHubWakesLeaderOnlyForDecisions: reports of instances running, and
-// the leader's own schedule records, wake the agents' and clients'
-// blocking queries but not the leader's loop; everything else wakes it.
+// TestHubWakesLeaderOnlyForDecisions: reports of instances running, the
+// leader's own schedule records and the event history wake the agents'
+// and clients' blocking queries and streams but not the leader's loop;
+// everything else wakes it.
 func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 	for _, tt := range []struct {
 		c    registry.Change
@@ -27,6 +28,7 @@ func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 		{registry.Change{Kind: registry.KindNodeUsage, ID: "n1", NodeID: "n1"}, false},
 		{registry.Change{Kind: registry.KindResync}, true},
 		{registry.Change{Kind: registry.KindDeployment, ID: "d1", Job: "web"}, true},
+		{registry.Change{Kind: registry.KindEvents, ID: "00000000000000000001-0a1b2c3d"}, false},
 	} {
 		tt.c.Rev = 5
 		h := newHub(1)
@@ -48,6 +50,10 @@ func TestHubWakesLeaderOnlyForDecisions(t *testing.T) {
 		// nor the node's assignment query.
 		if tt.c.Kind == registry.KindNodeUsage && (h.topicRev("node_usage") != 5 || h.topicRev("nodes") == 5 || h.topicRev("node/n1") == 5) {
 			t.Errorf("%+v touched node_usage %d, nodes %d, node/n1 %d; want only node_usage", tt.c, h.topicRev("node_usage"), h.topicRev("nodes"), h.topicRev("node/n1"))
+		}
+		// An event record wakes the event streams and marks no job.
+		if jobs, all := h.takeDirty(); tt.c.Kind == registry.KindEvents && (h.topicRev("events") != 5 || all || len(jobs) > 0) {
+			t.Errorf("%+v touched events %d and marked %v (all: %t); want events only", tt.c, h.topicRev("events"), jobs, all)
 		}
 	}
 }

@@ -16,9 +16,10 @@ const (
 	tableNodes       = "nodes"
 	tableDeployments = "deployments"
 	tableCounts      = "counts"
+	tableEvents      = "events"
 )
 
-var tables = []string{tableJobs, tableSchedules, tableAllocs, tableNodes, tableDeployments, tableCounts}
+var tables = []string{tableJobs, tableSchedules, tableAllocs, tableNodes, tableDeployments, tableCounts, tableEvents}
 
 // schema is the store's tables and indexes. Each index key is built by a
 // function of the row (keyIndex), so that a key orders its rows the way
@@ -82,6 +83,7 @@ func schema() *memdb.DBSchema {
 				return binary.BigEndian.AppendUint64(k, uint64(d.CreateTime.UnixNano())^1<<63), true
 			}}},
 		}},
+		tableEvents: eventsTable(),
 	}}
 }
 

@@ -1,8 +1,9 @@
 // Package state is a server's one in-memory copy of the registry: jobs,
 // allocations with their agents' status, nodes with their liveness,
-// control and usage, schedules, and deployments with their operators'
-// requests, each decoded once (by the registry, which alone speaks to
-// etcd) and kept once, with the indexes the server reads by.
+// control and usage, schedules, deployments with their operators'
+// requests, and the event history, each decoded once (by the registry,
+// which alone speaks to etcd) and kept once, with the indexes the server
+// reads by.
 //
 // It is built on go-memdb's immutable radix trees: a write makes new
 // versions of the paths it changes and shares the rest, so a Snapshot is
