@@ -381,3 +381,46 @@ func TestNodeSecretMisuseIs403(t *testing.T) {
 		}
 	}
 }
+
+// A first registration may bring the node's secret (an agent makes it and
+// keeps it before sending): it is admitted without a secret given back,
+// admitted again when sent again (its first answer lost), and the node
+// refuses any other secret. A secret too short or not of the allowed
+// characters is a 400 that leaves the node ID free.
+func TestRegistrationBringsItsSecret(t *testing.T) {
+	hs, _ := testServer(t)
+	register := func(id, secret string) (int, spec.NodeRegistration, string) {
+		t.Helper()
+		r, _ := http.NewRequest("POST", hs.URL+"/v1/nodes", strings.NewReader(`{"id":"`+id+`","name":"`+id+`","resources":{"cpu":1000,"memory":1000},"drivers":["exec"]}`))
+		if secret != "" {
+			r.Header.Set("X-Drover-Node-Secret", secret)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var reg spec.NodeRegistration
+		json.Unmarshal(b, &reg)
+		return resp.StatusCode, reg, string(b)
+	}
+	mine := strings.Repeat("ab12", 16)
+	for _, what := range []string{"first", "sent again"} {
+		if status, reg, body := register("node-a", mine); status != 200 || reg.Secret != "" {
+			t.Fatalf("%s registration with its own secret: %d, secret given %q: %s", what, status, reg.Secret, body)
+		}
+	}
+	if status, _, body := register("node-a", strings.Repeat("cd34", 16)); status != http.StatusForbidden {
+		t.Fatalf("registration with another secret: %d, want 403: %s", status, body)
+	}
+	for _, bad := range []string{"short", strings.Repeat("x", 300), strings.Repeat("a", 31) + "!", strings.Repeat("é", 20)} {
+		status, _, body := register("node-b", bad)
+		if status != http.StatusBadRequest || !strings.Contains(body, "X-Drover-Node-Secret") {
+			t.Errorf("registration with secret %q: %d, want a 400 naming the header: %s", bad, status, body)
+		}
+	}
+	if status, reg, body := register("node-b", ""); status != 200 || len(reg.Secret) < 32 {
+		t.Fatalf("node-b after refused secrets: %d, secret %q: %s", status, reg.Secret, body)
+	}
+}
