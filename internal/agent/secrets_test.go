@@ -289,7 +289,7 @@ func TestFirstRegistrationAnswerLostIsSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	own.SetNodeSecret(secret)
-	if err := own.Heartbeat(context.Background(), ag.NodeID()); err != nil {
+	if _, err := own.Heartbeat(context.Background(), ag.NodeID()); err != nil {
 		t.Fatalf("a heartbeat with the secret the agent kept: %v", err)
 	}
 }

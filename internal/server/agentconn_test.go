@@ -101,7 +101,7 @@ func TestAgentSpeaksOverOneConnection(t *testing.T) {
 		queryDone <- err
 	}()
 	for range 3 {
-		if err := c.Heartbeat(ctx, node.ID); err != nil {
+		if _, err := c.Heartbeat(ctx, node.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestAgentReplacesAFrozenConnection(t *testing.T) {
 	// Heartbeats as the agent makes them: each bounded by the interval.
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, reg.HeartbeatInterval.Std())
-		err := c.Heartbeat(hctx, node.ID)
+		_, err := c.Heartbeat(hctx, node.ID)
 		hcancel()
 		if err == nil {
 			break
@@ -291,4 +291,48 @@ func TestAgentReplacesAFrozenConnection(t *testing.T) {
 		<-sleep.C
 	}
 	t.Logf("a heartbeat got through %s after the connection froze", time.Since(frozen).Round(time.Millisecond))
+}
+
+// An HTTP/2 connection keeps no header compression table: the server
+// asks (SETTINGS_HEADER_TABLE_SIZE) for none of the 4 KB net/http keeps
+// by default, one of an idle agent's largest costs on the server.
+func TestHTTP2KeepsNoHeaderTable(t *testing.T) {
+	url, tlsDir, _ := tlsTestServer(t)
+	cfg, err := pki.ClientConfig(pki.DirFiles(tlsDir, pki.RoleAgent), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NextProtos = []string{"h2"}
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(url, "https://"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The client's preface and its (empty) SETTINGS frame.
+	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")); err != nil {
+		t.Fatal(err)
+	}
+	// The server's first frame is its SETTINGS: a 9-byte header, then
+	// 6-byte entries (2-byte id, 4-byte value).
+	head := make([]byte, 9)
+	if _, err := io.ReadFull(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	if head[3] != 0x4 {
+		t.Fatalf("the server's first frame is of type %d, want SETTINGS (4)", head[3])
+	}
+	body := make([]byte, int(head[0])<<16|int(head[1])<<8|int(head[2]))
+	if _, err := io.ReadFull(conn, body); err != nil {
+		t.Fatal(err)
+	}
+	table := uint32(4096) // HTTP/2's default when the setting is absent
+	for i := 0; i+6 <= len(body); i += 6 {
+		if id := uint16(body[i])<<8 | uint16(body[i+1]); id == 0x1 {
+			table = uint32(body[i+2])<<24 | uint32(body[i+3])<<16 | uint32(body[i+4])<<8 | uint32(body[i+5])
+		}
+	}
+	if table > 1 {
+		t.Fatalf("the server asks for a header table of %d bytes, want none", table)
+	}
 }
