@@ -346,18 +346,10 @@ func NewHTTPServer(ln net.Listener, h http.Handler, lim HTTPLimits, log *slog.Lo
 		cfg := lim.TLS.Clone()
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 		s.TLSConfig = cfg // net/http serves HTTP/2 when this offers h2
-		s.HTTP2 = agentHTTP2
 		ln = tls.NewListener(ln, cfg)
 	}
 	return s, ln
 }
-
-// agentHTTP2 is what an HTTP/2 connection may hold, sized for thousands
-// of idle agents. No header compression table (net/http keeps 4 KB each
-// way, per connection): an agent's few headers cost a few hundred bytes
-// a request uncompressed, while the tables held one of an idle agent's
-// 75 KB.
-var agentHTTP2 = &http.HTTP2Config{MaxDecoderHeaderTableSize: 1, MaxEncoderHeaderTableSize: 1}
 
 // limitHandler gives each request a deadline for reading its body and each
 // response write a deadline of its own. The body deadline is lifted once
