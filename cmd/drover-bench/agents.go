@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -439,6 +440,8 @@ func runAgentsChild(url, tlsDir string, n int) error {
 		if err != nil {
 			return err
 		}
+		// The secret made before the first registration, as an agent's.
+		c.SetNodeSecret(strings.ReplaceAll(uuid.NewString()+uuid.NewString(), "-", ""))
 		a := &loadAgent{c: c, f: f, node: &spec.Node{ID: uuid.NewString(), Name: fmt.Sprintf("load-%05d", i),
 			Address: "https://127.0.0.1:1", Resources: agentsNodeResources, Drivers: []string{"exec"}}}
 		wg.Add(1)
@@ -563,7 +566,7 @@ func (a *loadAgent) register(ctx context.Context) error {
 			fmt.Fprintf(os.Stderr, "drover-bench %s: node %s: %v\n", agentsChildCmd, a.node.Name, err)
 			return err
 		}
-		sleep(ctx, time.Second)
+		sleep(ctx, time.Second/2+rand.N(time.Second)) // jittered, as an agent's
 	}
 	return ctx.Err()
 }
@@ -579,9 +582,12 @@ func (a *loadAgent) heartbeatLoop(ctx context.Context) {
 		}
 		hctx, cancel := context.WithTimeout(ctx, every)
 		t0 := time.Now()
-		err := a.c.Heartbeat(hctx, a.node.ID)
+		beat, err := a.c.Heartbeat(hctx, a.node.ID)
 		d := time.Since(t0)
 		cancel()
+		if iv := beat.HeartbeatInterval.Std(); err == nil && iv > 0 {
+			a.interval.Store(int64(iv))
+		}
 		if ctx.Err() != nil {
 			return
 		}

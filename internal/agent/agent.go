@@ -8,9 +8,12 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,13 +142,15 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(a.allocsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	if b, err := os.ReadFile(filepath.Join(cfg.DataDir, "node-secret")); err == nil {
-		cfg.Client.SetNodeSecret(strings.TrimSpace(string(b)))
-	}
 	id, err := loadOrCreateID(filepath.Join(cfg.DataDir, "node-id"))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	secret, err := loadOrCreateSecret(filepath.Join(cfg.DataDir, "node-secret"))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	cfg.Client.SetNodeSecret(secret)
 	a.nodeID = id
 	mhz, _ := cpuMHz()
 	a.usage = newUsageSampler(a.nodeID, mhz)
@@ -167,6 +172,26 @@ func loadOrCreateID(path string) (string, error) {
 		return "", err
 	}
 	return id, nil
+}
+
+// loadOrCreateSecret returns the node's secret, making and keeping one
+// first when there is none: the first registration brings it, so that one
+// whose answer is lost can be sent again with the same secret (a secret
+// the server made would be lost with the answer, and the node locked
+// out).
+func loadOrCreateSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	secret := hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("cannot keep the node secret in %s: %w", path, err)
+	}
+	return secret, nil
 }
 
 // Node describes this machine for registration.
@@ -285,7 +310,8 @@ func (a *Agent) register(ctx context.Context) error {
 		reg, err := a.client.RegisterNode(rctx, a.Node())
 		cancel()
 		if err == nil && reg.Secret != "" {
-			// First registration: keep the node's credential with its ID.
+			// A server that makes the secret itself (one older than this
+			// agent) gave one: keep it in place of ours.
 			if werr := os.WriteFile(filepath.Join(a.cfg.DataDir, "node-secret"), []byte(reg.Secret+"\n"), 0o600); werr != nil {
 				return fmt.Errorf("cannot keep the node secret in %s: %w", a.cfg.DataDir, werr)
 			}
@@ -307,8 +333,11 @@ func (a *Agent) register(ctx context.Context) error {
 			return fmt.Errorf("server refused node registration: %w", err)
 		}
 		backoff = min(max(2*backoff, 250*time.Millisecond), 10*time.Second)
-		a.log.Warn("cannot register; will retry", "err", err, "in", backoff)
-		sleep(ctx, backoff)
+		// Jittered: agents that came up together (a server back after an
+		// outage) spread their next tries instead of arriving at once.
+		wait := jitter(backoff)
+		a.log.Warn("cannot register; will retry", "err", err, "in", wait)
+		sleep(ctx, wait)
 	}
 }
 
@@ -401,6 +430,11 @@ func (a *Agent) stopAll() {
 	for _, ar := range runners {
 		<-ar.done // each stop is bounded by kill_timeout
 	}
+}
+
+// jitter returns a random duration between d/2 and d.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + mathrand.N(d/2+1)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -8,3 +8,6 @@ import "time"
 func SetUsageTiming(a *Agent, every, maxAge time.Duration) {
 	a.usage.every, a.usage.maxAge = every, maxAge
 }
+
+// SinceContact is how long since a server last answered a.
+func SinceContact(a *Agent) time.Duration { return a.sinceContact() }

@@ -71,6 +71,22 @@ type cluster struct {
 	// (tellAgent).
 	deploys  map[string]deployed
 	rewrites map[string]func(*spec.Alloc)
+
+	// loseAnswer, when set, picks requests whose answer is lost: the
+	// server handles them in full, then the connection drops before the
+	// answer, as on a link that fails (or times out) at that moment.
+	loseAnswer atomic.Pointer[func(*http.Request) bool]
+}
+
+// withLostAnswers drops the answers loseAnswer picks.
+func (c *cluster) withLostAnswers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lose := c.loseAnswer.Load(); lose != nil && (*lose)(r) {
+			h.ServeHTTP(httptest.NewRecorder(), r)
+			panic(http.ErrAbortHandler) // net/http closes the connection unanswered
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // tellAgent makes the agent read the job's allocs as f leaves them: what
@@ -123,7 +139,7 @@ func newClusterLog(t *testing.T, log *slog.Logger) *cluster {
 		}
 		(*h).ServeHTTP(w, r)
 	})
-	hs := httptest.NewServer(c.withDeploys(srv.Handler(agentH)))
+	hs := httptest.NewServer(c.withLostAnswers(c.withDeploys(srv.Handler(agentH))))
 	c.url = hs.URL
 	c.client, err = client.New(hs.URL)
 	if err != nil {

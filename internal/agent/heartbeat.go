@@ -36,8 +36,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		// next server fit well inside the node TTL (5 intervals), so a stuck
 		// server never costs this node its liveness.
 		hctx, cancel := context.WithTimeout(ctx, every)
-		err := a.client.Heartbeat(hctx, a.nodeID)
+		beat, err := a.client.Heartbeat(hctx, a.nodeID)
 		cancel()
+		if iv := beat.HeartbeatInterval.Std(); err == nil && iv > 0 {
+			a.heartbeatEvery.Store(int64(iv)) // more nodes, longer
+		}
 		if err != nil && !client.IsStatus(err, http.StatusNotFound) {
 			failed++
 		} else {

@@ -227,3 +227,69 @@ func linesWith(text, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// An agent whose first registration's answer is lost after the server
+// stored its node's secret sends the registration again and is admitted:
+// it made the secret and kept it before sending it, where a secret the
+// server made was lost with the answer and every later registration was
+// refused (403) until an operator removed the node. The node still
+// refuses anyone without its secret.
+func TestFirstRegistrationAnswerLostIsSentAgain(t *testing.T) {
+	c := newCluster(t)
+	var mu sync.Mutex
+	var registrations int
+	lose := func(r *http.Request) bool {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/nodes" {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		registrations++
+		return registrations == 1
+	}
+	c.loseAnswer.Store(&lose)
+	dataDir := t.TempDir()
+	ag := c.startAgent(dataDir, true)
+	waitFor(t, 10*time.Second, "the registration to be sent again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return registrations >= 2
+	})
+	// Admitted: the agent runs on (a refused registration ends Run) and
+	// its heartbeats are answered.
+	waitFor(t, 10*time.Second, "a heartbeat answered after the registration sent again", func() bool {
+		select {
+		case err := <-ag.done:
+			ag.done <- err
+			t.Fatalf("the agent stopped: %v", err)
+		default:
+		}
+		return agent.SinceContact(ag.Agent) < time.Second
+	})
+	b, err := os.ReadFile(filepath.Join(dataDir, "node-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimSpace(string(b))
+	node := &spec.Node{ID: ag.NodeID(), Name: "node-1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}}
+	for _, try := range []struct{ what, secret string }{{"no secret", ""}, {"a made-up secret", strings.Repeat("0", 64)}} {
+		other, err := client.New(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if try.secret != "" {
+			other.SetNodeSecret(try.secret)
+		}
+		if _, err := other.RegisterNode(context.Background(), node); !client.IsStatus(err, http.StatusForbidden) {
+			t.Errorf("registering the node with %s: %v, want a 403", try.what, err)
+		}
+	}
+	own, err := client.New(c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own.SetNodeSecret(secret)
+	if _, err := own.Heartbeat(context.Background(), ag.NodeID()); err != nil {
+		t.Fatalf("a heartbeat with the secret the agent kept: %v", err)
+	}
+}

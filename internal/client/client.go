@@ -365,11 +365,12 @@ func (c *Client) RegisterNode(ctx context.Context, n *spec.Node) (*spec.NodeRegi
 	return &out, err
 }
 
-// Heartbeat keeps a node up (agents only). A 404 means its liveness ran
-// out: register again.
-func (c *Client) Heartbeat(ctx context.Context, node string) error {
-	_, err := c.do(ctx, "PUT", "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, nil, nil)
-	return err
+// Heartbeat keeps a node up (agents only), and says when to heartbeat
+// next. A 404 means its liveness ran out: register again.
+func (c *Client) Heartbeat(ctx context.Context, node string) (*spec.NodeHeartbeat, error) {
+	var out spec.NodeHeartbeat
+	_, err := c.do(ctx, "PUT", "/v1/nodes/"+url.PathEscape(node)+"/heartbeat", nil, nil, &out)
+	return &out, err
 }
 
 // Nodes lists nodes.

@@ -29,14 +29,24 @@ import (
 // nothing, since the keys are in etcd.
 const dirNodeAlive = "node_alive/"
 
-// liveness is this registry's part of node liveness: its lease, and when
-// each node whose key is on it last heartbeated.
+// liveness is this registry's part of node liveness: its lease, and by
+// when each node whose key is on it must heartbeat again (its last
+// heartbeat plus the TTL it was given then: a server gives a longer one
+// to each of many nodes).
 type liveness struct {
 	mu    sync.Mutex
 	ttl   time.Duration
 	lease clientv3.LeaseID // 0 until the first node, and after it is lost
 	seen  map[string]time.Time
 	stop  context.CancelFunc
+}
+
+// LiveNodes is how many nodes heartbeat to this registry's server.
+func (r *Registry) LiveNodes() int {
+	l := &r.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.seen)
 }
 
 // liveLease returns this registry's liveness lease, granting it (and
@@ -133,8 +143,8 @@ func (r *Registry) sweep(ctx context.Context, lease clientv3.LeaseID) {
 	now := r.now()
 	var silent []string
 	l.mu.Lock()
-	for id, at := range l.seen {
-		if now.Sub(at) > l.ttl {
+	for id, due := range l.seen {
+		if now.After(due) {
 			silent = append(silent, id)
 			delete(l.seen, id)
 		}
@@ -184,16 +194,16 @@ func (r *Registry) NodeAlive(ctx context.Context, id string, ttl time.Duration) 
 	if _, err := r.cli.Put(ctx, key, "", clientv3.WithLease(lease)); err != nil {
 		return wrap("mark node "+id+" alive", err)
 	}
-	r.noteSeen(id, lease)
+	r.noteSeen(id, lease, ttl)
 	return nil
 }
 
-func (r *Registry) noteSeen(id string, lease clientv3.LeaseID) {
+func (r *Registry) noteSeen(id string, lease clientv3.LeaseID, ttl time.Duration) {
 	l := &r.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lease == lease {
-		l.seen[id] = r.now()
+		l.seen[id] = r.now().Add(ttl)
 	}
 }
 
@@ -210,7 +220,7 @@ func (r *Registry) Heartbeat(ctx context.Context, id string, ttl time.Duration) 
 	l := &r.live
 	l.mu.Lock()
 	if _, ok := l.seen[id]; ok && l.lease != 0 {
-		l.seen[id] = r.now()
+		l.seen[id] = r.now().Add(ttl)
 		l.mu.Unlock()
 		return nil
 	}
@@ -229,6 +239,6 @@ func (r *Registry) Heartbeat(ctx context.Context, id string, ttl time.Duration) 
 	if !resp.Succeeded {
 		return fmt.Errorf("registry: node %q is not alive (silent for longer than its TTL, or never registered); register again: %w", id, ErrNotFound)
 	}
-	r.noteSeen(id, lease)
+	r.noteSeen(id, lease, ttl)
 	return nil
 }

@@ -101,7 +101,7 @@ func TestAgentSpeaksOverOneConnection(t *testing.T) {
 		queryDone <- err
 	}()
 	for range 3 {
-		if err := c.Heartbeat(ctx, node.ID); err != nil {
+		if _, err := c.Heartbeat(ctx, node.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestAgentReplacesAFrozenConnection(t *testing.T) {
 	// Heartbeats as the agent makes them: each bounded by the interval.
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, reg.HeartbeatInterval.Std())
-		err := c.Heartbeat(hctx, node.ID)
+		_, err := c.Heartbeat(hctx, node.ID)
 		hcancel()
 		if err == nil {
 			break

@@ -528,20 +528,22 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.reg.NodeAlive(r.Context(), n.ID, s.cfg.NodeTTL); err != nil {
+	beat := s.heartbeatTiming()
+	if err := s.reg.NodeAlive(r.Context(), n.ID, beat.NodeTTL.Std()); err != nil {
 		return err
 	}
 	stored.Status = spec.NodeReady
 	s.event(r, spec.Event{Topic: spec.TopicNode, Type: spec.EventRegistered, Node: stored.Name,
 		Message: fmt.Sprintf("node %s at %s, drivers %s", shortID(stored.ID), stored.Address, strings.Join(stored.Drivers, ","))})
 	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
-		Node: stored, NodeTTL: spec.Duration(s.cfg.NodeTTL), HeartbeatInterval: spec.Duration(s.cfg.NodeTTL / 5),
-		Secret: secret,
+		Node: stored, NodeHeartbeat: beat, Secret: secret,
 	})
 }
 
 // heartbeat keeps a node up. It writes nothing: it renews the node's
-// liveness lease in etcd. 404 tells the agent to register again.
+// liveness lease in etcd. 404 tells the agent to register again. The
+// answer says when to heartbeat next, which changes with the number of
+// nodes.
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathName(r, "id", "node id")
 	if err != nil {
@@ -550,14 +552,28 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkNode(r, id); err != nil {
 		return err
 	}
-	if err := s.reg.Heartbeat(r.Context(), id, s.cfg.NodeTTL); err != nil {
+	beat := s.heartbeatTiming()
+	if err := s.reg.Heartbeat(r.Context(), id, beat.NodeTTL.Std()); err != nil {
 		if errors.Is(err, registry.ErrNotFound) {
-			return notFound("node %q is not alive (its heartbeats stopped for longer than %s); register again", id, s.cfg.NodeTTL)
+			return notFound("node %q is not alive (its heartbeats stopped for longer than its TTL); register again", id)
 		}
 		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return writeJSON(w, 0, &beat)
+}
+
+// heartbeatTiming is the interval and TTL this server gives a node now:
+// the configured TTL and a fifth of it, or, when its nodes heartbeating
+// that often would exceed MaxHeartbeatsPerSecond, an interval that keeps
+// them under it. A node gets the new timing at its next heartbeat, and
+// keeps the TTL it was given until then.
+func (s *Server) heartbeatTiming() spec.NodeHeartbeat {
+	return heartbeatTiming(s.reg.LiveNodes(), s.cfg.MaxHeartbeatsPerSecond, s.cfg.NodeTTL)
+}
+
+func heartbeatTiming(nodes, perSecond int, floorTTL time.Duration) spec.NodeHeartbeat {
+	every := max(floorTTL/5, time.Duration(nodes)*time.Second/time.Duration(perSecond))
+	return spec.NodeHeartbeat{HeartbeatInterval: spec.Duration(every), NodeTTL: spec.Duration(5 * every)}
 }
 
 // markDown flags, for display, the allocs whose node is down: `drover

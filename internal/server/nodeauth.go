@@ -14,8 +14,8 @@ import (
 	"github.com/drover-org/drover/internal/registry"
 )
 
-// Node identity. A node's first registration is given a secret; the server
-// keeps only its SHA-256 (registry node_secrets/). Every later request made
+// Node identity. A node's first registration brings a secret (an agent
+// makes one), or is given one; the server keeps only its SHA-256 (registry node_secrets/). Every later request made
 // as that node (registering again, heartbeats, reading its assignments,
 // reporting status) must carry the secret in X-Drover-Node-Secret, so one
 // node cannot read another's work or speak for it, and a registration that
@@ -88,7 +88,12 @@ func checkSecret(r *http.Request, id, want string) error {
 }
 
 // admitRegistration decides whether a registration of node id may proceed,
-// and returns the secret to hand out when this is the node's first.
+// and returns the secret to hand out when this is the node's first and the
+// registration brought none. An agent makes its node's secret and keeps it
+// before its first registration, which carries it: a registration whose
+// answer was lost after the secret was stored is then sent again as it
+// was, and admitted, where a secret made here would be lost with the
+// answer and lock the node out.
 func (s *Server) admitRegistration(r *http.Request, id string) (newSecret string, err error) {
 	want, err := s.secretHash(r, id)
 	if err != nil {
@@ -101,16 +106,51 @@ func (s *Server) admitRegistration(r *http.Request, id string) (newSecret string
 		}
 		return "", nil
 	}
-	b := make([]byte, 32)
-	rand.Read(b)
-	secret := hex.EncodeToString(b)
-	h := hashSecret(secret)
-	if err := s.reg.CreateNodeSecret(r.Context(), id, h); err != nil {
-		if errors.Is(err, registry.ErrConflict) {
-			return "", &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("node id %q was just registered by someone else", id)}
-		}
+	secret := r.Header.Get(client.NodeSecretHeader)
+	if secret == "" {
+		b := make([]byte, 32)
+		rand.Read(b)
+		secret, newSecret = hex.EncodeToString(b), hex.EncodeToString(b)
+	} else if err := checkProposedSecret(secret); err != nil {
 		return "", err
 	}
+	h := hashSecret(secret)
+	if err := s.reg.CreateNodeSecret(r.Context(), id, h); err != nil {
+		if !errors.Is(err, registry.ErrConflict) {
+			return "", err
+		}
+		// Stored meanwhile: by this registration sent twice (its first
+		// copy still in flight when the agent gave up on it), or by
+		// someone else.
+		stored, err := s.reg.NodeSecretHash(r.Context(), id)
+		if err != nil {
+			return "", err
+		}
+		if stored != h {
+			return "", &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("node id %q was just registered by someone else", id)}
+		}
+	}
 	s.secrets.set(id, h)
-	return secret, nil
+	return newSecret, nil
+}
+
+// Bounds of a secret a registration brings: at least 128 bits of an
+// agent's random hex (it makes 256), and no more than a header needs.
+const (
+	minProposedSecret = 32
+	maxProposedSecret = 256
+)
+
+// checkProposedSecret refuses a secret too short to be guessed hard, or
+// not made of letters, digits, '-' and '_'.
+func checkProposedSecret(secret string) error {
+	ok := len(secret) >= minProposedSecret && len(secret) <= maxProposedSecret
+	for _, c := range secret {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_')
+	}
+	if !ok {
+		return badRequest("the node secret a first registration brings (header %s) must be %d to %d letters, digits, '-' or '_' (an agent makes a random one); this one has %d characters: remove the data dir's node-secret file, and the agent makes a new one",
+			client.NodeSecretHeader, minProposedSecret, maxProposedSecret, len(secret))
+	}
+	return nil
 }

@@ -42,7 +42,13 @@ type Config struct {
 	Resync time.Duration
 	// NodeTTL is how long a node may go without a heartbeat before it is
 	// down and its allocations are replaced. Agents heartbeat 5 times per TTL.
+	// With many nodes a server gives each a longer one (heartbeatTiming).
 	NodeTTL time.Duration
+	// MaxHeartbeatsPerSecond bounds the heartbeats one server takes: past
+	// MaxHeartbeatsPerSecond x NodeTTL/5 nodes, it gives its nodes an
+	// interval (and a TTL five times it) that keeps them under the bound.
+	// Default DefaultMaxHeartbeatsPerSecond.
+	MaxHeartbeatsPerSecond int
 	// NodeGrace is how long a newly elected leader waits before it acts on
 	// nodes being down, so that agents cut off by a control-plane outage
 	// can register again first. Default 2 x NodeTTL.
@@ -124,6 +130,12 @@ const fullPassShare = 100
 // 8 s target while riding out a few slow heartbeats on a loaded machine.
 const DefaultNodeTTL = 5 * time.Second
 
+// DefaultMaxHeartbeatsPerSecond keeps the default node TTL up to 1,000
+// nodes per server (a heartbeat a second each); 10,000 nodes heartbeat
+// every 10 s with a TTL of 50 s. A heartbeat costs etcd nothing, but each
+// is a request the server and its agents pay for on the same cores.
+const DefaultMaxHeartbeatsPerSecond = 1000
+
 // Server serves the API and, while leader, schedules.
 type Server struct {
 	cfg       Config
@@ -182,6 +194,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.NodeTTL <= 0 {
 		cfg.NodeTTL = DefaultNodeTTL
+	}
+	if cfg.MaxHeartbeatsPerSecond <= 0 {
+		cfg.MaxHeartbeatsPerSecond = DefaultMaxHeartbeatsPerSecond
 	}
 	if cfg.NodeGrace <= 0 {
 		cfg.NodeGrace = 2 * cfg.NodeTTL

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -32,6 +33,13 @@ func testServer(t *testing.T) (*httptest.Server, *registry.Registry) {
 // looks inside it.
 func testServerSrv(t *testing.T) (*httptest.Server, *registry.Registry, *Server) {
 	t.Helper()
+	return testServerWith(t, func(*Config) {})
+}
+
+// testServerWith is testServerSrv with the server's configuration as set
+// changes it.
+func testServerWith(t *testing.T, set func(*Config)) (*httptest.Server, *registry.Registry, *Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
@@ -42,7 +50,9 @@ func testServerSrv(t *testing.T) (*httptest.Server, *registry.Registry, *Server)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Registry: reg, ID: "test", Logger: log})
+	cfg := Config{Registry: reg, ID: "test", Logger: log}
+	set(&cfg)
+	srv := New(cfg)
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	hs := httptest.NewServer(srv.Handler(nil))
@@ -379,5 +389,136 @@ func TestNodeSecretMisuseIs403(t *testing.T) {
 		if status, body := req(c.method, c.path, a.Secret, c.body); status/100 != 2 {
 			t.Errorf("%s %s with node-a's secret: %d %s", c.method, c.path, status, body)
 		}
+	}
+}
+
+// A first registration may bring the node's secret (an agent makes it and
+// keeps it before sending): it is admitted without a secret given back,
+// admitted again when sent again (its first answer lost), and the node
+// refuses any other secret. A secret too short or not of the allowed
+// characters is a 400 that leaves the node ID free.
+func TestRegistrationBringsItsSecret(t *testing.T) {
+	hs, _ := testServer(t)
+	register := func(id, secret string) (int, spec.NodeRegistration, string) {
+		t.Helper()
+		r, _ := http.NewRequest("POST", hs.URL+"/v1/nodes", strings.NewReader(`{"id":"`+id+`","name":"`+id+`","resources":{"cpu":1000,"memory":1000},"drivers":["exec"]}`))
+		if secret != "" {
+			r.Header.Set("X-Drover-Node-Secret", secret)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var reg spec.NodeRegistration
+		json.Unmarshal(b, &reg)
+		return resp.StatusCode, reg, string(b)
+	}
+	mine := strings.Repeat("ab12", 16)
+	for _, what := range []string{"first", "sent again"} {
+		if status, reg, body := register("node-a", mine); status != 200 || reg.Secret != "" {
+			t.Fatalf("%s registration with its own secret: %d, secret given %q: %s", what, status, reg.Secret, body)
+		}
+	}
+	if status, _, body := register("node-a", strings.Repeat("cd34", 16)); status != http.StatusForbidden {
+		t.Fatalf("registration with another secret: %d, want 403: %s", status, body)
+	}
+	for _, bad := range []string{"short", strings.Repeat("x", 300), strings.Repeat("a", 31) + "!", strings.Repeat("é", 20)} {
+		status, _, body := register("node-b", bad)
+		if status != http.StatusBadRequest || !strings.Contains(body, "X-Drover-Node-Secret") {
+			t.Errorf("registration with secret %q: %d, want a 400 naming the header: %s", bad, status, body)
+		}
+	}
+	if status, reg, body := register("node-b", ""); status != 200 || len(reg.Secret) < 32 {
+		t.Fatalf("node-b after refused secrets: %d, secret %q: %s", status, reg.Secret, body)
+	}
+}
+
+// The heartbeat interval a server gives: a fifth of the node TTL, or, past
+// MaxHeartbeatsPerSecond x that many nodes, one that keeps them under the
+// bound, with a TTL five times it.
+func TestHeartbeatTimingScalesWithNodes(t *testing.T) {
+	for _, c := range []struct {
+		nodes, perSecond int
+		every            time.Duration
+	}{
+		{0, 1000, time.Second},
+		{1, 1000, time.Second},
+		{1000, 1000, time.Second},
+		{2000, 1000, 2 * time.Second},
+		{10000, 1000, 10 * time.Second},
+		{10000, 50, 200 * time.Second},
+	} {
+		got := heartbeatTiming(c.nodes, c.perSecond, DefaultNodeTTL)
+		if got.HeartbeatInterval.Std() != c.every || got.NodeTTL.Std() != 5*c.every {
+			t.Errorf("%d nodes at most %d/s: every %s, TTL %s; want %s, %s", c.nodes, c.perSecond, got.HeartbeatInterval, got.NodeTTL, c.every, 5*c.every)
+		}
+	}
+}
+
+// A server past its heartbeat bound tells its nodes, in their
+// registrations and heartbeats' answers, to heartbeat less often, and
+// keeps each node up for the longer TTL it gave: a node silent for longer
+// than the configured TTL, but not its own, is not down; one silent for
+// its own is.
+func TestServerSlowsHeartbeatsOfManyNodes(t *testing.T) {
+	const floor = time.Second // every 200ms
+	hs, _, _ := testServerWith(t, func(c *Config) { c.NodeTTL, c.MaxHeartbeatsPerSecond = floor, 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var nodes []*client.Client
+	var regs []*spec.NodeRegistration
+	for i := range 4 {
+		c, err := client.New(hs.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetNodeSecret(strings.Repeat("ab", 16) + strconv.Itoa(i))
+		id := "n" + strconv.Itoa(i)
+		reg, err := c.RegisterNode(ctx, &spec.Node{ID: id, Name: id, Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes, regs = append(nodes, c), append(regs, reg)
+	}
+	// Registered with 0, 1, 2, 3 nodes before them: the floor, then 2/s.
+	for i, want := range []time.Duration{floor / 5, 500 * time.Millisecond, time.Second, 1500 * time.Millisecond} {
+		if got := regs[i].HeartbeatInterval.Std(); got != want || regs[i].NodeTTL.Std() != 5*want {
+			t.Errorf("registration %d: every %s, TTL %s; want %s, %s", i, got, regs[i].NodeTTL, want, 5*want)
+		}
+	}
+	beat, err := nodes[0].Heartbeat(ctx, "n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if beat.HeartbeatInterval.Std() != 2*time.Second || beat.NodeTTL.Std() != 10*time.Second {
+		t.Fatalf("n0's heartbeat among 4 nodes: every %s, TTL %s; want 2s, 10s", beat.HeartbeatInterval, beat.NodeTTL)
+	}
+	// n3 was given 7.5s: up after twice the configured TTL of silence,
+	// down within its own TTL and a margin.
+	silent := time.Now()
+	for time.Since(silent) < 2*floor {
+		n, err := nodes[3].Node(ctx, "n3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status != spec.NodeReady {
+			t.Fatalf("n3 is %s %s into its silence; its TTL is %s", n.Status, time.Since(silent).Round(time.Millisecond), regs[3].NodeTTL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		n, err := nodes[3].Node(ctx, "n3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status == spec.NodeDown {
+			break
+		}
+		if time.Since(silent) > regs[3].NodeTTL.Std()+5*time.Second {
+			t.Fatalf("n3 still up %s into its silence; its TTL is %s", time.Since(silent).Round(time.Millisecond), regs[3].NodeTTL)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

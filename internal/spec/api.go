@@ -30,15 +30,23 @@ type AllocStatusUpdate struct {
 // NodeRegistration answers POST /v1/nodes: the stored node, and how often
 // its agent must heartbeat (PUT /v1/nodes/{id}/heartbeat) to stay up.
 type NodeRegistration struct {
-	Node              *Node    `json:"node"`
-	HeartbeatInterval Duration `json:"heartbeat_interval"`
-	// NodeTTL is how long without a heartbeat before the node is down and
-	// its allocations are replaced elsewhere.
-	NodeTTL Duration `json:"node_ttl"`
+	Node *Node `json:"node"`
+	NodeHeartbeat
 	// Secret is the node's credential, given once, at its first
 	// registration: the agent keeps it and sends it (X-Drover-Node-Secret)
 	// on its own requests. The server keeps only its hash.
 	Secret string `json:"secret,omitempty"`
+}
+
+// NodeHeartbeat answers a heartbeat (and is part of a registration's
+// answer): when to heartbeat next, and how long the node may be silent
+// before it is down. Both grow with the number of nodes a server takes
+// heartbeats from, so that it takes a bounded number per second.
+type NodeHeartbeat struct {
+	HeartbeatInterval Duration `json:"heartbeat_interval"`
+	// NodeTTL is how long without a heartbeat before the node is down and
+	// its allocations are replaced elsewhere.
+	NodeTTL Duration `json:"node_ttl"`
 }
 
 // ValidateResponse answers POST /v1/validate/job when the job is valid.
