@@ -103,8 +103,13 @@ func decodeEvents(kv interface {
 	if err := json.Unmarshal(kv.GetValue(), &evs); err != nil {
 		return nil, err
 	}
+	// Exactly as long: the decoder's slice may have twice the room.
+	evs = append(make([]spec.Event, 0, len(evs)), evs...)
 	for i := range evs {
-		evs[i].Index = kv.GetModRevision()
+		e := &evs[i]
+		e.Index = kv.GetModRevision()
+		e.Topic, e.Type, e.Job, e.Namespace, e.Node = intern(e.Topic), intern(e.Type), intern(e.Job), intern(e.Namespace), intern(e.Node)
+		e.Task, e.DeploymentID = intern(e.Task), intern(e.DeploymentID)
 	}
 	return evs, nil
 }

@@ -143,7 +143,9 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 			c.Kind, c.Job, c.NodeID = KindAllocStatus, rec.Job, rec.NodeID
 			c.Terminal = rec.ClientStatus.Terminal()
 			c.Judged = rec.DeploymentHealth != nil && (old == nil || old.DeploymentHealth == nil)
-			tx.PutAllocStatus(name, rec.Job, rec.NodeID, &rec.AllocStatus, kv.ModRevision)
+			st := rec.AllocStatus // a copy, as for an alloc
+			internStatus(&st)
+			tx.PutAllocStatus(name, intern(rec.Job), intern(rec.NodeID), &st, kv.ModRevision)
 		}
 	case dirNodes:
 		var n *spec.Node
@@ -215,7 +217,10 @@ func (m *Mirror) decodeAlloc(b []byte) (*spec.Alloc, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, err
 	}
-	a := &rec.Alloc
+	// A copy: a pointer into rec would keep its encoded tasks alive too.
+	a := new(spec.Alloc)
+	*a = rec.Alloc
+	internAlloc(a)
 	if len(rec.Tasks) == 0 || string(rec.Tasks) == "null" {
 		return a, nil
 	}
