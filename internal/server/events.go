@@ -19,7 +19,7 @@ import (
 // planEvents describes a plan for the cluster's history: deployments that
 // began or changed status, and instances placed, stopped and evicted, with
 // why. Pure: decide calls it.
-func planEvents(plan *registry.Plan, snap *passState, now time.Time) []spec.Event {
+func planEvents(plan *spec.Plan, snap *passState, now time.Time) []spec.Event {
 	var evs []spec.Event
 	// Deployments first: they are committed before the allocs that name
 	// them (Leader.Commit).

@@ -45,7 +45,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 		nodeEvents = s.noteDownSince(snap, now)
 	}
 	d := decide(snap, now, s.placer, s.movePolicy())
-	if p := d.plan; len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+len(p.Deployments)+len(p.DeleteDeployments) == 0 {
+	if d.plan.Empty() {
 		if err := s.reg.AppendEvents(ctx, nodeEvents); err != nil {
 			s.log.Warn("cannot store node events", "err", err)
 		}
@@ -71,7 +71,7 @@ func (s *Server) schedule(ctx context.Context, l *registry.Leader, actOnDown boo
 type decision struct {
 	reconcile reconcile.Result
 	sched     scheduler.Result
-	plan      *registry.Plan
+	plan      *spec.Plan
 }
 
 // passState is what one pass decides from: the jobs it looks at (every
@@ -221,7 +221,7 @@ func decide(snap *passState, now time.Time, cache *scheduler.Cache, mp movePolic
 	in := reconcile.Input{Jobs: snap.Jobs, Allocs: snap.Allocs, Nodes: snap.Nodes, Deployments: snap.Deployments, Now: now,
 		NodeAllocs: snap.nodeAllocs, Node: snap.node, MemoryHighPercent: mp.memoryHighPercent, MemoryMoveInterval: mp.memoryMoveInterval}
 	res := reconcile.Reconcile(in)
-	plan := &registry.Plan{DeleteAllocs: res.GC, DeleteDeployments: res.DeleteDeployments}
+	plan := &spec.Plan{DeleteAllocs: res.GC, DeleteDeployments: res.DeleteDeployments}
 	// A new deployment gets its ID here, before its placements copy it.
 	for _, d := range res.Deployments {
 		if d.ID == "" {
