@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,10 +17,13 @@ import (
 const module = "github.com/drover-org/drover"
 
 // pure packages decide; they take a snapshot (including now) and return
-// data. They may import only these standard packages and drover's spec.
+// data. They may import only these standard packages and each other: the
+// planner joins the reconciler and the scheduler, and every one speaks
+// spec.
 var pure = map[string]bool{
 	"internal/scheduler": true,
 	"internal/reconcile": true,
+	"internal/planner":   true,
 	"internal/spec":      true,
 	"internal/catalog":   true,
 }
@@ -52,6 +56,11 @@ var owners = map[string][]string{
 	"github.com/opencontainers/cgroups": {"internal/driver/execdriver"},
 }
 
+// pureList names the pure packages, for a violation's message.
+func pureList() string {
+	return strings.Join(slices.Sorted(maps.Keys(pure)), ", ")
+}
+
 // violations returns every rule a package's non-test file breaks.
 func violations(pkg, filename string, f *ast.File) []string {
 	var out []string
@@ -69,9 +78,9 @@ func violations(pkg, filename string, f *ast.File) []string {
 			}
 		}
 		if pure[pkg] {
-			internal := strings.HasPrefix(path, module+"/")
-			if internal && path != module+"/internal/spec" {
-				out = append(out, fmt.Sprintf("%s (pure) imports %s; pure packages import only internal/spec", filename, path))
+			rel, internal := strings.CutPrefix(path, module+"/")
+			if internal && !pure[rel] {
+				out = append(out, fmt.Sprintf("%s (pure) imports %s; pure packages import only other pure packages (%s)", filename, path, pureList()))
 			}
 			if !internal && !slices.Contains(pureStd, path) {
 				out = append(out, fmt.Sprintf("%s (pure) imports %s, which is not on the pure allow-list", filename, path))
@@ -153,7 +162,10 @@ func TestArchitectureCatchesViolations(t *testing.T) {
 		{"internal/reconcile", "package r\nimport t \"time\"\nfunc f() { t.Sleep(1) }", "calls time.Sleep"},
 		{"internal/scheduler", "package s\nimport \"os\"\nvar _ = os.Args", "imports os"},
 		{"internal/scheduler", "package s\nimport \"math/rand\"\nvar _ = rand.Int", "imports math/rand"},
-		{"internal/reconcile", "package r\nimport \"" + module + "/internal/registry\"\nvar _ = registry.X", "pure packages import only internal/spec"},
+		{"internal/reconcile", "package r\nimport \"" + module + "/internal/registry\"\nvar _ = registry.X", "pure packages import only other pure packages"},
+		{"internal/planner", "package p\nimport \"" + module + "/internal/state\"\nvar _ = state.New", "internal/state; pure packages import only other pure packages"},
+		{"internal/planner", "package p\nimport \"github.com/google/uuid\"\nvar _ = uuid.NewString", "imports github.com/google/uuid, which is not on the pure allow-list"},
+		{"internal/planner", "package p\nimport \"time\"\nvar _ = time.Since", "calls time.Since"},
 		{"internal/server", "package s\nimport \"go.etcd.io/etcd/client/v3\"\nvar _ = clientv3.New", "only internal/registry and internal/chaos may"},
 	}
 	for _, c := range cases {
@@ -169,5 +181,9 @@ func TestArchitectureCatchesViolations(t *testing.T) {
 	f, _ := parser.ParseFile(token.NewFileSet(), "x.go", "package s\nimport \"time\"\nvar _ time.Duration", 0)
 	if v := violations("internal/scheduler", "x.go", f); len(v) != 0 {
 		t.Errorf("time types are allowed in pure packages, got %v", v)
+	}
+	f, _ = parser.ParseFile(token.NewFileSet(), "x.go", "package p\nimport \""+module+"/internal/scheduler\"\nvar _ = scheduler.Place", 0)
+	if v := violations("internal/planner", "x.go", f); len(v) != 0 {
+		t.Errorf("a pure package may import another pure package, got %v", v)
 	}
 }

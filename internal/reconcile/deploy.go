@@ -284,7 +284,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 		case ready && (u.Promotes() || asked):
 			dg.Promoted = true
 		case ready:
-			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for promotion (drover deployment promote %s)", g.Name, healthy, shortID(ro.d.ID)))
+			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for promotion (drover deployment promote %s)", g.Name, healthy, spec.ShortID(ro.d.ID)))
 			return
 		case asked:
 			ro.wait(fmt.Sprintf("group %s: promotion asked, waiting for %d of %d canaries to be healthy", g.Name, dg.DesiredCanaries-healthy, dg.DesiredCanaries))
@@ -304,7 +304,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 	var left []*spec.Alloc
 	for _, a := range gr.old {
 		if c := promoted[a.Index]; c != nil {
-			r.stop(a, spec.CauseUpdate, "replaced by canary "+shortID(c.ID)+" (deployment promoted)")
+			r.stop(a, spec.CauseUpdate, "replaced by canary "+spec.ShortID(c.ID)+" (deployment promoted)")
 			continue
 		}
 		left = append(left, a)
@@ -347,7 +347,7 @@ func (r *reconciler) finish(j *spec.Job, ro *rollout, stable uint64) {
 		// Already failed: revert (again) until the job's version moves.
 		if d.RevertTo != 0 && j.Version == d.JobVersion {
 			r.res.Reverts = append(r.res.Reverts, Revert{Job: j.Name, ToVersion: d.RevertTo, CheckIndex: j.ModifyIndex,
-				Reason: fmt.Sprintf("deployment %s failed", shortID(d.ID))})
+				Reason: fmt.Sprintf("deployment %s failed", spec.ShortID(d.ID))})
 		}
 	case d.Status != spec.DeploymentRunning:
 	case ro.failure != "":
@@ -361,7 +361,7 @@ func (r *reconciler) finish(j *spec.Job, ro *rollout, stable uint64) {
 			d.RevertTo = stable
 			d.Description += fmt.Sprintf("; reverting to version %d", stable)
 			r.res.Reverts = append(r.res.Reverts, Revert{Job: j.Name, ToVersion: stable, CheckIndex: j.ModifyIndex,
-				Reason: fmt.Sprintf("deployment %s failed", shortID(d.ID))})
+				Reason: fmt.Sprintf("deployment %s failed", spec.ShortID(d.ID))})
 		case revert:
 			d.Description += "; no earlier version succeeded, so there is nothing to revert to"
 		}

@@ -388,7 +388,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	}
 	for _, a := range others {
 		if outdated(j, g, a) && !outdated(j, g, kept) {
-			r.stop(a, spec.CauseDuplicate, "replaced by "+shortID(kept.ID))
+			r.stop(a, spec.CauseDuplicate, "replaced by "+spec.ShortID(kept.ID))
 		} else {
 			r.stop(a, spec.CauseDuplicate, "duplicate of "+kept.ID)
 		}
@@ -464,13 +464,13 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	case rs.lost:
 		// Lost: the node went away, not the program's fault. Replace it at
 		// once, and do not count it.
-		r.place(j, g, index, pin, spec.CauseReplaceLost, "replaces lost alloc "+shortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
+		r.place(j, g, index, pin, spec.CauseReplaceLost, "replaces lost alloc "+spec.ShortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
 	case rs.due.After(r.now):
 		if r.res.NextRun.IsZero() || rs.due.Before(r.res.NextRun) {
 			r.res.NextRun = rs.due
 		}
 	default:
-		r.place(j, g, index, pin, spec.CauseReschedule, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), shortID(rs.last.ID), rs.attempt()),
+		r.place(j, g, index, pin, spec.CauseReschedule, fmt.Sprintf("replaces %s alloc %s (%s)", endedWord(rs.last), spec.ShortID(rs.last.ID), rs.attempt()),
 			rs.last.ID, rs.last.NodeID)
 	}
 }
@@ -585,15 +585,7 @@ func delay(p *spec.ReschedulePolicy, k int) time.Duration {
 }
 
 func lostReason(a *spec.Alloc) string {
-	return fmt.Sprintf("replaces alloc %s lost with node %s", shortID(a.ID), a.NodeName)
-}
-
-// shortID is the first 8 characters of an alloc ID, as shown to users.
-func shortID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
+	return fmt.Sprintf("replaces alloc %s lost with node %s", spec.ShortID(a.ID), a.NodeName)
 }
 
 func endedWord(a *spec.Alloc) string {

@@ -115,7 +115,7 @@ func (r *Registry) PutDeploymentRequest(ctx context.Context, id string, req *spe
 }
 
 // deploymentPuts are a plan's deployment writes (see planOps).
-func (r *Registry) deploymentPuts(p *Plan, add func(opGroup, subject, ...string) error) error {
+func (r *Registry) deploymentPuts(p *spec.Plan, add func(opGroup, subject, ...string) error) error {
 	for _, d := range p.Deployments {
 		if d == nil {
 			return fmt.Errorf("registry: plan has a nil deployment: %w", ErrInvalid)
@@ -142,7 +142,7 @@ func (r *Registry) deploymentPuts(p *Plan, add func(opGroup, subject, ...string)
 
 // deploymentDeletes are a plan's deletions of deployments, each with its
 // request (see planOps).
-func (r *Registry) deploymentDeletes(p *Plan, add func(opGroup, subject, ...string) error) error {
+func (r *Registry) deploymentDeletes(p *spec.Plan, add func(opGroup, subject, ...string) error) error {
 	for _, id := range p.DeleteDeployments {
 		key, err := r.key(dirDeployments, "deployment id", id)
 		if err != nil {

@@ -40,7 +40,7 @@ func TestDeployments(t *testing.T) {
 	// What the leader passes in as Request and ModifyIndex is not stored.
 	withJunk := *d3
 	withJunk.Request, withJunk.ModifyIndex = &spec.DeploymentRequest{Fail: true}, 999
-	rev := mustCommit(t, l, &Plan{Deployments: []*spec.Deployment{d1, d2, &withJunk}})
+	rev := mustCommit(t, l, &spec.Plan{Deployments: []*spec.Deployment{d1, d2, &withJunk}})
 
 	got, err := r.GetDeployment(ctx, "dep-3")
 	if err != nil {
@@ -97,7 +97,7 @@ func TestDeployments(t *testing.T) {
 	}
 	moved := *d1
 	moved.Description = "canary healthy"
-	mustCommit(t, l, &Plan{Deployments: []*spec.Deployment{&moved}})
+	mustCommit(t, l, &spec.Plan{Deployments: []*spec.Deployment{&moved}})
 	got, _ = r.GetDeployment(ctx, "dep-1")
 	if diff := cmp.Diff(&spec.DeploymentRequest{Promote: true, Fail: true, Time: t2}, got.Request); diff != "" || got.Description != "canary healthy" {
 		t.Fatalf("after fail and the leader's rewrite: request (-want +got):\n%s\ndescription %q", diff, got.Description)
@@ -105,7 +105,7 @@ func TestDeployments(t *testing.T) {
 	// Final: no more requests.
 	done := *d1
 	done.Status = spec.DeploymentFailed
-	mustCommit(t, l, &Plan{Deployments: []*spec.Deployment{&done}})
+	mustCommit(t, l, &spec.Plan{Deployments: []*spec.Deployment{&done}})
 	wantErr(t, r.PutDeploymentRequest(ctx, "dep-1", &spec.DeploymentRequest{Promote: true}), ErrConflict)
 
 	// The snapshot's order: by job, then oldest first, requests merged.
@@ -121,15 +121,15 @@ func TestDeployments(t *testing.T) {
 	}
 
 	// A plan names each key once; a delete takes the request along.
-	_, err = l.Commit(ctx, &Plan{Deployments: []*spec.Deployment{d3, d3}})
+	_, err = l.Commit(ctx, &spec.Plan{Deployments: []*spec.Deployment{d3, d3}})
 	wantErr(t, err, ErrInvalid)
-	_, err = l.Commit(ctx, &Plan{Deployments: []*spec.Deployment{d3}, DeleteDeployments: []string{"dep-3"}})
+	_, err = l.Commit(ctx, &spec.Plan{Deployments: []*spec.Deployment{d3}, DeleteDeployments: []string{"dep-3"}})
 	wantErr(t, err, ErrInvalid)
-	_, err = l.Commit(ctx, &Plan{Deployments: []*spec.Deployment{testDeployment("../x", "web", 1, spec.DeploymentRunning, 1, 0)}})
+	_, err = l.Commit(ctx, &spec.Plan{Deployments: []*spec.Deployment{testDeployment("../x", "web", 1, spec.DeploymentRunning, 1, 0)}})
 	wantErr(t, err, ErrInvalid)
-	_, err = l.Commit(ctx, &Plan{DeleteDeployments: []string{"a/b"}})
+	_, err = l.Commit(ctx, &spec.Plan{DeleteDeployments: []string{"a/b"}})
 	wantErr(t, err, ErrInvalid)
-	mustCommit(t, l, &Plan{DeleteDeployments: []string{"dep-1", "dep-3"}})
+	mustCommit(t, l, &spec.Plan{DeleteDeployments: []string{"dep-1", "dep-3"}})
 	if n := countPrefix(t, r, r.prefix+dirDeployments) + countPrefix(t, r, r.prefix+dirDeploymentRequests); n != 1 {
 		t.Fatalf("%d deployment keys left, want dep-2's record only", n)
 	}
@@ -150,7 +150,7 @@ func TestDeploymentsInMirrorAndWatch(t *testing.T) {
 	rev0, _ := r.Revision(ctx)
 	ch := r.Watch(ctx, rev0)
 
-	mustCommit(t, l, &Plan{Deployments: []*spec.Deployment{
+	mustCommit(t, l, &spec.Plan{Deployments: []*spec.Deployment{
 		testDeployment("dep-1", "web", 1, spec.DeploymentRunning, 100, 1),
 		testDeployment("dep-2", "db", 1, spec.DeploymentRunning, 100, 0),
 	}})
@@ -164,7 +164,7 @@ func TestDeploymentsInMirrorAndWatch(t *testing.T) {
 	if diff := cmp.Diff([]Change{{Kind: KindDeployment, ID: "dep-1", Job: "web"}}, clean(nextBatch(t, ch))); diff != "" {
 		t.Fatalf("request put (-want +got):\n%s", diff)
 	}
-	rev := mustCommit(t, l, &Plan{DeleteDeployments: []string{"dep-2"}, Deployments: []*spec.Deployment{
+	rev := mustCommit(t, l, &spec.Plan{DeleteDeployments: []string{"dep-2"}, Deployments: []*spec.Deployment{
 		testDeployment("dep-3", "web", 2, spec.DeploymentRunning, 300, 0),
 	}})
 	// dep-2 had no request: deleting a missing key makes no event.

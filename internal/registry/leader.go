@@ -148,33 +148,6 @@ func (l *Leader) Resign(ctx context.Context) error {
 	return l.resignError
 }
 
-// Plan is a set of leader writes.
-type Plan struct {
-	// Allocs are stored as their desired half: Status, CreateIndex and
-	// ModifyIndex are not stored.
-	Allocs []*spec.Alloc
-	// DeleteAllocs deletes both halves of each alloc.
-	DeleteAllocs    []string
-	Schedules       []*spec.JobSchedule
-	DeleteSchedules []string
-	// Deployments are stored as the leader's record: Request and
-	// ModifyIndex are not stored (an operator's request lives apart).
-	Deployments []*spec.Deployment
-	// DeleteDeployments deletes each deployment and its request.
-	DeleteDeployments []string
-	// Events describe the plan for the cluster's history (events.go).
-	// Each is stored in the transaction that writes what it is about (its
-	// AllocID's alloc, its DeploymentID's deployment), one about nothing
-	// the plan writes in the first; so the history has them in the order
-	// of planOps, and in their order here among those about one write.
-	Events []spec.Event
-}
-
-func (p *Plan) empty() bool {
-	return p == nil || len(p.Allocs)+len(p.DeleteAllocs)+len(p.Schedules)+len(p.DeleteSchedules)+
-		len(p.Deployments)+len(p.DeleteDeployments) == 0
-}
-
 // opGroup is writes that must be in the same txn, and the events that
 // describe them, stored in that txn too.
 type opGroup struct {
@@ -199,7 +172,7 @@ func subjectOf(e spec.Event) subject {
 // deployments before the allocs that name them, the allocs in plan order,
 // the deletions of allocs, the schedules, the deletions of schedules and
 // of deployments. Each event goes with the write it is about.
-func (l *Leader) planOps(p *Plan, now time.Time) ([]opGroup, error) {
+func (l *Leader) planOps(p *spec.Plan, now time.Time) ([]opGroup, error) {
 	r := l.r
 	groups := []opGroup{{}} // the events about nothing written
 	seen := map[string]bool{}
@@ -340,10 +313,10 @@ func (r *Registry) txnOps(gs []opGroup, now time.Time) ([]clientv3.Op, error) {
 // pass, which looks at the whole state, places what is missing. It
 // returns the revision of the last transaction; an empty plan sends none
 // and returns 0.
-func (l *Leader) Commit(ctx context.Context, p *Plan) (rev int64, err error) {
+func (l *Leader) Commit(ctx context.Context, p *spec.Plan) (rev int64, err error) {
 	ctx, cancel := l.r.opCtx(ctx)
 	defer cancel()
-	if p.empty() {
+	if p.Empty() {
 		return 0, nil
 	}
 	now := l.r.now()

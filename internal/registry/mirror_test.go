@@ -102,7 +102,7 @@ func TestMirrorIgnoresEarlyProgress(t *testing.T) {
 					}
 				}
 				for i := 0; i < n; i += 20 {
-					var p Plan
+					var p spec.Plan
 					for j := i; j < i+20; j++ {
 						p.Allocs = append(p.Allocs, testAlloc(fmt.Sprintf("a%04d", j), "web", "g", j, "n1"))
 					}
@@ -202,7 +202,7 @@ func TestMirrorPublishesWhatTheWatchSees(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := campaign(t, r, "s1")
-	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n2")}})
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n2")}})
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -213,7 +213,7 @@ func TestMirrorPublishesWhatTheWatchSees(t *testing.T) {
 	must(r.PutAllocStatus(ctx, "a2", "n2", &spec.AllocStatus{ClientStatus: spec.ClientRunning, DeploymentHealth: &spec.DeploymentHealth{Healthy: true}}))
 	must(r.PutAllocStatus(ctx, "a2", "n2", &spec.AllocStatus{ClientStatus: spec.ClientRunning, DeploymentHealth: &spec.DeploymentHealth{Healthy: true}}))
 	must(r.PutAllocStatus(ctx, "a1", "n1", &spec.AllocStatus{ClientStatus: spec.ClientFailed}))
-	mustCommit(t, l, &Plan{DeleteAllocs: []string{"a2"}, Schedules: []*spec.JobSchedule{{Job: "web"}},
+	mustCommit(t, l, &spec.Plan{DeleteAllocs: []string{"a2"}, Schedules: []*spec.JobSchedule{{Job: "web"}},
 		Deployments: []*spec.Deployment{{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentRunning}}})
 	must(r.PutDeploymentRequest(ctx, "d1", &spec.DeploymentRequest{Promote: true}))
 	_, _, err = r.PutJob(ctx, testJob("web", "/bin/a"), 0)
@@ -223,7 +223,7 @@ func TestMirrorPublishesWhatTheWatchSees(t *testing.T) {
 	must(r.NodeAlive(ctx, "n1", 10*time.Second))
 	must(r.UpdateNodeControl(ctx, "n1", func(c spec.NodeControl) (spec.NodeControl, error) { c.Ineligible = true; return c, nil }))
 	must(r.PutNodeUsage(ctx, "n1", &spec.NodeUsage{}))
-	mustCommit(t, l, &Plan{DeleteDeployments: []string{"d1"}, DeleteAllocs: []string{"a1"}})
+	mustCommit(t, l, &spec.Plan{DeleteDeployments: []string{"d1"}, DeleteAllocs: []string{"a1"}})
 	must(r.PurgeJob(ctx, "web"))
 	last, err := r.Revision(ctx)
 	must(err)
@@ -272,13 +272,13 @@ func TestMirrorSharesTheTasksOfAJobVersion(t *testing.T) {
 	l := campaign(t, r, "s1")
 	other := testAlloc("c", "web", "g", 2, "n1")
 	other.Tasks[0].Config.Command = "/bin/false"
-	rev := mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("a", "web", "g", 0, "n1"), testAlloc("b", "web", "g", 1, "n2"), other}})
+	rev := mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("a", "web", "g", 0, "n1"), testAlloc("b", "web", "g", 1, "n2"), other}})
 	m, err := r.NewMirror(ctx, "s1", state.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One alloc more through the watch, the same tasks again.
-	rev = max(rev, mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("d", "web", "g", 3, "n2")}}))
+	rev = max(rev, mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("d", "web", "g", 3, "n2")}}))
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	snap, err := m.Snapshot(wctx, rev)

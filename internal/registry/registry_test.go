@@ -109,7 +109,7 @@ func campaign(t *testing.T, r *Registry, id string) *Leader {
 	return l
 }
 
-func mustCommit(t *testing.T, l *Leader, p *Plan) int64 {
+func mustCommit(t *testing.T, l *Leader, p *spec.Plan) int64 {
 	t.Helper()
 	rev, err := l.Commit(context.Background(), p)
 	if err != nil {
@@ -241,7 +241,7 @@ func TestPutAllocStatus(t *testing.T) {
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
 	l := campaign(t, r, "s1")
-	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1")}})
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1")}})
 
 	running := &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: time.Unix(200, 0).UTC()}
 	wantErr(t, r.PutAllocStatus(ctx, "a1", "n2", running), ErrConflict)
@@ -274,14 +274,14 @@ func TestPutAllocStatus(t *testing.T) {
 	up := testAlloc("a1", "web", "g", 0, "n1")
 	up.DesiredStatus = spec.DesiredStop
 	up.Status = &spec.AllocStatus{ClientStatus: spec.ClientPending} // not stored
-	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{up}})
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{up}})
 	a, _ = r.GetAlloc(ctx, "a1")
 	if a.DesiredStatus != spec.DesiredStop || a.Status.ClientStatus != spec.ClientFailed {
 		t.Fatalf("after desired update: %+v status %+v", a, a.Status)
 	}
 
 	// Deleting the alloc deletes both halves; a late status finds nothing.
-	mustCommit(t, l, &Plan{DeleteAllocs: []string{"a1"}})
+	mustCommit(t, l, &spec.Plan{DeleteAllocs: []string{"a1"}})
 	wantErr(t, r.PutAllocStatus(ctx, "a1", "n1", failed), ErrNotFound)
 	if n := countPrefix(t, r, Prefix+dirAllocStatus); n != 0 {
 		t.Fatalf("%d orphan status keys", n)
@@ -293,7 +293,7 @@ func TestInvalidIDs(t *testing.T) {
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
 	l := campaign(t, r, "s1")
-	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("ok", "web", "g", 0, "n1")}})
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("ok", "web", "g", 0, "n1")}})
 	before := keys(t, r)
 	rev0, _ := r.Revision(ctx)
 
@@ -323,7 +323,7 @@ func TestInvalidIDs(t *testing.T) {
 			wantErr(t, err, ErrInvalid)
 			// A plan with one bad id writes none of it.
 			good := testAlloc("fine", "web", "g", 1, "n1")
-			for _, p := range []*Plan{
+			for _, p := range []*spec.Plan{
 				{Allocs: []*spec.Alloc{good, testAlloc(bad, "web", "g", 0, "n1")}},
 				{Allocs: []*spec.Alloc{good}, DeleteAllocs: []string{bad}},
 				{Allocs: []*spec.Alloc{good}, Schedules: []*spec.JobSchedule{{Job: bad}}},
@@ -335,7 +335,7 @@ func TestInvalidIDs(t *testing.T) {
 		})
 	}
 	// Duplicate keys in one plan are refused before anything is sent.
-	_, err := l.Commit(ctx, &Plan{Allocs: []*spec.Alloc{testAlloc("ok", "web", "g", 0, "n1")}, DeleteAllocs: []string{"ok"}})
+	_, err := l.Commit(ctx, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("ok", "web", "g", 0, "n1")}, DeleteAllocs: []string{"ok"}})
 	wantErr(t, err, ErrInvalid)
 
 	if diff := cmp.Diff(before, keys(t, r)); diff != "" {
@@ -391,15 +391,15 @@ func TestNodesAndSchedules(t *testing.T) {
 	}
 	l := campaign(t, r, "s1")
 	want := &spec.JobSchedule{Job: "web", JobVersion: 3, Failures: []spec.PlacementFailure{{Group: "g", Missing: 1}}, UpdateTime: time.Unix(5, 0).UTC()}
-	mustCommit(t, l, &Plan{Schedules: []*spec.JobSchedule{want}})
+	mustCommit(t, l, &spec.Plan{Schedules: []*spec.JobSchedule{want}})
 	if s, err = r.GetSchedule(ctx, "web"); err != nil || !cmp.Equal(s, want) {
 		t.Fatalf("schedule = %+v, %v", s, err)
 	}
-	mustCommit(t, l, &Plan{DeleteSchedules: []string{"web"}})
+	mustCommit(t, l, &spec.Plan{DeleteSchedules: []string{"web"}})
 	if s, err = r.GetSchedule(ctx, "web"); s != nil || err != nil {
 		t.Fatalf("deleted schedule = %v, %v", s, err)
 	}
-	if rev, err := l.Commit(ctx, &Plan{}); rev != 0 || err != nil {
+	if rev, err := l.Commit(ctx, &spec.Plan{}); rev != 0 || err != nil {
 		t.Fatalf("empty plan = %d, %v", rev, err)
 	}
 }
@@ -417,7 +417,7 @@ func TestListAllocsFilter(t *testing.T) {
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
 	l := campaign(t, r, "s1")
-	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{
 		testAlloc("z1", "web", "g", 1, "n1"),
 		testAlloc("z2", "web", "g", 0, "n2"),
 		testAlloc("z3", "web", "a", 5, "n1"),
@@ -452,7 +452,7 @@ func TestSnapshotConsistent(t *testing.T) {
 	l := campaign(t, r, "s1")
 	r.PutJob(ctx, testJob("web", "/bin/a"), 0)
 	r.PutNode(ctx, &spec.Node{ID: "n1", Name: "one"})
-	mustCommit(t, l, &Plan{
+	mustCommit(t, l, &spec.Plan{
 		Allocs:    []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n1")},
 		Schedules: []*spec.JobSchedule{{Job: "web", JobVersion: 1}},
 	})
@@ -493,7 +493,7 @@ func TestSnapshotConsistent(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if _, err := l.Commit(ctx, &Plan{Allocs: []*spec.Alloc{testAlloc(fmt.Sprintf("c%04d", i), "counter", "g", i, "n1")}}); err != nil {
+			if _, err := l.Commit(ctx, &spec.Plan{Allocs: []*spec.Alloc{testAlloc(fmt.Sprintf("c%04d", i), "counter", "g", i, "n1")}}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -566,7 +566,7 @@ func TestWatch(t *testing.T) {
 	ch := r.Watch(ctx, rev0)
 	l := campaign(t, r, "s1") // leader/ keys are not reported
 
-	mustCommit(t, l, &Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n2")}})
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n2")}})
 	b := nextBatch(t, ch)
 	if b[0].Rev <= rev0 {
 		t.Fatalf("change at %d, not after %d", b[0].Rev, rev0)
@@ -579,7 +579,7 @@ func TestWatch(t *testing.T) {
 	if diff := cmp.Diff([]Change{{Kind: KindAllocStatus, ID: "a2", Job: "web", NodeID: "n2"}}, clean(nextBatch(t, ch))); diff != "" {
 		t.Fatalf("status put (-want +got):\n%s", diff)
 	}
-	mustCommit(t, l, &Plan{DeleteAllocs: []string{"a2"}, Schedules: []*spec.JobSchedule{{Job: "web"}}})
+	mustCommit(t, l, &spec.Plan{DeleteAllocs: []string{"a2"}, Schedules: []*spec.JobSchedule{{Job: "web"}}})
 	want = []Change{
 		{Kind: KindAlloc, ID: "a2", Job: "web", NodeID: "n2", Deleted: true},
 		{Kind: KindAllocStatus, ID: "a2", Job: "web", NodeID: "n2", Deleted: true},
@@ -678,7 +678,7 @@ func TestCommitSplitsLargePlans(t *testing.T) {
 		ids = append(ids, id)
 	}
 	rev0, _ := r.Revision(ctx)
-	rev := mustCommit(t, l, &Plan{Allocs: allocs})
+	rev := mustCommit(t, l, &spec.Plan{Allocs: allocs})
 	if txns := rev - rev0; txns != 4 { // ceil(1000/256); each txn is one revision
 		t.Fatalf("1000 allocs took %d txns, want 4", txns)
 	}
@@ -692,7 +692,7 @@ func TestCommitSplitsLargePlans(t *testing.T) {
 		}
 	}
 	rev0, _ = r.Revision(ctx)
-	rev = mustCommit(t, l, &Plan{DeleteAllocs: ids})
+	rev = mustCommit(t, l, &spec.Plan{DeleteAllocs: ids})
 	if txns := rev - rev0; txns != 8 { // 2 ops per delete: 128 per txn
 		t.Fatalf("1000 deletes took %d txns, want 8", txns)
 	}
@@ -718,7 +718,7 @@ func TestCommitDeposedBetweenChunks(t *testing.T) {
 
 	now := time.Unix(200, 0).UTC()
 	dep := &spec.Deployment{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentRunning, CreateTime: now, ModifyTime: now}
-	p := &Plan{Deployments: []*spec.Deployment{dep}, Events: []spec.Event{
+	p := &spec.Plan{Deployments: []*spec.Deployment{dep}, Events: []spec.Event{
 		{Time: now, Topic: spec.TopicNode, Type: "Down", Node: "n9"},
 		{Time: now, Topic: spec.TopicDeployment, Type: dep.Status.EventType(), Job: "web", DeploymentID: dep.ID},
 	}}
@@ -838,14 +838,14 @@ func checkFenced(t *testing.T, r *Registry, a, b *Leader) {
 	if a.Epoch() >= b.Epoch() {
 		t.Fatalf("epochs: deposed %d, new %d", a.Epoch(), b.Epoch())
 	}
-	_, err := a.Commit(ctx, &Plan{Allocs: []*spec.Alloc{testAlloc("stale", "web", "g", 0, "n1")}, Schedules: []*spec.JobSchedule{{Job: "web"}}})
+	_, err := a.Commit(ctx, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("stale", "web", "g", 0, "n1")}, Schedules: []*spec.JobSchedule{{Job: "web"}}})
 	wantErr(t, err, ErrNotLeader)
 	_, err = r.GetAlloc(ctx, "stale")
 	wantErr(t, err, ErrNotFound)
 	if s, _ := r.GetSchedule(ctx, "web"); s != nil {
 		t.Fatal("deposed leader's schedule was written")
 	}
-	mustCommit(t, b, &Plan{Allocs: []*spec.Alloc{testAlloc("fresh", "web", "g", 0, "n1")}})
+	mustCommit(t, b, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("fresh", "web", "g", 0, "n1")}})
 	if _, err := r.GetAlloc(ctx, "fresh"); err != nil {
 		t.Fatal(err)
 	}
@@ -1352,14 +1352,14 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 	if err := r.NodeAlive(ctx, "n1", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	rev := mustCommit(t, l, &Plan{
+	rev := mustCommit(t, l, &spec.Plan{
 		Allocs:    []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n1")},
 		Schedules: []*spec.JobSchedule{{Job: "web", JobVersion: 1}},
 	})
 	if err := r.PutAllocStatus(ctx, "a2", "n1", &spec.AllocStatus{ClientStatus: spec.ClientRunning}); err != nil {
 		t.Fatal(err)
 	}
-	mustCommit(t, l, &Plan{DeleteAllocs: []string{"a1"}})
+	mustCommit(t, l, &spec.Plan{DeleteAllocs: []string{"a1"}})
 	// Many allocs of several jobs, written out of order, some rewritten
 	// and some deleted: the mirror keeps them in the snapshot's order.
 	var many []*spec.Alloc
@@ -1367,9 +1367,9 @@ func TestMirrorMatchesSnapshot(t *testing.T) {
 		job := []string{"web", "db", "api"}[i%3]
 		many = append(many, testAlloc(fmt.Sprintf("m%02d", (i*7)%24), job, "g", (i*5)%4, "n1"))
 	}
-	mustCommit(t, l, &Plan{Allocs: many})
-	mustCommit(t, l, &Plan{Allocs: many[3:6], DeleteAllocs: []string{"m01", "m17"}})
-	rev2 := mustCommit(t, l, &Plan{Allocs: many[10:12]})
+	mustCommit(t, l, &spec.Plan{Allocs: many})
+	mustCommit(t, l, &spec.Plan{Allocs: many[3:6], DeleteAllocs: []string{"m01", "m17"}})
+	rev2 := mustCommit(t, l, &spec.Plan{Allocs: many[10:12]})
 	want, err := r.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/jobfile"
+	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/reconcile"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -209,14 +210,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			allocs := ss.JobAllocs(j.Name)
-			markNodeDown(allocs, snap.Nodes)
+			planner.MarkNodeDown(allocs, snap.Nodes)
 			out = append(out, &spec.JobListEntry{
 				Name: j.Name, Namespace: spec.NamespaceOf(j.Namespace), Type: j.Type, Priority: j.Priority, Version: j.Version, Stopped: j.Stopped,
 				Summary:     reconcile.Summarize(j, allocs, snap.Nodes, snap.Schedules[j.Name]),
 				ModifyIndex: j.ModifyIndex,
 			})
 		}
-		return writeJSON(w, snap.Rev, out)
+		return writeJSON(w, ss.Rev, out)
 	}, "jobs")
 }
 
@@ -534,7 +535,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	}
 	stored.Status = spec.NodeReady
 	s.event(r, spec.Event{Topic: spec.TopicNode, Type: spec.EventRegistered, Node: stored.Name,
-		Message: fmt.Sprintf("node %s at %s, drivers %s", shortID(stored.ID), stored.Address, strings.Join(stored.Drivers, ","))})
+		Message: fmt.Sprintf("node %s at %s, drivers %s", spec.ShortID(stored.ID), stored.Address, strings.Join(stored.Drivers, ","))})
 	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
 		Node: stored, NodeHeartbeat: beat, Secret: secret,
 	})
@@ -590,7 +591,7 @@ func markDown(ss *state.Snapshot, allocs []*spec.Alloc) {
 			}
 		}
 	}
-	markNodeDown(allocs, nodes)
+	planner.MarkNodeDown(allocs, nodes)
 }
 
 // findNode accepts an ID, a unique ID prefix, or a node name. It returns

@@ -81,7 +81,7 @@ func apiServerWith(t testing.TB, cfg Config) *apiEnv {
 
 // commit writes a plan as the leader and waits until the server's hub has
 // published it, so that a blocking query started next is not woken by it.
-func (e *apiEnv) commit(t *testing.T, p *registry.Plan) int64 {
+func (e *apiEnv) commit(t *testing.T, p *spec.Plan) int64 {
 	t.Helper()
 	rev, err := e.l.Commit(context.Background(), p)
 	if err != nil {
@@ -202,7 +202,7 @@ func TestDeploymentsAPI(t *testing.T) {
 	d1 := deployment("aaaa1111-0000", "web", 2, spec.DeploymentRunning, 100, 1)
 	d2 := deployment("aaaa2222-0000", "web", 1, spec.DeploymentSuccessful, 50, 0)
 	d3 := deployment("bbbb3333-0000", "db", 1, spec.DeploymentRunning, 200, 0)
-	rev := e.commit(t, &registry.Plan{Deployments: []*spec.Deployment{d1, d2, d3}})
+	rev := e.commit(t, &spec.Plan{Deployments: []*spec.Deployment{d1, d2, d3}})
 
 	web, idx, err := c.JobDeployments(ctx, "web", nil)
 	if err != nil || idx < rev {
@@ -277,7 +277,7 @@ func TestDeploymentBlockingQuery(t *testing.T) {
 	c := e.c
 	ctx := context.Background()
 	d := deployment("dddd4444-0000", "web", 1, spec.DeploymentRunning, 100, 1)
-	e.commit(t, &registry.Plan{Deployments: []*spec.Deployment{d}})
+	e.commit(t, &spec.Plan{Deployments: []*spec.Deployment{d}})
 	_, idx, err := c.LatestDeployment(ctx, "web", nil)
 	if err != nil || idx == 0 {
 		t.Fatalf("latest: index %d, %v", idx, err)
@@ -303,7 +303,7 @@ func TestDeploymentBlockingQuery(t *testing.T) {
 		return c.Deployment(ctx, "dddd", &client.QueryOptions{Index: idx, Wait: 30 * time.Second})
 	})
 	// Another job's deployment wakes neither.
-	e.commit(t, &registry.Plan{Deployments: []*spec.Deployment{deployment("eeee5555-0000", "db", 1, spec.DeploymentRunning, 100, 0)}})
+	e.commit(t, &spec.Plan{Deployments: []*spec.Deployment{deployment("eeee5555-0000", "db", 1, spec.DeploymentRunning, 100, 0)}})
 	select {
 	case a := <-latest:
 		t.Fatalf("returned before a change of its own: %+v", a)
@@ -314,7 +314,7 @@ func TestDeploymentBlockingQuery(t *testing.T) {
 
 	moved := *d
 	moved.Description = "1 of 2 healthy"
-	e.commit(t, &registry.Plan{Deployments: []*spec.Deployment{&moved}})
+	e.commit(t, &spec.Plan{Deployments: []*spec.Deployment{&moved}})
 	asked := idx
 	for _, ch := range []<-chan answer{latest, one} {
 		select {

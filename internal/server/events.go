@@ -17,49 +17,6 @@ import (
 	"github.com/drover-org/drover/internal/state"
 )
 
-// planEvents describes a plan for the cluster's history: deployments that
-// began or changed status, and instances placed, stopped and evicted, with
-// why. Pure: decide calls it.
-func planEvents(plan *registry.Plan, snap *passState, now time.Time) []spec.Event {
-	var evs []spec.Event
-	// Deployments first: they are committed before the allocs that name
-	// them (Leader.Commit).
-	before := map[string]spec.DeploymentStatus{}
-	for _, d := range snap.Deployments {
-		before[d.ID] = d.Status
-	}
-	for _, d := range plan.Deployments {
-		was, known := before[d.ID]
-		if known && was == d.Status {
-			continue
-		}
-		msg := d.Description
-		if !known {
-			msg = fmt.Sprintf("deployment %s of version %d began", shortID(d.ID), d.JobVersion)
-		}
-		evs = append(evs, spec.Event{Time: now, Topic: spec.TopicDeployment, Type: d.Status.EventType(), Job: d.Job,
-			Namespace: spec.NamespaceOf(d.Namespace), DeploymentID: d.ID, Message: msg})
-	}
-	for _, a := range plan.Allocs {
-		e := spec.Event{Time: now, Topic: spec.TopicAlloc, Job: a.Job, Namespace: spec.NamespaceOf(a.Namespace),
-			Node: a.NodeName, Alloc: a.Name, AllocID: a.ID, Message: a.DesiredReason}
-		switch {
-		case a.DesiredStatus == spec.DesiredStop && a.Evicted():
-			e.Type = spec.EventEvicted
-		case a.DesiredStatus == spec.DesiredStop:
-			e.Type = spec.EventStopping
-		case a.CreateTime.Equal(now):
-			e.Type = spec.EventPlaced // on e.Node, for e.Message (the reason)
-		default:
-			continue
-		}
-		evs = append(evs, e)
-	}
-	return evs
-}
-
-func shortID(id string) string { return id[:min(8, len(id))] }
-
 // event stores one event of an API request; a failure is logged, not
 // returned: the change it describes is made.
 func (s *Server) event(r *http.Request, e spec.Event) {

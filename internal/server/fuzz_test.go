@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
-	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -151,7 +150,7 @@ func FuzzAgentReport(f *testing.F) {
 	}
 	secret := nr.Secret
 	now := time.Now().UTC()
-	if _, err := e.l.Commit(ctx, &registry.Plan{Allocs: []*spec.Alloc{{
+	if _, err := e.l.Commit(ctx, &spec.Plan{Allocs: []*spec.Alloc{{
 		ID: alloc, Name: "web.g[0]", Job: "web", JobVersion: 1, Group: "g", NodeID: node, NodeName: "fuzz",
 		Tasks:   []*spec.Task{{Name: "t", Driver: "exec", Config: spec.TaskConfig{Command: "/bin/true"}}},
 		JobType: spec.JobService, DesiredStatus: spec.DesiredRun, CreateTime: now, ModifyTime: now,

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/scheduler"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
@@ -78,16 +81,16 @@ func BenchmarkPassOneJob(b *testing.B) {
 				ss := s.Snapshot()
 				snap := passFor(ss, map[string]bool{name: true}, cache, seen)
 				seen = ss.Rev
-				snap.markDown()
+				snap.MarkDown()
 				t1 := time.Now()
-				d := decide(snap, now, cache, movePolicy{})
+				d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
 				t2 := time.Now()
-				if len(d.sched.Placements) != 1 {
-					b.Fatalf("placed %d", len(d.sched.Placements))
+				if len(d.Scheduler.Placements) != 1 {
+					b.Fatalf("placed %d", len(d.Scheduler.Placements))
 				}
 				rev++
 				tx = s.Write()
-				for _, a := range d.plan.Allocs {
+				for _, a := range d.Plan.Allocs {
 					tx.PutAlloc(a, rev, rev)
 				}
 				tx.Commit(rev)
@@ -108,10 +111,10 @@ func BenchmarkPassFull(b *testing.B) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for b.Loop() {
 		snap := passFor(s.Snapshot(), nil, cache, 0)
-		snap.markDown()
-		d := decide(snap, now, cache, movePolicy{})
-		if len(d.plan.Allocs) != 0 {
-			b.Fatalf("a pass with nothing to do writes %d allocs", len(d.plan.Allocs))
+		snap.MarkDown()
+		d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
+		if len(d.Plan.Allocs) != 0 {
+			b.Fatalf("a pass with nothing to do writes %d allocs", len(d.Plan.Allocs))
 		}
 	}
 }
@@ -139,14 +142,14 @@ func BenchmarkPassAfterANodeChange(b *testing.B) {
 		ss := s.Snapshot()
 		snap := passFor(ss, map[string]bool{name: true}, cache, seen)
 		seen = ss.Rev
-		snap.markDown()
-		d := decide(snap, now, cache, movePolicy{})
-		if len(d.sched.Placements) != 1 {
-			b.Fatalf("placed %d", len(d.sched.Placements))
+		snap.MarkDown()
+		d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
+		if len(d.Scheduler.Placements) != 1 {
+			b.Fatalf("placed %d", len(d.Scheduler.Placements))
 		}
 		rev++
 		tx = s.Write()
-		for _, a := range d.plan.Allocs {
+		for _, a := range d.Plan.Allocs {
 			tx.PutAlloc(a, rev, rev)
 		}
 		tx.Commit(rev)

@@ -11,14 +11,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/spec"
 )
 
 // Plans answer "what would the leader do?" by running the leader's own
-// decide on this server's snapshot, changed as asked (a submitted job in
-// place of the stored one, some nodes down), and writing nothing. Any
-// server can plan: the snapshot is one consistent read of the registry.
+// pass (planner.Decide) on this server's snapshot, changed as asked (a
+// submitted job in place of the stored one, some nodes down), and writing
+// nothing. Any server can plan: the snapshot is one consistent read of the
+// registry.
 
 // planJob answers POST /v1/jobs/plan[?diff=0][&without=NODE...].
 func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
@@ -47,7 +51,7 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, snap.Rev, jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy()))
+	return writeJSON(w, ss.Rev, jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy()))
 }
 
 // planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...].
@@ -65,7 +69,7 @@ func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, snap.Rev, nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy()))
+	return writeJSON(w, ss.Rev, nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy()))
 }
 
 // resolveNodes finds the nodes named, by name or ID. Every node with a
@@ -114,7 +118,7 @@ func resolveNodes(nodes []*spec.Node, names []string) ([]*spec.Node, error) {
 // The question is where the work ends up, not when: the nodes count as
 // down since long ago, so that a singleton's wait for its cut-off agent
 // to stop it (Disconnect.StopAfter) is over and its replacement shows.
-func leaveOut(snap *passState, down []*spec.Node) {
+func leaveOut(snap *planner.Input, down []*spec.Node) {
 	out := map[string]*spec.Node{}
 	for _, n := range down {
 		c := *n
@@ -126,9 +130,9 @@ func leaveOut(snap *passState, down []*spec.Node) {
 			snap.Nodes[i] = c
 		}
 	}
-	node := snap.node
-	snap.node = func(id string) *spec.Node { return cmp.Or(out[id], node(id)) }
-	snap.markDown()
+	node := snap.Node
+	snap.Node = func(id string) *spec.Node { return cmp.Or(out[id], node(id)) }
+	snap.MarkDown()
 	for _, a := range snap.Allocs {
 		if out[a.NodeID] != nil {
 			a.NodeDownSince = longAgo // a marked copy: its node is down
@@ -139,7 +143,7 @@ func leaveOut(snap *passState, down []*spec.Node) {
 var longAgo = time.Unix(0, 0).UTC()
 
 // jobPlan plans job in place of the stored one.
-func jobPlan(snap *passState, job *spec.Job, down []*spec.Node, diff bool, now time.Time, mp movePolicy) *spec.JobPlan {
+func jobPlan(snap *planner.Input, job *spec.Job, down []*spec.Node, diff bool, now time.Time, mp planner.Policy) *spec.JobPlan {
 	leaveOut(snap, down)
 	var stored *spec.Job
 	for _, j := range snap.Jobs {
@@ -153,7 +157,7 @@ func jobPlan(snap *passState, job *spec.Job, down []*spec.Node, diff bool, now t
 	with.Jobs = append(with.Jobs, cand)
 	slices.SortFunc(with.Jobs, func(a, b *spec.Job) int { return strings.Compare(a.Name, b.Name) })
 
-	d := decide(&with, now, nil, mp)
+	d := planner.Decide(&with, now, nil, mp, uuid.NewString)
 	p := &spec.JobPlan{Job: job.Name, Version: cand.Version, New: stored == nil, PlanChanges: changesOf(cand, stored != nil && cand.Version != stored.Version, snap.Allocs, d)}
 	for _, n := range down {
 		p.Without = append(p.Without, n.Name)
@@ -182,7 +186,7 @@ func candidate(stored, job *spec.Job) *spec.Job {
 
 // nodeLossPlan plans every job with the nodes down, and reports the jobs
 // that had instances on them or would have some evicted.
-func nodeLossPlan(snap *passState, down []*spec.Node, now time.Time, mp movePolicy) *spec.NodeLossPlan {
+func nodeLossPlan(snap *planner.Input, down []*spec.Node, now time.Time, mp planner.Policy) *spec.NodeLossPlan {
 	leaveOut(snap, down)
 	out := map[string]bool{}
 	p := &spec.NodeLossPlan{Jobs: []spec.JobChanges{}}
@@ -190,14 +194,14 @@ func nodeLossPlan(snap *passState, down []*spec.Node, now time.Time, mp movePoli
 		out[n.ID] = true
 		p.Without = append(p.Without, n.Name)
 	}
-	d := decide(snap, now, nil, mp)
+	d := planner.Decide(snap, now, nil, mp, uuid.NewString)
 	hit := map[string]bool{}
 	for _, a := range snap.Allocs {
 		if out[a.NodeID] && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {
 			hit[a.Job] = true
 		}
 	}
-	for _, e := range d.sched.Evictions {
+	for _, e := range d.Scheduler.Evictions {
 		hit[e.Alloc.Job] = true
 	}
 	for _, j := range snap.Jobs {
@@ -215,7 +219,7 @@ func nodeLossPlan(snap *passState, down []*spec.Node, now time.Time, mp movePoli
 
 // changesOf picks out of d what it does to job's instances; changed says
 // the plan gives job a new version. allocs are the snapshot's.
-func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) spec.PlanChanges {
+func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d planner.Decision) spec.PlanChanges {
 	job := j.Name
 	byID := make(map[string]*spec.Alloc, len(allocs))
 	for _, a := range allocs {
@@ -226,13 +230,13 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) spec
 	}
 	var c spec.PlanChanges
 	stopped := map[string]bool{}
-	for _, st := range d.reconcile.Stop {
+	for _, st := range d.Reconcile.Stop {
 		if st.Alloc.Job == job {
 			c.Stop = append(c.Stop, existing(st.Alloc, st.Reason))
 			stopped[st.Alloc.ID] = true
 		}
 	}
-	for _, e := range d.sched.Evictions {
+	for _, e := range d.Scheduler.Evictions {
 		switch {
 		case stopped[e.Alloc.ID]:
 		case e.Alloc.Job == job:
@@ -242,7 +246,7 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) spec
 			c.Evict = append(c.Evict, existing(e.Alloc, e.Reason))
 		}
 	}
-	for _, pl := range d.sched.Placements {
+	for _, pl := range d.Scheduler.Placements {
 		r := pl.Request
 		if r.Job.Name != job {
 			continue
@@ -263,7 +267,7 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d decision) spec
 			c.Keep = append(c.Keep, existing(a, ""))
 		}
 	}
-	for _, f := range d.sched.Failures {
+	for _, f := range d.Scheduler.Failures {
 		if f.Job == job {
 			c.Failures = append(c.Failures, f.PlacementFailure)
 		}

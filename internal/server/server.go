@@ -22,6 +22,7 @@ import (
 
 	"github.com/drover-org/drover/internal/dns"
 	"github.com/drover-org/drover/internal/metrics"
+	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/scheduler"
 	"github.com/drover-org/drover/internal/spec"
@@ -97,14 +98,9 @@ const (
 // node under memory pressure.
 const DefaultMemoryMoveInterval = time.Minute
 
-// movePolicy is what decide needs of the server's configuration.
-type movePolicy struct {
-	memoryHighPercent  int
-	memoryMoveInterval time.Duration
-}
-
-func (s *Server) movePolicy() movePolicy {
-	return movePolicy{memoryHighPercent: s.cfg.MemoryHighPercent, memoryMoveInterval: cmp.Or(s.cfg.MemoryMoveInterval, DefaultMemoryMoveInterval)}
+// movePolicy is what a pass needs of the server's configuration.
+func (s *Server) movePolicy() planner.Policy {
+	return planner.Policy{MemoryHighPercent: s.cfg.MemoryHighPercent, MemoryMoveInterval: cmp.Or(s.cfg.MemoryMoveInterval, DefaultMemoryMoveInterval)}
 }
 
 // DefaultLeaderTTL is the shortest lease etcd grants with its default

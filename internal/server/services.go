@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-org/drover/internal/catalog"
 	"github.com/drover-org/drover/internal/dns"
+	"github.com/drover-org/drover/internal/planner"
 )
 
 // The service catalog is derived from the allocs (their tasks' services,
@@ -72,7 +73,7 @@ func (s *Server) catalogView(ctx context.Context) (*catalogView, error) {
 		return nil, err
 	}
 	allocs := ss.Allocs()
-	markNodeDown(allocs, ss.Nodes())
+	planner.MarkNodeDown(allocs, ss.Nodes())
 	if !ready {
 		rev = ss.Rev
 	}

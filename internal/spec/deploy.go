@@ -244,10 +244,11 @@ type DeploymentHealth struct {
 
 // String names the deployment for logs and errors.
 func (d *Deployment) String() string {
-	return fmt.Sprintf("deployment %s of %s version %d: %s", shortID(d.ID), d.Job, d.JobVersion, d.Status)
+	return fmt.Sprintf("deployment %s of %s version %d: %s", ShortID(d.ID), d.Job, d.JobVersion, d.Status)
 }
 
-func shortID(id string) string {
+// ShortID is the first 8 characters of an ID, as shown to users.
+func ShortID(id string) string {
 	if len(id) > 8 {
 		return id[:8]
 	}
