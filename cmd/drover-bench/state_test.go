@@ -27,3 +27,24 @@ func TestMeanSnapshot(t *testing.T) {
 		t.Errorf("no histogram: err = %v", err)
 	}
 }
+
+// TestHistogramGain: the count, sum and observations above a bucket's
+// bound are what the histogram gained between the two scrapes; a bucket
+// /metrics does not print is an error that names it.
+func TestHistogramGain(t *testing.T) {
+	body := func(le025, count, sum string) string {
+		return "# TYPE drover_leader_pass_seconds histogram\n" +
+			`drover_leader_pass_seconds_bucket{le="0.01"} 1` + "\n" +
+			`drover_leader_pass_seconds_bucket{le="0.025"} ` + le025 + "\n" +
+			`drover_leader_pass_seconds_bucket{le="+Inf"} ` + count + "\n" +
+			"drover_leader_pass_seconds_sum " + sum + "\n" +
+			"drover_leader_pass_seconds_count " + count + "\n"
+	}
+	n, sum, above, err := histogramGain(body("5", "7", "0.5"), body("15", "20", "0.9"), "drover_leader_pass_seconds", "0.025")
+	if err != nil || n != 13 || math.Abs(sum-0.4) > 1e-9 || above != 3 {
+		t.Errorf("histogramGain = %d, %v, %d above, %v; want 13, 0.4, 3 above", n, sum, above, err)
+	}
+	if _, _, _, err := histogramGain(body("5", "7", "0.5"), body("15", "20", "0.9"), "drover_leader_pass_seconds", "0.05"); err == nil || !strings.Contains(err.Error(), `drover_leader_pass_seconds_bucket{le="0.05"}`) {
+		t.Errorf("a bucket not printed: err = %v", err)
+	}
+}
