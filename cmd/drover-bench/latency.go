@@ -72,7 +72,15 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
+		w0, err := etcdWrites()
+		if err != nil {
+			return nil, err
+		}
 		assigned, seen, accepted, err := latencyRun(ctx, c, rate, d, res)
+		if err != nil {
+			return nil, err
+		}
+		w1, err := etcdWrites()
 		if err != nil {
 			return nil, err
 		}
@@ -80,6 +88,7 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
+		writesPerJob := round1((w1 - w0) / float64(len(accepted)))
 		passes, passSum, slow, err := histogramGain(before.body, after.body, "drover_leader_pass_seconds", "0.025")
 		if err != nil {
 			return nil, err
@@ -98,6 +107,7 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		addRow(rep, "  submit -> started by the agent max", ms(pct(seen, 100)), "")
 		addRow(rep, "  leader passes that wrote, mean", fmt.Sprintf("%d, %s", passes, ms(passMean)), "")
 		addRow(rep, "  of them over 25 ms", fmt.Sprint(slow), "")
+		addRow(rep, "  etcd writes per job (until running)", fmt.Sprint(writesPerJob), "")
 		key := fmt.Sprintf("rate_%d_", rate)
 		rep.set(key+"jobs", len(assigned))
 		rep.set(key+"accepted_p50_ms", pct(accepted, 50))
@@ -105,6 +115,7 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		rep.set(key+"passes", passes)
 		rep.set(key+"pass_mean_ms", passMean)
 		rep.set(key+"passes_over_25ms", slow)
+		rep.set(key+"etcd_writes_per_job", writesPerJob)
 		rep.set(key+"assigned_p50_ms", pct(assigned, 50))
 		rep.set(key+"assigned_p99_ms", pct(assigned, 99))
 		rep.set(key+"seen_p50_ms", pct(seen, 50))
