@@ -97,6 +97,11 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		if passes > 0 {
 			passMean = time.Duration(passSum / float64(passes) * float64(time.Second))
 		}
+		snap, allPasses, err := meanSnapshot(before.body, after.body)
+		if err != nil {
+			return nil, err
+		}
+		snapMean := time.Duration(snap * float64(time.Second))
 		rep.linef("  at %d job/s (%d jobs):", rate, len(assigned))
 		addRow(rep, "  submit -> accepted (job written) p50", ms(pct(accepted, 50)), "")
 		addRow(rep, "  submit -> accepted (job written) p99", ms(pct(accepted, 99)), "")
@@ -107,6 +112,7 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		addRow(rep, "  submit -> started by the agent max", ms(pct(seen, 100)), "")
 		addRow(rep, "  leader passes that wrote, mean", fmt.Sprintf("%d, %s", passes, ms(passMean)), "")
 		addRow(rep, "  of them over 25 ms", fmt.Sprint(slow), "")
+		addRow(rep, "  every pass: count, mean snapshot wait", fmt.Sprintf("%d, %s", allPasses, ms(snapMean)), "")
 		addRow(rep, "  etcd writes per job (until running)", fmt.Sprint(writesPerJob), "")
 		key := fmt.Sprintf("rate_%d_", rate)
 		rep.set(key+"jobs", len(assigned))
@@ -115,6 +121,8 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		rep.set(key+"passes", passes)
 		rep.set(key+"pass_mean_ms", passMean)
 		rep.set(key+"passes_over_25ms", slow)
+		rep.set(key+"passes_all", allPasses)
+		rep.set(key+"snapshot_mean_ms", snapMean)
 		rep.set(key+"etcd_writes_per_job", writesPerJob)
 		rep.set(key+"assigned_p50_ms", pct(assigned, 50))
 		rep.set(key+"assigned_p99_ms", pct(assigned, 99))
