@@ -2,6 +2,9 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -46,5 +49,32 @@ func TestHistogramGain(t *testing.T) {
 	}
 	if _, _, _, err := histogramGain(body("5", "7", "0.5"), body("15", "20", "0.9"), "drover_leader_pass_seconds", "0.05"); err == nil || !strings.Contains(err.Error(), `drover_leader_pass_seconds_bucket{le="0.05"}`) {
 		t.Errorf("a bucket not printed: err = %v", err)
+	}
+}
+
+// TestMutexProfile: -mutexprofile records while the scenario runs and
+// writes a pprof file (gzip) at the end, then stops recording; a path
+// that cannot be created fails at once, naming the flag.
+func TestMutexProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mutex.prof")
+	stop, err := startMutexProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.SetMutexProfileFraction(-1); got != mutexSampling {
+		t.Errorf("recording 1 in %d mutex events, want 1 in %d", got, mutexSampling)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.SetMutexProfileFraction(-1); got != 0 {
+		t.Errorf("after stop, recording 1 in %d mutex events, want none", got)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("the profile is %d bytes %.2x, %v; want a gzip pprof file", len(b), b[:min(len(b), 2)], err)
+	}
+	if _, err := startMutexProfile(filepath.Join(t.TempDir(), "no", "such", "dir", "m.prof")); err == nil || !strings.Contains(err.Error(), "-mutexprofile") {
+		t.Errorf("a path that cannot be created: err = %v", err)
 	}
 }
