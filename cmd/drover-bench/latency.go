@@ -68,18 +68,62 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 	c.clusterLines(rep, agents, startup)
 	res := instanceSize(slotsPerNode)
 	for _, rate := range latencyRates {
-		assigned, seen, err := latencyRun(ctx, c, rate, d, res)
+		before, err := scrape(c.url)
 		if err != nil {
 			return nil, err
 		}
+		w0, err := etcdWrites()
+		if err != nil {
+			return nil, err
+		}
+		assigned, seen, accepted, err := latencyRun(ctx, c, rate, d, res)
+		if err != nil {
+			return nil, err
+		}
+		w1, err := etcdWrites()
+		if err != nil {
+			return nil, err
+		}
+		after, err := scrape(c.url)
+		if err != nil {
+			return nil, err
+		}
+		writesPerJob := round1((w1 - w0) / float64(len(accepted)))
+		passes, passSum, slow, err := histogramGain(before.body, after.body, "drover_leader_pass_seconds", "0.025")
+		if err != nil {
+			return nil, err
+		}
+		passMean := time.Duration(0)
+		if passes > 0 {
+			passMean = time.Duration(passSum / float64(passes) * float64(time.Second))
+		}
+		snap, allPasses, err := meanSnapshot(before.body, after.body)
+		if err != nil {
+			return nil, err
+		}
+		snapMean := time.Duration(snap * float64(time.Second))
 		rep.linef("  at %d job/s (%d jobs):", rate, len(assigned))
+		addRow(rep, "  submit -> accepted (job written) p50", ms(pct(accepted, 50)), "")
+		addRow(rep, "  submit -> accepted (job written) p99", ms(pct(accepted, 99)), "")
 		addRow(rep, "  submit -> assigned p50", ms(pct(assigned, 50)), "")
 		addRow(rep, "  submit -> assigned p99", ms(pct(assigned, 99)), "<= "+ms(assignedP99Target))
 		addRow(rep, "  submit -> started by the agent p50", ms(pct(seen, 50)), "")
 		addRow(rep, "  submit -> started by the agent p99", ms(pct(seen, 99)), "<= "+ms(seenP99Target))
 		addRow(rep, "  submit -> started by the agent max", ms(pct(seen, 100)), "")
+		addRow(rep, "  leader passes that wrote, mean", fmt.Sprintf("%d, %s", passes, ms(passMean)), "")
+		addRow(rep, "  of them over 25 ms", fmt.Sprint(slow), "")
+		addRow(rep, "  every pass: count, mean snapshot wait", fmt.Sprintf("%d, %s", allPasses, ms(snapMean)), "")
+		addRow(rep, "  etcd writes per job (until running)", fmt.Sprint(writesPerJob), "")
 		key := fmt.Sprintf("rate_%d_", rate)
 		rep.set(key+"jobs", len(assigned))
+		rep.set(key+"accepted_p50_ms", pct(accepted, 50))
+		rep.set(key+"accepted_p99_ms", pct(accepted, 99))
+		rep.set(key+"passes", passes)
+		rep.set(key+"pass_mean_ms", passMean)
+		rep.set(key+"passes_over_25ms", slow)
+		rep.set(key+"passes_all", allPasses)
+		rep.set(key+"snapshot_mean_ms", snapMean)
+		rep.set(key+"etcd_writes_per_job", writesPerJob)
 		rep.set(key+"assigned_p50_ms", pct(assigned, 50))
 		rep.set(key+"assigned_p99_ms", pct(assigned, 99))
 		rep.set(key+"seen_p50_ms", pct(seen, 50))
@@ -96,11 +140,13 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 }
 
 // latencyRun submits jobs at rate for d and returns, per job, submit ->
-// assigned and submit -> started by the agent.
-func latencyRun(ctx context.Context, c *simCluster, rate int, d time.Duration, res spec.Resources) (assigned, seen []time.Duration, err error) {
+// assigned, submit -> started by the agent, and submit -> accepted (the
+// server answered the submit: the job is written).
+func latencyRun(ctx context.Context, c *simCluster, rate int, d time.Duration, res spec.Resources) (assigned, seen, accepted []time.Duration, err error) {
 	n := int(float64(rate) * d.Seconds())
 	names := make([]string, n)
 	sent := make([]time.Time, n)
+	accepted = make([]time.Duration, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -120,12 +166,13 @@ func latencyRun(ctx context.Context, c *simCluster, rate int, d time.Duration, r
 			if _, err := c.client.SubmitJob(sctx, job, 0); err != nil {
 				errs <- fmt.Errorf("submitting %s: %w", job.Name, err)
 			}
+			accepted[i] = time.Since(sent[i])
 		}()
 	}
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	err = waitUntil(ctx, time.Minute, fmt.Sprintf("%d jobs submitted at %d/s to run", n, rate), func() (bool, string) {
 		placed, running, err := c.obs.counts(names)
@@ -135,7 +182,7 @@ func latencyRun(ctx context.Context, c *simCluster, rate int, d time.Duration, r
 		return running == n, fmt.Sprintf("%d placed, %d running of %d", placed, running, n)
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i, name := range names {
 		for _, a := range c.obs.allocs(name) {
@@ -143,5 +190,5 @@ func latencyRun(ctx context.Context, c *simCluster, rate int, d time.Duration, r
 			seen = append(seen, a.run.started.Sub(sent[i]))
 		}
 	}
-	return assigned, seen, nil
+	return assigned, seen, accepted, nil
 }

@@ -79,6 +79,32 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 	return err
 }
 
+// mutexSampling is the share of mutex contention events -mutexprofile
+// records: 1 in this many.
+const mutexSampling = 10
+
+// startMutexProfile starts recording contended mutexes; stop writes the
+// profile to path, which is created now so that a bad path fails before
+// the scenario runs.
+func startMutexProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-mutexprofile: %w", err)
+	}
+	prev := runtime.SetMutexProfileFraction(mutexSampling)
+	return func() error {
+		defer runtime.SetMutexProfileFraction(prev)
+		err := pprof.Lookup("mutex").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing the mutex profile to %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}
+
 // runScenario parses a scenario's flags, runs it and prints its report;
 // it returns the process exit code.
 func runScenario(sc scenario, args []string) int {
@@ -89,8 +115,21 @@ func runScenario(sc scenario, args []string) int {
 	fs.StringVar(&o.drover, "drover", "", "drover binary for scenarios that run real processes (default: go build ./cmd/drover)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the scenario measures its heap (state)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the in-process scenarios: server and agents) to this file")
+	mutexProfile := fs.String("mutexprofile", "", fmt.Sprintf("write a profile of this process's contended mutexes (1 in %d sampled) to this file", mutexSampling))
 	run := sc.flags(fs, &o)
 	fs.Parse(args)
+	if *mutexProfile != "" {
+		stop, err := startMutexProfile(*mutexProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)
+			return 1
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "drover-bench %s: %v\n", sc.name, err)
+			}
+		}()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

@@ -460,11 +460,7 @@ func scrape(url string) (scraped, error) {
 	return scraped{took: took, body: string(body), stateErr: string(m[1]) != "0"}, nil
 }
 
-var (
-	snapshotSum   = metricLine("drover_leader_snapshot_seconds_sum")
-	snapshotCount = metricLine("drover_leader_snapshot_seconds_count")
-	scrapeErrLine = metricLine("drover_state_scrape_error")
-)
+var scrapeErrLine = metricLine("drover_state_scrape_error")
 
 func metricLine(name string) *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`)
@@ -473,24 +469,35 @@ func metricLine(name string) *regexp.Regexp {
 // meanSnapshot is the mean of the leader's snapshots between two scrapes,
 // in seconds, and how many passes it is over.
 func meanSnapshot(before, after string) (mean float64, passes int, err error) {
-	var v [4]float64
-	for i, x := range []struct {
-		re   *regexp.Regexp
-		body string
-	}{{snapshotSum, before}, {snapshotCount, before}, {snapshotSum, after}, {snapshotCount, after}} {
-		m := x.re.FindStringSubmatch(x.body)
-		if m == nil {
-			return 0, 0, fmt.Errorf("/metrics has no %s", x.re)
-		}
-		if v[i], err = strconv.ParseFloat(m[1], 64); err != nil {
-			return 0, 0, fmt.Errorf("/metrics: %s: %w", m[0], err)
-		}
+	passes, sum, _, err := histogramGain(before, after, "drover_leader_snapshot_seconds", "+Inf")
+	if err != nil {
+		return 0, 0, err
 	}
-	passes = int(v[3] - v[1])
 	if passes <= 0 {
 		return 0, 0, errors.New("no leader pass between the scrapes around the probes")
 	}
-	return (v[2] - v[0]) / float64(passes), passes, nil
+	return sum / float64(passes), passes, nil
+}
+
+// histogramGain is what the histogram name of /metrics gained between two
+// scrapes: how many observations, their sum, and how many of them were
+// above the bucket bound le (as /metrics prints it: "0.025").
+func histogramGain(before, after, name, le string) (n int, sum float64, above int, err error) {
+	lines := []string{name + "_sum", name + "_count", name + `_bucket{le="` + le + `"}`}
+	var v [2][3]float64
+	for i, body := range []string{before, after} {
+		for j, line := range lines {
+			m := metricLine(line).FindStringSubmatch(body)
+			if m == nil {
+				return 0, 0, 0, fmt.Errorf("/metrics has no %s", line)
+			}
+			if v[i][j], err = strconv.ParseFloat(m[1], 64); err != nil {
+				return 0, 0, 0, fmt.Errorf("/metrics: %s: %w", m[0], err)
+			}
+		}
+	}
+	n = int(v[1][1] - v[0][1])
+	return n, v[1][0] - v[0][0], n - int(v[1][2]-v[0][2]), nil
 }
 
 // writeHeapProfile writes the heap's profile to path, unless it is "".

@@ -62,45 +62,98 @@ func benchJob(name string, count int) *spec.Job {
 func BenchmarkPassOneJob(b *testing.B) {
 	for _, size := range []struct{ nodes, allocs int }{{1000, 10_000}, {10_000, 100_000}} {
 		b.Run(fmt.Sprintf("nodes=%d/allocs=%d", size.nodes, size.allocs), func(b *testing.B) {
-			s, rev := passBench(b, size.nodes, size.allocs)
-			cache := scheduler.NewCache()
-			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			i, seen := 0, rev
-			var read, dec, apply time.Duration
-			for b.Loop() {
-				i++
-				name := fmt.Sprintf("probe-%d", i)
-				job := benchJob(name, 1)
-				rev++
-				job.Version, job.ModifyIndex = 1, rev
-				tx := s.Write()
-				tx.PutJob(job)
-				tx.Commit(rev)
-
-				t0 := time.Now()
-				ss := s.Snapshot()
-				snap := passFor(ss, map[string]bool{name: true}, cache, seen)
-				seen = ss.Rev
-				snap.MarkDown()
-				t1 := time.Now()
-				d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
-				t2 := time.Now()
-				if len(d.Scheduler.Placements) != 1 {
-					b.Fatalf("placed %d", len(d.Scheduler.Placements))
-				}
-				rev++
-				tx = s.Write()
-				for _, a := range d.Plan.Allocs {
-					tx.PutAlloc(a, rev, rev)
-				}
-				tx.Commit(rev)
-				read, dec, apply = read+t1.Sub(t0), dec+t2.Sub(t1), apply+time.Since(t2)
-			}
-			b.ReportMetric(float64(read.Microseconds())/float64(b.N)/1000, "ms-read/op")
-			b.ReportMetric(float64(dec.Microseconds())/float64(b.N)/1000, "ms-decide/op")
-			b.ReportMetric(float64(apply.Microseconds())/float64(b.N)/1000, "ms-apply/op")
+			benchPasses(b, size.nodes, size.allocs, func(int) spec.Resources { return spec.Resources{CPU: 10, MemoryMB: 16} }, false)
 		})
 	}
+}
+
+// BenchmarkPassNewShape is the leader's pass for a one-job submission
+// whose group no cached scheduler group has seen (its memory differs from
+// the previous 4,095 submissions'), so the scheduler builds the group's
+// heaps: the cold placement, as the node count grows from 500 to 10,000
+// (10 allocs per node). Each probe job and its alloc are deleted after
+// its pass (untimed), so every iteration sees the same store. shape=seen
+// is the same pass for a shape the cache holds, for comparison. Run it
+// with -benchtime 300x (b.N is then the same at each size):
+//
+//	go test ./internal/server -run XXX -bench PassNewShape -benchtime 300x
+func BenchmarkPassNewShape(b *testing.B) {
+	shapes := map[string]func(i int) spec.Resources{
+		"new":  func(i int) spec.Resources { return spec.Resources{CPU: 10, MemoryMB: 16 + i%4096} },
+		"seen": func(int) spec.Resources { return spec.Resources{CPU: 10, MemoryMB: 16} },
+	}
+	for _, nodes := range []int{500, 10_000} {
+		for _, shape := range []string{"new", "seen"} {
+			b.Run(fmt.Sprintf("nodes=%d/shape=%s", nodes, shape), func(b *testing.B) {
+				benchPasses(b, nodes, 10*nodes, shapes[shape], true)
+			})
+		}
+	}
+}
+
+// benchPasses times, per iteration, the leader's pass for a new
+// one-instance job of the resources res(i) on a store of passBench(nodes,
+// allocs), with one scheduler cache kept across the passes: read the
+// pass's state (with markDown and noteDownSince, as schedule does),
+// decide, and apply the placement to the store. One pass
+// (i = 0) warms the cache first, untimed, as a running leader's is. With
+// remove, the job and its alloc are deleted after each pass (untimed).
+func benchPasses(b *testing.B, nodes, allocs int, res func(i int) spec.Resources, remove bool) {
+	s, rev := passBench(b, nodes, allocs)
+	cache := scheduler.NewCache()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen := rev
+	leader := &Server{} // for noteDownSince, which the pass calls as schedule does
+	var read, dec, apply time.Duration
+	pass := func(i int) {
+		name := fmt.Sprintf("probe-%d", i)
+		job := benchJob(name, 1)
+		job.Groups[0].Tasks[0].Resources = res(i)
+		rev++
+		job.Version, job.ModifyIndex = 1, rev
+		tx := s.Write()
+		tx.PutJob(job)
+		tx.Commit(rev)
+
+		t0 := time.Now()
+		ss := s.Snapshot()
+		snap := passFor(ss, map[string]bool{name: true}, cache, seen)
+		seen = ss.Rev
+		snap.MarkDown()
+		leader.noteDownSince(snap, now)
+		t1 := time.Now()
+		d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
+		t2 := time.Now()
+		if len(d.Scheduler.Placements) != 1 {
+			b.Fatalf("placed %d", len(d.Scheduler.Placements))
+		}
+		rev++
+		tx = s.Write()
+		for _, a := range d.Plan.Allocs {
+			tx.PutAlloc(a, rev, rev)
+		}
+		tx.Commit(rev)
+		read, dec, apply = read+t1.Sub(t0), dec+t2.Sub(t1), apply+time.Since(t2)
+		if remove {
+			b.StopTimer()
+			rev++
+			tx = s.Write()
+			tx.DeleteJob(name)
+			for _, a := range d.Plan.Allocs {
+				tx.DeleteAlloc(a.ID)
+			}
+			tx.Commit(rev)
+			b.StartTimer()
+		}
+	}
+	pass(0)
+	read, dec, apply = 0, 0, 0
+	for i := 1; b.Loop(); i++ {
+		pass(i)
+	}
+	b.ReportMetric(float64(read.Microseconds())/float64(b.N)/1000, "ms-read/op")
+	b.ReportMetric(float64(dec.Microseconds())/float64(b.N)/1000, "ms-decide/op")
+	b.ReportMetric(float64(apply.Microseconds())/float64(b.N)/1000, "ms-apply/op")
 }
 
 // BenchmarkPassFull is the leader's periodic pass over every job, with
