@@ -27,7 +27,9 @@ import (
 // (Input.Changed), which costs only those.
 //
 // The result of Place is the same with or without a Cache (the property
-// tests hold it to that). A Cache must not be used by two calls at once.
+// tests hold it to that). A Cache must not be used by two calls at once,
+// and the values it is given (nodes, allocs, jobs) must be replaced, not
+// modified, between calls: it tells what changed by their pointers.
 type Cache struct {
 	nodes []*spec.Node
 	s     *state
@@ -35,6 +37,14 @@ type Cache struct {
 	// not terminal, whether or not its node is known.
 	live   map[string]*spec.Alloc
 	groups map[string]*groupRun
+	// rules holds each job's conflicts and replaces rules, read again
+	// only when the job's value changes (see ruleJobs).
+	rules map[string]cachedRules
+}
+
+type cachedRules struct {
+	job   *spec.Job
+	rules []spec.Constraint
 }
 
 // NewCache returns an empty cache.
@@ -94,6 +104,32 @@ func (c *Cache) state(in Input) *state {
 		}
 	}
 	return s
+}
+
+// ruleJobs is state.ruleJobs for jobs, reading the rules of only the
+// jobs whose value changed since the previous call: the jobs are the
+// store's, replaced (never modified) when they change.
+func (c *Cache) ruleJobs(jobs map[string]*spec.Job) map[string][]spec.Constraint {
+	if c.rules == nil {
+		c.rules = map[string]cachedRules{}
+	}
+	for name := range c.rules {
+		if jobs[name] == nil {
+			delete(c.rules, name)
+		}
+	}
+	ruled := map[string][]spec.Constraint{}
+	for name, j := range jobs {
+		cr, ok := c.rules[name]
+		if !ok || cr.job != j {
+			cr = cachedRules{job: j, rules: jobRules(j)}
+			c.rules[name] = cr
+		}
+		if len(cr.rules) > 0 {
+			ruled[name] = cr.rules
+		}
+	}
+	return ruled
 }
 
 // reindex builds the node index afresh for nodes that differ from the

@@ -222,3 +222,31 @@ func TestCacheKeepsTheUseOfNodesAcrossNodeChanges(t *testing.T) {
 		t.Fatalf("after a2 ended: placed on %v, want n2", got)
 	}
 }
+
+// TestCacheSeesAJobsNewRules: the cache reads a job's conflicts rules
+// again when the job's value changes, and forgets a job that is gone.
+func TestCacheSeesAJobsNewRules(t *testing.T) {
+	nodes := []*spec.Node{node("n1", 4000, 8192, "exec"), node("n2", 4000, 8192, "exec")}
+	db := job("db", 50, group("g", 1000, 1024, "exec"))
+	onN1 := alloc("db-0", "n1", 1000, 1024, spec.ClientRunning)
+	onN1.Job, onN1.Group = "db", "g"
+	web := job("web", 50, group("api", 100, 128, "exec"))
+	web.Scoring = "" // binpack: next to db
+	cache := NewCache()
+	in := Input{Nodes: nodes, Allocs: []*spec.Alloc{onN1}, Jobs: map[string]*spec.Job{"db": db}, Requests: reqs(web, web.Groups[0], 0), Cache: cache}
+	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n1"}) {
+		t.Fatalf("binpack without rules: placed on %v, want n1", got)
+	}
+	// db, as submitted again, conflicts with web: web keeps off n1.
+	strict := *db
+	strict.Constraints = []*spec.Constraint{{Operator: spec.OpConflicts, Value: "web"}}
+	in.Jobs = map[string]*spec.Job{"db": &strict}
+	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n2"}) {
+		t.Fatalf("db conflicts with web: placed on %v, want n2", got)
+	}
+	// db is gone (its alloc too): n1 is free of rules again.
+	in.Jobs, in.Allocs = map[string]*spec.Job{}, nil
+	if got := nodesOf(Place(in)); !slices.Equal(got, []string{"n1"}) {
+		t.Fatalf("db gone: placed on %v, want n1", got)
+	}
+}

@@ -433,17 +433,30 @@ func (s *state) ruleJobs() map[string][]spec.Constraint {
 	if s.ruled != nil {
 		return s.ruled
 	}
+	if s.cache != nil {
+		s.ruled = s.cache.ruleJobs(s.jobs)
+		return s.ruled
+	}
 	s.ruled = map[string][]spec.Constraint{}
 	for name, j := range s.jobs {
-		for _, g := range j.Groups {
-			for _, c := range j.ConstraintsOf(g) {
-				if c.Operator == spec.OpConflicts || c.Operator == spec.OpReplaces {
-					s.ruled[name] = append(s.ruled[name], c)
-				}
-			}
+		if rules := jobRules(j); len(rules) > 0 {
+			s.ruled[name] = rules
 		}
 	}
 	return s.ruled
+}
+
+// jobRules returns a job's conflicts and replaces rules.
+func jobRules(j *spec.Job) []spec.Constraint {
+	var rules []spec.Constraint
+	for _, g := range j.Groups {
+		for _, c := range j.ConstraintsOf(g) {
+			if c.Operator == spec.OpConflicts || c.Operator == spec.OpReplaces {
+				rules = append(rules, c)
+			}
+		}
+	}
+	return rules
 }
 
 func sortedUnique(s []string) bool {
