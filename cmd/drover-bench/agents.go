@@ -2,7 +2,7 @@ package main
 
 // The agents scenario: one real server in this process, speaking mutual
 // TLS as `drover server` does by default (a CA and certificates made by
-// internal/pki, the listener and limits of server.Serve with no flags),
+// internal/pki, the listener and limits of httpapi.Serve with no flags),
 // and K simulated agents in a child process (this binary run again as
 // `drover-bench agents-child`). Each simulated agent is a real
 // client.Client with the agent certificate, doing what an agent does: it
@@ -45,6 +45,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
@@ -127,7 +128,7 @@ func startAgentsServer(ctx context.Context) (_ *agentsServer, err error) {
 	s.port = ln.Addr().(*net.TCPAddr).Port
 	s.url = "https://" + ln.Addr().String()
 	// Default limits: what `drover server` serves with no flags.
-	s.hs = server.Serve(ln, srv.Handler(nil), server.HTTPLimits{TLS: serve}, log)
+	s.hs = httpapi.Serve(ln, srv.Handler(nil), httpapi.Limits{TLS: serve}, log)
 	cli, err := pki.ClientConfig(pki.DirFiles(s.tlsDir, pki.RoleCLI), pki.ServerName)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
-	"github.com/drover-org/drover/internal/server"
+	"github.com/drover-org/drover/internal/httpapi"
 )
 
 func newAgentCmd() *cobra.Command {
@@ -83,8 +83,8 @@ running.`,
 			if err != nil {
 				return err
 			}
-			maxConns := connLimit(server.DefaultMaxConns, files, log)
-			httpSrv := serveHTTP(ln, ag.Handler(), server.HTTPLimits{TLS: serveTLS, MaxConns: maxConns}, log)
+			maxConns := connLimit(httpapi.DefaultMaxConns, files, log)
+			httpSrv := serveHTTP(ln, ag.Handler(), httpapi.Limits{TLS: serveTLS, MaxConns: maxConns}, log)
 			defer shutdownHTTP(httpSrv)
 			fmt.Fprintf(os.Stderr, "drover agent %s (node %s): servers %s\n", name, ag.NodeID(), strings.Join(c.Addresses(), ","))
 			return ag.Run(signalContext(cmd.Context()))

@@ -19,7 +19,7 @@ import (
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
-	"github.com/drover-org/drover/internal/server"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -55,11 +55,11 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveHTTP serves h on ln within the HTTP limits (server.HTTPLimits:
+// serveHTTP serves h on ln within the HTTP limits (httpapi.Limits:
 // header, body and write timeouts, idle keep-alives, header size, open
 // connections); zero fields of lim take the defaults.
-func serveHTTP(ln net.Listener, h http.Handler, lim server.HTTPLimits, log *slog.Logger) *http.Server {
-	return server.Serve(ln, h, lim, log)
+func serveHTTP(ln net.Listener, h http.Handler, lim httpapi.Limits, log *slog.Logger) *http.Server {
+	return httpapi.Serve(ln, h, lim, log)
 }
 
 // shutdownHTTP stops accepting requests and ends open ones (long polls
@@ -82,7 +82,7 @@ func servePprof(addr string, log *slog.Logger) {
 		log.Warn("not serving profiles", "addr", addr, "err", err)
 		return
 	}
-	serveHTTP(ln, mux, server.HTTPLimits{}, log)
+	serveHTTP(ln, mux, httpapi.Limits{}, log)
 }
 
 // drivers returns the task drivers this node offers: those named, and

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
@@ -99,7 +100,7 @@ it, jobs and their instances survive a restart.`,
 			// Two clients: the agent's, with an agent certificate, and the
 			// operator's (a CLI certificate and a management token) with
 			// which dev waits for its node and submits the files.
-			limits := server.HTTPLimits{MaxConns: connLimit(server.DefaultMaxConns, files, log)}
+			limits := httpapi.Limits{MaxConns: connLimit(httpapi.DefaultMaxConns, files, log)}
 			var agentOpts client.Options
 			op := client.Config{Addresses: []string{addr}}
 			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
 	"github.com/drover-org/drover/internal/spec"
@@ -77,7 +78,7 @@ first one. docs/security.md has the details.`,
 			if name == "" {
 				name = nodeName()
 			}
-			limits := server.HTTPLimits{MaxConns: connLimit(maxConns, files, log)}
+			limits := httpapi.Limits{MaxConns: connLimit(maxConns, files, log)}
 			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr,
 				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn,
 				EventRetention: memory.eventRetention, EventMaxRecords: memory.eventMaxRecords}
@@ -119,7 +120,7 @@ first one. docs/security.md has the details.`,
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
-	cmd.Flags().IntVar(&maxConns, "http-max-conns", server.DefaultMaxConns, "most HTTP connections open at once: an agent holds 1 over TLS, 2 over plain HTTP, so the default admits 10,000 agents with room for operators; more wait until one closes. Fewer when the open-file limit leaves less (the log says)")
+	cmd.Flags().IntVar(&maxConns, "http-max-conns", httpapi.DefaultMaxConns, "most HTTP connections open at once: an agent holds 1 over TLS, 2 over plain HTTP, so the default admits 10,000 agents with room for operators; more wait until one closes. Fewer when the open-file limit leaves less (the log says)")
 	memory.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "", "serve the service catalog over DNS (UDP and TCP) at this host:port, e.g. 127.0.0.1:8600 (default: no DNS)")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/pki"
-	"github.com/drover-org/drover/internal/server"
 )
 
 // TestAgentEndpointsAnswerOnlyServers: under mutual TLS the agent's own
@@ -31,7 +31,7 @@ func TestAgentEndpointsAnswerOnlyServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := server.Serve(ln, a.Handler(), server.HTTPLimits{TLS: serve}, nil)
+	hs := httpapi.Serve(ln, a.Handler(), httpapi.Limits{TLS: serve}, nil)
 	t.Cleanup(func() { hs.Close() })
 
 	getPath := func(role, path string) (int, string) {

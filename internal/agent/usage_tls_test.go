@@ -13,6 +13,7 @@ import (
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
@@ -69,7 +70,7 @@ func TestServerFetchesUsageFromAgentOverTLS(t *testing.T) {
 	srvLn := listen()
 	srvTLS := serve(pki.RoleServer)
 	srvTLS.ClientAuth = tls.VerifyClientCertIfGiven // as drover server serves
-	hs := server.Serve(srvLn, srv.Handler(nil), server.HTTPLimits{TLS: srvTLS}, quiet)
+	hs := httpapi.Serve(srvLn, srv.Handler(nil), httpapi.Limits{TLS: srvTLS}, quiet)
 	t.Cleanup(func() {
 		hs.Close()
 		cancel()
@@ -92,7 +93,7 @@ func TestServerFetchesUsageFromAgentOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	as := server.Serve(agentLn, ag.Handler(), server.HTTPLimits{TLS: serve(pki.RoleAgent)}, quiet)
+	as := httpapi.Serve(agentLn, ag.Handler(), httpapi.Limits{TLS: serve(pki.RoleAgent)}, quiet)
 	actx, acancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ag.Run(actx) }()

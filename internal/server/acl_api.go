@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -48,7 +49,7 @@ func (s *Server) aclRoutes() []route {
 
 func (s *Server) aclOn() error {
 	if !s.cfg.ACL {
-		return badRequest("ACLs are off on this server (it was started with --acl=false): every request is allowed and tokens mean nothing")
+		return httpapi.BadRequest("ACLs are off on this server (it was started with --acl=false): every request is allowed and tokens mean nothing")
 	}
 	return nil
 }
@@ -81,13 +82,13 @@ func (s *Server) aclBootstrap(w http.ResponseWriter, r *http.Request) error {
 	}
 	t, err := s.createToken(r.Context(), spec.ACLTokenRequest{Name: "bootstrap", Type: spec.TokenManagement}, true)
 	if errors.Is(err, registry.ErrConflict) {
-		return &apiError{status: http.StatusConflict, msg: "ACLs were already bootstrapped: ask the holder of a management token (drover acl token create)"}
+		return &httpapi.Error{Status: http.StatusConflict, Message: "ACLs were already bootstrapped: ask the holder of a management token (drover acl token create)"}
 	}
 	if err != nil {
 		return err
 	}
 	s.log.Info("ACL bootstrap: management token created", "accessor", t.AccessorID)
-	return writeJSON(w, 0, t)
+	return httpapi.WriteJSON(w, 0, t)
 }
 
 // EnsureToken returns a management token for drover dev: the one whose
@@ -114,7 +115,7 @@ func (s *Server) aclSelf(w http.ResponseWriter, r *http.Request) error {
 	if err := s.aclOn(); err != nil {
 		return err
 	}
-	return writeJSON(w, 0, identityOf(r).token)
+	return httpapi.WriteJSON(w, 0, identityOf(r).token)
 }
 
 func (s *Server) aclListTokens(w http.ResponseWriter, r *http.Request) error {
@@ -122,19 +123,19 @@ func (s *Server) aclListTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, 0, ts)
+	return httpapi.WriteJSON(w, 0, ts)
 }
 
 func (s *Server) aclCreateToken(w http.ResponseWriter, r *http.Request) error {
 	if err := s.aclOn(); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var req spec.ACLTokenRequest
-	if err := decodeStrict(body, &req, "a token request"); err != nil {
+	if err := httpapi.DecodeStrict(body, &req, "a token request"); err != nil {
 		return err
 	}
 	if req.Type == "" {
@@ -164,38 +165,38 @@ func (s *Server) aclCreateToken(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(ps) > 0 {
-		return &apiError{status: http.StatusBadRequest, msg: "the token request is not valid", problems: ps}
+		return &httpapi.Error{Status: http.StatusBadRequest, Message: "the token request is not valid", Problems: ps}
 	}
 	slices.Sort(req.Policies)
 	t, err := s.createToken(r.Context(), req, false)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, 0, t)
+	return httpapi.WriteJSON(w, 0, t)
 }
 
 func (s *Server) aclGetToken(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "accessor", "token accessor")
+	id, err := httpapi.PathName(r, "accessor", "token accessor")
 	if err != nil {
 		return err
 	}
 	t, err := s.reg.GetToken(r.Context(), id)
 	if errors.Is(err, registry.ErrNotFound) {
-		return notFound("no token with accessor %q; drover acl token list shows them", id)
+		return httpapi.NotFound("no token with accessor %q; drover acl token list shows them", id)
 	}
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, 0, t)
+	return httpapi.WriteJSON(w, 0, t)
 }
 
 func (s *Server) aclDeleteToken(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "accessor", "token accessor")
+	id, err := httpapi.PathName(r, "accessor", "token accessor")
 	if err != nil {
 		return err
 	}
 	if err := s.reg.DeleteToken(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
-		return notFound("no token with accessor %q; drover acl token list shows them", id)
+		return httpapi.NotFound("no token with accessor %q; drover acl token list shows them", id)
 	} else if err != nil {
 		return err
 	}
@@ -209,29 +210,29 @@ func (s *Server) aclListPolicies(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, 0, ps)
+	return httpapi.WriteJSON(w, 0, ps)
 }
 
 func (s *Server) aclGetPolicy(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "policy name")
+	name, err := httpapi.PathName(r, "name", "policy name")
 	if err != nil {
 		return err
 	}
 	p, err := s.reg.GetPolicy(r.Context(), name)
 	if errors.Is(err, registry.ErrNotFound) {
-		return notFound("no policy %q; drover acl policy list shows them", name)
+		return httpapi.NotFound("no policy %q; drover acl policy list shows them", name)
 	}
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, p.ModifyIndex, p)
+	return httpapi.WriteJSON(w, p.ModifyIndex, p)
 }
 
 func (s *Server) aclPutPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err := s.aclOn(); err != nil {
 		return err
 	}
-	name, err := pathName(r, "name", "policy name")
+	name, err := httpapi.PathName(r, "name", "policy name")
 	if err != nil {
 		return err
 	}
@@ -247,42 +248,42 @@ func (s *Server) aclPutPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, stored.ModifyIndex, stored)
+	return httpapi.WriteJSON(w, stored.ModifyIndex, stored)
 }
 
 // decodePolicy reads the body of a policy named name and parses its rules:
 // a policy nested too deep is a 400 like a body that is (refused before
 // parsing), one whose rules are wrong is a 422.
 func decodePolicy(w http.ResponseWriter, r *http.Request, name string) (*spec.ACLPolicy, error) {
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return nil, err
 	}
 	var p spec.ACLPolicy
-	if err := decodeStrict(body, &p, "a policy"); err != nil {
+	if err := httpapi.DecodeStrict(body, &p, "a policy"); err != nil {
 		return nil, err
 	}
 	if p.Name != "" && p.Name != name {
-		return nil, badRequest("the body names policy %q but the path %q", p.Name, name)
+		return nil, httpapi.BadRequest("the body names policy %q but the path %q", p.Name, name)
 	}
 	p.Name = name
 	if _, err := acl.Parse(name, []byte(p.Rules)); err != nil {
 		var deep *inputlimit.TooDeepError
 		if errors.As(err, &deep) {
-			return nil, badRequest("the policy's rules are not valid: %v", err)
+			return nil, httpapi.BadRequest("the policy's rules are not valid: %v", err)
 		}
-		return nil, &apiError{status: http.StatusUnprocessableEntity, msg: "the policy's rules are not valid: " + err.Error()}
+		return nil, &httpapi.Error{Status: http.StatusUnprocessableEntity, Message: "the policy's rules are not valid: " + err.Error()}
 	}
 	return &p, nil
 }
 
 func (s *Server) aclDeletePolicy(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "policy name")
+	name, err := httpapi.PathName(r, "name", "policy name")
 	if err != nil {
 		return err
 	}
 	if err := s.reg.DeletePolicy(r.Context(), name); errors.Is(err, registry.ErrNotFound) {
-		return notFound("no policy %q; drover acl policy list shows them", name)
+		return httpapi.NotFound("no policy %q; drover acl policy list shows them", name)
 	} else if err != nil {
 		return err
 	}

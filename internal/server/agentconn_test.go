@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -37,11 +38,11 @@ func (l *countingListener) Accept() (net.Conn, error) {
 // It returns the API's URL, the TLS directory and the listener.
 func tlsTestServer(t *testing.T) (string, string, *countingListener) {
 	t.Helper()
-	return tlsTestServerWith(t, HTTPLimits{})
+	return tlsTestServerWith(t, httpapi.Limits{})
 }
 
 // tlsTestServerWith is tlsTestServer with limits of its own (TLS is set).
-func tlsTestServerWith(t *testing.T, lim HTTPLimits) (string, string, *countingListener) {
+func tlsTestServerWith(t *testing.T, lim httpapi.Limits) (string, string, *countingListener) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -72,7 +73,7 @@ func tlsTestServerWith(t *testing.T, lim HTTPLimits) (string, string, *countingL
 	}
 	ln := &countingListener{Listener: tcp}
 	lim.TLS = serveTLS
-	hs := Serve(ln, srv.Handler(nil), lim, log)
+	hs := httpapi.Serve(ln, srv.Handler(nil), lim, log)
 	t.Cleanup(func() {
 		hs.Close()
 		cancel()
@@ -128,7 +129,7 @@ func TestAgentSpeaksOverOneConnection(t *testing.T) {
 // nothing is being written; a blocking query that waits longer than the
 // write stall timeout still gets its answer.
 func TestBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T) {
-	url, tlsDir, _ := tlsTestServerWith(t, HTTPLimits{WriteStallTimeout: 300 * time.Millisecond})
+	url, tlsDir, _ := tlsTestServerWith(t, httpapi.Limits{WriteStallTimeout: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := tlsClient(t, url, tlsDir, pki.RoleAgent)
@@ -144,7 +145,7 @@ func TestBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T) {
 // not cut (over HTTP/2 a deadline left armed after a write would reset
 // it).
 func TestFollowOutlastsTheWriteStallTimeout(t *testing.T) {
-	url, tlsDir, _ := tlsTestServerWith(t, HTTPLimits{WriteStallTimeout: 300 * time.Millisecond})
+	url, tlsDir, _ := tlsTestServerWith(t, httpapi.Limits{WriteStallTimeout: 300 * time.Millisecond})
 	c, operator := tlsClient(t, url, tlsDir, pki.RoleAgent), tlsClient(t, url, tlsDir, pki.RoleCLI)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/jobfile"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/reconcile"
@@ -28,7 +29,7 @@ import (
 type route struct {
 	pattern string
 	access  access
-	h       handlerFunc
+	h       httpapi.HandlerFunc
 }
 
 // routeTable lists the API. The endpoint x identity test
@@ -80,7 +81,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 		mux.Handle(rt.pattern, s.wrap(rt.access, rt.h))
 	}
 	mux.Handle("/v1/", s.wrap(accessOpen, func(w http.ResponseWriter, r *http.Request) error {
-		return notFound("no API endpoint %s %s", r.Method, r.URL.Path)
+		return httpapi.NotFound("no API endpoint %s %s", r.Method, r.URL.Path)
 	}))
 }
 
@@ -88,7 +89,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 // are a 400; a well-formed job that breaks the rules is a 422 listing every
 // problem. Nothing is written in either case.
 func decodeJob(w http.ResponseWriter, r *http.Request) (*spec.Job, error) {
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +100,9 @@ func decodeJob(w http.ResponseWriter, r *http.Request) (*spec.Job, error) {
 	if err != nil {
 		var ps spec.Problems
 		if errors.As(err, &ps) {
-			return nil, &apiError{status: http.StatusUnprocessableEntity, msg: "the job is not valid", problems: ps}
+			return nil, &httpapi.Error{Status: http.StatusUnprocessableEntity, Message: "the job is not valid", Problems: ps}
 		}
-		return nil, badRequest("%v", err)
+		return nil, httpapi.BadRequest("%v", err)
 	}
 	return job, nil
 }
@@ -112,38 +113,13 @@ func decodeJob(w http.ResponseWriter, r *http.Request) (*spec.Job, error) {
 func strictShape(body []byte) error {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
-		return &apiError{status: http.StatusBadRequest, msg: "the body is not a JSON object: " + jsonErr(body, err)}
+		return &httpapi.Error{Status: http.StatusBadRequest, Message: "the body is not a JSON object: " + httpapi.JSONErrorAt(body, err)}
 	}
 	var target any = &spec.Job{}
 	if _, ok := top["job"]; ok {
 		target = &spec.JobStatus{}
 	}
-	return decodeStrict(body, target, "a job of drover's schema")
-}
-
-// jsonErr adds a line:col to a JSON error when it knows the offset.
-func jsonErr(body []byte, err error) string {
-	var off int64 = -1
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	}
-	if off < 0 || off > int64(len(body)) {
-		return err.Error()
-	}
-	line, col := 1, 1
-	for _, c := range body[:off] {
-		if c == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-	}
-	return fmt.Sprintf("%d:%d: %v", line, col, err)
+	return httpapi.DecodeStrict(body, target, "a job of drover's schema")
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
@@ -151,7 +127,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("check_index"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return badRequest("check_index must be a non-negative integer, got %q", v)
+			return httpapi.BadRequest("check_index must be a non-negative integer, got %q", v)
 		}
 		check = n
 	}
@@ -169,7 +145,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return checkIndexConflict(err, "resubmit", "submit it without --check-index (check_index) to create it")
 	}
-	return writeJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
+	return httpapi.WriteJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
 }
 
 // checkIndexConflict turns a check index that did not match into a 409
@@ -179,10 +155,10 @@ func checkIndexConflict(err error, again, ifMissing string) error {
 	var ce *registry.CheckIndexError
 	switch {
 	case errors.As(err, &ce) && ce.ModifyIndex == 0:
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+		return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 			"job %q does not exist (never submitted, or purged), so check_index %d cannot match: %s", ce.Job, ce.CheckIndex, ifMissing)}
 	case errors.As(err, &ce):
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+		return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 			"job %q changed since index %d (it is at %d now): read it again (drover status %s) and %s", ce.Job, ce.CheckIndex, ce.ModifyIndex, ce.Job, again)}
 	}
 	return err
@@ -193,7 +169,7 @@ func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, 0, &spec.ValidateResponse{Valid: true, Job: job})
+	return httpapi.WriteJSON(w, 0, &spec.ValidateResponse{Valid: true, Job: job})
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
@@ -217,12 +193,12 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 				ModifyIndex: j.ModifyIndex,
 			})
 		}
-		return writeJSON(w, ss.Rev, out)
+		return httpapi.WriteJSON(w, ss.Rev, out)
 	}, "jobs")
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "job name") // jobStatus checks read on the job's namespace
+	name, err := httpapi.PathName(r, "name", "job name") // jobStatus checks read on the job's namespace
 	if err != nil {
 		return err
 	}
@@ -231,7 +207,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, rev, st)
+		return httpapi.WriteJSON(w, rev, st)
 	}, "job/"+name)
 }
 
@@ -242,7 +218,7 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	}
 	job := ss.Job(name)
 	if job == nil {
-		return nil, 0, notFound("no job named %q; see drover status for the jobs there are", name)
+		return nil, 0, httpapi.NotFound("no job named %q; see drover status for the jobs there are", name)
 	}
 	if err := s.allow(r, job.Namespace, acl.Read); err != nil {
 		return nil, 0, err
@@ -268,7 +244,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	job, err := s.reg.StopJob(registry.WithActor(r.Context(), s.who(r)), name)
 	if errors.Is(err, registry.ErrNotFound) {
-		return notFound("no job named %q", name)
+		return httpapi.NotFound("no job named %q", name)
 	}
 	if err != nil {
 		return err
@@ -279,7 +255,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.event(r, spec.Event{Topic: spec.TopicJob, Type: spec.EventPurged, Job: name, Namespace: job.Namespace, Message: "by " + s.who(r)})
 	}
-	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
+	return httpapi.WriteJSON(w, job.ModifyIndex, map[string]any{"job": job})
 }
 
 func (s *Server) jobAllocs(w http.ResponseWriter, r *http.Request) error {
@@ -292,7 +268,7 @@ func (s *Server) jobAllocs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, ss.Rev, ss.JobAllocs(name))
+		return httpapi.WriteJSON(w, ss.Rev, ss.JobAllocs(name))
 	}, "job/"+name)
 }
 
@@ -301,7 +277,7 @@ func (s *Server) listAllocs(w http.ResponseWriter, r *http.Request) error {
 	for _, v := range []struct{ val, what string }{{job, "job name"}, {node, "node id"}} {
 		if v.val != "" {
 			if msg := spec.CheckName(v.val); msg != "" {
-				return badRequest("%s %s", v.what, msg)
+				return httpapi.BadRequest("%s %s", v.what, msg)
 			}
 		}
 	}
@@ -345,7 +321,7 @@ func findAlloc(ss *state.Snapshot, id string) (*spec.Alloc, error) {
 		return a, nil
 	}
 	if len(id) < 4 {
-		return nil, notFound("no allocation %q (give at least 4 characters of an ID)", id)
+		return nil, httpapi.NotFound("no allocation %q (give at least 4 characters of an ID)", id)
 	}
 	var match []*spec.Alloc
 	for _, a := range ss.Allocs() {
@@ -355,7 +331,7 @@ func findAlloc(ss *state.Snapshot, id string) (*spec.Alloc, error) {
 	}
 	switch len(match) {
 	case 0:
-		return nil, notFound("no allocation with ID or prefix %q", id)
+		return nil, httpapi.NotFound("no allocation with ID or prefix %q", id)
 	case 1:
 		return match[0], nil
 	}
@@ -364,11 +340,11 @@ func findAlloc(ss *state.Snapshot, id string) (*spec.Alloc, error) {
 		ids[i] = m.ID
 	}
 	sort.Strings(ids)
-	return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("prefix %q matches %d allocations: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
+	return nil, &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf("prefix %q matches %d allocations: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
 }
 
 func (s *Server) getAlloc(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "allocation id")
+	id, err := httpapi.PathName(r, "id", "allocation id")
 	if err != nil {
 		return err
 	}
@@ -383,30 +359,30 @@ func (s *Server) getAlloc(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allow(r, a.Namespace, acl.Read); err != nil {
 		return err
 	}
-	return writeJSON(w, ss.Rev, a)
+	return httpapi.WriteJSON(w, ss.Rev, a)
 }
 
 func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "allocation id")
+	id, err := httpapi.PathName(r, "id", "allocation id")
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var u spec.AllocStatusUpdate
-	if err := decodeStrict(body, &u, "an allocation status update"); err != nil {
+	if err := httpapi.DecodeStrict(body, &u, "an allocation status update"); err != nil {
 		return err
 	}
 	if msg := spec.CheckName(u.NodeID); msg != "" {
-		return badRequest("node_id %s", msg)
+		return httpapi.BadRequest("node_id %s", msg)
 	}
 	if u.Status == nil {
-		return badRequest("status is missing")
+		return httpapi.BadRequest("status is missing")
 	}
 	if msg := checkClientStatus(u.Status.ClientStatus); msg != "" {
-		return badRequest("%s", msg)
+		return httpapi.BadRequest("%s", msg)
 	}
 	if err := s.checkNode(r, u.NodeID); err != nil {
 		return err
@@ -421,23 +397,23 @@ func (s *Server) putAllocStatus(w http.ResponseWriter, r *http.Request) error {
 // putNodeStatuses takes an agent's batched reports: one registry
 // transaction for the batch. Per-alloc refusals come back in the answer.
 func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
-	node, err := pathName(r, "id", "node id")
+	node, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return err
 	}
 	if err := s.checkNode(r, node); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var rep spec.NodeStatusReport
-	if err := decodeStrict(body, &rep, "a status report"); err != nil {
+	if err := httpapi.DecodeStrict(body, &rep, "a status report"); err != nil {
 		return err
 	}
 	if len(rep.Allocs) > spec.MaxStatusBatch {
-		return badRequest("a report holds at most %d allocations, got %d", spec.MaxStatusBatch, len(rep.Allocs))
+		return httpapi.BadRequest("a report holds at most %d allocations, got %d", spec.MaxStatusBatch, len(rep.Allocs))
 	}
 	var ps spec.Problems
 	updates := make([]registry.StatusUpdate, len(rep.Allocs))
@@ -453,7 +429,7 @@ func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 		updates[i] = registry.StatusUpdate{ID: e.ID, Status: e.Status}
 	}
 	if len(ps) > 0 {
-		return &apiError{status: http.StatusBadRequest, msg: "the status report is not valid", problems: ps}
+		return &httpapi.Error{Status: http.StatusBadRequest, Message: "the status report is not valid", Problems: ps}
 	}
 	errs, err := s.reg.PutAllocStatuses(r.Context(), node, updates)
 	if err != nil {
@@ -462,11 +438,11 @@ func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 	var res spec.NodeStatusResult
 	for i, e := range errs {
 		if e != nil {
-			status, msg, _ := statusOf(e)
+			status, msg, _ := httpapi.StatusOf(e)
 			res.Refused = append(res.Refused, spec.RefusedStatus{ID: updates[i].ID, Status: status, Error: msg})
 		}
 	}
-	return writeJSON(w, 0, &res)
+	return httpapi.WriteJSON(w, 0, &res)
 }
 
 func checkClientStatus(cs spec.ClientStatus) string {
@@ -483,17 +459,17 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, ss.Rev, ss.Nodes())
+		return httpapi.WriteJSON(w, ss.Rev, ss.Nodes())
 	}, "nodes", "node_usage")
 }
 
 func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var n spec.Node
-	if err := decodeStrict(body, &n, "a node"); err != nil {
+	if err := httpapi.DecodeStrict(body, &n, "a node"); err != nil {
 		return err
 	}
 	var ps spec.Problems
@@ -512,7 +488,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(ps) > 0 {
-		return &apiError{status: http.StatusUnprocessableEntity, msg: "the node is not valid", problems: ps}
+		return &httpapi.Error{Status: http.StatusUnprocessableEntity, Message: "the node is not valid", Problems: ps}
 	}
 	// Before the node's secret is written: a registration that cannot be
 	// stored must not leave its node ID taken.
@@ -536,7 +512,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	stored.Status = spec.NodeReady
 	s.event(r, spec.Event{Topic: spec.TopicNode, Type: spec.EventRegistered, Node: stored.Name,
 		Message: fmt.Sprintf("node %s at %s, drivers %s", spec.ShortID(stored.ID), stored.Address, strings.Join(stored.Drivers, ","))})
-	return writeJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
+	return httpapi.WriteJSON(w, stored.ModifyIndex, &spec.NodeRegistration{
 		Node: stored, NodeHeartbeat: beat, Secret: secret,
 	})
 }
@@ -546,7 +522,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 // answer says when to heartbeat next, which changes with the number of
 // nodes.
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "node id")
+	id, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return err
 	}
@@ -556,11 +532,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	beat := s.heartbeatTiming()
 	if err := s.reg.Heartbeat(r.Context(), id, beat.NodeTTL.Std()); err != nil {
 		if errors.Is(err, registry.ErrNotFound) {
-			return notFound("node %q is not alive (its heartbeats stopped for longer than its TTL); register again", id)
+			return httpapi.NotFound("node %q is not alive (its heartbeats stopped for longer than its TTL); register again", id)
 		}
 		return err
 	}
-	return writeJSON(w, 0, &beat)
+	return httpapi.WriteJSON(w, 0, &beat)
 }
 
 // heartbeatTiming is the interval and TTL this server gives a node now:
@@ -614,13 +590,13 @@ func (s *Server) findNode(r *http.Request, id string) (*spec.Node, int64, error)
 		return match[0], ss.Rev, nil
 	}
 	if len(match) > 1 {
-		return nil, 0, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("%q matches %d nodes; give the node ID", id, len(match))}
+		return nil, 0, &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf("%q matches %d nodes; give the node ID", id, len(match))}
 	}
-	return nil, 0, notFound("no node %q; see drover nodes", id)
+	return nil, 0, httpapi.NotFound("no node %q; see drover nodes", id)
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "node id")
+	id, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return err
 	}
@@ -628,13 +604,13 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, rev, n)
+	return httpapi.WriteJSON(w, rev, n)
 }
 
 // nodeAllocs is the agent's assignment query: it wakes only when something
 // placed on this node changes.
 func (s *Server) nodeAllocs(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "node id")
+	id, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return err
 	}
@@ -646,7 +622,7 @@ func (s *Server) nodeAllocs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, ss.Rev, ss.NodeAllocs(id))
+		return httpapi.WriteJSON(w, ss.Rev, ss.NodeAllocs(id))
 	}, "node/"+id)
 }
 
@@ -655,7 +631,7 @@ func (s *Server) leader(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, 0, &spec.LeaderResponse{Leader: id})
+	return httpapi.WriteJSON(w, 0, &spec.LeaderResponse{Leader: id})
 }
 
 // allocLogs proxies to the agent of the alloc's node, so a client reads
@@ -673,7 +649,7 @@ type agentCall struct {
 // ?task (which may be left out when the alloc has one), and builds the URL
 // of the agent's endpoint what (logs, exec) for it.
 func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall, error) {
-	id, err := pathName(r, "id", "allocation id")
+	id, err := httpapi.PathName(r, "id", "allocation id")
 	if err != nil {
 		return nil, err
 	}
@@ -703,16 +679,16 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 			names[i] = t.Name
 		}
 		if task == "" {
-			return nil, badRequest("allocation %s has %d tasks; name one (JOB/TASK on the command line, ?task= in the API): %s", a.Name, len(a.Tasks), strings.Join(names, ", "))
+			return nil, httpapi.BadRequest("allocation %s has %d tasks; name one (JOB/TASK on the command line, ?task= in the API): %s", a.Name, len(a.Tasks), strings.Join(names, ", "))
 		}
-		return nil, badRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
+		return nil, httpapi.BadRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
 	node := ss.Node(a.NodeID)
 	if node == nil {
-		return nil, notFound("node %s of allocation %s is not registered (it was removed); the allocation's agent cannot be reached", a.NodeID, a.Name)
+		return nil, httpapi.NotFound("node %s of allocation %s is not registered (it was removed); the allocation's agent cannot be reached", a.NodeID, a.Name)
 	}
 	if node.Address == "" {
-		return nil, &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}
+		return nil, &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}
 	}
 	q.Set("task", task)
 	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/" + what + "?" + q.Encode()
@@ -731,7 +707,7 @@ func (s *Server) allocLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp, err := s.agentHTTP.Do(req)
 	if err != nil {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("cannot reach node %s at %s for logs: %v", node.Name, node.Address, err)}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("cannot reach node %s at %s for logs: %v", node.Name, node.Address, err)}
 	}
 	defer resp.Body.Close()
 	for _, k := range []string{"Content-Type", "X-Content-Type-Options"} {

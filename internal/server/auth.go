@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -72,12 +73,12 @@ func identityOf(r *http.Request) *identity {
 }
 
 // authErr is a 401 or 403 with what to do.
-func unauthorized(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusUnauthorized, msg: fmt.Sprintf(format, args...)}
+func unauthorized(format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusUnauthorized, Message: fmt.Sprintf(format, args...)}
 }
 
-func forbidden(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusForbidden, msg: fmt.Sprintf(format, args...)}
+func forbidden(format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf(format, args...)}
 }
 
 // authorize checks the request against its route's access and returns the
@@ -138,7 +139,7 @@ func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error)
 func needCertificate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS != nil && peerRole(r.TLS) == "" {
-			writeError(w, http.StatusForbidden, r.URL.Path+" needs a certificate of the cluster (cli.pem from drover tls init)", nil)
+			httpapi.WriteError(w, http.StatusForbidden, r.URL.Path+" needs a certificate of the cluster (cli.pem from drover tls init)", nil)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -212,8 +213,10 @@ func (s *Server) allowJob(r *http.Request, name, capability string) error {
 	return s.allow(r, job.Namespace, capability)
 }
 
-// errTokenRevoked ends a request whose token was deleted while it ran.
-var errTokenRevoked = errors.New("the request's ACL token was deleted while the request ran")
+// errTokenRevoked ends a request whose token was deleted while it ran: a
+// blocking query still waiting gets this 403 (httpapi.Handle), a stream
+// already answering (drover logs -f) just ends.
+var errTokenRevoked = &httpapi.Error{Status: http.StatusForbidden, Message: "the request's ACL token was deleted while the request ran"}
 
 // revocationCheck is how often a long request (a blocking query, a log
 // follow) checks that its token still exists. A short request ends before
@@ -317,7 +320,7 @@ func (c *tokenCache) resolve(ctx context.Context, reg *registry.Registry, secret
 // jobName reads the {name} of a job path and checks the token's
 // capability in the job's namespace.
 func (s *Server) jobName(r *http.Request, capability string) (string, error) {
-	name, err := pathName(r, "name", "job name")
+	name, err := httpapi.PathName(r, "name", "job name")
 	if err != nil {
 		return "", err
 	}
@@ -333,6 +336,6 @@ func (s *Server) namespaceTaken(r *http.Request, e *registry.JobNamespaceError) 
 	if s.canRead(r, e.Namespace) {
 		where = fmt.Sprintf("namespace %q", e.Namespace)
 	}
-	return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+	return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 		"a job named %q already exists in %s; job names are unique across namespaces, and a job cannot move between them: choose another name, or stop and purge the old job first", e.Job, where)}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -250,7 +251,7 @@ func TestPlainHTTPNodeSecretIsNoToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := Serve(ln, f.srv.Handler(nil), HTTPLimits{}, nil)
+	hs := httpapi.Serve(ln, f.srv.Handler(nil), httpapi.Limits{}, nil)
 	t.Cleanup(func() { hs.Close() })
 	for _, path := range []string{"/v1/jobs", "/v1/nodes", "/v1/acl/tokens"} {
 		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
@@ -314,7 +315,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := Serve(ln, srv.Handler(nil), HTTPLimits{TLS: serveTLS}, log)
+	hs := httpapi.Serve(ln, srv.Handler(nil), httpapi.Limits{TLS: serveTLS}, log)
 	t.Cleanup(func() {
 		hs.Close()
 		cancel()
@@ -497,7 +498,7 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { open.Run(ctx); close(done) }()
-	hs := Serve(ln, open.Handler(nil), HTTPLimits{}, nil)
+	hs := httpapi.Serve(ln, open.Handler(nil), httpapi.Limits{}, nil)
 	b.Cleanup(func() {
 		hs.Close()
 		cancel()

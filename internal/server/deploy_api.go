@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
@@ -33,10 +34,10 @@ func (s *Server) jobVersions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(vs) == 0 {
-		return notFound("no job named %q; see drover status for the jobs there are", name)
+		return httpapi.NotFound("no job named %q; see drover status for the jobs there are", name)
 	}
 	slices.Reverse(vs)
-	return writeJSON(w, 0, vs)
+	return httpapi.WriteJSON(w, 0, vs)
 }
 
 // revertRequest is the body of POST /v1/jobs/{name}/revert.
@@ -56,43 +57,43 @@ func (s *Server) revertJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var req revertRequest
-	if err := decodeStrict(body, &req, `a revert request ({"version": N, "check_index": M})`); err != nil {
+	if err := httpapi.DecodeStrict(body, &req, `a revert request ({"version": N, "check_index": M})`); err != nil {
 		return err
 	}
 	if req.Version == 0 {
-		return badRequest("version is missing: give the version to revert to (GET /v1/jobs/%s/versions lists them)", name)
+		return httpapi.BadRequest("version is missing: give the version to revert to (GET /v1/jobs/%s/versions lists them)", name)
 	}
 	if req.CheckIndex < 0 {
-		return badRequest("check_index must be a non-negative integer, got %d", req.CheckIndex)
+		return httpapi.BadRequest("check_index must be a non-negative integer, got %d", req.CheckIndex)
 	}
 	cur, err := s.reg.GetJob(r.Context(), name)
 	if errors.Is(err, registry.ErrNotFound) {
-		return notFound("no job named %q; see drover status for the jobs there are", name)
+		return httpapi.NotFound("no job named %q; see drover status for the jobs there are", name)
 	}
 	if err != nil {
 		return err
 	}
 	old, err := s.reg.GetJobVersion(r.Context(), name, req.Version)
 	if errors.Is(err, registry.ErrNotFound) {
-		return notFound("job %q has no version %d; its current version is %d (GET /v1/jobs/%s/versions lists them)", name, req.Version, cur.Version, name)
+		return httpapi.NotFound("job %q has no version %d; its current version is %d (GET /v1/jobs/%s/versions lists them)", name, req.Version, cur.Version, name)
 	}
 	if err != nil {
 		return err
 	}
 	// The rules may have changed since the version was stored.
 	if ps := old.Validate(); len(ps) > 0 {
-		return &apiError{status: http.StatusUnprocessableEntity, msg: fmt.Sprintf("version %d of job %q is not valid today", req.Version, name), problems: ps}
+		return &httpapi.Error{Status: http.StatusUnprocessableEntity, Message: fmt.Sprintf("version %d of job %q is not valid today", req.Version, name), Problems: ps}
 	}
 	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)+fmt.Sprintf(" (revert to version %d)", req.Version)), old, req.CheckIndex)
 	if err != nil {
 		return checkIndexConflict(err, "revert again", "there is nothing to revert")
 	}
-	return writeJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
+	return httpapi.WriteJSON(w, stored.ModifyIndex, &spec.SubmitResponse{Job: stored, Changed: changed, Index: stored.ModifyIndex})
 }
 
 // jobDeployments answers GET /v1/jobs/{name}/deployments: the job's
@@ -107,7 +108,7 @@ func (s *Server) jobDeployments(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, ss.Rev, newestFirst(ss.JobDeployments(name)))
+		return httpapi.WriteJSON(w, ss.Rev, newestFirst(ss.JobDeployments(name)))
 	}, "deployments/"+name)
 }
 
@@ -125,9 +126,9 @@ func (s *Server) latestDeployment(w http.ResponseWriter, r *http.Request) error 
 		}
 		ds := newestFirst(ss.JobDeployments(name))
 		if len(ds) == 0 {
-			return notFound("job %q has no deployment (only a service job with an update block makes one)", name)
+			return httpapi.NotFound("job %q has no deployment (only a service job with an update block makes one)", name)
 		}
-		return writeJSON(w, ss.Rev, ds[0])
+		return httpapi.WriteJSON(w, ss.Rev, ds[0])
 	}, "deployments/"+name)
 }
 
@@ -140,7 +141,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		ds := slices.DeleteFunc(ss.Deployments(), func(d *spec.Deployment) bool { return !s.canRead(r, d.Namespace) })
-		return writeJSON(w, ss.Rev, newestFirst(ds))
+		return httpapi.WriteJSON(w, ss.Rev, newestFirst(ds))
 	}, "deployments")
 }
 
@@ -170,9 +171,9 @@ func findDeployment(ss *state.Snapshot, id string) (*spec.Deployment, error) {
 	switch len(match) {
 	case 0:
 		if len(id) < 4 {
-			return nil, notFound("no deployment %q (give at least 4 characters of an ID)", id)
+			return nil, httpapi.NotFound("no deployment %q (give at least 4 characters of an ID)", id)
 		}
-		return nil, notFound("no deployment with ID or prefix %q; see GET /v1/deployments", id)
+		return nil, httpapi.NotFound("no deployment with ID or prefix %q; see GET /v1/deployments", id)
 	case 1:
 		return match[0], nil
 	}
@@ -181,13 +182,13 @@ func findDeployment(ss *state.Snapshot, id string) (*spec.Deployment, error) {
 		ids[i] = m.ID
 	}
 	slices.Sort(ids)
-	return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("prefix %q matches %d deployments: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
+	return nil, &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf("prefix %q matches %d deployments: %s; give more characters", id, len(match), strings.Join(ids, ", "))}
 }
 
 // getDeployment answers GET /v1/deployments/{id or prefix}; a blocking
 // query wakes when that deployment (or its request) changes.
 func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "deployment id")
+	id, err := httpapi.PathName(r, "id", "deployment id")
 	if err != nil {
 		return err
 	}
@@ -211,7 +212,7 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, ss.Rev, d)
+		return httpapi.WriteJSON(w, ss.Rev, d)
 	}, "deployment/"+found.ID)
 }
 
@@ -229,7 +230,7 @@ func (s *Server) failDeployment(w http.ResponseWriter, r *http.Request) error {
 // deployment and answers with the deployment as it now reads. The leader
 // acts on it in its next pass of the job.
 func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req spec.DeploymentRequest) error {
-	id, err := pathName(r, "id", "deployment id")
+	id, err := httpapi.PathName(r, "id", "deployment id")
 	if err != nil {
 		return err
 	}
@@ -249,16 +250,16 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 		verb = "promoted"
 	}
 	if d.Status.Final() {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+		return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 			"deployment %s of job %q version %d is %s; only a running deployment can be %s", d.ID, d.Job, d.JobVersion, d.Status, verb)}
 	}
 	if req.Promote && !hasCanaries(d) {
-		return badRequest("deployment has no canaries to promote")
+		return httpapi.BadRequest("deployment has no canaries to promote")
 	}
 	req.Time = time.Now().UTC()
 	if err := s.reg.PutDeploymentRequest(r.Context(), d.ID, &req); err != nil {
 		if errors.Is(err, registry.ErrConflict) {
-			return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("deployment %s cannot be %s: %v", d.ID, verb, err)}
+			return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf("deployment %s cannot be %s: %v", d.ID, verb, err)}
 		}
 		return err
 	}
@@ -269,7 +270,7 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 	if d, err = findDeployment(ss, d.ID); err != nil {
 		return err
 	}
-	return writeJSON(w, ss.Rev, d)
+	return httpapi.WriteJSON(w, ss.Rev, d)
 }
 
 func hasCanaries(d *spec.Deployment) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/execstream"
+	"github.com/drover-org/drover/internal/httpapi"
 )
 
 // allocExec is GET /v1/allocations/{id}/exec?task=T&tty=1&cmd=A&cmd=B
@@ -24,10 +25,10 @@ func (s *Server) allocExec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.Header.Get("Upgrade") != execstream.Protocol {
-		return badRequest("exec streams over an upgraded connection: send Connection: Upgrade and Upgrade: %s (drover exec does)", execstream.Protocol)
+		return httpapi.BadRequest("exec streams over an upgraded connection: send Connection: Upgrade and Upgrade: %s (drover exec does)", execstream.Protocol)
 	}
 	if len(r.URL.Query()["cmd"]) == 0 {
-		return badRequest("no command: give cmd=... once per argument")
+		return httpapi.BadRequest("no command: give cmd=... once per argument")
 	}
 	a, node := call.alloc, call.node
 	req, err := http.NewRequestWithContext(r.Context(), "GET", call.url, nil)
@@ -38,17 +39,17 @@ func (s *Server) allocExec(w http.ResponseWriter, r *http.Request) error {
 	req.Header.Set("Upgrade", execstream.Protocol)
 	resp, err := s.agentHTTP.Do(req)
 	if err != nil {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("cannot reach node %s at %s to exec: %v", node.Name, node.Address, err)}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("cannot reach node %s at %s to exec: %v", node.Name, node.Address, err)}
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return &apiError{status: resp.StatusCode, msg: fmt.Sprintf("node %s: %s", node.Name, strings.TrimSpace(string(b)))}
+		return &httpapi.Error{Status: resp.StatusCode, Message: fmt.Sprintf("node %s: %s", node.Name, strings.TrimSpace(string(b)))}
 	}
 	agent, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
 		resp.Body.Close()
-		return &apiError{status: http.StatusBadGateway, msg: "the agent's answer is not a stream"}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: "the agent's answer is not a stream"}
 	}
 	defer agent.Close()
 	conn, brw, err := http.NewResponseController(w).Hijack()
@@ -59,7 +60,7 @@ func (s *Server) allocExec(w http.ResponseWriter, r *http.Request) error {
 	conn.SetDeadline(time.Time{})
 	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\n\r\n", execstream.Protocol)
 	if err := brw.Flush(); err != nil {
-		return errHijacked
+		return httpapi.ErrHijacked
 	}
 	s.log.Info("exec", "alloc", a.Name, "by", s.who(r), "task", r.URL.Query().Get("task"))
 	var once sync.Once
@@ -71,5 +72,5 @@ func (s *Server) allocExec(w http.ResponseWriter, r *http.Request) error {
 	case <-done:
 	case <-r.Context().Done(): // shutting down, or the token was deleted
 	}
-	return errHijacked
+	return httpapi.ErrHijacked
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -24,7 +25,7 @@ import (
 // runs both for a bounded time.
 
 // apiBodies is every request body the API decodes, as its handler decodes
-// it: readBody's size limit, then strict JSON (decodeJob for a job, which
+// it: httpapi.ReadBody's size limit, then strict JSON (decodeJob for a job, which
 // canonicalizes and validates too). Heartbeats, promote and fail take no
 // body. A new body type belongs here.
 var apiBodies = []struct {
@@ -54,12 +55,12 @@ var apiBodies = []struct {
 
 func strictBody[T any](what string) func(w http.ResponseWriter, r *http.Request) (any, error) {
 	return func(w http.ResponseWriter, r *http.Request) (any, error) {
-		body, err := readBody(w, r)
+		body, err := httpapi.ReadBody(w, r)
 		if err != nil {
 			return nil, err
 		}
 		v := new(T)
-		if err := decodeStrict(body, v, what); err != nil {
+		if err := httpapi.DecodeStrict(body, v, what); err != nil {
 			return nil, err
 		}
 		return v, nil
@@ -109,7 +110,7 @@ func FuzzAPIBody(f *testing.F) {
 			if _, ok := err.(fuzzBugError); ok {
 				t.Fatalf("%s: %v", k.endpoint, err)
 			}
-			status, msg, _ := statusOf(err)
+			status, msg, _ := httpapi.StatusOf(err)
 			if status < 400 || status > 499 || msg == "" {
 				t.Fatalf("%s: refused with %d %q, want a 4xx that says why (%#v)", k.endpoint, status, msg, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/registry"
 )
 
@@ -73,7 +74,7 @@ func (s *Server) checkNode(r *http.Request, id string) error {
 		return err
 	}
 	if want == "" {
-		return notFound("node %q is not registered; register it first", id)
+		return httpapi.NotFound("node %q is not registered; register it first", id)
 	}
 	return checkSecret(r, id, want)
 }
@@ -81,7 +82,7 @@ func (s *Server) checkNode(r *http.Request, id string) error {
 func checkSecret(r *http.Request, id, want string) error {
 	got := r.Header.Get(client.NodeSecretHeader)
 	if got == "" || subtle.ConstantTimeCompare([]byte(hashSecret(got)), []byte(want)) != 1 {
-		return &apiError{status: http.StatusForbidden, msg: fmt.Sprintf(
+		return &httpapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf(
 			"requests as node %q need that node's secret (header %s); it was missing or wrong", id, client.NodeSecretHeader)}
 	}
 	return nil
@@ -101,7 +102,7 @@ func (s *Server) admitRegistration(r *http.Request, id string) (newSecret string
 	}
 	if want != "" {
 		if err := checkSecret(r, id, want); err != nil {
-			return "", &apiError{status: http.StatusForbidden, msg: fmt.Sprintf(
+			return "", &httpapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf(
 				"node id %q is already registered with another secret; an agent keeps its secret in its data dir (node-secret): use that data dir, or a fresh one for a new node", id)}
 		}
 		return "", nil
@@ -127,7 +128,7 @@ func (s *Server) admitRegistration(r *http.Request, id string) (newSecret string
 			return "", err
 		}
 		if stored != h {
-			return "", &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("node id %q was just registered by someone else", id)}
+			return "", &httpapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf("node id %q was just registered by someone else", id)}
 		}
 	}
 	s.secrets.set(id, h)
@@ -149,7 +150,7 @@ func checkProposedSecret(secret string) error {
 		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_')
 	}
 	if !ok {
-		return badRequest("the node secret a first registration brings (header %s) must be %d to %d letters, digits, '-' or '_' (an agent makes a random one); this one has %d characters: remove the data dir's node-secret file, and the agent makes a new one",
+		return httpapi.BadRequest("the node secret a first registration brings (header %s) must be %d to %d letters, digits, '-' or '_' (an agent makes a random one); this one has %d characters: remove the data dir's node-secret file, and the agent makes a new one",
 			client.NodeSecretHeader, minProposedSecret, maxProposedSecret, len(secret))
 	}
 	return nil

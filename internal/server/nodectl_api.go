@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -46,21 +47,21 @@ func (s *Server) putNodeEligibility(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var req eligibilityRequest
-	if err := decodeStrict(body, &req, `an eligibility request ({"eligible": true|false})`); err != nil {
+	if err := httpapi.DecodeStrict(body, &req, `an eligibility request ({"eligible": true|false})`); err != nil {
 		return err
 	}
 	if req.Eligible == nil {
-		return badRequest(`"eligible" is missing: send {"eligible": true} or {"eligible": false}`)
+		return httpapi.BadRequest(`"eligible" is missing: send {"eligible": true} or {"eligible": false}`)
 	}
 	eligible := *req.Eligible
 	err = s.reg.UpdateNodeControl(r.Context(), node.ID, func(c spec.NodeControl) (spec.NodeControl, error) {
 		if eligible && c.Drain != nil {
-			return c, &apiError{status: http.StatusConflict, msg: fmt.Sprintf(
+			return c, &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 				"node %s is draining; end the drain first (drover node drain --disable %s)", node.Name, node.Name)}
 		}
 		c.Ineligible = !eligible
@@ -79,29 +80,29 @@ func (s *Server) putNodeDrain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var req drainRequest
-	if err := decodeStrict(body, &req, `a drain request ({"enable": true, "deadline": "1h"} or {"enable": false})`); err != nil {
+	if err := httpapi.DecodeStrict(body, &req, `a drain request ({"enable": true, "deadline": "1h"} or {"enable": false})`); err != nil {
 		return err
 	}
 	if req.Enable == nil {
-		return badRequest(`"enable" is missing: send {"enable": true} to drain, {"enable": false} to stop draining`)
+		return httpapi.BadRequest(`"enable" is missing: send {"enable": true} to drain, {"enable": false} to stop draining`)
 	}
 	var deadline time.Duration
 	if req.Deadline != "" {
 		if deadline, err = time.ParseDuration(req.Deadline); err != nil || deadline < 0 {
-			return badRequest(`deadline must be a non-negative duration such as "1h" or "30m" ("" or "0s": none), got %q`, req.Deadline)
+			return httpapi.BadRequest(`deadline must be a non-negative duration such as "1h" or "30m" ("" or "0s": none), got %q`, req.Deadline)
 		}
 	}
 	enable := *req.Enable
 	switch {
 	case enable && req.KeepIneligible:
-		return badRequest("keep_ineligible applies when ending a drain (enable false); a draining node takes no new work anyway")
+		return httpapi.BadRequest("keep_ineligible applies when ending a drain (enable false); a draining node takes no new work anyway")
 	case !enable && deadline > 0:
-		return badRequest("deadline applies when starting a drain (enable true)")
+		return httpapi.BadRequest("deadline applies when starting a drain (enable true)")
 	}
 	now := time.Now().UTC()
 	err = s.reg.UpdateNodeControl(r.Context(), node.ID, func(c spec.NodeControl) (spec.NodeControl, error) {
@@ -133,31 +134,31 @@ func (s *Server) putNodeDrain(w http.ResponseWriter, r *http.Request) error {
 // report's Time is when this server received it: the leader judges its
 // age against its own clock, and an agent's clock may be off.
 func (s *Server) putNodeUsage(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "node id")
+	id, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return err
 	}
 	if err := s.checkNode(r, id); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	body, err := httpapi.ReadBody(w, r)
 	if err != nil {
 		return err
 	}
 	var u spec.NodeUsage
-	if err := decodeStrict(body, &u, "a node usage report"); err != nil {
+	if err := httpapi.DecodeStrict(body, &u, "a node usage report"); err != nil {
 		return err
 	}
 	if u.NodeID != "" && u.NodeID != id {
-		return badRequest("the report is of node %q, sent to node %q's endpoint", u.NodeID, id)
+		return httpapi.BadRequest("the report is of node %q, sent to node %q's endpoint", u.NodeID, id)
 	}
 	if u.Tasks.CPU < 0 || u.Tasks.MemoryMB < 0 {
-		return badRequest("usage must not be negative (cpu %d MHz, memory %d MB)", u.Tasks.CPU, u.Tasks.MemoryMB)
+		return httpapi.BadRequest("usage must not be negative (cpu %d MHz, memory %d MB)", u.Tasks.CPU, u.Tasks.MemoryMB)
 	}
 	u.Time = time.Now().UTC()
 	if err := s.reg.PutNodeUsage(r.Context(), id, &u); err != nil {
 		if errors.Is(err, registry.ErrNotFound) {
-			return notFound("node %q is not registered; register it first", id)
+			return httpapi.NotFound("node %q is not registered; register it first", id)
 		}
 		return err
 	}
@@ -168,7 +169,7 @@ func (s *Server) putNodeUsage(w http.ResponseWriter, r *http.Request) error {
 // nodeForControl finds the node of the path: an ID, a unique ID prefix or
 // a name, as GET /v1/nodes/{id}.
 func (s *Server) nodeForControl(r *http.Request) (*spec.Node, error) {
-	id, err := pathName(r, "id", "node id")
+	id, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func (s *Server) nodeForControl(r *http.Request) (*spec.Node, error) {
 // write into a 404.
 func (s *Server) controlError(node *spec.Node, err error) error {
 	if errors.Is(err, registry.ErrNotFound) {
-		return notFound("node %s (%s) is no longer registered; see drover nodes", node.Name, node.ID)
+		return httpapi.NotFound("node %s (%s) is no longer registered; see drover nodes", node.Name, node.ID)
 	}
 	return err
 }
@@ -194,7 +195,7 @@ func (s *Server) answerNode(w http.ResponseWriter, r *http.Request, id string) e
 	}
 	n := ss.Node(id)
 	if n == nil {
-		return notFound("node %q is no longer registered; see drover nodes", id)
+		return httpapi.NotFound("node %q is no longer registered; see drover nodes", id)
 	}
-	return writeJSON(w, ss.Rev, n)
+	return httpapi.WriteJSON(w, ss.Rev, n)
 }

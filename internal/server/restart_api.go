@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/registry"
 )
 
@@ -23,11 +24,11 @@ func (s *Server) restartJob(w http.ResponseWriter, r *http.Request) error {
 	job, err := s.reg.RestartJob(registry.WithActor(r.Context(), s.who(r)), name)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
-		return notFound("no job named %q; see drover status for the jobs there are", name)
+		return httpapi.NotFound("no job named %q; see drover status for the jobs there are", name)
 	case errors.Is(err, registry.ErrJobStopped):
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("job %q is stopped: there is nothing to restart (drover run starts it again)", name)}
+		return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf("job %q is stopped: there is nothing to restart (drover run starts it again)", name)}
 	case err != nil:
 		return err
 	}
-	return writeJSON(w, job.ModifyIndex, map[string]any{"job": job})
+	return httpapi.WriteJSON(w, job.ModifyIndex, map[string]any{"job": job})
 }

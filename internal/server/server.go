@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/drover-org/drover/internal/dns"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/registry"
@@ -245,14 +246,11 @@ func (s *Server) publish(batch []registry.Change) { s.hub.publish(batch) }
 // A request with ?consistent reads as readCurrent does: every write
 // acknowledged before it, through any server.
 func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
-	if ctx.Value(consistentRead{}) != nil {
+	if httpapi.ConsistentRead(ctx) {
 		return s.readCurrent(ctx)
 	}
 	return s.readAt(ctx, max(s.hub.seenRev(), s.reg.Written()))
 }
-
-// consistentRead marks the context of a request with ?consistent.
-type consistentRead struct{}
 
 // readCurrent returns the server's state once it holds every write
 // acknowledged before the call (etcd's revision now, read linearizably):
@@ -275,7 +273,7 @@ func (s *Server) readAt(ctx context.Context, rev int64) (*state.Snapshot, error)
 	}
 	m := s.mirror.Load()
 	if m == nil {
-		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the server is starting: it has not read the registry yet; retry in a moment"}
+		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Message: "the server is starting: it has not read the registry yet; retry in a moment"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
@@ -437,7 +435,7 @@ func (s *Server) Handler(agent http.Handler) http.Handler {
 	mux.Handle("GET /metrics", needCertificate(s.metricsHandler()))
 	mux.Handle("GET /ui/", ui.Handler())
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	return logRequests(s.log, mux)
+	return httpapi.LogRequests(s.log, mux)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

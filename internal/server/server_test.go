@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
@@ -218,7 +219,7 @@ func TestCheckIndexOnAMissingJob(t *testing.T) {
 // registry's deadline and is a 503 that says what is wrong and what to
 // look at, not gRPC's words.
 func TestEtcdGoneIs503ThatSaysWhatToDo(t *testing.T) {
-	addr, _, emb := limitedAPIServer(t, Config{}, HTTPLimits{})
+	addr, _, emb := limitedAPIServer(t, Config{}, httpapi.Limits{})
 	emb.Close()
 	c := &http.Client{Timeout: time.Minute}
 	resp, err := c.Post("http://"+addr+"/v1/jobs", "application/json", strings.NewReader(goodJob))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-org/drover/internal/catalog"
 	"github.com/drover-org/drover/internal/dns"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/planner"
 )
 
@@ -116,7 +117,7 @@ func (s *Server) Catalog(ctx context.Context) (*catalog.Catalog, error) {
 // until changedOf(view) passes N (or the wait ends), looking again at
 // each change of the allocs or nodes, then answers from the view.
 func (s *Server) blockingCatalog(r *http.Request, changedOf func(*catalogView) int64, answer func(*catalogView) error) error {
-	index, wait, err := queryOptions(r)
+	index, wait, err := httpapi.QueryOptions(r)
 	if err != nil {
 		return err
 	}
@@ -141,14 +142,14 @@ func (s *Server) blockingCatalog(r *http.Request, changedOf func(*catalogView) i
 func (s *Server) listServices(w http.ResponseWriter, r *http.Request) error {
 	return s.blockingCatalog(r,
 		func(v *catalogView) int64 { return v.summaries },
-		func(v *catalogView) error { return writeJSON(w, v.summaries, s.visible(r, v.cat).Summaries()) })
+		func(v *catalogView) error { return httpapi.WriteJSON(w, v.summaries, s.visible(r, v.cat).Summaries()) })
 }
 
 // getService is GET /v1/services/{name}: the healthy instances, or with
 // ?all=1 every one with its checks. A name with no instance of any health
 // is a 404 (after the wait, for a blocking query: the service may appear).
 func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathName(r, "name", "service name")
+	name, err := httpapi.PathName(r, "name", "service name")
 	if err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 	case "1", "true":
 		all = true
 	default:
-		return badRequest("all must be 1 or true (every instance, of any health) or 0 or false (the healthy ones), got %q", v)
+		return httpapi.BadRequest("all must be 1 or true (every instance, of any health) or 0 or false (the healthy ones), got %q", v)
 	}
 	key := strings.ToLower(name)
 	return s.blockingCatalog(r,
@@ -169,11 +170,11 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 			if !ok {
 				known := cat.Names()
 				if len(known) == 0 {
-					return notFound("no service %q: no service is registered (a task registers one with a service block)", name)
+					return httpapi.NotFound("no service %q: no service is registered (a task registers one with a service block)", name)
 				}
-				return notFound("no service %q; known services: %s", name, strings.Join(known, ", "))
+				return httpapi.NotFound("no service %q; known services: %s", name, strings.Join(known, ", "))
 			}
-			return writeJSON(w, max(v.changed[key], 1), ins)
+			return httpapi.WriteJSON(w, max(v.changed[key], 1), ins)
 		})
 }
 

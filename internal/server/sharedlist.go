@@ -46,7 +46,7 @@ func encodeList[T any](rev int64, list []T, namespace func(T) string) (*encodedL
 }
 
 // write writes the elements that keep allows as a JSON array, as
-// writeJSON would have.
+// httpapi.WriteJSON would have.
 func (l *encodedList) write(w http.ResponseWriter, keep func(namespace string) bool) error {
 	w.Header().Set("Content-Type", "application/json")
 	if l.rev > 0 {

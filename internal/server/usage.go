@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -20,7 +21,7 @@ const nodeUsageTimeout = 3 * time.Second
 // nodeUsage proxies GET /v1/nodes/{id}/usage to the node's agent, which
 // measures its tasks (spec.NodeUsage).
 func (s *Server) nodeUsage(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathName(r, "id", "node id")
+	id, err := httpapi.PathName(r, "id", "node id")
 	if err != nil {
 		return err
 	}
@@ -29,7 +30,7 @@ func (s *Server) nodeUsage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if node.Address == "" {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s has no address to fetch usage from", node.Name)}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("node %s has no address to fetch usage from", node.Name)}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), nodeUsageTimeout)
 	defer cancel()
@@ -39,16 +40,16 @@ func (s *Server) nodeUsage(w http.ResponseWriter, r *http.Request) error {
 	}
 	resp, err := s.agentHTTP.Do(req)
 	if err != nil {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("cannot reach node %s at %s for usage: %v", node.Name, node.Address, err)}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("cannot reach node %s at %s for usage: %v", node.Name, node.Address, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s answered the usage request with %s: %s", node.Name, resp.Status, strings.TrimSpace(string(b)))}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("node %s answered the usage request with %s: %s", node.Name, resp.Status, strings.TrimSpace(string(b)))}
 	}
 	var nu spec.NodeUsage
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&nu); err != nil {
-		return &apiError{status: http.StatusBadGateway, msg: fmt.Sprintf("node %s sent usage that is not spec.NodeUsage: %v", node.Name, err)}
+		return &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("node %s sent usage that is not spec.NodeUsage: %v", node.Name, err)}
 	}
-	return writeJSON(w, 0, nu)
+	return httpapi.WriteJSON(w, 0, nu)
 }
