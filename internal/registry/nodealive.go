@@ -2,10 +2,12 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -96,12 +98,7 @@ func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch 
 			if ok {
 				continue
 			}
-			l.mu.Lock()
-			if l.lease == lease {
-				l.lease, l.seen = 0, nil
-				l.stop()
-			}
-			l.mu.Unlock()
+			r.dropLease(lease)
 			if ctx.Err() == nil {
 				r.log.Warn("lost the node liveness lease; nodes will register again")
 			}
@@ -110,12 +107,7 @@ func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch 
 			if !ok || resp.Err() != nil {
 				// Without the watch, a heartbeat cannot trust its memory:
 				// give the lease up; the nodes register again.
-				l.mu.Lock()
-				if l.lease == lease {
-					l.lease, l.seen = 0, nil
-					l.stop()
-				}
-				l.mu.Unlock()
+				r.dropLease(lease)
 				if ctx.Err() == nil {
 					r.log.Warn("lost the watch on node liveness; nodes will register again", "err", resp.Err())
 				}
@@ -133,6 +125,37 @@ func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch 
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// dropLease forgets lease, unless another has replaced it already: the
+// next node to register or move here gets a new one.
+func (r *Registry) dropLease(lease clientv3.LeaseID) {
+	l := &r.live
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease == lease {
+		l.lease, l.seen = 0, nil
+		l.stop()
+	}
+}
+
+// putOnLease runs put with this registry's liveness lease, and once more
+// with a new one when etcd no longer has it: a lease that ran out while
+// the server was starved of CPU is known lost by etcd before its
+// keep-alive tells this server.
+func (r *Registry) putOnLease(ctx context.Context, ttl time.Duration, put func(clientv3.LeaseID) error) (clientv3.LeaseID, error) {
+	for attempt := 0; ; attempt++ {
+		lease, err := r.liveLease(ctx, ttl)
+		if err != nil {
+			return 0, err
+		}
+		err = put(lease)
+		if attempt == 0 && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			r.dropLease(lease)
+			continue
+		}
+		return lease, err
 	}
 }
 
@@ -187,11 +210,11 @@ func (r *Registry) NodeAlive(ctx context.Context, id string, ttl time.Duration) 
 	if err != nil {
 		return err
 	}
-	lease, err := r.liveLease(ctx, ttl)
-	if err != nil {
+	lease, err := r.putOnLease(ctx, ttl, func(lease clientv3.LeaseID) error {
+		_, err := r.cli.Put(ctx, key, "", clientv3.WithLease(lease))
 		return err
-	}
-	if _, err := r.cli.Put(ctx, key, "", clientv3.WithLease(lease)); err != nil {
+	})
+	if err != nil {
 		return wrap("mark node "+id+" alive", err)
 	}
 	r.noteSeen(id, lease, ttl)
@@ -227,12 +250,12 @@ func (r *Registry) Heartbeat(ctx context.Context, id string, ttl time.Duration) 
 	l.mu.Unlock()
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
-	lease, err := r.liveLease(ctx, ttl)
-	if err != nil {
+	var resp *clientv3.TxnResponse
+	lease, err := r.putOnLease(ctx, ttl, func(lease clientv3.LeaseID) (err error) {
+		resp, err = r.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+			Then(clientv3.OpPut(key, "", clientv3.WithLease(lease))).Commit()
 		return err
-	}
-	resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpPut(key, "", clientv3.WithLease(lease))).Commit()
+	})
 	if err != nil {
 		return wrap("renew liveness of node "+id, err)
 	}

@@ -1438,3 +1438,36 @@ func TestLivenessMovesBackAndForth(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// TestNodeAliveOnALeaseEtcdLost: when etcd has let the server's liveness
+// lease go (it ran out while the server was starved of CPU) before the
+// server's keep-alive learned it, a node that registers gets a new lease
+// instead of "requested lease not found"; the nodes that were on the lost
+// one are told to register again.
+func TestNodeAliveOnALeaseEtcdLost(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx := context.Background()
+	for _, id := range []string{"n1", "n2"} {
+		if _, err := r.PutNode(ctx, &spec.Node{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.NodeAlive(ctx, "n1", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.live.mu.Lock()
+	lost := r.live.lease
+	r.live.mu.Unlock()
+	if _, err := r.cli.Revoke(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NodeAlive(ctx, "n2", 5*time.Second); err != nil {
+		t.Fatalf("registering on a lease etcd lost: %v", err)
+	}
+	n, err := r.GetNode(ctx, "n2")
+	if err != nil || n.Status != spec.NodeReady {
+		t.Fatalf("n2 after registering: %+v, %v", n, err)
+	}
+	wantErr(t, r.Heartbeat(ctx, "n1", 5*time.Second), ErrNotFound) // its key went with the lost lease
+}
