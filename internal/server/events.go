@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/acl"
-	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
 )
@@ -32,28 +30,6 @@ func (s *Server) who(r *http.Request) string {
 		return fmt.Sprintf("token %q", t.Name)
 	}
 	return "anonymous"
-}
-
-// trimEvents keeps the history within its bounds while this server leads.
-func (s *Server) trimEvents(ctx context.Context, l *registry.Leader) {
-	keep := cmp.Or(s.cfg.EventMaxRecords, DefaultEventMaxRecords)
-	age := cmp.Or(s.cfg.EventRetention, DefaultEventRetention)
-	t := time.NewTicker(eventTrimInterval)
-	defer t.Stop()
-	for {
-		if n, err := s.reg.TrimEvents(ctx, time.Now().Add(-age), keep); err != nil && ctx.Err() == nil {
-			s.log.Warn("cannot trim the event history", "err", err)
-		} else if n > 0 {
-			s.log.Debug("event history trimmed", "records", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // eventFilter is GET /v1/events's query.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -46,7 +47,7 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	snap := readPass(ss, nil)
+	snap := leader.ReadPass(ss, nil)
 	down, err := resolveNodes(snap.Nodes, q["without"])
 	if err != nil {
 		return err
@@ -64,7 +65,7 @@ func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	snap := readPass(ss, nil)
+	snap := leader.ReadPass(ss, nil)
 	down, err := resolveNodes(snap.Nodes, names)
 	if err != nil {
 		return err
