@@ -107,6 +107,8 @@ type Config struct {
 	EventRetention  time.Duration
 	EventMaxRecords int
 
+	// What the loop works through, all required; Logger defaults to
+	// slog's.
 	Elector  Elector
 	Registry Registry
 	State    State
