@@ -10,5 +10,5 @@
 // same input gives the same plan. The leader commits the plan; `drover
 // plan` runs the same pass on any server and writes nothing; the tests
 // run it as transcripts (testdata/golden). What it reads comes from the
-// server's store; the server fills Input (internal/server/leader.go).
+// server's store; the leader's loop fills Input (internal/leader/pass.go).
 package planner

@@ -17,6 +17,7 @@ import (
 	"github.com/drover-org/drover/internal/acl"
 	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/jobfile"
+	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/reconcile"
 	"github.com/drover-org/drover/internal/registry"
@@ -179,7 +180,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		snap := readJobs(ss, nil)
+		snap := leader.ReadJobs(ss, nil)
 		out := make([]*spec.JobListEntry, 0, len(snap.Jobs))
 		for _, j := range snap.Jobs {
 			if !s.canRead(r, j.Namespace) || (ns != "" && ns != spec.NamespaceOf(j.Namespace)) {

@@ -327,7 +327,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 	f.cli = httpsClient(t, pki.DirFiles(tlsDir, pki.RoleCLI))
 	f.browser = httpsClient(t, pki.Files{CA: filepath.Join(tlsDir, pki.CAFile)})
 	f.agent = httpsClient(t, pki.DirFiles(tlsDir, pki.RoleAgent))
-	for deadline := time.Now().Add(10 * time.Second); !srv.isLeader.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !srv.loop.IsLeader(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the server did not become leader within 10s")
 		}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/acl"
-	"github.com/drover-org/drover/internal/registry"
+	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
 )
@@ -34,28 +33,6 @@ func (s *Server) who(r *http.Request) string {
 	return "anonymous"
 }
 
-// trimEvents keeps the history within its bounds while this server leads.
-func (s *Server) trimEvents(ctx context.Context, l *registry.Leader) {
-	keep := cmp.Or(s.cfg.EventMaxRecords, DefaultEventMaxRecords)
-	age := cmp.Or(s.cfg.EventRetention, DefaultEventRetention)
-	t := time.NewTicker(eventTrimInterval)
-	defer t.Stop()
-	for {
-		if n, err := s.reg.TrimEvents(ctx, time.Now().Add(-age), keep); err != nil && ctx.Err() == nil {
-			s.log.Warn("cannot trim the event history", "err", err)
-		} else if n > 0 {
-			s.log.Debug("event history trimmed", "records", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // eventFilter is GET /v1/events's query.
 type eventFilter struct {
 	after         int64
@@ -72,14 +49,14 @@ func parseEventFilter(r *http.Request) (eventFilter, error) {
 	if v := q.Get("index"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return f, badRequest("index must be a non-negative integer (the last event index seen), got %q", v)
+			return f, httpapi.BadRequest("index must be a non-negative integer (the last event index seen), got %q", v)
 		}
 		f.after, f.resume = n, true
 	}
 	if v := q.Get("since"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return f, badRequest("since must be a positive duration such as 2h or 30m, got %q", v)
+			return f, httpapi.BadRequest("since must be a positive duration such as 2h or 30m, got %q", v)
 		}
 		f.since = time.Now().Add(-d)
 	}
@@ -87,7 +64,7 @@ func parseEventFilter(r *http.Request) (eventFilter, error) {
 	for _, t := range q["topic"] {
 		for _, t := range strings.Split(t, ",") {
 			if !slices.Contains(known, t) {
-				return f, badRequest("unknown topic %q; topics are %s", t, strings.Join(known, ", "))
+				return f, httpapi.BadRequest("unknown topic %q; topics are %s", t, strings.Join(known, ", "))
 			}
 			if f.topics == nil {
 				f.topics = map[string]bool{}
@@ -101,7 +78,7 @@ func parseEventFilter(r *http.Request) (eventFilter, error) {
 	case "1", "true":
 		f.follow = true
 	default:
-		return f, badRequest("follow must be true or false, got %q", v)
+		return f, httpapi.BadRequest("follow must be true or false, got %q", v)
 	}
 	return f, nil
 }
@@ -184,7 +161,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		if out == nil {
 			out = []spec.Event{}
 		}
-		return writeJSON(w, snap.Rev, out)
+		return httpapi.WriteJSON(w, snap.Rev, out)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -24,11 +24,3 @@ func (s *Server) blockingQuery(r *http.Request, read func() error, topics ...str
 	}
 	return read()
 }
-
-// plan.go and events.go say badRequest and writeJSON: the same as
-// httpapi.BadRequest and httpapi.WriteJSON, under the names they had
-// before the plumbing left this package.
-var (
-	badRequest = httpapi.BadRequest
-	writeJSON  = httpapi.WriteJSON
-)

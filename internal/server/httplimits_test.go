@@ -124,7 +124,7 @@ func limitedAPIServer(t *testing.T, cfg Config, lim httpapi.Limits) (string, *re
 		emb.Close()
 	})
 	addr := serveLimited(t, srv.Handler(nil), lim)
-	for deadline := time.Now().Add(10 * time.Second); !srv.isLeader.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !srv.loop.IsLeader(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the server did not become leader within 10s")
 		}

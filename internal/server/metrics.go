@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/drover-org/drover/internal/metrics"
-	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/registry"
 )
 
@@ -49,34 +47,6 @@ func (s *Server) metricsHandler() http.Handler {
 	gs := prometheus.Gatherers{s.metrics.Registry}
 	gs = append(gs, s.gatherers...)
 	return promhttp.HandlerFor(gs, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-}
-
-// observePass records a committed pass that began at start: counts, its
-// duration, and for each job version placed for the first time since this
-// server began leading, the time from its submit.
-func (s *Server) observePass(d planner.Decision, start, now time.Time) {
-	m := s.metrics
-	placed := 0
-	for _, p := range d.Scheduler.Placements {
-		if p.Request.WaitFor == "" { // the others are placed by a later pass
-			placed++
-		}
-	}
-	m.Placements.Add(float64(placed))
-	m.Evictions.Add(float64(len(d.Scheduler.Evictions)))
-	m.Unplaced.Add(float64(len(d.Scheduler.Failures)))
-	m.PassSeconds.Observe(now.Sub(start).Seconds())
-	if s.firstPlaced == nil {
-		s.firstPlaced = map[string]uint64{}
-	}
-	for _, p := range d.Scheduler.Placements {
-		j := p.Request.Job
-		if p.Request.WaitFor != "" || s.firstPlaced[j.Name] >= j.Version || j.SubmitTime.Before(s.leadingSince) {
-			continue
-		}
-		s.firstPlaced[j.Name] = j.Version
-		m.SubmitToPlaced.Observe(now.Sub(j.SubmitTime).Seconds())
-	}
 }
 
 // readyChecks are /readyz's: etcd answers, and this server's watch and

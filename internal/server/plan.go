@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/drover-org/drover/internal/acl"
+	"github.com/drover-org/drover/internal/httpapi"
+	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -33,7 +35,7 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	case "0", "false":
 		diff = false
 	default:
-		return badRequest("diff must be 1 or 0, got %q", v)
+		return httpapi.BadRequest("diff must be 1 or 0, got %q", v)
 	}
 	job, err := decodeJob(w, r)
 	if err != nil {
@@ -46,30 +48,30 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	snap := readPass(ss, nil)
+	snap := leader.ReadPass(ss, nil)
 	down, err := resolveNodes(snap.Nodes, q["without"])
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, ss.Rev, jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy()))
+	return httpapi.WriteJSON(w, ss.Rev, jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy()))
 }
 
 // planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...].
 func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	names := r.URL.Query()["node"]
 	if len(names) == 0 {
-		return badRequest("name the nodes to plan without: /v1/plan/without?node=NAME&node=NAME (names or IDs)")
+		return httpapi.BadRequest("name the nodes to plan without: /v1/plan/without?node=NAME&node=NAME (names or IDs)")
 	}
 	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
 	}
-	snap := readPass(ss, nil)
+	snap := leader.ReadPass(ss, nil)
 	down, err := resolveNodes(snap.Nodes, names)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, ss.Rev, nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy()))
+	return httpapi.WriteJSON(w, ss.Rev, nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy()))
 }
 
 // resolveNodes finds the nodes named, by name or ID. Every node with a
@@ -108,7 +110,7 @@ func resolveNodes(nodes []*spec.Node, names []string) ([]*spec.Node, error) {
 	default:
 		list = "known nodes: " + list
 	}
-	return nil, badRequest("no node named %s; %s", strings.Join(unknown, ", "), list)
+	return nil, httpapi.BadRequest("no node named %s; %s", strings.Join(unknown, ", "), list)
 }
 
 // leaveOut marks nodes down in snap, and their allocs lost with them as

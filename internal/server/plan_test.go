@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
@@ -364,7 +365,7 @@ func TestPlanShowsRebalanceMoves(t *testing.T) {
 			Resources: job.Groups[0].Resources(), DesiredStatus: spec.DesiredRun, CreateIndex: int64(i + 1),
 			Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: now}})
 	}
-	p := jobPlan(readPass(snapshotOf([]*spec.Job{job}, nodes, allocs), nil), job, nil, false, now, planner.Policy{})
+	p := jobPlan(leader.ReadPass(snapshotOf([]*spec.Job{job}, nodes, allocs), nil), job, nil, false, now, planner.Policy{})
 	if len(p.Stop) != 1 || !strings.HasPrefix(p.Stop[0].Reason, "rebalance: node a runs 4 instances") ||
 		len(p.Create) != 1 || p.Create[0].Node != "b" || p.Create[0].FromNode != "a" {
 		t.Fatalf("plan: stop %+v, create %+v", p.Stop, p.Create)

@@ -1,6 +1,6 @@
 // Package server is drover's control plane: the HTTP API (/v1) over the
-// registry, and the leader-only scheduling loop around the pure reconciler
-// and scheduler.
+// registry and the server's one copy of it, which it keeps and which the
+// leader's scheduling loop (internal/leader) reads.
 //
 // Any server answers the API; only the one holding the etcd election
 // schedules, and every write it makes is fenced on that election
@@ -11,10 +11,8 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"errors"
 	"log/slog"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,11 +20,10 @@ import (
 
 	"github.com/drover-org/drover/internal/dns"
 	"github.com/drover-org/drover/internal/httpapi"
+	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/registry"
-	"github.com/drover-org/drover/internal/scheduler"
-	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
 	"github.com/drover-org/drover/internal/ui"
 )
@@ -92,7 +89,6 @@ type Config struct {
 const (
 	DefaultEventRetention  = 7 * 24 * time.Hour
 	DefaultEventMaxRecords = 100_000
-	eventTrimInterval      = time.Minute
 )
 
 // DefaultMemoryMoveInterval is how often at most one instance moves off a
@@ -115,13 +111,6 @@ const DefaultLeaderTTL = 2 * time.Second
 // DefaultResync is the leader's full re-read period when nothing changes.
 const DefaultResync = 5 * time.Second
 
-// fullPassShare bounds the periodic full pass to about 1% of a core: it
-// runs every Resync, or every fullPassShare times the last one's
-// duration when that is longer (a pass over 100,000 allocations takes a
-// good part of a second on 2 cores). Passes woken by changes, due times
-// and the node grace do not wait for it.
-const fullPassShare = 100
-
 // DefaultNodeTTL: with a heartbeat every second, five missed in a row mark
 // a node down, which keeps machine loss -> replacement running under the
 // 8 s target while riding out a few slow heartbeats on a loaded machine.
@@ -139,43 +128,29 @@ type Server struct {
 	reg       *registry.Registry
 	log       *slog.Logger
 	hub       *hub
-	isLeader  atomic.Bool
 	ready     atomic.Bool
 	secrets   nodeSecrets
 	agentHTTP *http.Client // dials agents, for logs, exec and usage
 	tokens    tokenCache
-	downMu    sync.Mutex
-	downSince map[string]time.Time // node -> when this leader first saw it down
-	downSeen  []*spec.Node         // the nodes downSince was last brought up to date with
+	// loop campaigns and, while it leads, schedules (internal/leader).
+	loop *leader.Loop
 	// allocLists shares the answers of GET /v1/allocations among the
 	// queries that ask at the same time.
 	allocLists sharedLists
-	// placer carries the scheduler's work from one pass of the leader's
-	// loop to the next, and placerRev is the revision of the allocs it
-	// last saw; only that loop uses them.
-	placer    *scheduler.Cache
-	placerRev int64
 	// state is this server's one copy of the registry, which mirror
 	// keeps current from Run on; every reader reads it.
 	state  *state.Store
 	mirror atomic.Pointer[registry.Mirror]
-	// committed is the revision of the leader's last commit (or, before
-	// its first, the registry's when it was elected), which its next pass
-	// must see; it belongs to the leader's loop.
-	committed int64
 	// catalog is the service catalog last built, for the API and DNS.
 	catalog catalogCache
 	// dns serves the catalog once ListenDNS bound it; dnsTried says
 	// ListenDNS ran. Both are set before Run.
 	dns      *dns.Server
 	dnsTried bool
-	// metrics are exported at /metrics with gatherers (AddMetrics);
-	// leadingSince and firstPlaced belong to the leader's loop.
-	metrics      *metrics.Server
-	gatherers    []prometheus.Gatherer
-	leadingSince time.Time
-	firstPlaced  map[string]uint64 // job -> newest version whose placement was timed
-	readyExtra   []metrics.Check
+	// metrics are exported at /metrics with gatherers (AddMetrics).
+	metrics    *metrics.Server
+	gatherers  []prometheus.Gatherer
+	readyExtra []metrics.Check
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -206,6 +181,11 @@ func New(cfg Config) *Server {
 	tr.Protocols.SetHTTP1(true)
 	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}, state: state.New()}
 	s.metrics = s.newMetrics()
+	s.loop = leader.New(leader.Config{
+		ID: cfg.ID, LeaderTTL: cfg.LeaderTTL, Resync: cfg.Resync, NodeTTL: cfg.NodeTTL, NodeGrace: cfg.NodeGrace, Policy: s.movePolicy(),
+		EventRetention: cmp.Or(cfg.EventRetention, DefaultEventRetention), EventMaxRecords: cmp.Or(cfg.EventMaxRecords, DefaultEventMaxRecords),
+		Elector: leader.Elect(cfg.Registry), Registry: cfg.Registry, State: leaderState{s}, Metrics: s.metrics, Logger: cfg.Logger,
+	})
 	return s
 }
 
@@ -228,7 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.cfg.APIOnly {
 		<-ctx.Done()
 	} else {
-		s.runElections(ctx)
+		s.loop.Run(ctx)
 	}
 	s.ready.Store(false)
 	return nil
@@ -283,144 +263,16 @@ func (s *Server) readAt(ctx context.Context, rev int64) (*state.Snapshot, error)
 // readWait bounds how long a read waits for the server's state.
 const readWait = 10 * time.Second
 
-func (s *Server) runElections(ctx context.Context) {
-	for ctx.Err() == nil {
-		l, err := s.reg.Campaign(ctx, s.cfg.ID, s.cfg.LeaderTTL)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("election failed; retrying", "err", err)
-			sleep(ctx, time.Second)
-			continue
-		}
-		s.log.Info("elected leader", "server", s.cfg.ID, "epoch", l.Epoch())
-		s.isLeader.Store(true)
-		err = s.lead(ctx, l)
-		s.isLeader.Store(false)
-		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		l.Resign(rctx)
-		cancel()
-		if ctx.Err() == nil {
-			s.log.Warn("lost leadership", "err", err)
-		}
-	}
-}
+// leaderState is the leader's loop's view of this server: the store its
+// mirror keeps (running before the loop starts), and the hub's wake-ups.
+type leaderState struct{ s *Server }
 
-// lead runs the scheduling loop until leadership is lost or ctx ends. It is
-// level-triggered: a change only makes it run sooner, and every pass looks
-// at the whole state, from the leader's mirror of the registry, which its
-// own watch keeps current.
-func (s *Server) lead(ctx context.Context, l *registry.Leader) error {
-	elected := time.Now()
-	s.leadingSince, s.firstPlaced = elected, nil
-	s.metrics.IsLeader.Set(1)
-	defer s.metrics.IsLeader.Set(0)
-	// Down-times seen in an earlier term may be stale; start afresh.
-	s.downMu.Lock()
-	s.downSince, s.downSeen = nil, nil
-	s.downMu.Unlock()
-	s.placer = scheduler.NewCache()
-	// A pass ends when the leadership does: a leader resumed after its
-	// lease ran out (SIGSTOP, a long pause) writes nothing more, not even
-	// its mirror's barrier key, once it learns it.
-	lctx, unlead := context.WithCancel(ctx)
-	defer unlead()
-	go func() {
-		select {
-		case <-l.Done():
-			unlead()
-		case <-lctx.Done():
-		}
-	}()
-	// The first pass must see every write acknowledged before this
-	// leader won: the registry's revision now, from a linearizable read.
-	for {
-		rev, err := s.reg.Revision(lctx)
-		if err == nil {
-			s.committed = rev
-			break
-		}
-		s.log.Error("cannot read the registry's revision to lead; will retry", "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-l.Done():
-			return errors.New("election session lost")
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	if err := s.reg.AppendEvents(ctx, []spec.Event{{Topic: spec.TopicLeader, Type: spec.EventElected, Message: "server " + s.cfg.ID + " leads"}}); err != nil {
-		s.log.Warn("cannot store the election event", "err", err)
-	}
-	go s.trimEvents(ctx, l)
-	resync := time.NewTimer(s.cfg.Resync)
-	defer resync.Stop()
-	var due *time.Timer
-	dueC := func() <-chan time.Time {
-		if due == nil {
-			return nil
-		}
-		return due.C
-	}
-	// full says the next pass looks at every job: the first one, one after
-	// a failure, a delayed replacement coming due, the periodic resync, and
-	// after a change that may concern any job (a node, a resync of the
-	// watch). Otherwise a pass looks at the jobs the changes concern.
-	full := true
-	var dueAt time.Time // the earliest delayed replacement known
-	for {
-		jobs, all := s.hub.takeDirty()
-		var only map[string]bool
-		if !full && !all {
-			only = jobs
-			if only == nil {
-				only = map[string]bool{}
-			}
-		}
-		began := time.Now()
-		next, err := s.schedule(lctx, l, time.Since(elected) >= s.cfg.NodeGrace, only)
-		if only == nil {
-			resync.Reset(max(s.cfg.Resync, fullPassShare*time.Since(began)))
-		}
-		full = false
-		switch {
-		case errors.Is(err, registry.ErrNotLeader):
-			return err
-		case lctx.Err() != nil && ctx.Err() == nil:
-			return errors.New("election session lost")
-		case err != nil && ctx.Err() == nil:
-			s.log.Error("scheduling pass failed; will retry", "err", err)
-			full = true
-			sleep(ctx, 500*time.Millisecond)
-		}
-		// A full pass knows every due time; a partial one only its jobs'.
-		if only == nil || (!next.IsZero() && (dueAt.IsZero() || next.Before(dueAt))) {
-			dueAt = next
-		}
-		if due != nil {
-			due.Stop()
-			due = nil
-		}
-		if !dueAt.IsZero() {
-			due = time.NewTimer(max(time.Until(dueAt), 0))
-		} else if time.Since(elected) < s.cfg.NodeGrace {
-			// Look again when the grace ends, in case nodes are down.
-			due = time.NewTimer(s.cfg.NodeGrace - time.Since(elected))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-l.Done():
-			return errors.New("election session lost")
-		case <-s.hub.kick:
-		case <-resync.C:
-			full = true
-		case <-dueC():
-			full = true
-		}
-	}
+func (ls leaderState) Snapshot(ctx context.Context, atLeast int64) (*state.Snapshot, error) {
+	return ls.s.mirror.Load().Snapshot(ctx, atLeast)
 }
+func (ls leaderState) SeenRev() int64                              { return ls.s.hub.seenRev() }
+func (ls leaderState) TakeDirty() (jobs map[string]bool, all bool) { return ls.s.hub.takeDirty() }
+func (ls leaderState) Kick() <-chan struct{}                       { return ls.s.hub.kick }
 
 // Handler returns the API. agent, when not nil, serves this process's own
 // node endpoints (/v1/client/), as in drover dev.
@@ -436,13 +288,4 @@ func (s *Server) Handler(agent http.Handler) http.Handler {
 	mux.Handle("GET /ui/", ui.Handler())
 	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	return httpapi.LogRequests(s.log, mux)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -67,7 +67,7 @@ func testServerWith(t *testing.T, set func(*Config)) (*httptest.Server, *registr
 	// Settle: the election key and the leader's Elected event are
 	// writes; measure after them.
 	deadline := time.Now().Add(10 * time.Second)
-	for !srv.isLeader.Load() || !elected(ctx, reg) {
+	for !srv.loop.IsLeader() || !elected(ctx, reg) {
 		if time.Now().After(deadline) {
 			t.Fatal("the server did not become leader and record it within 10s")
 		}

@@ -49,7 +49,7 @@ func dnsServer(t *testing.T, dnsAddr string, optional bool) (hs *httptest.Server
 		reg.Close()
 		emb.Close()
 	})
-	for deadline := time.Now().Add(10 * time.Second); !srv.isLeader.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !srv.loop.IsLeader(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the server did not become leader within 10s")
 		}

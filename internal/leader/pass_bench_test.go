@@ -1,4 +1,4 @@
-package server
+package leader
 
 import (
 	"fmt"
@@ -76,7 +76,7 @@ func BenchmarkPassOneJob(b *testing.B) {
 // is the same pass for a shape the cache holds, for comparison. Run it
 // with -benchtime 300x (b.N is then the same at each size):
 //
-//	go test ./internal/server -run XXX -bench PassNewShape -benchtime 300x
+//	go test ./internal/leader -run XXX -bench PassNewShape -benchtime 300x
 func BenchmarkPassNewShape(b *testing.B) {
 	shapes := map[string]func(i int) spec.Resources{
 		"new":  func(i int) spec.Resources { return spec.Resources{CPU: 10, MemoryMB: 16 + i%4096} },
@@ -103,7 +103,7 @@ func benchPasses(b *testing.B, nodes, allocs int, res func(i int) spec.Resources
 	cache := scheduler.NewCache()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seen := rev
-	leader := &Server{} // for noteDownSince, which the pass calls as schedule does
+	ls := &leadership{Loop: &Loop{}} // for noteDownSince, which the pass calls as schedule does
 	var read, dec, apply time.Duration
 	pass := func(i int) {
 		name := fmt.Sprintf("probe-%d", i)
@@ -120,7 +120,7 @@ func benchPasses(b *testing.B, nodes, allocs int, res func(i int) spec.Resources
 		snap := passFor(ss, map[string]bool{name: true}, cache, seen)
 		seen = ss.Rev
 		snap.MarkDown()
-		leader.noteDownSince(snap, now)
+		ls.noteDownSince(snap, now)
 		t1 := time.Now()
 		d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
 		t2 := time.Now()
