@@ -390,7 +390,7 @@ func TestFullPassPeriod(t *testing.T) {
 		min           time.Duration // the least gap between two passes' starts
 	}{
 		{"resync", 300 * time.Millisecond, 0, 300 * time.Millisecond},
-		{"share of a slow pass", 50 * time.Millisecond, 20 * time.Millisecond, fullPassShare * 20 * time.Millisecond},
+		{"share of a slow pass", 50 * time.Millisecond, 5 * time.Millisecond, fullPassShare * 5 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)

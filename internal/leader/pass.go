@@ -192,7 +192,7 @@ func (ls *leadership) noteDownSince(snap *planner.Input, now time.Time) []spec.E
 			} else if !wasDown {
 				ls.downSince[n.ID] = now
 				evs = append(evs, spec.Event{Time: now, Topic: spec.TopicNode, Type: spec.EventDown, Node: n.Name,
-					Message: fmt.Sprintf("no heartbeat within the node TTL (%s); its instances are replaced elsewhere", ls.cfg.NodeTTL)})
+					Message: fmt.Sprintf("no heartbeat within its TTL (the node TTL, %s, or longer when its server takes many nodes); its instances are replaced elsewhere", ls.cfg.NodeTTL)})
 			}
 		}
 		ls.downSeen = snap.Nodes

@@ -120,8 +120,16 @@ func (s *Snapshot) AllocsChanged(since int64) (ids []string, ok bool) {
 
 // ---- Nodes ----
 
-// Node returns the node with its status, control and usage, or nil.
+// Node returns the node with its status, control and usage, or nil. It
+// is a map lookup once the node list is built (Nodes), which a pass that
+// looks up the node of every alloc needs.
 func (s *Snapshot) Node(id string) *spec.Node {
+	if b := s.nodes.built.Load(); b != nil {
+		if i, ok := b.at[id]; ok {
+			return b.nodes[i]
+		}
+		return nil
+	}
 	row, _ := s.first(tableNodes, id).(*nodeRow)
 	if row == nil {
 		return nil

@@ -350,6 +350,16 @@ func TestNodeListMatchesTheTable(t *testing.T) {
 					t.Fatalf("after batch %d: node %d is %+v, the table's is %+v", rev, i, got[i], want[i])
 				}
 			}
+			for _, id := range ids {
+				row, _ := snap.first(tableNodes, id).(*nodeRow)
+				var want *spec.Node
+				if row != nil {
+					want = row.Node
+				}
+				if n := snap.Node(id); n != want {
+					t.Fatalf("after batch %d: Node(%s) is %+v, the table's is %+v", rev, id, n, want)
+				}
+			}
 			if !touched && (len(got) != len(before) || len(got) > 0 && &got[0] != &before[0]) {
 				t.Fatalf("after batch %d, which wrote no node: the list was copied", rev)
 			}
