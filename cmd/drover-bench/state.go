@@ -103,6 +103,7 @@ func stateFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	allocs := fs.Int("allocs", 100000, "allocations, placed by the leader (-quick: 2000 unless given)")
 	probes := fs.Int("probes", 50, "single-instance jobs submitted one at a time (-quick: 10 unless given)")
 	idle := fs.Duration("idle", 30*time.Second, "how long the idle server's CPU is measured (-quick: 3s unless given)")
+	idleProfile := fs.String("idleprofile", "", "write a CPU profile of the idle window alone to this file")
 	return func() (*report, error) {
 		sz := stateSize{nodes: sized(fs, o, "nodes", *nodes, 200), allocs: sized(fs, o, "allocs", *allocs, 2000),
 			probes: sized(fs, o, "probes", *probes, 10), idle: sized(fs, o, "idle", *idle, 3*time.Second)}
@@ -112,11 +113,11 @@ func stateFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 		if sz.allocs+sz.probes > sz.nodes*stateSlotsPerNode {
 			return nil, fmt.Errorf("%d allocs and %d probes do not fit on %d nodes of %d slots; raise -nodes", sz.allocs, sz.probes, sz.nodes, stateSlotsPerNode)
 		}
-		return state(sz, o.memProfile)
+		return state(sz, o.memProfile, *idleProfile)
 	}
 }
 
-func state(sz stateSize, memProfile string) (*report, error) {
+func state(sz stateSize, memProfile, idleProfile string) (*report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	c, err := startSim(ctx, server.DefaultNodeTTL)
@@ -169,8 +170,13 @@ func state(sz stateSize, memProfile string) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	stopIdleProfile, err := startCPUProfile(idleProfile)
+	if err != nil {
+		return nil, err
+	}
 	t0 = time.Now()
 	time.Sleep(sz.idle)
+	stopIdleProfile()
 	u1, err := readSimUsage()
 	if err != nil {
 		return nil, err
@@ -498,6 +504,23 @@ func histogramGain(before, after, name, le string) (n int, sum float64, above in
 	}
 	n = int(v[1][1] - v[0][1])
 	return n, v[1][0] - v[0][0], n - int(v[1][2]-v[0][2]), nil
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned
+// function is called; "" profiles nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-idleprofile: %w (not with -cpuprofile)", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // writeHeapProfile writes the heap's profile to path, unless it is "".
