@@ -29,7 +29,11 @@ const DefaultAddress = "127.0.0.1:4646"
 // Client talks to one server, or fails over between several (NewWithOptions).
 type Client struct {
 	base string
-	hc   *http.Client
+	hc   atomic.Pointer[http.Client]
+	// h2, with TLS, is the transport hc's are cloned from: a request that
+	// timed out on an HTTP/2 connection moves the client to a fresh one
+	// (freshConns).
+	h2 *http.Transport
 	// upgrades carries requests that upgrade their connection (exec):
 	// HTTP/1.1 only, as HTTP/2 has no upgrade.
 	upgrades *http.Client
@@ -102,23 +106,24 @@ func NewWithOptions(addrs []string, o Options) (*Client, error) {
 	if h1.TLSClientConfig != nil {
 		h1.TLSClientConfig.NextProtos = []string{"http/1.1"} // Clone copied tr's h2
 	}
-	return &Client{base: bases[0], bases: bases, hc: &http.Client{Transport: tr}, upgrades: &http.Client{Transport: h1}, token: o.Token}, nil
+	c := &Client{base: bases[0], bases: bases, upgrades: &http.Client{Transport: h1}, token: o.Token}
+	c.hc.Store(&http.Client{Transport: tr})
+	if o.TLS != nil {
+		c.h2 = tr
+	}
+	return c, nil
 }
 
 // A silent HTTP/2 connection is pinged after pingAfter, and closed when
 // the ping is not answered within pingTimeout: one that died without a
-// word (a NAT or firewall dropped it) is replaced in at most 15 s. An
-// agent heartbeats every second up to 1,000 nodes per server, and less
-// often past that (the server's heartbeat bound), so a well agent's
-// connection is pinged only on a large cluster, every 5 s at most. The
-// bounds are loose on purpose: a connection closed for a ping that a
-// busy server answered late takes every request on it down and costs a
-// new TLS handshake, which, when thousands of agents do it at once, is
-// what keeps the server busy. With 1.5 s and 2 s, 5,000 agents on a
-// loaded 2-core machine kept only 0.3 connections each (43,674 abandoned
-// TLS handshakes in 90 s); with these, every agent kept its one. A
-// server that stops answering altogether is left by its agents after two
-// failed heartbeats (internal/agent), not by the ping.
+// word (a NAT or firewall dropped it) and carries no request is replaced
+// in at most 15 s; one whose requests time out is left at once
+// (freshConns). The bounds are loose on purpose: a connection closed for
+// a ping that a busy server answered late takes every request on it down
+// and costs a new TLS handshake, which, when thousands of agents do it at
+// once, is what keeps the server busy. With 1.5 s and 2 s, 5,000 agents
+// on a loaded 2-core machine kept only 0.3 connections each (43,674
+// abandoned TLS handshakes in 90 s); with these, every agent kept its one.
 const (
 	pingAfter   = 5 * time.Second
 	pingTimeout = 10 * time.Second
@@ -141,7 +146,9 @@ func New(addr string) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	hc := &http.Client{Transport: tr} // plain HTTP: HTTP/1.1, upgrades included
-	return &Client{base: base, hc: hc, upgrades: hc}, nil
+	c := &Client{base: base, upgrades: hc}
+	c.hc.Store(hc)
+	return c, nil
 }
 
 func normalize(addr string) (string, error) { return normalizeWith(addr, "http://") }

@@ -62,7 +62,7 @@ func (c *Client) send(ctx context.Context, build func(base string) (*http.Reques
 		if c.token != "" {
 			req.Header.Set(TokenHeader, c.token)
 		}
-		hc := c.hc
+		hc := c.hc.Load()
 		if req.Header.Get("Upgrade") != "" {
 			hc = c.upgrades
 		}
@@ -72,6 +72,9 @@ func (c *Client) send(ctx context.Context, build func(base string) (*http.Reques
 			return resp, base, nil
 		}
 		err = unwrapURL(err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.freshConns(hc)
+		}
 		if ctx.Err() != nil || !connectFailure(err) || k == c.tries()-1 {
 			if len(errs) > 0 {
 				return nil, base, fmt.Errorf("%w (also tried %s)", err, strings.Join(errs, "; "))
@@ -84,6 +87,20 @@ func (c *Client) send(ctx context.Context, build func(base string) (*http.Reques
 		}
 	}
 	panic("unreachable")
+}
+
+// freshConns moves the client off hc's connections after a request on
+// them timed out: an HTTP/2 connection carries all of a client's requests,
+// and one that froze (its peer or the path to it stopped without a word)
+// would take each later request down the same way until a ping found it
+// out. The next request dials anew. Requests that were on hc, when several
+// time out at once, move the client once. Over HTTP/1.1, net/http closes
+// the connection of a request that was cancelled itself.
+func (c *Client) freshConns(hc *http.Client) {
+	if c.h2 == nil || !c.hc.CompareAndSwap(hc, &http.Client{Transport: c.h2.Clone()}) {
+		return
+	}
+	hc.CloseIdleConnections()
 }
 
 // connectFailure reports whether err means the server never answered: it

@@ -260,9 +260,9 @@ func (f *freezer) relay(dst, src net.Conn, gen int64) {
 func (f *freezer) freeze() { f.gen.Add(1) }
 
 // A connection that dies without a word is replaced before the node's TTL
-// runs out: the client pings a silent HTTP/2 connection and drops it when
-// the ping is not answered, where HTTP/1.1 dialled anew for each request
-// that timed out.
+// runs out: the client leaves an HTTP/2 connection on which a request timed
+// out (client.freshConns), as HTTP/1.1 dialled anew for each request that
+// timed out.
 func TestAgentReplacesAFrozenConnection(t *testing.T) {
 	url, tlsDir, _ := tlsTestServer(t)
 	fr := startFreezer(t, strings.TrimPrefix(url, "https://"))
