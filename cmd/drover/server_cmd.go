@@ -22,7 +22,7 @@ func newServerCmd() *cobra.Command {
 	var memory memoryFlags
 	var apiOnly, aclOn bool
 	var tlsF tlsFlags
-	var maxConns int
+	var maxConns, maxBeats int
 	var etcdTLS etcdTLSFlags
 	var endpoints []string
 	var leaderTTL time.Duration
@@ -50,6 +50,9 @@ first one. docs/security.md has the details.`,
 			}
 			if maxConns < 1 {
 				return fmt.Errorf("--http-max-conns must be at least 1, got %d", maxConns)
+			}
+			if maxBeats < 1 {
+				return fmt.Errorf("--max-heartbeats-per-second must be at least 1, got %d", maxBeats)
 			}
 			ctx := signalContext(cmd.Context())
 			if len(endpoints) == 0 && etcdTLS.set() {
@@ -79,7 +82,7 @@ first one. docs/security.md has the details.`,
 				name = nodeName()
 			}
 			limits := httpapi.Limits{MaxConns: connLimit(maxConns, files, log)}
-			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr,
+			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr, MaxHeartbeatsPerSecond: maxBeats,
 				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn,
 				EventRetention: memory.eventRetention, EventMaxRecords: memory.eventMaxRecords}
 			if tlsF.on {
@@ -121,6 +124,7 @@ first one. docs/security.md has the details.`,
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the embedded etcd's data")
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4646", "HTTP API address")
 	cmd.Flags().IntVar(&maxConns, "http-max-conns", httpapi.DefaultMaxConns, "most HTTP connections open at once: an agent holds 1 over TLS, 2 over plain HTTP, so the default admits 10,000 agents with room for operators; more wait until one closes. Fewer when the open-file limit leaves less (the log says)")
+	cmd.Flags().IntVar(&maxBeats, "max-heartbeats-per-second", server.DefaultMaxHeartbeatsPerSecond, "most heartbeats a second this server takes from its nodes: past that many nodes per node TTL/5, each is told to heartbeat less often and given a TTL five times its interval")
 	memory.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "", "serve the service catalog over DNS (UDP and TCP) at this host:port, e.g. 127.0.0.1:8600 (default: no DNS)")
 	cmd.Flags().StringSliceVar(&endpoints, "etcd-endpoints", nil, "use this etcd cluster instead of the embedded one")
