@@ -127,6 +127,8 @@ func leaveOut(snap *planner.Input, down []*spec.Node) {
 		c.Status = spec.NodeDown
 		out[n.ID] = &c
 	}
+	// A copy: the list is the store's, shared by every reader.
+	snap.Nodes = slices.Clone(snap.Nodes)
 	for i, n := range snap.Nodes {
 		if c := out[n.ID]; c != nil {
 			snap.Nodes[i] = c

@@ -261,6 +261,15 @@ func TestPlanWithoutNodes(t *testing.T) {
 	if d := cmp.Diff(want, p, ignorePorts); d != "" {
 		t.Fatalf("without %s (-want +got):\n%s", a0.NodeName, d)
 	}
+	// A plan changes nothing of the server's state: the node it left out
+	// is still ready in the list every reader shares.
+	var nodes []*spec.Node
+	call(t, "GET", hs.URL+"/v1/nodes", "", &nodes)
+	for _, n := range nodes {
+		if n.Status != spec.NodeReady {
+			t.Fatalf("after the plan without %s, the server lists node %s %q", a0.NodeName, n.Name, n.Status)
+		}
+	}
 
 	// Without both nodes that run it: one moves, the other has no room.
 	p = spec.NodeLossPlan{}
