@@ -51,16 +51,25 @@ func (r *Registry) LiveNodes() int {
 	return len(l.seen)
 }
 
-// liveLease returns this registry's liveness lease, granting it (and
-// starting its keep-alive and the sweep) when there is none.
+// liveLease returns this registry's liveness lease for a node given ttl,
+// granting it (and starting its keep-alive and the sweep) when there is
+// none. The lease lasts as long as the longest TTL the server gives: a
+// server that dies leaves its nodes that long to move to another, as
+// their own TTL does. When ttl outgrows it (the server takes more nodes
+// and gives each a longer TTL), a lease twice as long replaces it and the
+// nodes' keys move onto it (moveLiveness).
 func (r *Registry) liveLease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
 	l := &r.live
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lease != 0 {
+	if l.lease != 0 && ttl <= l.ttl {
 		return l.lease, nil
 	}
-	secs := int64((ttl + time.Second - 1) / time.Second)
+	want := ttl
+	if l.lease != 0 {
+		want = max(ttl, 2*l.ttl) // doubling: a few moves as a cluster grows
+	}
+	secs := int64((want + time.Second - 1) / time.Second)
 	g, err := r.cli.Grant(ctx, max(secs, 1))
 	if err != nil {
 		return 0, wrap("grant the node liveness lease", err)
@@ -71,12 +80,62 @@ func (r *Registry) liveLease(ctx context.Context, ttl time.Duration) (clientv3.L
 		cancel()
 		return 0, wrap("keep the node liveness lease alive", err)
 	}
-	l.ttl, l.lease, l.seen, l.stop = ttl, g.ID, map[string]time.Time{}, cancel
+	old, seen := l.lease, l.seen
+	if old != 0 {
+		// The old lease's keep-alive and watch end: the keys still on it
+		// run out with it, its own TTL from now.
+		l.stop()
+	} else {
+		seen = map[string]time.Time{}
+	}
+	l.ttl, l.lease, l.seen, l.stop = want, g.ID, seen, cancel
 	// Watch the liveness keys from the grant on: a key another server
 	// moves onto its lease, or that goes away, is this server's no more.
 	wch := r.cli.Watch(clientv3.WithRequireLeader(kctx), r.prefix+dirNodeAlive, clientv3.WithPrefix(), clientv3.WithRev(g.Revision+1))
 	go r.keepLiveness(kctx, g.ID, ch, wch)
+	if old != 0 {
+		r.moveLiveness(ctx, old, g.ID)
+	}
 	return g.ID, nil
+}
+
+// moveLives is how many nodes' keys one transaction moves.
+const moveLives = 64
+
+// moveLiveness moves the keys of the nodes this server keeps from lease
+// old to lease to, each only if it is still on old (another server may
+// have taken it). A node whose key did not move is forgotten: its next
+// heartbeat puts it on this lease again, or finds it gone. l.mu is held.
+func (r *Registry) moveLiveness(ctx context.Context, old, to clientv3.LeaseID) {
+	l := &r.live
+	ids := make([]string, 0, len(l.seen))
+	for id := range l.seen {
+		ids = append(ids, id)
+	}
+	for start := 0; start < len(ids); start += moveLives {
+		batch := ids[start:min(len(ids), start+moveLives)]
+		ops := make([]clientv3.Op, len(batch))
+		for i, id := range batch {
+			key := r.prefix + dirNodeAlive + id
+			ops[i] = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(key), "=", old)},
+				[]clientv3.Op{clientv3.OpPut(key, "", clientv3.WithLease(to))}, nil)
+		}
+		octx, cancel := r.opCtx(ctx)
+		resp, err := r.cli.Txn(octx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			r.log.Warn("cannot move nodes to the longer liveness lease; they register again when it runs out", "nodes", len(batch), "err", err)
+			for _, id := range batch {
+				delete(l.seen, id)
+			}
+			continue
+		}
+		for i, id := range batch {
+			if !resp.Responses[i].GetResponseTxn().GetSucceeded() {
+				delete(l.seen, id)
+			}
+		}
+	}
 }
 
 // keepLiveness drains the lease's keep-alive answers, forgets the nodes
@@ -114,6 +173,11 @@ func (r *Registry) keepLiveness(ctx context.Context, lease clientv3.LeaseID, ch 
 				return
 			}
 			l.mu.Lock()
+			if l.lease != lease {
+				// A longer lease replaced this one: its nodes moved.
+				l.mu.Unlock()
+				return
+			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypeDelete || clientv3.LeaseID(ev.Kv.Lease) != lease {
 					delete(l.seen, string(ev.Kv.Key[len(r.prefix+dirNodeAlive):]))
@@ -166,6 +230,10 @@ func (r *Registry) sweep(ctx context.Context, lease clientv3.LeaseID) {
 	now := r.now()
 	var silent []string
 	l.mu.Lock()
+	if l.lease != lease {
+		l.mu.Unlock()
+		return // a longer lease replaced this one: its own sweep runs
+	}
 	for id, due := range l.seen {
 		if now.After(due) {
 			silent = append(silent, id)

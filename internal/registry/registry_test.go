@@ -1471,3 +1471,76 @@ func TestNodeAliveOnALeaseEtcdLost(t *testing.T) {
 	}
 	wantErr(t, r.Heartbeat(ctx, "n1", 5*time.Second), ErrNotFound) // its key went with the lost lease
 }
+
+// TestLivenessLeaseGrowsWithTheTTLs: when the server gives a node a
+// longer TTL than its liveness lease has, a lease at least that long
+// replaces it and the nodes already on the old one move with their keys:
+// they stay up past the old lease's TTL while they heartbeat, and a node
+// that falls silent still goes down.
+func TestLivenessLeaseGrowsWithTheTTLs(t *testing.T) {
+	t.Parallel()
+	r := open(t, startEtcd(t))
+	ctx := context.Background()
+	for _, id := range []string{"n1", "n2"} {
+		if _, err := r.PutNode(ctx, &spec.Node{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.NodeAlive(ctx, "n1", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.live.mu.Lock()
+	first := r.live.lease
+	r.live.mu.Unlock()
+	if err := r.NodeAlive(ctx, "n2", 6*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.live.mu.Lock()
+	second := r.live.lease
+	r.live.mu.Unlock()
+	if second == first {
+		t.Fatal("a node given a 6 s TTL is on the 2 s lease")
+	}
+	ttl, err := r.cli.TimeToLive(ctx, second)
+	if err != nil || ttl.GrantedTTL < 6 {
+		t.Fatalf("the new lease: %+v, %v; want at least 6 s", ttl, err)
+	}
+	for _, id := range []string{"n1", "n2"} {
+		resp, err := r.cli.Get(ctx, r.prefix+dirNodeAlive+id)
+		if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != second {
+			t.Fatalf("%s's liveness key: %+v, %v; want it on the new lease", id, resp, err)
+		}
+	}
+	// n1 heartbeats past the old lease's TTL (2 s, no longer kept alive):
+	// it stays up. n2 is silent: down within its 6 s TTL and the sweep.
+	status := func(id string) spec.NodeStatus {
+		n, err := r.GetNode(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Status
+	}
+	start := time.Now()
+	for time.Since(start) < 4*time.Second {
+		if err := r.Heartbeat(ctx, "n1", 2*time.Second); err != nil {
+			t.Fatalf("n1's heartbeat after the move: %v", err)
+		}
+		if s := status("n1"); s != spec.NodeReady {
+			t.Fatalf("n1, heartbeating, is %q %s after the move", s, time.Since(start).Round(time.Millisecond))
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for status("n2") != spec.NodeDown {
+		if err := r.Heartbeat(ctx, "n1", 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("n2, silent, still ready 10 s after its last heartbeat (TTL 6 s)")
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	if s := status("n1"); s != spec.NodeReady {
+		t.Fatalf("n1, heartbeating, is %q", s)
+	}
+}
