@@ -17,8 +17,10 @@ import (
 //	node_alive/<id>   empty value, on the lease of the server that last
 //	                  took the node's heartbeat
 //
-// Each server holds one lease of the node TTL for all the nodes that
-// heartbeat to it, and keeps it alive with one stream. A heartbeat costs
+// Each server holds one lease, as long as the longest TTL it gives a node
+// (the node TTL; longer on a server that takes many nodes: liveLease), for
+// all the nodes that heartbeat to it, and keeps it alive with one stream.
+// A heartbeat costs
 // etcd nothing: the server notes the time in memory. The server deletes a
 // node's key when the node has been silent for the TTL (a sweep, a few
 // times a TTL, compares the key's lease with its own so that it never
