@@ -106,10 +106,7 @@ func decodeEvents(kv interface {
 	// Exactly as long: the decoder's slice may have twice the room.
 	evs = append(make([]spec.Event, 0, len(evs)), evs...)
 	for i := range evs {
-		e := &evs[i]
-		e.Index = kv.GetModRevision()
-		e.Topic, e.Type, e.Job, e.Namespace, e.Node = intern(e.Topic), intern(e.Type), intern(e.Job), intern(e.Namespace), intern(e.Node)
-		e.Task, e.DeploymentID = intern(e.Task), intern(e.DeploymentID)
+		evs[i].Index = kv.GetModRevision()
 	}
 	return evs, nil
 }
@@ -159,7 +156,7 @@ func (r *Registry) ListEvents(ctx context.Context, q EventQuery) ([]spec.Event, 
 
 // putEvents applies an event record to the server's store (Mirror.put):
 // its events, indexed by its revision, and the time its name holds.
-func putEvents(tx *state.Txn, name string, kv *mvccpb.KeyValue) error {
+func putEvents(tx *state.Txn, name string, kv *mvccpb.KeyValue, in *interner) error {
 	nanos, _, _ := strings.Cut(name, "-")
 	at, err := strconv.ParseInt(nanos, 10, 64)
 	if err != nil {
@@ -169,6 +166,7 @@ func putEvents(tx *state.Txn, name string, kv *mvccpb.KeyValue) error {
 	if err != nil {
 		return err
 	}
+	in.events(evs)
 	tx.PutEvents(name, time.Unix(0, at), kv.ModRevision, evs)
 	return nil
 }

@@ -53,6 +53,9 @@ type Mirror struct {
 	// allocs that carry the same (decodeAlloc); the mirror's goroutine
 	// alone uses it.
 	tasks map[string][]*spec.Task
+	// strings holds one copy of each repeated string of the decoded
+	// values (interner).
+	interned interner
 }
 
 // mirrorDirs are the dirs a pass reads, and the event history.
@@ -144,8 +147,8 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 			c.Terminal = rec.ClientStatus.Terminal()
 			c.Judged = rec.DeploymentHealth != nil && (old == nil || old.DeploymentHealth == nil)
 			st := rec.AllocStatus // a copy, as for an alloc
-			internStatus(&st)
-			tx.PutAllocStatus(name, intern(rec.Job), intern(rec.NodeID), &st, kv.ModRevision)
+			m.interned.status(&st)
+			tx.PutAllocStatus(name, intern(&m.interned, rec.Job), intern(&m.interned, rec.NodeID), &st, kv.ModRevision)
 		}
 	case dirNodes:
 		var n *spec.Node
@@ -187,7 +190,7 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 			c.Kind, c.Job = KindDeployment, rec.Job
 		}
 	case dirEvents:
-		if err = putEvents(tx, name, kv); err == nil {
+		if err = putEvents(tx, name, kv, &m.interned); err == nil {
 			c.Kind = KindEvents
 		}
 	}
@@ -220,7 +223,7 @@ func (m *Mirror) decodeAlloc(b []byte) (*spec.Alloc, error) {
 	// A copy: a pointer into rec would keep its encoded tasks alive too.
 	a := new(spec.Alloc)
 	*a = rec.Alloc
-	internAlloc(a)
+	m.interned.alloc(a)
 	if len(rec.Tasks) == 0 || string(rec.Tasks) == "null" {
 		return a, nil
 	}
