@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // The HTTP limits are tested on real TCP connections to a real listener,
@@ -52,29 +53,6 @@ func get(t *testing.T, addr, path string, within time.Duration) string {
 	return string(b)
 }
 
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// closedWithin waits for the server to close c (EOF or reset) and returns
-// how long that took from start; it fails the test when c is still open
-// after limit.
-func closedWithin(c net.Conn, start time.Time, limit time.Duration) (time.Duration, error) {
-	c.SetReadDeadline(start.Add(limit))
-	_, err := io.Copy(io.Discard, c) // whatever the server answers, then its close
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return 0, fmt.Errorf("still open after %s", limit)
-	}
-	return time.Since(start), nil
-}
-
 // Case 39 (slowloris): 200 clients that send half a request line and stall
 // are all closed within the header timeout, and a well-behaved client is
 // served meanwhile.
@@ -84,7 +62,7 @@ func TestHTTPSlowHeadersAreClosedWhileOthersAreServed(t *testing.T) {
 	start := time.Now()
 	conns := make([]net.Conn, 200)
 	for i := range conns {
-		conns[i] = dial(t, addr)
+		conns[i] = testkit.Dial(t, addr)
 		if _, err := io.WriteString(conns[i], "GET /ok HT"); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +77,7 @@ func TestHTTPSlowHeadersAreClosedWhileOthersAreServed(t *testing.T) {
 	errs := make(chan error, len(conns))
 	for i, c := range conns {
 		wg.Go(func() {
-			took, err := closedWithin(c, start, hdr+3*time.Second)
+			took, err := testkit.ClosedWithin(c, start, hdr+3*time.Second)
 			if err == nil && took < hdr*9/10 {
 				err = fmt.Errorf("closed after %s, before the header timeout", took)
 			}
@@ -113,45 +91,6 @@ func TestHTTPSlowHeadersAreClosedWhileOthersAreServed(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-}
-
-// trickle sends a request's line and headers, announcing a body of 100
-// bytes, and then the body one byte a second; it returns the server's
-// answer and how long it took to come.
-func trickle(t *testing.T, addr, method, path string, header http.Header, within time.Duration) (*http.Response, string, time.Duration) {
-	t.Helper()
-	c := dial(t, addr)
-	start := time.Now()
-	var req strings.Builder
-	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n", method, path)
-	header.Write(&req)
-	req.WriteString("\r\n")
-	io.WriteString(c, req.String())
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	go func() {
-		for {
-			if _, err := c.Write([]byte("{")); err != nil {
-				return
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}()
-	c.SetReadDeadline(start.Add(within))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("%s %s: no answer within %s: %v", method, path, within, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	took := time.Since(start)
-	if _, err := closedWithin(c, time.Now(), 2*time.Second); err != nil {
-		t.Errorf("%s %s: connection after the answer: %v", method, path, err)
-	}
-	return resp, string(b), took
 }
 
 // A client that sends its headers and then trickles the body one byte a
@@ -168,7 +107,7 @@ func TestHTTPTrickledBodyIsCutOff(t *testing.T) {
 		io.WriteString(w, "read it all\n")
 	})
 	addr := serveLimited(t, h, Limits{BodyReadTimeout: body})
-	resp, b, took := trickle(t, addr, "POST", "/v1/jobs", nil, body+3*time.Second)
+	resp, b, took := testkit.Trickle(t, addr, "POST", "/v1/jobs", nil, body+3*time.Second)
 	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(b, "did not arrive within 500ms") {
 		t.Errorf("got %s %s, want 408 saying the body did not arrive within the timeout", resp.Status, b)
 	}
@@ -190,7 +129,7 @@ func TestHTTPConnectionLimitHoldsAndIdleConnectionsEnd(t *testing.T) {
 	start := time.Now()
 	var idle []net.Conn
 	for i := range max {
-		c := dial(t, addr)
+		c := testkit.Dial(t, addr)
 		if i%2 == 1 {
 			// One request, then idle on the kept-alive connection.
 			io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -210,7 +149,7 @@ func TestHTTPConnectionLimitHoldsAndIdleConnectionsEnd(t *testing.T) {
 		t.Errorf("the new client was served after %s, before any idle connection timed out: the limit of %d did not hold", waited, max)
 	}
 	for i, c := range idle {
-		if _, err := closedWithin(c, start, hdr+3*time.Second); err != nil {
+		if _, err := testkit.ClosedWithin(c, start, hdr+3*time.Second); err != nil {
 			t.Errorf("idle client %d: %v", i, err)
 		}
 	}
@@ -282,7 +221,7 @@ func TestHTTPStalledReaderIsCutOff(t *testing.T) {
 		done <- nil
 	})
 	addr := serveLimited(t, h, Limits{WriteStallTimeout: stall})
-	c := dial(t, addr)
+	c := testkit.Dial(t, addr)
 	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
 	select {
 	case err := <-done:

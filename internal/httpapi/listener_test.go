@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // accepted is one Accept's result.
@@ -36,7 +38,7 @@ func TestLimitListenerWaitsPastNAndAdmitsAfterAClose(t *testing.T) {
 	ln := newLimitListener(tcp, 2, slog.New(log))
 	t.Cleanup(func() { ln.Close() })
 	for range 4 {
-		dial(t, tcp.Addr().String())
+		testkit.Dial(t, tcp.Addr().String())
 	}
 	var open []net.Conn
 	for i := range 2 {

@@ -57,8 +57,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -66,46 +64,13 @@ import (
 	"testing"
 	"time"
 
-	gocmp "github.com/google/go-cmp/cmp"
-
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.golden from the scripts")
 
-func TestGolden(t *testing.T) {
-	scripts, err := filepath.Glob(filepath.Join("testdata", "golden", "*.txt"))
-	if err != nil || len(scripts) == 0 {
-		t.Fatalf("no scripts in testdata/golden (%v)", err)
-	}
-	for _, path := range scripts {
-		name := strings.TrimSuffix(filepath.Base(path), ".txt")
-		t.Run(name, func(t *testing.T) {
-			src, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := runScript(path, string(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden := strings.TrimSuffix(path, ".txt") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v; run go test ./internal/planner -run TestGolden -update to write it", err)
-			}
-			if diff := gocmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s differs (-want +got):\n%s\nIf the change is intended, rewrite it with -update and review the diff.", golden, diff)
-			}
-		})
-	}
-}
+func TestGolden(t *testing.T) { testkit.Golden(t, "internal/planner", *update, runScript) }
 
 // start is the time a script begins at; `pass at=D` runs at start+D.
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1448,17 +1448,8 @@ func TestNodeAliveOnALeaseEtcdLost(t *testing.T) {
 	t.Parallel()
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
-	for _, id := range []string{"n1", "n2"} {
-		if _, err := r.PutNode(ctx, &spec.Node{ID: id, Name: id}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.NodeAlive(ctx, "n1", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	r.live.mu.Lock()
-	lost := r.live.lease
-	r.live.mu.Unlock()
+	putNodes(t, r, "n1", "n2")
+	lost := aliveOn(t, r, "n1", 5*time.Second)
 	if _, err := r.cli.Revoke(ctx, lost); err != nil {
 		t.Fatal(err)
 	}
@@ -1481,23 +1472,9 @@ func TestLivenessLeaseGrowsWithTheTTLs(t *testing.T) {
 	t.Parallel()
 	r := open(t, startEtcd(t))
 	ctx := context.Background()
-	for _, id := range []string{"n1", "n2"} {
-		if _, err := r.PutNode(ctx, &spec.Node{ID: id, Name: id}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.NodeAlive(ctx, "n1", 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	r.live.mu.Lock()
-	first := r.live.lease
-	r.live.mu.Unlock()
-	if err := r.NodeAlive(ctx, "n2", 6*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	r.live.mu.Lock()
-	second := r.live.lease
-	r.live.mu.Unlock()
+	putNodes(t, r, "n1", "n2")
+	first := aliveOn(t, r, "n1", 2*time.Second)
+	second := aliveOn(t, r, "n2", 6*time.Second)
 	if second == first {
 		t.Fatal("a node given a 6 s TTL is on the 2 s lease")
 	}
@@ -1543,4 +1520,26 @@ func TestLivenessLeaseGrowsWithTheTTLs(t *testing.T) {
 	if s := status("n1"); s != spec.NodeReady {
 		t.Fatalf("n1, heartbeating, is %q", s)
 	}
+}
+
+// putNodes registers records for nodes named as their IDs.
+func putNodes(t *testing.T, r *Registry, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := r.PutNode(context.Background(), &spec.Node{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// aliveOn marks node id alive for ttl and returns the liveness lease its
+// key went on.
+func aliveOn(t *testing.T, r *Registry, id string, ttl time.Duration) clientv3.LeaseID {
+	t.Helper()
+	if err := r.NodeAlive(context.Background(), id, ttl); err != nil {
+		t.Fatal(err)
+	}
+	r.live.mu.Lock()
+	defer r.live.mu.Unlock()
+	return r.live.lease
 }

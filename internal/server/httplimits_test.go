@@ -1,12 +1,9 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +15,7 @@ import (
 	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // The API within its HTTP limits (internal/httpapi, which tests the limits
@@ -34,68 +32,6 @@ func serveLimited(t *testing.T, h http.Handler, lim httpapi.Limits) string {
 	s := httpapi.Serve(ln, h, lim, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { s.Close() })
 	return ln.Addr().String()
-}
-
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// closedWithin waits for the server to close c (EOF or reset) and returns
-// how long that took from start; it fails the test when c is still open
-// after limit.
-func closedWithin(c net.Conn, start time.Time, limit time.Duration) (time.Duration, error) {
-	c.SetReadDeadline(start.Add(limit))
-	_, err := io.Copy(io.Discard, c) // whatever the server answers, then its close
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return 0, fmt.Errorf("still open after %s", limit)
-	}
-	return time.Since(start), nil
-}
-
-// trickle sends a request's line and headers, announcing a body of 100
-// bytes, and then the body one byte a second; it returns the server's
-// answer and how long it took to come.
-func trickle(t *testing.T, addr, method, path string, header http.Header, within time.Duration) (*http.Response, string, time.Duration) {
-	t.Helper()
-	c := dial(t, addr)
-	start := time.Now()
-	var req strings.Builder
-	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n", method, path)
-	header.Write(&req)
-	req.WriteString("\r\n")
-	io.WriteString(c, req.String())
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	go func() {
-		for {
-			if _, err := c.Write([]byte("{")); err != nil {
-				return
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}()
-	c.SetReadDeadline(start.Add(within))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("%s %s: no answer within %s: %v", method, path, within, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	took := time.Since(start)
-	if _, err := closedWithin(c, time.Now(), 2*time.Second); err != nil {
-		t.Errorf("%s %s: connection after the answer: %v", method, path, err)
-	}
-	return resp, string(b), took
 }
 
 // limitedAPIServer runs a real server (the leader, on an embedded etcd)
@@ -164,7 +100,7 @@ func TestAPISlowBodyIs408AndAppliesNothing(t *testing.T) {
 		if method != "POST" && method != "PUT" {
 			continue
 		}
-		resp, b, took := trickle(t, addr, method, ids.Replace(path), header, body+5*time.Second)
+		resp, b, took := testkit.Trickle(t, addr, method, ids.Replace(path), header, body+5*time.Second)
 		var e spec.APIError
 		json.Unmarshal([]byte(b), &e)
 		switch {
