@@ -74,7 +74,7 @@ func agentsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	n := fs.Int("agents", 10000, fmt.Sprintf("simulated agents (-quick: %d unless given)", quickAgents))
 	d := fs.Duration("duration", 30*time.Second, "how long the agents are measured once their instances run (-quick: 3s unless given)")
 	return func() (*report, error) {
-		return agentsScenario(sized(fs, o, "agents", *n, quickAgents), sized(fs, o, "duration", *d, 3*time.Second))
+		return agentsScenario(sized(fs, o, "agents", *n, quickAgents), sized(fs, o, "duration", *d, 3*time.Second), o.memProfile)
 	}
 }
 
@@ -197,7 +197,7 @@ type agentsChildResult struct {
 	MaxMs           float64 `json:"max_ms,omitempty"`
 }
 
-func agentsScenario(n int, d time.Duration) (*report, error) {
+func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) {
 	if err := need("/proc/net/tcp"); err != nil {
 		return nil, err
 	}
@@ -242,6 +242,9 @@ func agentsScenario(n int, d time.Duration) (*report, error) {
 	// Idle: a few heartbeats each, nothing placed.
 	time.Sleep(agentsSettle)
 	mem1, live1 := serverMemory()
+	if err := writeHeapProfile(memProfile); err != nil {
+		return nil, err
+	}
 	g1 := runtime.NumGoroutine()
 
 	rep := newReport("agents")

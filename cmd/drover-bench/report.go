@@ -113,7 +113,7 @@ func runScenario(sc scenario, args []string) int {
 	fs.BoolVar(&o.quick, "quick", false, "run at a small size, to prove the scenario works (CI); the figures are not meant to be quoted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&o.drover, "drover", "", "drover binary for scenarios that run real processes (default: go build ./cmd/drover)")
-	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the scenario measures its heap (state)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the scenario measures its heap (state, agents)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the in-process scenarios: server and agents) to this file")
 	mutexProfile := fs.String("mutexprofile", "", fmt.Sprintf("write a profile of this process's contended mutexes (1 in %d sampled) to this file", mutexSampling))
 	run := sc.flags(fs, &o)

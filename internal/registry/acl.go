@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -126,37 +125,6 @@ func (r *Registry) getToken(ctx context.Context, accessor string) (*storedToken,
 	return &st, nil
 }
 
-// GetToken returns the token with accessor (never its secret).
-func (r *Registry) GetToken(ctx context.Context, accessor string) (*spec.ACLToken, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	st, err := r.getToken(ctx, accessor)
-	if err != nil {
-		return nil, err
-	}
-	return &st.ACLToken, nil
-}
-
-// ListTokens lists every token, oldest first, without secrets.
-func (r *Registry) ListTokens(ctx context.Context) ([]*spec.ACLToken, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.prefix+dirACLTokens, clientv3.WithPrefix())
-	if err != nil {
-		return nil, wrap("list tokens", err)
-	}
-	out := make([]*spec.ACLToken, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var st storedToken
-		if err := json.Unmarshal(kv.Value, &st); err != nil {
-			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
-		}
-		out = append(out, &st.ACLToken)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateTime.Before(out[j].CreateTime) })
-	return out, nil
-}
-
 // DeleteToken removes the token with accessor and its secret's index.
 func (r *Registry) DeleteToken(ctx context.Context, accessor string) error {
 	ctx, cancel := r.opCtx(ctx)
@@ -197,49 +165,6 @@ func (r *Registry) PutPolicy(ctx context.Context, p *spec.ACLPolicy) error {
 		return wrap("store policy "+p.Name, err)
 	}
 	return nil
-}
-
-// GetPolicy returns a policy; ErrNotFound when there is none.
-func (r *Registry) GetPolicy(ctx context.Context, name string) (*spec.ACLPolicy, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	k, err := r.key(dirACLPolicies, "policy name", name)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := r.cli.Get(ctx, k)
-	if err != nil {
-		return nil, wrap("read policy "+name, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, fmt.Errorf("registry: no policy %q: %w", name, ErrNotFound)
-	}
-	var p spec.ACLPolicy
-	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
-		return nil, fmt.Errorf("registry: decode policy %s: %w", name, err)
-	}
-	p.ModifyIndex = resp.Kvs[0].ModRevision
-	return &p, nil
-}
-
-// ListPolicies lists every policy by name.
-func (r *Registry) ListPolicies(ctx context.Context) ([]*spec.ACLPolicy, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	resp, err := r.cli.Get(ctx, r.prefix+dirACLPolicies, clientv3.WithPrefix())
-	if err != nil {
-		return nil, wrap("list policies", err)
-	}
-	out := make([]*spec.ACLPolicy, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var p spec.ACLPolicy
-		if err := json.Unmarshal(kv.Value, &p); err != nil {
-			return nil, fmt.Errorf("registry: decode %s: %w", kv.Key, err)
-		}
-		p.ModifyIndex = kv.ModRevision
-		out = append(out, &p)
-	}
-	return out, nil
 }
 
 // DeletePolicy removes a policy; ErrNotFound when there is none. Tokens

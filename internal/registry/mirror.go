@@ -58,9 +58,11 @@ type Mirror struct {
 	interned interner
 }
 
-// mirrorDirs are the dirs a pass reads, and the event history.
+// mirrorDirs are the dirs a pass reads, the event history, and the
+// credentials every request is checked against (acl_secrets/ is etcd's
+// index of tokens by secret; the store keeps its own).
 var mirrorDirs = []string{dirJobs, dirAllocs, dirAllocStatus, dirNodes, dirSchedules, dirNodeAlive, dirDeployments, dirDeploymentRequests,
-	dirNodeCtl, dirNodeUsage, dirEvents}
+	dirNodeCtl, dirNodeUsage, dirEvents, dirACLTokens, dirACLPolicies, dirNodeSecrets}
 
 // dirMirrorBarrier holds each server's mirror barrier key (see Mirror),
 // written only by that server's mirror.
@@ -193,6 +195,21 @@ func (m *Mirror) put(tx *state.Txn, kv *mvccpb.KeyValue) (Change, bool) {
 		if err = putEvents(tx, name, kv, &m.interned); err == nil {
 			c.Kind = KindEvents
 		}
+	// Credentials change no state a pass or a blocking query reads: the
+	// store has them, and nothing is told.
+	case dirACLTokens:
+		var st storedToken
+		if err = json.Unmarshal(kv.Value, &st); err == nil {
+			tx.PutToken(&st.ACLToken, st.SecretHash)
+		}
+	case dirACLPolicies:
+		var p spec.ACLPolicy
+		if err = json.Unmarshal(kv.Value, &p); err == nil {
+			p.ModifyIndex = kv.ModRevision
+			tx.PutPolicy(&p)
+		}
+	case dirNodeSecrets:
+		tx.PutNodeSecret(name, string(kv.Value))
 	}
 	if err != nil {
 		m.r.log.Warn("server state: cannot decode a key; leaving it out", "key", string(kv.Key), "err", err)
@@ -292,6 +309,12 @@ func (m *Mirror) del(tx *state.Txn, key string, rev int64) (Change, bool) {
 	case dirEvents:
 		tx.DeleteEvents(name)
 		c.Kind = KindEvents
+	case dirACLTokens:
+		tx.DeleteToken(name)
+	case dirACLPolicies:
+		tx.DeletePolicy(name)
+	case dirNodeSecrets:
+		tx.DeleteNodeSecret(name)
 	}
 	return c, c.Kind != 0
 }

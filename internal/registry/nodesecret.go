@@ -16,25 +16,6 @@ import (
 // registration under the same ID must prove it holds the secret.
 const dirNodeSecrets = "node_secrets/"
 
-// NodeSecretHash returns the stored hash of node id's secret, or "" when
-// the node has none yet.
-func (r *Registry) NodeSecretHash(ctx context.Context, id string) (string, error) {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	key, err := r.key(dirNodeSecrets, "node id", id)
-	if err != nil {
-		return "", err
-	}
-	resp, err := r.cli.Get(ctx, key)
-	if err != nil {
-		return "", wrap("read secret of node "+id, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Value), nil
-}
-
 // CreateNodeSecret stores the hash of a new node's secret, only if the node
 // has none: ErrConflict when another registration got there first.
 func (r *Registry) CreateNodeSecret(ctx context.Context, id, hash string) error {

@@ -93,7 +93,8 @@ func (s *Server) aclBootstrap(w http.ResponseWriter, r *http.Request) error {
 
 // EnsureToken returns a management token for drover dev: the one whose
 // secret is given when it still exists, else a new one named name. Dev owns
-// its cluster, so it may mint one without the bootstrap.
+// its cluster, so it may mint one without the bootstrap. It reads the
+// registry itself: dev calls it before the server's state is loaded.
 func (s *Server) EnsureToken(ctx context.Context, secret, name string) (string, error) {
 	if secret != "" {
 		if t, err := s.reg.TokenBySecretHash(ctx, hashSecret(secret)); err == nil && t.Type == spec.TokenManagement {
@@ -119,11 +120,11 @@ func (s *Server) aclSelf(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) aclListTokens(w http.ResponseWriter, r *http.Request) error {
-	ts, err := s.reg.ListTokens(r.Context())
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
 	}
-	return httpapi.WriteJSON(w, 0, ts)
+	return httpapi.WriteJSON(w, 0, ss.Tokens())
 }
 
 func (s *Server) aclCreateToken(w http.ResponseWriter, r *http.Request) error {
@@ -157,11 +158,13 @@ func (s *Server) aclCreateToken(w http.ResponseWriter, r *http.Request) error {
 	default:
 		ps.Add("type", "type %q is not known; use client or management", req.Type)
 	}
+	ss, err := s.read(r.Context())
+	if err != nil {
+		return err
+	}
 	for i, p := range req.Policies {
-		if _, err := s.reg.GetPolicy(r.Context(), p); errors.Is(err, registry.ErrNotFound) || errors.Is(err, registry.ErrInvalid) {
+		if pol, _ := ss.Policy(p); pol == nil {
 			ps.Add(fmt.Sprintf("policies[%d]", i), "no policy %q; create it first (drover acl policy apply %s FILE)", p, p)
-		} else if err != nil {
-			return err
 		}
 	}
 	if len(ps) > 0 {
@@ -180,12 +183,13 @@ func (s *Server) aclGetToken(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.reg.GetToken(r.Context(), id)
-	if errors.Is(err, registry.ErrNotFound) {
-		return httpapi.NotFound("no token with accessor %q; drover acl token list shows them", id)
-	}
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
+	}
+	t, _ := ss.Token(id)
+	if t == nil {
+		return httpapi.NotFound("no token with accessor %q; drover acl token list shows them", id)
 	}
 	return httpapi.WriteJSON(w, 0, t)
 }
@@ -200,17 +204,16 @@ func (s *Server) aclDeleteToken(w http.ResponseWriter, r *http.Request) error {
 	} else if err != nil {
 		return err
 	}
-	s.tokens.flush()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) aclListPolicies(w http.ResponseWriter, r *http.Request) error {
-	ps, err := s.reg.ListPolicies(r.Context())
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
 	}
-	return httpapi.WriteJSON(w, 0, ps)
+	return httpapi.WriteJSON(w, 0, ss.Policies())
 }
 
 func (s *Server) aclGetPolicy(w http.ResponseWriter, r *http.Request) error {
@@ -218,12 +221,13 @@ func (s *Server) aclGetPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.reg.GetPolicy(r.Context(), name)
-	if errors.Is(err, registry.ErrNotFound) {
-		return httpapi.NotFound("no policy %q; drover acl policy list shows them", name)
-	}
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
+	}
+	p, _ := ss.Policy(name)
+	if p == nil {
+		return httpapi.NotFound("no policy %q; drover acl policy list shows them", name)
 	}
 	return httpapi.WriteJSON(w, p.ModifyIndex, p)
 }
@@ -243,10 +247,13 @@ func (s *Server) aclPutPolicy(w http.ResponseWriter, r *http.Request) error {
 	if err := s.reg.PutPolicy(r.Context(), p); err != nil {
 		return err
 	}
-	s.tokens.flush()
-	stored, err := s.reg.GetPolicy(r.Context(), name)
+	ss, err := s.read(r.Context())
 	if err != nil {
 		return err
+	}
+	stored, _ := ss.Policy(name)
+	if stored == nil {
+		return httpapi.NotFound("policy %q was deleted right after it was stored", name)
 	}
 	return httpapi.WriteJSON(w, stored.ModifyIndex, stored)
 }
@@ -287,7 +294,6 @@ func (s *Server) aclDeletePolicy(w http.ResponseWriter, r *http.Request) error {
 	} else if err != nil {
 		return err
 	}
-	s.tokens.flush()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

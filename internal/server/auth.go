@@ -51,10 +51,6 @@ func (a access) String() string {
 // TokenHeader carries an ACL token's secret; "Authorization: Bearer" works too.
 const TokenHeader = "X-Drover-Token"
 
-// tokenCacheTTL bounds how long a server acts on a token or policy it read
-// before: a deleted token stops working within this on every server.
-const tokenCacheTTL = time.Second
-
 // identity is who made a request, as wrap found it.
 type identity struct {
 	// acl is what the token may do; nil when ACLs are off (all allowed).
@@ -112,7 +108,7 @@ func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error)
 		if secret == "" {
 			return nil, unauthorized("%s %s needs an ACL token: set DROVER_TOKEN or --token (drover acl bootstrap makes the first, a management token)", r.Method, r.URL.Path)
 		}
-		tok, rules, err := s.tokens.resolve(r.Context(), s.reg, secret)
+		tok, rules, err := s.resolveToken(r.Context(), secret)
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, forbidden("the ACL token is not known here (deleted, mistyped, or another cluster's); check DROVER_TOKEN")
 		}
@@ -224,7 +220,8 @@ var errTokenRevoked = &httpapi.Error{Status: http.StatusForbidden, Message: "the
 const revocationCheck = time.Second
 
 // watchRevocation cancels r's context, with errTokenRevoked as its cause,
-// within revocationCheck + tokenCacheTTL of its token being deleted.
+// within revocationCheck of its token's deletion reaching the server's
+// state.
 // Changes to the token's policies apply to the next request, not to one
 // that is running.
 func (s *Server) watchRevocation(r *http.Request, secret string) (*http.Request, func()) {
@@ -233,7 +230,7 @@ func (s *Server) watchRevocation(r *http.Request, secret string) (*http.Request,
 	stopped := false
 	var t *time.Timer
 	t = time.AfterFunc(revocationCheck, func() {
-		_, _, err := s.tokens.resolve(ctx, s.reg, secret)
+		_, _, err := s.resolveToken(ctx, secret)
 		if errors.Is(err, registry.ErrNotFound) {
 			cancel(errTokenRevoked)
 			return
@@ -253,68 +250,30 @@ func (s *Server) watchRevocation(r *http.Request, secret string) (*http.Request,
 	}
 }
 
-// tokenCache remembers resolved tokens for tokenCacheTTL, keyed by the
-// secret's hash.
-type tokenCache struct {
-	mu sync.Mutex
-	m  map[string]cachedToken
-}
-
-type cachedToken struct {
-	token   *spec.ACLToken
-	acl     *acl.ACL
-	expires time.Time
-}
-
-func (c *tokenCache) flush() {
-	c.mu.Lock()
-	c.m = nil
-	c.mu.Unlock()
-}
-
-// resolve finds the token with secret and compiles its policies. A policy
-// the token names that no longer exists grants nothing.
-func (c *tokenCache) resolve(ctx context.Context, reg *registry.Registry, secret string) (*spec.ACLToken, *acl.ACL, error) {
-	h := hashSecret(secret)
-	now := time.Now()
-	c.mu.Lock()
-	e, ok := c.m[h]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.token, e.acl, nil
-	}
-	tok, err := reg.TokenBySecretHash(ctx, h)
+// resolveToken finds the token with secret in the server's state, once
+// it holds this server's own writes (a token or policy just made or
+// deleted here counts at once; one changed through another server as
+// soon as the watch brings it), and grants what its policies' rules do.
+// A policy the token names that no longer exists grants nothing.
+func (s *Server) resolveToken(ctx context.Context, secret string) (*spec.ACLToken, *acl.ACL, error) {
+	ss, err := s.read(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	var rules *acl.ACL
+	tok := ss.TokenBySecretHash(hashSecret(secret))
+	if tok == nil {
+		return nil, nil, fmt.Errorf("no such token: %w", registry.ErrNotFound)
+	}
 	if tok.Type == spec.TokenManagement {
-		rules = acl.Management()
-	} else {
-		var parsed []*acl.Rules
-		for _, name := range tok.Policies {
-			p, err := reg.GetPolicy(ctx, name)
-			if errors.Is(err, registry.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			pr, err := acl.Parse(p.Name, []byte(p.Rules))
-			if err != nil {
-				continue // stored policies were parsed when applied
-			}
-			parsed = append(parsed, pr)
+		return tok, acl.Management(), nil
+	}
+	var parsed []*acl.Rules
+	for _, name := range tok.Policies {
+		if _, rules := ss.Policy(name); rules != nil {
+			parsed = append(parsed, rules)
 		}
-		rules = acl.New(parsed...)
 	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) > 10000 {
-		c.m = map[string]cachedToken{}
-	}
-	c.m[h] = cachedToken{token: tok, acl: rules, expires: now.Add(tokenCacheTTL)}
-	c.mu.Unlock()
-	return tok, rules, nil
+	return tok, acl.New(parsed...), nil
 }
 
 // jobName reads the {name} of a job path and checks the token's

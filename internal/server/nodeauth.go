@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/httpapi"
@@ -25,44 +24,24 @@ import (
 // This is the node half of the security issue's story; operator tokens and
 // TLS come with it.
 
-// nodeSecrets caches the hashes: once written they never change.
-type nodeSecrets struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (c *nodeSecrets) get(id string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, ok := c.m[id]
-	return h, ok
-}
-
-func (c *nodeSecrets) set(id, h string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]string{}
-	}
-	c.m[id] = h
-}
-
 func hashSecret(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
 
-// secretHash returns node id's stored secret hash, "" when it has none.
+// secretHash returns node id's stored secret hash, "" when it has none,
+// from the server's state: the latest one, which holds every secret but
+// the newest; a node not found there is looked for again once the state
+// holds this server's own writes (a registration just made here).
 func (s *Server) secretHash(r *http.Request, id string) (string, error) {
-	if h, ok := s.secrets.get(id); ok {
-		return h, nil
+	if h := s.state.Snapshot().NodeSecretHash(id); h != "" {
+		return h, nil // written once, never changed
 	}
-	h, err := s.reg.NodeSecretHash(r.Context(), id)
-	if err != nil || h == "" {
+	ss, err := s.read(r.Context())
+	if err != nil {
 		return "", err
 	}
-	s.secrets.set(id, h)
-	return h, nil
+	return ss.NodeSecretHash(id), nil
 }
 
 // checkNode verifies that the request is made by node id: 404 when the
@@ -122,16 +101,15 @@ func (s *Server) admitRegistration(r *http.Request, id string) (newSecret string
 		}
 		// Stored meanwhile: by this registration sent twice (its first
 		// copy still in flight when the agent gave up on it), or by
-		// someone else.
-		stored, err := s.reg.NodeSecretHash(r.Context(), id)
+		// someone else, perhaps through another server.
+		ss, err := s.readCurrent(r.Context())
 		if err != nil {
 			return "", err
 		}
-		if stored != h {
+		if ss.NodeSecretHash(id) != h {
 			return "", &httpapi.Error{Status: http.StatusForbidden, Message: fmt.Sprintf("node id %q was just registered by someone else", id)}
 		}
 	}
-	s.secrets.set(id, h)
 	return newSecret, nil
 }
 

@@ -129,9 +129,7 @@ type Server struct {
 	log       *slog.Logger
 	hub       *hub
 	ready     atomic.Bool
-	secrets   nodeSecrets
 	agentHTTP *http.Client // dials agents, for logs, exec and usage
-	tokens    tokenCache
 	// loop campaigns and, while it leads, schedules (internal/leader).
 	loop *leader.Loop
 	// allocLists shares the answers of GET /v1/allocations among the

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 
 	memdb "github.com/hashicorp/go-memdb"
 
@@ -17,9 +18,12 @@ const (
 	tableDeployments = "deployments"
 	tableCounts      = "counts"
 	tableEvents      = "events"
+	tableTokens      = "acl_tokens"
+	tablePolicies    = "acl_policies"
+	tableNodeSecrets = "node_secrets"
 )
 
-var tables = []string{tableJobs, tableSchedules, tableAllocs, tableNodes, tableDeployments, tableCounts, tableEvents}
+var tables = []string{tableJobs, tableSchedules, tableAllocs, tableNodes, tableDeployments, tableCounts, tableEvents, tableTokens, tablePolicies, tableNodeSecrets}
 
 // schema is the store's tables and indexes. Each index key is built by a
 // function of the row (keyIndex), so that a key orders its rows the way
@@ -28,7 +32,7 @@ func schema() *memdb.DBSchema {
 	id := func(f func(any) string) *memdb.IndexSchema {
 		return &memdb.IndexSchema{Name: "id", Unique: true, Indexer: keyIndex{func(o any) ([]byte, bool) { return str(nil, f(o)), true }}}
 	}
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+	db := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
 		tableJobs: {Name: tableJobs, Indexes: map[string]*memdb.IndexSchema{
 			"id": id(func(o any) string { return o.(*spec.Job).Name }),
 		}},
@@ -85,6 +89,8 @@ func schema() *memdb.DBSchema {
 		}},
 		tableEvents: eventsTable(),
 	}}
+	maps.Copy(db.Tables, accessTables())
+	return db
 }
 
 // str appends s and a NUL, which no name or ID holds, so that a key is
