@@ -5,9 +5,9 @@
 //
 //	go run ./cmd/drover-bench throughput
 //	go run ./cmd/drover-bench all -quick -json
-//	go run ./cmd/drover-bench starts                   # exec starts on drover dev (starts.go)
+//	go run ./cmd/drover-bench starts                   # exec and raw_exec starts on drover dev (starts.go)
 //	go run ./cmd/drover-bench -instances 100 -runs 5   # the same: flags alone run starts
-//	go run ./cmd/drover-bench footprint                # a real agent's RSS and CPU (footprint.go)
+//	go run ./cmd/drover-bench footprint                # a real agent's RSS, CPU and threads (footprint.go)
 //	go run ./cmd/drover-bench failover -trials 20      # leader loss (failover.go)
 //	go run ./cmd/drover-bench machineloss -trials 20   # machine loss (machineloss.go)
 //

@@ -1,6 +1,7 @@
 package execdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,16 +31,13 @@ var _ driver.Adopter = (*Driver)(nil)
 // while no agent ran is still in them. Stop works as for a started task.
 func (d *Driver) Adopt(ctx context.Context, p driver.Process, stdout, stderr io.Writer) (driver.Handle, error) {
 	h := &adoptedHandle{pid: p.PID, start: p.StartTicks, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
-	pidfd, err := unix.PidfdOpen(p.PID, unix.PIDFD_NONBLOCK)
-	switch {
-	case err == nil:
-		h.pidfd = os.NewFile(uintptr(pidfd), "pidfd:"+strconv.Itoa(p.PID))
-	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL):
-		// A kernel before 5.10 (5.3 without PIDFD_NONBLOCK): fall back to
-		// polling /proc.
-	default:
+	pidfd, err := openPidfd(p.PID)
+	if err != nil {
 		return nil, fmt.Errorf("adopt pid %d: %w", p.PID, err)
 	}
+	// nil where the kernel has no pidfds: the exit is then seen by polling
+	// /proc.
+	h.pidfd = pidfd
 	// The pidfd names whatever process has this PID now; it is the task
 	// only if the start time is still the one that was found.
 	st, err := proc.ReadStat(p.PID)
@@ -182,24 +180,8 @@ func adoptedOOM(cg cgroups.Manager, e driver.Exit) driver.Exit {
 
 // waitExit returns once the process has exited.
 func (h *adoptedHandle) waitExit() {
-	if h.pidfd != nil {
-		if rc, err := h.pidfd.SyscallConn(); err == nil {
-			// Read waits on the poller until the pidfd is readable, which
-			// it becomes when the process exits.
-			var perr error
-			err = rc.Read(func(fd uintptr) bool {
-				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-				n, err := unix.Poll(pfd, 0)
-				if err != nil && err != unix.EINTR {
-					perr = err
-					return true
-				}
-				return n > 0
-			})
-			if err == nil && perr == nil {
-				return
-			}
-		}
+	if h.pidfd != nil && awaitPidfd(h.pidfd) == nil {
+		return
 	}
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
@@ -210,6 +192,44 @@ func (h *adoptedHandle) waitExit() {
 		}
 		<-t.C
 	}
+}
+
+// openPidfd opens a pidfd for process pid that the Go runtime's poller can
+// wait on (non-blocking), or returns nil, and no error, on a kernel that
+// has none (before 5.10; 5.3 without PIDFD_NONBLOCK).
+func openPidfd(pid int) (*os.File, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid)), nil
+	case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("pidfd_open: %w", err)
+}
+
+// awaitPidfd returns once the pidfd's process has exited. It waits on the
+// runtime's poller (epoll), not in a system call: a thousand tasks waited
+// on cost no thread each, where a blocking wait4 or waitid costs one.
+func awaitPidfd(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	// A pidfd becomes readable when its process exits; it cannot be read,
+	// so readiness is checked with a poll that does not block, and Read
+	// parks the goroutine on the poller until the next edge.
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 0)
+		if err != nil && err != unix.EINTR {
+			perr = err
+			return true
+		}
+		return n > 0
+	})
+	return cmp.Or(err, perr)
 }
 
 func exitFromStatus(ws syscall.WaitStatus, at time.Time) driver.Exit {

@@ -143,6 +143,12 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	}
 
 	h := &handle{cmd: cmd, cg: cg, note: note, stdout: stdout, stderr: stderr, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
+	// The exit is learnt through a pidfd on the runtime's poller:
+	// cmd.Wait alone blocks a thread in waitid for the task's whole life.
+	// The task is our child and not yet reaped, so its PID is still its
+	// own. Without a pidfd (an old kernel, no descriptor left) cmd.Wait
+	// blocks as before.
+	h.pidfd, _ = openPidfd(cmd.Process.Pid)
 	go h.waitLoop(stdout, stderr)
 	return h, nil
 }
@@ -317,6 +323,7 @@ func (p *pipe) detach() {
 type handle struct {
 	cmd            *exec.Cmd
 	cg             cgroups.Manager // nil: not isolated
+	pidfd          *os.File        // nil: cmd.Wait blocks until the exit
 	note           string
 	stdout, stderr *pipe
 	exited         chan struct{}
@@ -348,6 +355,12 @@ func (h *handle) Usage(context.Context) (driver.Usage, error) {
 func (h *handle) Wait() <-chan driver.Exit { return h.wait }
 
 func (h *handle) waitLoop(stdout, stderr *pipe) {
+	if h.pidfd != nil {
+		// Once the pidfd says the task exited, cmd.Wait reaps it at once.
+		// Should the poller fail, cmd.Wait still blocks until the exit.
+		awaitPidfd(h.pidfd)
+		h.pidfd.Close()
+	}
 	err := h.cmd.Wait()
 	// The task is over when its main process is: take down whatever it
 	// left in its process group, so a restart does not pile up strays.
