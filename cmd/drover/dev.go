@@ -54,7 +54,7 @@ it, jobs and their instances survive a restart.`,
 			var jobs []*spec.Job
 			var note client.Local // for the CLI on this machine
 			for _, path := range args {
-				job, err := readJob(path, cmd.InOrStdin())
+				job, err := readJob(path, cmd.InOrStdin(), cmd.ErrOrStderr())
 				if err != nil {
 					return &exitError{code: exitFailure, err: err}
 				}

@@ -60,7 +60,7 @@ placed (as drover run's 2).`,
 				}
 				return planVerdict(err, p.Fits())
 			}
-			job, err := readJob(file, cmd.InOrStdin())
+			job, err := readJob(file, cmd.InOrStdin(), cmd.ErrOrStderr())
 			if err == nil {
 				err = g.jobNamespace(job)
 			}

@@ -40,7 +40,7 @@ soon as room appears).`,
   drover status hello -o json | drover run -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := readJob(args[0], cmd.InOrStdin())
+			job, err := readJob(args[0], cmd.InOrStdin(), cmd.ErrOrStderr())
 			if err == nil {
 				err = g.jobNamespace(job)
 			}

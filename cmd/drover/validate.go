@@ -24,7 +24,7 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, path := range args {
-				job, err := readJob(path, cmd.InOrStdin())
+				job, err := readJob(path, cmd.InOrStdin(), cmd.ErrOrStderr())
 				if err != nil {
 					bad++
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
@@ -47,9 +47,14 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 
 // readJob decodes a job file, or stdin for "-", and refuses a job that a
 // server would refuse for its size: the decoder applies the limits on the
-// file (inputlimit), and the job must fit in one registry record.
-func readJob(path string, stdin io.Reader) (*spec.Job, error) {
-	job, err := decodeJob(path, stdin)
+// file (inputlimit), and the job must fit in one registry record. What the
+// file asks that drover does otherwise (a fleet unit's ExecReload=) is
+// printed to warnings, valid file or not.
+func readJob(path string, stdin io.Reader, warnings io.Writer) (*spec.Job, error) {
+	job, warns, err := decodeJob(path, stdin)
+	for _, w := range warns {
+		fmt.Fprintf(warnings, "warning: %s\n", w)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -59,18 +64,18 @@ func readJob(path string, stdin io.Reader) (*spec.Job, error) {
 	return job, nil
 }
 
-func decodeJob(path string, stdin io.Reader) (*spec.Job, error) {
+func decodeJob(path string, stdin io.Reader) (*spec.Job, spec.Problems, error) {
 	if path == "-" {
 		// One byte more than the limit: enough for Decode to refuse.
 		b, err := io.ReadAll(io.LimitReader(stdin, inputlimit.MaxBytes+1))
 		if err != nil {
-			return nil, fmt.Errorf("reading stdin: %w", err)
+			return nil, nil, fmt.Errorf("reading stdin: %w", err)
 		}
-		return jobfile.Decode("<stdin>", b)
+		return jobfile.DecodeWarn("<stdin>", b)
 	}
-	// DecodeFile says when the file is missing; for a fleet unit such as
-	// web@1.service it also looks for the template web@.service.
-	return jobfile.DecodeFile(path)
+	// DecodeFileWarn says when the file is missing; for a fleet unit such
+	// as web@1.service it also looks for the template web@.service.
+	return jobfile.DecodeFileWarn(path)
 }
 
 func displayName(path string) string {

@@ -168,6 +168,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 			// first prestart command.
 			return driver.Exit{}, true
 		case errors.Is(err, errStopRequested):
+			tr.poststop(stdout, stderr)
 			tr.ar.taskDead(name, false, spec.EventKilled, "stopped during "+what)
 			return driver.Exit{}, true
 		case err == nil && !exit.Successful():
@@ -177,6 +178,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		}
 		if err != nil {
 			tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
+			tr.poststop(stdout, stderr)
 			return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 		}
 	}
@@ -189,6 +191,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
+		tr.poststop(stdout, stderr)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
 	started := time.Now()
@@ -282,6 +285,24 @@ func (tr *taskRunner) runCommand(ctx context.Context, c spec.Command, timeout ti
 	return exit, err
 }
 
+// poststop runs the task's poststop commands, in order, each to its end or
+// for at most kill_timeout, as systemd runs ExecStopPost= once the service
+// has stopped or failed to start. They clean up after the task, so a
+// failure is reported as an event and changes nothing else; they run even
+// while the agent is going away, as a stop command does.
+func (tr *taskRunner) poststop(stdout, stderr io.Writer) {
+	cmds := tr.task.Config.Poststop
+	for i, c := range cmds {
+		what := fmt.Sprintf("poststop command %d of %d (%s)", i+1, len(cmds), commandLine(c))
+		exit, err := tr.runCommand(context.Background(), c, tr.task.KillTimeout.Std(), stdout, stderr, nil)
+		msg := what + ": " + exit.String()
+		if err != nil {
+			msg = what + ": " + err.Error()
+		}
+		tr.ar.taskEvent(tr.task.Name, spec.EventPoststop, msg, nil)
+	}
+}
+
 // workDir is where the task's processes start: its work_dir, relative to
 // the task directory unless absolute, or else the task directory.
 func (tr *taskRunner) workDir() string {
@@ -334,6 +355,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		tr.ar.taskEvent(name, typ, msg, func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, exit.Time
 		})
+		tr.poststop(stdout, stderr)
 		return exit, false
 	case <-tr.stop:
 	case restartWhy = <-checks.restarts():
@@ -388,12 +410,14 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, time.Now()
 		})
+		tr.poststop(stdout, stderr)
 		tr.checkRestart = restartWhy
 		return exit, false
 	}
 	tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {
 		ts.ExitCode, ts.FinishedAt = code, time.Now()
 	})
+	tr.poststop(stdout, stderr)
 	tr.ar.taskDead(name, false, "", "")
 	return exit, true
 }

@@ -31,44 +31,59 @@ import (
 // together, each with its position ("web.hcl:12:5") where it is known.
 // Positions use filename as given.
 func Decode(filename string, src []byte) (*spec.Job, error) {
+	job, _, err := DecodeWarn(filename, src)
+	return job, err
+}
+
+// DecodeWarn is Decode that also returns the warnings: what the file says
+// that drover accepts but does otherwise than asked (a systemd key it
+// ignores), each with its position, whether or not the file is valid.
+func DecodeWarn(filename string, src []byte) (*spec.Job, spec.Problems, error) {
 	name := filename
 	if name == "-" || name == "" {
 		name = "<stdin>"
 	}
+	noWarnings := func(job *spec.Job, err error) (*spec.Job, spec.Problems, error) { return job, nil, err }
 	switch strings.ToLower(filepath.Ext(filename)) {
 	case ".hcl", ".nomad":
-		return decodeHCL(name, src)
+		return noWarnings(decodeHCL(name, src))
 	case ".json":
-		return decodeJSON(name, src, true)
+		return noWarnings(decodeJSON(name, src, true))
 	case ".yaml", ".yml":
-		return decodeYAML(name, src)
+		return noWarnings(decodeYAML(name, src))
 	case unitSuffix:
 		return decodeUnit(name, parseUnitName(filepath.Base(filename)), src)
 	}
 	trimmed := bytes.TrimSpace(src)
 	switch {
 	case len(trimmed) == 0:
-		return nil, spec.Problems{{Pos: name, Message: "the job file is empty"}}
+		return nil, nil, spec.Problems{{Pos: name, Message: "the job file is empty"}}
 	case trimmed[0] == '{':
-		return decodeJSON(name, src, true)
+		return noWarnings(decodeJSON(name, src, true))
 	case looksLikeHCL(name, src):
-		return decodeHCL(name, src)
+		return noWarnings(decodeHCL(name, src))
 	}
-	return decodeYAML(name, src)
+	return noWarnings(decodeYAML(name, src))
 }
 
 // DecodeFile reads the file at path and decodes it with Decode. A unit
 // instance such as web@1.service that is not on disk is read from its
 // template web@.service.
 func DecodeFile(path string) (*spec.Job, error) {
+	job, _, err := DecodeFileWarn(path)
+	return job, err
+}
+
+// DecodeFileWarn is DecodeFile that also returns the warnings (DecodeWarn).
+func DecodeFileWarn(path string) (*spec.Job, spec.Problems, error) {
 	if strings.ToLower(filepath.Ext(path)) == unitSuffix {
 		return decodeUnitFile(path)
 	}
 	src, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading job file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("reading job file %s: %w", path, err)
 	}
-	return Decode(path, src)
+	return DecodeWarn(path, src)
 }
 
 // readFile reads path up to one byte past inputlimit.MaxBytes: enough for
@@ -116,10 +131,11 @@ type located struct {
 	msg   string
 }
 
-// collector gathers every problem of one decode.
+// collector gathers every problem of one decode, and its warnings.
 type collector struct {
 	file     string
 	problems []located
+	warnings []located
 	// reported holds field paths that already have a decoding problem, so
 	// that validation does not report the same mistake again in other words
 	// (a count that was not a number is not also "out of range").
@@ -132,6 +148,12 @@ func newCollector(file string) *collector {
 
 func (c *collector) add(at pos, field, format string, args ...any) {
 	c.problems = append(c.problems, located{at: at, field: field, msg: fmt.Sprintf(format, args...)})
+}
+
+// warn records something the file asks that drover accepts but does
+// otherwise: the job is still made.
+func (c *collector) warn(at pos, format string, args ...any) {
+	c.warnings = append(c.warnings, located{at: at, msg: fmt.Sprintf(format, args...)})
 }
 
 // markReported records that field (and everything under it) has a problem.
@@ -169,8 +191,13 @@ func (c *collector) render(at pos) string {
 
 // result returns the problems sorted by position (unknown positions last),
 // then field, without repeats, or nil.
-func (c *collector) result() spec.Problems {
-	ps := slices.Clone(c.problems)
+func (c *collector) result() spec.Problems { return c.sorted(c.problems) }
+
+// warningsResult returns the warnings as result returns the problems.
+func (c *collector) warningsResult() spec.Problems { return c.sorted(c.warnings) }
+
+func (c *collector) sorted(list []located) spec.Problems {
+	ps := slices.Clone(list)
 	slices.SortStableFunc(ps, func(a, b located) int {
 		if (a.at.line == 0) != (b.at.line == 0) {
 			if a.at.line == 0 {

@@ -87,7 +87,7 @@ var (
 	// configMembers is every key a known driver reads in config;
 	// configSchema narrows it to one driver's.
 	configMembers = map[string]member{
-		"command": asAttr, "args": asAttr, "work_dir": asAttr, "user": asAttr, "prestart": asBlock, "stop": asBlock,
+		"command": asAttr, "args": asAttr, "work_dir": asAttr, "user": asAttr, "prestart": asBlock, "stop": asBlock, "poststop": asBlock,
 		"image": asAttr, "entrypoint": asAttr, "ports": asAttr, "labels": asAttr | asBlock, "privileged": asAttr,
 		"network_mode": asAttr, "pid_mode": asAttr, "volumes": asAttr,
 	}
@@ -147,7 +147,7 @@ var labelled = map[string]struct{ what, example string }{
 // repeatable block types may be written more than once in one body.
 var repeatable = map[string]bool{
 	"job": true, "group": true, "task": true, "constraint": true,
-	"affinity": true, "spread": true, "target": true, "port": true, "prestart": true,
+	"affinity": true, "spread": true, "target": true, "port": true, "prestart": true, "poststop": true,
 	"service": true, "check": true,
 }
 
@@ -174,6 +174,7 @@ var homes = map[string]string{
 	"network_mode": "config", "pid_mode": "config", "volumes": "config",
 	"cpu": "resources", "memory": "resources", "disk": "resources",
 	"command": "config", "args": "config", "work_dir": "config", "user": "config", "prestart": "config", "stop": "config",
+	"poststop": "config",
 }
 
 // unsupported are Nomad job-file names drover does not implement yet. They
@@ -635,6 +636,8 @@ func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.
 		case "stop":
 			c := d.command(it.block, path+".stop", fmt.Sprintf("in the stop block of task %q", task))
 			tc.Stop = &c
+		case "poststop":
+			tc.Poststop = append(tc.Poststop, d.command(it.block, fmt.Sprintf("%s.poststop[%d]", path, len(tc.Poststop)), fmt.Sprintf("in a poststop block of task %q", task)))
 		case "image":
 			if s, ok := d.str(it.attr, path+".image"); ok {
 				tc.Image = s
@@ -664,7 +667,7 @@ func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.
 	return tc
 }
 
-// command decodes a prestart or stop block: a program and its arguments.
+// command decodes a prestart, stop or poststop block: a program and its arguments.
 func (d *hclDecoder) command(b *hclsyntax.Block, path, in string) spec.Command {
 	var c spec.Command
 	d.mark(path, b.TypeRange)

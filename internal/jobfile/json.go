@@ -250,11 +250,11 @@ var (
 	}}
 	disconnectJSON = &jschema{"disconnect policy", map[string]jfield{"stop_after": {kind: jDuration}}}
 	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}, "disk": {kind: jInt}}}
-	commandJSON    = &jschema{"prestart or stop command", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
+	commandJSON    = &jschema{"prestart, stop or poststop command", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
 	configJSON     = &jschema{"config", map[string]jfield{
 		"command": {kind: jString}, "args": {kind: jStringList}, "work_dir": {kind: jString}, "user": {kind: jString},
 		"prestart": {kind: jObjectList, obj: commandJSON}, "stop": {kind: jObject, obj: commandJSON},
-		"image": {kind: jString}, "entrypoint": {kind: jStringList}, "ports": {kind: jStringList}, "labels": {kind: jStringMap},
+		"poststop": {kind: jObjectList, obj: commandJSON}, "image": {kind: jString}, "entrypoint": {kind: jStringList}, "ports": {kind: jStringList}, "labels": {kind: jStringMap},
 		"privileged": {kind: jBool}, "network_mode": {kind: jString}, "pid_mode": {kind: jString}, "volumes": {kind: jStringList},
 	}}
 	constraintJSON = &jschema{"constraint", map[string]jfield{"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString}}}

@@ -62,7 +62,7 @@ func (u unitName) job() string { return strings.TrimSuffix(u.full, unitSuffix) }
 // decodeUnitFile reads a unit file. An instance such as web@1.service that
 // is not on disk is read from its template, web@.service, next to it, as
 // systemd and fleet do.
-func decodeUnitFile(path string) (*spec.Job, error) {
+func decodeUnitFile(path string) (*spec.Job, spec.Problems, error) {
 	name := parseUnitName(filepath.Base(path))
 	src, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) && name.instanced && !name.template() {
@@ -70,12 +70,12 @@ func decodeUnitFile(path string) (*spec.Job, error) {
 		if tsrc, terr := readFile(tmpl); terr == nil {
 			return decodeUnit(tmpl, name, tsrc)
 		} else if !errors.Is(terr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("reading template unit %s for %s: %w", tmpl, name.full, terr)
+			return nil, nil, fmt.Errorf("reading template unit %s for %s: %w", tmpl, name.full, terr)
 		}
-		return nil, fmt.Errorf("reading job file %s: neither it nor its template %s exists", path, tmpl)
+		return nil, nil, fmt.Errorf("reading job file %s: neither it nor its template %s exists", path, tmpl)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading job file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("reading job file %s: %w", path, err)
 	}
 	return decodeUnit(path, name, src)
 }
@@ -192,15 +192,15 @@ func readUnitOptions(src []byte, c *collector) (opts []unitOption, ok bool) {
 	return out, true
 }
 
-// Keys read in each section. Ignored ones are listed in docs/fleet.md
-// with the reason.
+// Keys drover implements in each section (unitkeys.go has those it
+// accepts and ignores, with the reason); docs/fleet.md lists them all.
 var (
-	unitKeys = []string{"Description", "Documentation", "After", "Before", "Wants", "Requires", "BindsTo", "PartOf"}
-	// After, Requires and the like order a unit against other units on
-	// the same host (docker.service in most fleet units); a drover task
-	// does not run under systemd, so there is nothing to order against.
-	unitIgnored  = []string{"Documentation", "After", "Before", "Wants", "Requires", "BindsTo", "PartOf"}
-	serviceKeys  = []string{"Type", "ExecStart", "ExecStartPre", "ExecStop", "Environment", "EnvironmentFile", "WorkingDirectory", "User", "Restart", "RestartSec", "TimeoutStopSec", "TimeoutStartSec"}
+	unitKeys = []string{"Description", "Documentation", "StartLimitBurst", "StartLimitIntervalSec"}
+	// StartLimitInterval= and StartLimitBurst= were [Service] keys before
+	// systemd 229, in the days of fleet.
+	serviceKeys = []string{"Type", "ExecStart", "ExecStartPre", "ExecStop", "ExecStopPost", "Environment",
+		"WorkingDirectory", "User", "Restart", "RestartSec", "TimeoutStopSec", "TimeoutStartSec", "TimeoutSec",
+		"KillMode", "KillSignal", "SendSIGKILL", "StartLimitInterval", "StartLimitBurst"}
 	fleetKeys    = []string{"MachineID", "MachineOf", "MachineMetadata", "Conflicts", "Replaces", "Global"}
 	fleetAliases = map[string]string{
 		// fleet's older names, still accepted by fleet 1.0.
@@ -222,13 +222,18 @@ type unitDecoder struct {
 	exec                      []unitOption // ExecStart, after resets
 	prestart                  []unitOption
 	stop                      []unitOption
+	poststop                  []unitOption
 	env                       map[string]string
 	envAt                     pos
 	workDir, user             *unitOption
 	restart, restartSec       *unitOption
 	timeoutStop               *unitOption
+	startLimitBurst           *unitOption
+	startLimitInterval        *unitOption
 	description               string
 	descAt                    pos
+	documentation             []string
+	installWarned             bool
 	machineID                 *unitOption
 	global                    *unitOption
 	metaKeys                  []string // MachineMetadata keys in first-seen order
@@ -240,21 +245,21 @@ type unitDecoder struct {
 
 // decodeUnit decodes src, the text of the unit file at file, as the unit
 // named name (an instance may be read from its template's file).
-func decodeUnit(file string, name unitName, src []byte) (*spec.Job, error) {
+func decodeUnit(file string, name unitName, src []byte) (*spec.Job, spec.Problems, error) {
 	c := newCollector(file)
 	if !strings.HasSuffix(name.full, unitSuffix) {
 		c.add(pos{}, "", "a unit file's name must end in %s, got %q", unitSuffix, name.full)
-		return nil, c.result()
+		return nil, nil, c.result()
 	}
 	if name.template() {
 		c.add(pos{}, "", "%s is a template unit; run an instance such as %s@1%s", name.full, name.prefix, unitSuffix)
-		return nil, c.result()
+		return nil, nil, c.result()
 	}
 	// A unit is read line by line and does not nest: only its size is
 	// bounded.
 	if err := inputlimit.Size(len(src)); err != nil {
 		addLimit(c, err, false)
-		return nil, failed(c)
+		return nil, nil, failed(c)
 	}
 	d := &unitDecoder{c: c, at: positions{}, name: name, env: map[string]string{},
 		metaValues: map[string][]string{}, metaAt: map[string]pos{}, badSections: map[string]bool{}}
@@ -262,16 +267,39 @@ func decodeUnit(file string, name unitName, src []byte) (*spec.Job, error) {
 	if !ok {
 		// Nothing in an unreadable file can be trusted; its syntax is the
 		// problem to fix first.
-		return nil, c.result()
+		return nil, nil, c.result()
 	}
 	for _, o := range opts {
-		// Keys drover ignores keep their text, whatever it holds.
-		if o.section != "Install" && !(o.section == "Unit" && slices.Contains(unitIgnored, o.key)) {
+		if !literal(o) {
 			o.value = d.specifiers(o)
 		}
 		d.option(o)
 	}
-	return finish(d.build(), c, d.at)
+	job, err := finish(d.build(), c, d.at)
+	return job, c.warningsResult(), err
+}
+
+// ignored reports whether o is an ordinary systemd key of [Unit] or
+// [Service] that drover accepts without implementing it.
+func ignored(o unitOption) bool {
+	why, _ := ignoredWhy(o.section, o.key)
+	return why != ""
+}
+
+// literal reports whether the option's value is kept as written, without
+// expanding specifiers: what drover ignores (all of [Install], and the
+// ordinary systemd keys it does not implement), whatever it holds, and
+// Documentation=, URLs whose %-escapes systemd does not expand either.
+func literal(o unitOption) bool {
+	switch o.section {
+	case "Install":
+		return true
+	case "Unit":
+		return o.key == "Documentation" || !slices.Contains(unitKeys, o.key) && ignored(o)
+	case "Service":
+		return !slices.Contains(serviceKeys, o.key) && ignored(o)
+	}
+	return false
 }
 
 func (d *unitDecoder) add(at pos, format string, args ...any) { d.c.add(at, "", format, args...) }
@@ -302,7 +330,13 @@ func (d *unitDecoder) specifiers(o unitOption) string {
 		case 'n':
 			b.WriteString(d.name.full)
 		case 'N':
-			b.WriteString(unit.UnitNameUnescape(d.name.full))
+			// fleet's own expansion, in [X-Fleet], is the name without
+			// its suffix; systemd's, elsewhere, the unescaped full name.
+			if o.section == "X-Fleet" {
+				b.WriteString(d.name.job())
+			} else {
+				b.WriteString(unit.UnitNameUnescape(d.name.full))
+			}
 		case 'p':
 			b.WriteString(d.name.prefix)
 		case 'i':
@@ -317,13 +351,7 @@ func (d *unitDecoder) specifiers(o unitOption) string {
 func (d *unitDecoder) option(o unitOption) {
 	switch o.section {
 	case "Unit":
-		switch {
-		case o.key == "Description":
-			d.description, d.descAt = o.value, o.at
-		case slices.Contains(unitIgnored, o.key):
-		default:
-			d.unsupported(o, unitKeys)
-		}
+		d.unit(o)
 	case "Service":
 		d.service(o)
 	case "X-Fleet":
@@ -331,6 +359,10 @@ func (d *unitDecoder) option(o unitOption) {
 	case "Install":
 		// [Install] says which host target pulls the unit in; drover
 		// starts it when it is run. fleet ignored it as well.
+		if !d.installWarned {
+			d.installWarned = true
+			d.c.warn(o.at, "[Install] is ignored, as fleet ignored it: drover starts the job when it is run (drover run), on the nodes its scheduler picks")
+		}
 	default:
 		if !d.badSections[o.section] {
 			d.badSections[o.section] = true
@@ -339,12 +371,55 @@ func (d *unitDecoder) option(o unitOption) {
 	}
 }
 
+// unsupported handles a key of section that drover does not implement:
+// an ordinary systemd key is accepted with a warning that says what
+// drover does instead, a likely typo of a key drover knows is refused, and
+// any other key is accepted with a warning, as systemd accepts keys it
+// does not know. In [X-Fleet] (known is fleetKeys), fleet refused keys it
+// did not know, and so does drover.
 func (d *unitDecoder) unsupported(o unitOption, known []string) {
+	fleet := o.section == "X-Fleet"
+	why, family := ignoredWhy(o.section, o.key)
+	if fleet {
+		why = ""
+	}
+	if why != "" && !family {
+		d.c.warn(o.at, "%s= in [%s]: %s", o.key, o.section, why)
+		return
+	}
 	if s := suggest(o.key, known); s != "" {
 		d.add(o.at, "unknown key %s= in [%s]; did you mean %s=?", o.key, o.section, s)
 		return
 	}
-	d.add(o.at, "%s= in [%s] is not supported by drover; remove it (docs/fleet.md lists the keys drover reads)", o.key, o.section)
+	switch {
+	case why != "":
+		d.c.warn(o.at, "%s= in [%s]: %s", o.key, o.section, why)
+		return
+	case fleet:
+		d.add(o.at, "%s= in [%s] is not an option fleet or drover knows; remove it (docs/fleet.md lists the [X-Fleet] options)", o.key, o.section)
+		return
+	}
+	d.c.warn(o.at, "%s= in [%s] is not a key drover knows; ignored, as systemd ignores keys it does not know (docs/fleet.md lists the keys drover reads)", o.key, o.section)
+}
+
+func (d *unitDecoder) unit(o unitOption) {
+	one := func(p **unitOption) { c := o; *p = &c }
+	switch o.key {
+	case "Description":
+		d.description, d.descAt = o.value, o.at
+	case "Documentation":
+		if o.value == "" {
+			d.documentation = nil
+		} else {
+			d.documentation = append(d.documentation, strings.Fields(o.value)...)
+		}
+	case "StartLimitBurst":
+		one(&d.startLimitBurst)
+	case "StartLimitIntervalSec":
+		one(&d.startLimitInterval)
+	default:
+		d.unsupported(o, unitKeys)
+	}
 }
 
 func (d *unitDecoder) service(o unitOption) {
@@ -370,6 +445,12 @@ func (d *unitDecoder) service(o unitOption) {
 		} else {
 			d.stop = append(d.stop, o)
 		}
+	case "ExecStopPost":
+		if o.value == "" {
+			d.poststop = nil
+		} else {
+			d.poststop = append(d.poststop, o)
+		}
 	case "Environment":
 		if o.value == "" {
 			clear(d.env)
@@ -391,8 +472,6 @@ func (d *unitDecoder) service(o unitOption) {
 			}
 			d.env[k] = v
 		}
-	case "EnvironmentFile":
-		d.add(o.at, "EnvironmentFile= is not supported: the file would be read on whichever node runs the job; put the variables in Environment= lines")
 	case "WorkingDirectory":
 		one(&d.workDir)
 	case "User":
@@ -403,12 +482,49 @@ func (d *unitDecoder) service(o unitOption) {
 		one(&d.restartSec)
 	case "TimeoutStopSec":
 		one(&d.timeoutStop)
+	case "TimeoutSec":
+		// Both timeouts; an explicit TimeoutStopSec= wins wherever it is.
+		if d.timeoutStop == nil || d.timeoutStop.key == "TimeoutSec" {
+			one(&d.timeoutStop)
+		}
+		d.startTimeout(o)
 	case "TimeoutStartSec":
-		// drover does not wait for a start to finish: a task runs once its
-		// process has started. fleet units set this to 0 for slow pulls.
+		d.startTimeout(o)
+	case "StartLimitBurst":
+		one(&d.startLimitBurst)
+	case "StartLimitInterval":
+		one(&d.startLimitInterval)
+	case "KillMode":
+		switch o.value {
+		case "control-group":
+			// What drover does: every process of the task gets the signals.
+		case "mixed", "process", "none":
+			d.c.warn(o.at, "KillMode=%s: drover stops every process of the task, the main one and the others alike, as KillMode=control-group does", o.value)
+		default:
+			d.add(o.at, "KillMode=%s is not a kill mode; use control-group, mixed, process or none", o.value)
+		}
+	case "KillSignal":
+		if s := strings.TrimPrefix(strings.ToUpper(o.value), "SIG"); s != "TERM" && s != "15" {
+			d.c.warn(o.at, "KillSignal=%s: drover stops a task with SIGTERM (then SIGKILL after TimeoutStopSec=), not %s", o.value, o.value)
+		}
+	case "SendSIGKILL":
+		if v, ok := parseUnitBool(o.value); !ok || !v {
+			d.c.warn(o.at, "SendSIGKILL=%s: drover always sends SIGKILL to a task still running TimeoutStopSec= after SIGTERM", o.value)
+		}
 	default:
 		d.unsupported(o, serviceKeys)
 	}
+}
+
+// startTimeout warns about a start timeout drover does not apply. drover
+// does not wait for a start to finish: a task runs once its process has
+// started. fleet units set it to 0 (none) for slow image pulls, which is
+// what drover does.
+func (d *unitDecoder) startTimeout(o unitOption) {
+	if o.value == "0" || o.value == "infinity" {
+		return
+	}
+	d.c.warn(o.at, "%s=%s: drover does not time out a start: a task runs once its process has started (each ExecStartPre= command may take 5 minutes)", o.key, o.value)
 }
 
 func (d *unitDecoder) fleet(o unitOption) {
@@ -517,9 +633,15 @@ func (d *unitDecoder) build() *spec.Job {
 	}
 	task := &spec.Task{Name: name, Driver: "exec"}
 	job := &spec.Job{Name: name, Type: jobType, Groups: []*spec.Group{{Name: name, Count: 1, Tasks: []*spec.Task{task}}}}
-	if d.description != "" {
-		job.Meta = map[string]string{"description": d.description}
+	if d.description != "" || len(d.documentation) > 0 {
+		job.Meta = map[string]string{}
 		d.at["meta"] = d.descAt
+	}
+	if d.description != "" {
+		job.Meta["description"] = d.description
+	}
+	if len(d.documentation) > 0 {
+		job.Meta["documentation"] = strings.Join(d.documentation, " ")
 	}
 	const tp = "groups[0].tasks[0]"
 	if len(d.env) > 0 {
@@ -561,6 +683,11 @@ func (d *unitDecoder) build() *spec.Job {
 			task.Config.Stop = &cmd
 		}
 	}
+	for _, o := range d.poststop {
+		if cmd, ok := d.command(o, true); ok {
+			task.Config.Poststop = append(task.Config.Poststop, cmd)
+		}
+	}
 	if o := d.workDir; o != nil {
 		if !filepath.IsAbs(o.value) {
 			d.add(o.at, "WorkingDirectory=%s must be an absolute path", o.value)
@@ -572,14 +699,17 @@ func (d *unitDecoder) build() *spec.Job {
 	}
 	task.Restart = d.restartPolicy(jobType)
 	if o := d.timeoutStop; o != nil {
-		if t, ok := d.timespan(*o); ok {
+		if o.value == "0" || o.value == "infinity" {
+			d.c.warn(o.at, "%s=%s: drover does not wait for a stop forever; it sends SIGKILL after its default %s", o.key, o.value, spec.DefaultKillTimeout)
+		} else if t, ok := d.timespan(*o); ok {
 			if t <= 0 {
-				d.add(o.at, "TimeoutStopSec= must be more than 0; drover always ends a task that does not stop")
+				d.add(o.at, "%s= must be more than 0; drover always ends a task that does not stop", o.key)
 			}
 			task.KillTimeout = spec.Duration(t)
 		}
 	}
-	job.Constraints = d.jobConstraints(jobType)
+	d.checkFleetRules(jobType == spec.JobSystem)
+	job.Constraints = d.jobConstraints()
 	return job
 }
 
@@ -596,7 +726,22 @@ func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
 		mode = o.value
 		d.at["groups[0].tasks[0].restart"] = o.at
 	}
-	p := &spec.RestartPolicy{Interval: spec.Duration(unitStartLimitInterval), Delay: spec.Duration(delay)}
+	interval, burst := unitStartLimitInterval, unitStartLimitBurst
+	if o := d.startLimitInterval; o != nil {
+		if t, ok := d.timespan(*o); ok && t > 0 {
+			interval = t
+		} else if ok {
+			d.c.warn(o.at, "%s=%s: drover always limits restarts; it keeps its %s", o.key, o.value, unitStartLimitInterval)
+		}
+	}
+	if o := d.startLimitBurst; o != nil {
+		if n, err := strconv.Atoi(o.value); err != nil || n < 1 {
+			d.add(o.at, "%s=%s: give a number of starts, 1 or more", o.key, o.value)
+		} else {
+			burst = n
+		}
+	}
+	p := &spec.RestartPolicy{Interval: spec.Duration(interval), Delay: spec.Duration(delay)}
 	switch mode {
 	case "no":
 		p.Mode = spec.RestartFail
@@ -604,29 +749,76 @@ func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
 		if mode == "always" && jobType == spec.JobBatch {
 			d.add(d.restart.at, "Restart=always cannot be used with Type=oneshot (systemd refuses it too); use Restart=on-failure")
 		}
-		p.Attempts, p.Mode = unitStartLimitBurst, spec.RestartDelay
+		p.Attempts, p.Mode = burst, spec.RestartDelay
 	default:
 		d.add(d.restart.at, "Restart=%s is not supported; use no, always, on-failure, on-abnormal, on-abort or on-watchdog", mode)
 	}
 	return p
 }
 
-func (d *unitDecoder) jobConstraints(jobType spec.JobType) []*spec.Constraint {
+// fleetExclusive are the pairs of [X-Fleet] options fleet refuses in one
+// unit, with what to do instead. Global= counts only when true.
+var fleetExclusive = []struct{ a, b, fix string }{
+	{"MachineID", "MachineOf", "MachineID= already names the machine; keep one of them"},
+	{"MachineID", "Conflicts", "on the one machine MachineID= names, Conflicts= can only keep the unit from running; keep one of them"},
+	{"MachineID", "Replaces", "on the one machine MachineID= names, Replaces= has nowhere to send the units it replaces; keep one of them"},
+	{"MachineID", "Global", "a global unit runs on every machine; remove one of them"},
+	{"Global", "MachineOf", "a global unit runs on every machine, not only beside another unit; remove one of them"},
+	{"Global", "Replaces", "a global unit runs on every machine and cannot take another unit's place; remove one of them"},
+	{"Conflicts", "Replaces", "Replaces= already keeps this unit and the matching units apart; keep one of them"},
+}
+
+// checkFleetRules refuses what fleet's unit validation refuses: the pairs
+// of fleetExclusive, and a MachineOf= unit that the unit's own Conflicts=
+// or Replaces= keeps it away from ("unresolvable requirements").
+func (d *unitDecoder) checkFleetRules(global bool) {
+	first := func(os []unitOption) *unitOption {
+		if len(os) == 0 {
+			return nil
+		}
+		return &os[0]
+	}
+	written := map[string]*unitOption{"MachineID": d.machineID, "MachineOf": first(d.machineOf),
+		"Conflicts": first(d.conflicts), "Replaces": first(d.rep)}
+	if global {
+		written["Global"] = d.global
+	}
+	for _, r := range fleetExclusive {
+		a, b := written[r.a], written[r.b]
+		if a == nil || b == nil {
+			continue
+		}
+		if b.at.line < a.at.line {
+			a, b = b, a
+		}
+		d.add(b.at, "%s cannot be used with %s (line %d), as in fleet: %s", fleetName(*b), fleetName(*a), a.at.line, r.fix)
+	}
+	for _, m := range d.machineOf {
+		for _, o := range slices.Concat(d.conflicts, d.rep) {
+			rule := spec.Constraint{Operator: spec.OpConflicts, Value: jobName(o.value)}
+			if rule.MatchJob(jobName(m.value)) {
+				d.add(m.at, "unresolvable requirements: %s=%s needs the machine of %s, but %s=%s (line %d) keeps this unit off every machine that runs it; remove one of them",
+					m.key, m.value, m.value, o.key, o.value, o.at.line)
+			}
+		}
+	}
+}
+
+// fleetName is how a refusal names an [X-Fleet] option: "MachineOf=" as
+// written (or its older name), "Global=true" with the value that made it
+// count.
+func fleetName(o unitOption) string {
+	if o.key == "Global" {
+		return o.key + "=" + o.value
+	}
+	return o.key + "="
+}
+
+func (d *unitDecoder) jobConstraints() []*spec.Constraint {
 	var cs []*spec.Constraint
 	add := func(at pos, c *spec.Constraint) {
 		d.at[fmt.Sprintf("constraints[%d]", len(cs))] = at
 		cs = append(cs, c)
-	}
-	if jobType == spec.JobSystem {
-		// fleet: "Global ... should not be used with other options" except
-		// MachineMetadata; a system job is placed on every node, so a rule
-		// about one node or about other jobs would contradict it.
-		for _, o := range slices.Concat(d.machineOf, d.conflicts, d.rep) {
-			d.add(o.at, "%s= cannot be combined with Global=true; only MachineMetadata= can", o.key)
-		}
-		if d.machineID != nil {
-			d.add(d.machineID.at, "%s= cannot be combined with Global=true; only MachineMetadata= can", d.machineID.key)
-		}
 	}
 	if o := d.machineID; o != nil {
 		add(o.at, &spec.Constraint{Attribute: "${node.id}", Operator: spec.OpEqual, Value: o.value})
@@ -659,8 +851,11 @@ func (d *unitDecoder) jobOf(o unitOption) string {
 	if ext := filepath.Ext(v); slices.Contains(otherUnitTypes, ext) {
 		d.add(o.at, "%s=%s names a %s unit; drover jobs are .service units only", o.key, v, ext)
 	}
-	return strings.TrimSuffix(v, unitSuffix)
+	return jobName(v)
 }
+
+// jobName is the job name (or glob) of a unit name (or glob).
+func jobName(unit string) string { return strings.TrimSuffix(unit, unitSuffix) }
 
 var otherUnitTypes = []string{".socket", ".timer", ".path", ".mount", ".automount", ".device", ".target", ".slice", ".scope", ".swap"}
 
@@ -887,11 +1082,13 @@ func varNameLen(s string) int {
 	return len(s)
 }
 
+// parseUnitBool reads a boolean as systemd does (fleet's Global= took
+// the same true values).
 func parseUnitBool(s string) (v, ok bool) {
 	switch strings.ToLower(s) {
-	case "1", "yes", "true", "on":
+	case "1", "yes", "y", "true", "t", "on":
 		return true, true
-	case "0", "no", "false", "off":
+	case "0", "no", "n", "false", "f", "off":
 		return false, true
 	}
 	return false, false

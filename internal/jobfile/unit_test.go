@@ -73,10 +73,9 @@ func TestUnitGoodFiles(t *testing.T) {
 				"while true; do etcdctl set /services/website/apache@7 up --ttl 60; sleep 45; done"}}
 		})},
 		{"full.service", unitJob("full", func(j *spec.Job, t *spec.Task) {
-			j.Meta = map[string]string{"description": "Everything at once"}
+			j.Meta = map[string]string{"description": "Everything at once", "documentation": "https://example.com/docs man:app(8)"}
 			j.Constraints = []*spec.Constraint{
 				{Attribute: "${node.id}", Operator: "=", Value: "3b4c2a9a7e1f4d0b8f6e5d4c3b2a1908"},
-				{Operator: spec.OpReplaces, Value: "old-app*"},
 			}
 			t.Env = map[string]string{"PORT": "8080", "GREETING": "hello world", "MODE": "production", "FLAGS": "-v -x"}
 			t.Config = spec.TaskConfig{
@@ -92,8 +91,13 @@ func TestUnitGoodFiles(t *testing.T) {
 				},
 				// The ':' prefix turns expansion off.
 				Stop: &spec.Command{Command: "/usr/bin/app-ctl", Args: []string{"stop", "$PORT"}},
+				// A '-' changes nothing: a poststop's failure is only reported.
+				Poststop: []spec.Command{
+					{Command: "/usr/bin/rm", Args: []string{"-f", "/srv/app/app.pid"}},
+					{Command: "/usr/bin/app-ctl", Args: []string{"cleanup", "--mode", "production"}},
+				},
 			}
-			t.Restart = restartDelay(90 * time.Second)
+			t.Restart = &spec.RestartPolicy{Attempts: 3, Interval: spec.Duration(5 * time.Minute), Delay: spec.Duration(90 * time.Second), Mode: spec.RestartDelay}
 			t.KillTimeout = spec.Duration(20 * time.Second)
 		})},
 		{"oneshot.service", unitJob("oneshot", func(j *spec.Job, t *spec.Task) {

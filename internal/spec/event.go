@@ -98,6 +98,9 @@ const (
 	// EventOutOfMemory: the task was killed for going past its memory
 	// limit (exec in a cgroup, docker).
 	EventOutOfMemory EventType = "OOM Killed"
+	// EventPoststop: a poststop command ran, after the task's process
+	// ended.
+	EventPoststop EventType = "Poststop"
 )
 
 // EventType is the history's event for an alloc's client status becoming s.

@@ -178,6 +178,10 @@ type TaskConfig struct {
 	// Stop, when set, runs before the task is signalled to stop (systemd's
 	// ExecStop); the signal follows when it ends or after kill_timeout.
 	Stop *Command `json:"stop,omitempty"`
+	// Poststop commands run one after another once the task's process has
+	// ended, however it ended, or its start failed (systemd's ExecStopPost),
+	// each for at most kill_timeout; a failure is reported, nothing more.
+	Poststop []Command `json:"poststop,omitempty"`
 
 	// The docker driver's fields, named as in Nomad's docker config. Image
 	// is required by docker and refused by the other drivers.

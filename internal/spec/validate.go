@@ -232,6 +232,11 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 			ps.Add(fmt.Sprintf("%s.config.prestart[%d].command", path, i), "prestart command %d of task %q needs a command to run", i+1, t.Name)
 		}
 	}
+	for i, c := range t.Config.Poststop {
+		if c.Command == "" {
+			ps.Add(fmt.Sprintf("%s.config.poststop[%d].command", path, i), "poststop command %d of task %q needs a command to run", i+1, t.Name)
+		}
+	}
 	if t.Config.Stop != nil && t.Config.Stop.Command == "" {
 		ps.Add(path+".config.stop.command", "the stop block of task %q needs a command to run", t.Name)
 	}

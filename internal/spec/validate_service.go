@@ -20,7 +20,7 @@ var dockerConfigKeys = []string{"image", "entrypoint", "ports", "labels", "privi
 // same message.
 func ConfigKeyRefusal(driver, key string) string {
 	switch {
-	case driver == DriverDocker && (key == "prestart" || key == "stop"):
+	case driver == DriverDocker && (key == "prestart" || key == "stop" || key == "poststop"):
 		// The agent runs them on the node, outside the container, where
 		// the image's files and tools are not.
 		return fmt.Sprintf("the docker driver does not run %s commands; do that work in the image's entrypoint", key)
@@ -49,6 +49,7 @@ func (c *TaskConfig) setKeys() []string {
 	add("volumes", len(c.Volumes) > 0)
 	add("prestart", len(c.Prestart) > 0)
 	add("stop", c.Stop != nil)
+	add("poststop", len(c.Poststop) > 0)
 	return out
 }
 

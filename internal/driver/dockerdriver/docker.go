@@ -102,7 +102,7 @@ func ContainerName(id driver.TaskID) string {
 // Start creates and starts t's container and follows its output.
 func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error) {
 	if t.Hook {
-		return nil, errors.New("docker: prestart and stop commands are not supported by the docker driver (they would run outside the container); remove them from the task or use the exec driver")
+		return nil, errors.New("docker: prestart, stop and poststop commands are not supported by the docker driver (they would run outside the container); remove them from the task or use the exec driver")
 	}
 	cfg := t.Config
 	if cfg == nil || cfg.Image == "" {

@@ -314,7 +314,7 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		{"hook", base(func(t *driver.Task) { t.Hook = true }),
-			"docker: prestart and stop commands are not supported by the docker driver (they would run outside the container); remove them from the task or use the exec driver"},
+			"docker: prestart, stop and poststop commands are not supported by the docker driver (they would run outside the container); remove them from the task or use the exec driver"},
 		{"no image", base(func(t *driver.Task) { t.Config.Image = "" }),
 			`docker: the task has no image (config { image = "..." })`},
 		{"privileged", base(func(t *driver.Task) { t.Config.Privileged = true }),

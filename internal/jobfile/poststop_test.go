@@ -1,0 +1,54 @@
+package jobfile
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// TestPoststopInEveryFormat: the poststop commands a unit's ExecStopPost=
+// becomes are written the same way in HCL and JSON, in order, and refused
+// for docker, whose tasks' hooks would run outside the container.
+func TestPoststopInEveryFormat(t *testing.T) {
+	want := []spec.Command{{Command: "/bin/rm", Args: []string{"-f", "pid"}}, {Command: "/bin/echo", Args: []string{"bye"}}}
+	hcl := `job "p" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["60"]
+        poststop {
+          command = "/bin/rm"
+          args    = ["-f", "pid"]
+        }
+        poststop {
+          command = "/bin/echo"
+          args    = ["bye"]
+        }
+      }
+    }
+  }
+}
+`
+	json := `{"name":"p","groups":[{"name":"g","tasks":[{"name":"t","driver":"exec","config":{"command":"/bin/sleep","args":["60"],
+"poststop":[{"command":"/bin/rm","args":["-f","pid"]},{"command":"/bin/echo","args":["bye"]}]}}]}]}`
+	for name, src := range map[string]string{"p.hcl": hcl, "p.json": json} {
+		job, err := Decode(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(want, job.Groups[0].Tasks[0].Config.Poststop); diff != "" {
+			t.Errorf("%s: poststop (-want +got):\n%s", name, diff)
+		}
+	}
+	docker := strings.Replace(hcl, `driver = "exec"`, `driver = "docker"`, 1)
+	docker = strings.Replace(docker, `command = "/bin/sleep"`, `image = "busybox"`, 1)
+	_, err := Decode("d.hcl", []byte(docker))
+	if err == nil || !strings.Contains(err.Error(), "d.hcl:8:9: the docker driver does not run poststop commands") {
+		t.Errorf("docker with poststop: %v", err)
+	}
+}
