@@ -53,7 +53,7 @@ func testAlloc(typ spec.JobType, tasks ...*spec.Task) *spec.Alloc {
 	for _, t := range tasks {
 		t.Driver, t.KillTimeout = "raw_exec", spec.Duration(2*time.Second)
 		// A failure is final, so a test sees it at once.
-		t.Restart = &spec.RestartPolicy{Attempts: 0, Interval: spec.Duration(time.Minute), Mode: spec.RestartFail}
+		t.Restart = &spec.RestartPolicy{Attempts: new(int), Interval: spec.Duration(time.Minute), Mode: spec.RestartFail}
 	}
 	return &spec.Alloc{ID: uuid.NewString(), Name: "j.g[0]", Job: "j", Group: "g", JobType: typ, Tasks: tasks}
 }

@@ -596,7 +596,8 @@ func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
 		mode = o.value
 		d.at["groups[0].tasks[0].restart"] = o.at
 	}
-	p := &spec.RestartPolicy{Interval: spec.Duration(unitStartLimitInterval), Delay: spec.Duration(delay)}
+	none := 0 // systemd restarts nothing unless Restart= says so
+	p := &spec.RestartPolicy{Attempts: &none, Interval: spec.Duration(unitStartLimitInterval), Delay: spec.Duration(delay)}
 	switch mode {
 	case "no":
 		p.Mode = spec.RestartFail
@@ -604,7 +605,8 @@ func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
 		if mode == "always" && jobType == spec.JobBatch {
 			d.add(d.restart.at, "Restart=always cannot be used with Type=oneshot (systemd refuses it too); use Restart=on-failure")
 		}
-		p.Attempts, p.Mode = unitStartLimitBurst, spec.RestartDelay
+		burst := unitStartLimitBurst
+		p.Attempts, p.Mode = &burst, spec.RestartDelay
 	default:
 		d.add(d.restart.at, "Restart=%s is not supported; use no, always, on-failure, on-abnormal, on-abort or on-watchdog", mode)
 	}

@@ -451,7 +451,7 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"Stop":        func(t *spec.Task) { t.Config.Stop = &spec.Command{Command: "/bin/true"} },
 		"Env":         func(t *spec.Task) { t.Env = map[string]string{"A": "1"} },
 		"Resources":   func(t *spec.Task) { t.Resources.MemoryMB++ },
-		"Restart":     func(t *spec.Task) { t.Restart = &spec.RestartPolicy{Attempts: 1} },
+		"Restart":     func(t *spec.Task) { t.Restart = &spec.RestartPolicy{Attempts: new(1)} },
 		"KillTimeout": func(t *spec.Task) { t.KillTimeout++ },
 		"Meta":        func(t *spec.Task) { t.Meta = map[string]string{"k": "v"} },
 		"Services":    func(t *spec.Task) { t.Services = []*spec.Service{{Name: "web"}} },

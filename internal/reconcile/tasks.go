@@ -82,5 +82,6 @@ func restartEqual(a, b *spec.RestartPolicy) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return *a == *b
+	return a.Allowed() == b.Allowed() && (a.Attempts == nil) == (b.Attempts == nil) &&
+		a.Interval == b.Interval && a.Delay == b.Delay && a.Mode == b.Mode
 }
