@@ -465,6 +465,11 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		// Lost: the node went away, not the program's fault. Replace it at
 		// once, and do not count it.
 		r.place(j, g, index, pin, spec.CauseReplaceLost, "replaces lost alloc "+spec.ShortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
+	case j.Type == spec.JobSystem:
+		// A system job's instance is not rescheduled (assess), so the one
+		// that ended here ran an older version: the new one runs in its
+		// place at once.
+		r.place(j, g, index, pin, spec.CauseUpdate, fmt.Sprintf("job updated to version %d", j.Version), rs.last.ID, "")
 	case rs.due.After(r.now):
 		if r.res.NextRun.IsZero() || rs.due.Before(r.res.NextRun) {
 			r.res.NextRun = rs.due
@@ -554,6 +559,13 @@ func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
 		}
 	}
 	rs.exhausted = !unlimited && rs.failures > attempts
+	if j.Type == spec.JobSystem {
+		// As Nomad: a system job is not rescheduled. Its tasks' restart
+		// policy restarts them on their node; once that is used up, or a
+		// task ends on its own, the instance stays down until the job
+		// changes.
+		rs.exhausted = rs.failures > 0
+	}
 	rs.due = end.Add(delay(rs.policy, max(rs.failures, 1)))
 	return rs
 }

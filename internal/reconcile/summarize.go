@@ -227,8 +227,12 @@ func notRescheduledReason(final []rescheduling) string {
 	if rs.policy.Interval > 0 {
 		fmt.Fprintf(&b, " within %s", rs.policy.Interval.Short())
 	}
-	attempts, _ := rs.policy.Limit()
-	fmt.Fprintf(&b, "; not rescheduled (reschedule attempts = %d)", attempts)
+	if a.JobType == spec.JobSystem {
+		b.WriteString("; not rescheduled (system jobs are not): it runs there again when the job changes")
+	} else {
+		attempts, _ := rs.policy.Limit()
+		fmt.Fprintf(&b, "; not rescheduled (reschedule attempts = %d)", attempts)
+	}
 	if d := a.Status.Description; d != "" {
 		b.WriteString("; last: " + d)
 	}

@@ -244,8 +244,8 @@ func TestSummarize(t *testing.T) {
 				mk("a4", sys, "ship", 3, 4, spec.ClientRunning, on("n4"), down),
 			},
 			sched: sched,
-			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
-				Reason: "web.ship[1] failed: exit code 1, will be replaced"},
+			want: spec.JobSummary{State: spec.JobFailed, Desired: 2, Running: 1, Failed: 1,
+				Reason: "web.ship[1] failed once; not rescheduled (system jobs are not): it runs there again when the job changes; last: exit code 1"},
 		},
 		{
 			name:  "system: all eligible nodes run it",
