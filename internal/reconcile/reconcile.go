@@ -94,10 +94,20 @@ type Result struct {
 	Deployments       []*spec.Deployment
 	DeleteDeployments []string
 	Reverts           []Revert
+	// Unmatched are the system jobs' groups that no node may run, sorted
+	// by job and group: nothing is placed for them, and nothing waits.
+	Unmatched []Unmatched
 	// NextRun is zero, or the earliest time after Now at which a delayed
 	// replacement becomes due or a deployment's deadline passes; the
 	// leader should reconcile again then.
 	NextRun time.Time
+}
+
+// Unmatched says why no node may run a system job's group: its failure
+// has NoNodeMatched set.
+type Unmatched struct {
+	Job string
+	spec.PlacementFailure
 }
 
 // keepTerminal is how many terminal allocs are kept per instance: enough to
@@ -206,6 +216,9 @@ func Reconcile(in Input) Result {
 	})
 	slices.SortFunc(res.Stop, func(a, b Stop) int { return strings.Compare(a.Alloc.ID, b.Alloc.ID) })
 	slices.Sort(res.GC)
+	slices.SortFunc(res.Unmatched, func(a, b Unmatched) int {
+		return cmp.Or(strings.Compare(a.Job, b.Job), strings.Compare(a.Group, b.Group))
+	})
 	slices.SortFunc(res.Deployments, func(a, b *spec.Deployment) int {
 		return cmp.Or(strings.Compare(a.Job, b.Job), a.CreateTime.Compare(b.CreateTime), strings.Compare(a.ID, b.ID))
 	})

@@ -248,6 +248,15 @@ func TestSummarize(t *testing.T) {
 				Reason: "web.ship[1] failed once; not rescheduled (system jobs are not): it runs there again when the job changes; last: exit code 1"},
 		},
 		{
+			name:  "system: no node matches, so nothing runs: pending, with why, not 0 of 0 running",
+			job:   sys,
+			nodes: []*spec.Node{node("n3", "class", "core")},
+			sched: &spec.JobSchedule{Job: "web", JobVersion: 2, Failures: []spec.PlacementFailure{{Group: "ship", NodesEvaluated: 1, NoNodeMatched: true,
+				Dimensions: []spec.DimensionFailure{{Dimension: "constraint ${meta.class} = edge", Nodes: 1}}}}},
+			want: spec.JobSummary{State: spec.JobPending,
+				Reason: "group ship runs on no node: no node matches: 0/1 nodes eligible: constraint ${meta.class} = edge not met on 1"},
+		},
+		{
 			name:  "system: all eligible nodes run it",
 			job:   sys,
 			nodes: []*spec.Node{node("n1", "class", "edge"), node("n3", "class", "core")},

@@ -91,6 +91,24 @@ func TestReconcileSystem(t *testing.T) {
 			}},
 		},
 		{
+			name: "a system job that no node may run says why, node by node, rather than placing nothing quietly",
+			jobs: []*spec.Job{logs},
+			nodes: []*spec.Node{node("n2", "class", "core"), rawOnly, nodeDown(edge("n4")), func() *spec.Node {
+				n := edge("n6")
+				n.Drain = &spec.DrainStrategy{}
+				return n
+			}()},
+			want: Result{Unmatched: []Unmatched{{Job: "logs", PlacementFailure: spec.PlacementFailure{Group: "ship", NodesEvaluated: 4, NoNodeMatched: true,
+				Dimensions: []spec.DimensionFailure{{Dimension: "status", Nodes: 1}, {Dimension: "draining", Nodes: 1},
+					{Dimension: "constraint ${meta.class} = edge", Nodes: 1}, {Dimension: "driver exec", Nodes: 1}}}}}},
+		},
+		{
+			name:   "a group that still runs on a node taken out of scheduling is not reported",
+			jobs:   []*spec.Job{logs},
+			nodes:  []*spec.Node{func() *spec.Node { n := edge("n1"); n.Ineligible = true; return n }()},
+			allocs: []*spec.Alloc{run("a1", logs, "n1", 0, 1)},
+		},
+		{
 			name:   "steady state, indexes above the count included, changes nothing",
 			jobs:   []*spec.Job{logs},
 			nodes:  nodes,
