@@ -353,9 +353,10 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	}
 	grace := tr.task.KillTimeout.Std()
 	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
-	// Why the server stopped the alloc (a drain, a move, a new version):
-	// written before the stop was signalled, so read safely after it.
-	if why := tr.ar.alloc.DesiredReason; restartWhy == "" && tr.ar.stopRequested() && why != "" {
+	// Why the alloc stops (a drain, a move, a new version, a sibling's
+	// failure): written before the stop was signalled, so read safely
+	// after it.
+	if why := tr.ar.stopWhy; restartWhy == "" && tr.ar.stopRequested() && why != "" {
 		killing = why + ": " + killing
 	}
 	if c := tr.task.Config.Stop; c != nil {
