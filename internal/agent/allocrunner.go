@@ -44,7 +44,7 @@ type allocRunner struct {
 	// sibling task failed, no contact with any server). Written once,
 	// before stopping closes, so read safely after it.
 	stopWhy string
-	done     chan struct{} // closed when every task has finished
+	done    chan struct{} // closed when every task has finished
 }
 
 func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
