@@ -222,6 +222,15 @@ func watch[T any](ctx context.Context, since int64, notFoundWaits bool, query fu
 	return ch
 }
 
+// failureLine says what f keeps from running: some instances of a group,
+// or a system job's group on every node.
+func failureLine(f spec.PlacementFailure) string {
+	if f.NoNodeMatched {
+		return fmt.Sprintf("group %s runs on no node: %s", f.Group, f.String())
+	}
+	return fmt.Sprintf("%d instance(s) of group %s: %s", f.Missing, f.Group, f.String())
+}
+
 // notFoundPause spaces the queries for a deployment the leader has not
 // created yet: it usually takes one scheduling pass, well under a second.
 const notFoundPause = 500 * time.Millisecond
@@ -235,9 +244,9 @@ func placementFailure(out io.Writer, st *spec.JobStatus) error {
 	j := st.Job
 	var lines []string
 	for _, f := range st.Failures {
-		lines = append(lines, fmt.Sprintf("  %d instance(s) of group %s: %s", f.Missing, f.Group, f.String()))
+		lines = append(lines, "  "+failureLine(f))
 	}
-	fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as room appears (drover stop %s withdraws it).\n",
+	fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as a node can take it (drover stop %s withdraws it).\n",
 		j.Name, strings.Join(lines, "\n"), j.Name)
 	return &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
 }

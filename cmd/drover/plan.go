@@ -194,6 +194,10 @@ func printChanges(w io.Writer, c *spec.PlanChanges) {
 	for _, f := range c.Failures {
 		hints := f.Hints
 		f.Hints = nil // one per line below, not run on after the reasons
+		if f.NoNodeMatched {
+			fmt.Fprintf(w, "✗ %s\n", failureLine(f))
+			continue
+		}
 		fmt.Fprintf(w, "✗ %d instance(s) of group %s would not be placed: %s\n", f.Missing, f.Group, f.String())
 		for _, h := range hints {
 			fmt.Fprintf(w, "    hint: %s\n", h)

@@ -89,6 +89,10 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, dep *spec.Deployment, usage
 		fmt.Fprintf(w, "Deployment version %d: %s\n", dep.JobVersion, deploymentLine(dep))
 	}
 	for _, f := range st.Failures {
+		if f.NoNodeMatched {
+			fmt.Fprintf(w, "Pending    %s\n", failureLine(f))
+			continue
+		}
 		fmt.Fprintf(w, "Pending    %d instance(s) of group %s cannot be placed: %s\n", f.Missing, f.Group, f.String())
 	}
 	fmt.Fprintln(w)

@@ -352,9 +352,8 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		switch {
 		case ar != nil && al.DesiredStatus == spec.DesiredStop:
 			if !ar.stopRequested() {
-				ar.alloc.DesiredReason = al.DesiredReason
 				ar.log.Info("stopping alloc", "reason", al.DesiredReason)
-				ar.stop()
+				ar.stop(al.DesiredReason)
 			}
 		case ar != nil:
 			// Running as asked.
@@ -374,7 +373,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 			if adopt, _ := a.adoptLeft(al); len(adopt) > 0 {
 				// Still running from an earlier agent: adopt and stop it.
 				ar.log.Info("stopping alloc left running by an earlier agent", "reason", al.DesiredReason)
-				ar.stop()
+				ar.stop(al.DesiredReason)
 				ar.start(taskCtx, adopt, nil)
 				continue
 			}
@@ -398,7 +397,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		if seen[id] {
 			continue
 		}
-		ar.stop()
+		ar.stop("no longer assigned to this node")
 		select {
 		case <-ar.done:
 			delete(a.runners, id)
@@ -422,8 +421,7 @@ func (a *Agent) stopAll() {
 	a.mu.Lock()
 	runners := make([]*allocRunner, 0, len(a.runners))
 	for _, ar := range a.runners {
-		ar.alloc.DesiredReason = "agent shutting down"
-		ar.stop()
+		ar.stop("agent shutting down")
 		runners = append(runners, ar)
 	}
 	a.mu.Unlock()

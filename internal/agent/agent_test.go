@@ -159,6 +159,11 @@ func TestFailedTaskStopsSiblings(t *testing.T) {
 	if len(events(ts, spec.EventKilled)) != 1 {
 		t.Errorf("main has no Killed event\n%s", describe(a))
 	}
+	// It was killed because bad failed, not for its alloc's placement
+	// reason ("new instance").
+	if k := events(ts, spec.EventKilling); len(k) != 1 || !strings.HasPrefix(k[0].Message, "task bad failed: ") {
+		t.Errorf("main's Killing events = %+v, want one saying task bad failed", k)
+	}
 	if !strings.Contains(a.Status.Description, "task bad failed") {
 		t.Errorf("description %q does not name the failed task", a.Status.Description)
 	}

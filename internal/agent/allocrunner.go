@@ -39,7 +39,12 @@ type allocRunner struct {
 
 	stopOnce sync.Once
 	stopping chan struct{}
-	done     chan struct{} // closed when every task has finished
+	// stopWhy is why the alloc stops, as its tasks' Killing events and its
+	// description say it: the server's reason, or the agent's own (a
+	// sibling task failed, no contact with any server). Written once,
+	// before stopping closes, so read safely after it.
+	stopWhy string
+	done    chan struct{} // closed when every task has finished
 }
 
 func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
@@ -112,10 +117,12 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 	}()
 }
 
-// stop asks every task to stop; it does not wait. An alloc asked to stop
-// gets no deployment health verdict.
-func (ar *allocRunner) stop() {
+// stop asks every task to stop, for why; it does not wait. The first
+// call's why stays. An alloc asked to stop gets no deployment health
+// verdict.
+func (ar *allocRunner) stop(why string) {
 	ar.stopOnce.Do(func() {
+		ar.stopWhy = why
 		close(ar.stopping)
 		ar.endDeployment()
 	})
@@ -148,7 +155,7 @@ func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	// A failed task fails the alloc: stop its siblings, as Nomad does.
 	if failedTask != "" && !ar.stopRequested() {
 		ar.log.Info("task failed; stopping the alloc's other tasks", "task", failedTask)
-		ar.stop()
+		ar.stop(fmt.Sprintf("task %s failed", failedTask))
 	}
 }
 
@@ -180,7 +187,7 @@ func (ar *allocRunner) recompute() (failedTask string) {
 		st.ClientStatus = spec.ClientComplete
 		st.Description = "all tasks finished"
 		if ar.stopRequested() {
-			st.Description = "stopped: " + ar.alloc.DesiredReason
+			st.Description = "stopped: " + ar.stopWhy
 		}
 	case running > 0 && running+dead == n:
 		st.ClientStatus = spec.ClientRunning

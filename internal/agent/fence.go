@@ -47,11 +47,10 @@ func (a *Agent) fenceLoop(ctx context.Context) {
 			}
 			reason := fmt.Sprintf("no contact with any server for %s (disconnect.stop_after = %s)", since.Round(100*time.Millisecond), d.StopAfter)
 			ar.log.Warn("stopping a singleton cut off from the servers", "reason", reason)
-			ar.alloc.DesiredReason = reason
 			for _, tk := range ar.alloc.Tasks {
 				ar.taskEvent(tk.Name, spec.EventKilling, reason, nil)
 			}
-			ar.stop()
+			ar.stop(reason)
 		}
 		a.mu.Unlock()
 	}

@@ -340,7 +340,7 @@ func shTask(name, script string) *spec.Task {
 }
 
 func restart(attempts int, interval, delay time.Duration, mode spec.RestartMode) *spec.RestartPolicy {
-	return &spec.RestartPolicy{Attempts: attempts, Interval: spec.Duration(interval), Delay: spec.Duration(delay), Mode: mode}
+	return &spec.RestartPolicy{Attempts: &attempts, Interval: spec.Duration(interval), Delay: spec.Duration(delay), Mode: mode}
 }
 
 // Processes.

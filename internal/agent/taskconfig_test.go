@@ -53,7 +53,7 @@ func testAlloc(typ spec.JobType, tasks ...*spec.Task) *spec.Alloc {
 	for _, t := range tasks {
 		t.Driver, t.KillTimeout = "raw_exec", spec.Duration(2*time.Second)
 		// A failure is final, so a test sees it at once.
-		t.Restart = &spec.RestartPolicy{Attempts: 0, Interval: spec.Duration(time.Minute), Mode: spec.RestartFail}
+		t.Restart = &spec.RestartPolicy{Attempts: new(int), Interval: spec.Duration(time.Minute), Mode: spec.RestartFail}
 	}
 	return &spec.Alloc{ID: uuid.NewString(), Name: "j.g[0]", Job: "j", Group: "g", JobType: typ, Tasks: tasks}
 }
@@ -69,7 +69,7 @@ func runAlloc(t *testing.T, a *Agent, al *spec.Alloc) *allocRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	ar.start(ctx, nil, nil)
 	t.Cleanup(func() {
-		ar.stop()
+		ar.stop("test done")
 		select {
 		case <-ar.done:
 		case <-time.After(20 * time.Second):
@@ -222,7 +222,7 @@ func TestStopCommandRunsBeforeSIGTERM(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ar.stop()
+	ar.stop("test done")
 	st := waitDone(t, ar, 10*time.Second)
 	if got, want := readFile(t, out), "up\nstop\nterm\n"; got != want {
 		t.Errorf("runs = %q, want %q", got, want)
@@ -367,7 +367,7 @@ func TestStopDuringPrestartStopsIt(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	begin := time.Now()
-	ar.stop()
+	ar.stop("test done")
 	st := waitDone(t, ar, 10*time.Second)
 	if d := time.Since(begin); d > time.Second {
 		t.Errorf("stop took %s: the prestart should end at SIGTERM", d)

@@ -106,21 +106,21 @@ func (tr *taskRunner) run(ctx context.Context) {
 		}
 		var wait time.Duration
 		switch {
-		case len(window) < policy.Attempts:
+		case len(window) < policy.Allowed():
 			wait = policy.Delay.Std()
 			tr.ar.taskEvent(name, spec.EventRestarting,
-				fmt.Sprintf("%s; restarting in %s (restart %d of %d within %s)", why, wait, len(window)+1, policy.Attempts, policy.Interval), nil)
-		case policy.Mode == spec.RestartDelay && policy.Attempts > 0:
+				fmt.Sprintf("%s; restarting in %s (restart %d of %d within %s)", why, wait, len(window)+1, policy.Allowed(), policy.Interval), nil)
+		case policy.Mode == spec.RestartDelay && policy.Allowed() > 0:
 			wait = window[0].Add(policy.Interval.Std()).Sub(now)
 			if wait < policy.Delay.Std() {
 				wait = policy.Delay.Std()
 			}
 			window = window[:0]
 			tr.ar.taskEvent(name, spec.EventRestarting,
-				fmt.Sprintf("%s; %d restarts used within %s, waiting %s for the interval to pass", why, policy.Attempts, policy.Interval, wait.Round(time.Second)), nil)
+				fmt.Sprintf("%s; %d restarts used within %s, waiting %s for the interval to pass", why, policy.Allowed(), policy.Interval, wait.Round(time.Second)), nil)
 		default:
 			tr.ar.taskDead(name, true, spec.EventNotRestart,
-				fmt.Sprintf("%s; exceeded %d restarts within %s", why, policy.Attempts, policy.Interval))
+				fmt.Sprintf("%s; exceeded %d restarts within %s", why, policy.Allowed(), policy.Interval))
 			return
 		}
 		t := time.NewTimer(wait)
@@ -375,9 +375,10 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	}
 	grace := tr.task.KillTimeout.Std()
 	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
-	// Why the server stopped the alloc (a drain, a move, a new version):
-	// written before the stop was signalled, so read safely after it.
-	if why := tr.ar.alloc.DesiredReason; restartWhy == "" && tr.ar.stopRequested() && why != "" {
+	// Why the alloc stops (a drain, a move, a new version, a sibling's
+	// failure): written before the stop was signalled, so read safely
+	// after it.
+	if why := tr.ar.stopWhy; restartWhy == "" && tr.ar.stopRequested() && why != "" {
 		killing = why + ": " + killing
 	}
 	if c := tr.task.Config.Stop; c != nil {

@@ -223,6 +223,30 @@ func TestDevUnplaceableExitsTwoWithReason(t *testing.T) {
 	}
 }
 
+// TestDevSystemJobMatchingNoNodeExitsTwo: a system job whose constraint no
+// node meets is not a success with 0 of 0 instances: run exits 2 and says
+// which constraint ruled the node out, and status says the same.
+func TestDevSystemJobMatchingNoNodeExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	nowhere := strings.Replace(strings.Replace(batchJob, "e2ebatch", "e2enowhere", 1), `type = "batch"`, `type = "system"
+  constraint {
+    attribute = "${meta.rack}"
+    value     = "nowhere"
+  }`, 1)
+	out, errOut, code := d.cli("", "run", writeJob(t, dir, "nowhere.hcl", nowhere))
+	if code != 2 {
+		t.Fatalf("drover run of a system job no node matches: exit %d, want 2\n%s\n%s", code, out, errOut)
+	}
+	const why = "group work runs on no node: no node matches: 0/1 nodes eligible: constraint ${meta.rack} = nowhere not met on 1"
+	if !strings.Contains(out, why) {
+		t.Fatalf("exit 2 without the reason %q:\n%s", why, out)
+	}
+	if table, _, _ := d.cli("", "status", "e2enowhere"); !strings.Contains(table, why) {
+		t.Fatalf("drover status does not say why nothing runs:\n%s", table)
+	}
+}
+
 func TestValidateReportsEveryProblem(t *testing.T) {
 	dir := t.TempDir()
 	bad := writeJob(t, dir, "bad.hcl", `

@@ -476,3 +476,47 @@ func TestServerOwnedFieldsKept(t *testing.T) {
 		t.Errorf("SpecOnly kept restart_requested")
 	}
 }
+
+// TestPartialRestartKeepsDefaults: a restart block that sets some fields
+// keeps the others from the block around it (the task's from its group's,
+// the group's from the job type's defaults), in HCL and JSON alike; an
+// explicit attempts = 0 stays 0.
+func TestPartialRestartKeepsDefaults(t *testing.T) {
+	sec := func(n int) spec.Duration { return spec.Duration(time.Duration(n) * time.Second) }
+	hclSrc := `job "r" {
+  type = "batch"
+  group "g" {
+    restart { attempts = 5 }
+    task "a" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+    task "b" {
+      driver = "exec"
+      config { command = "/bin/true" }
+      restart {
+        delay    = "2s"
+        attempts = 0
+      }
+    }
+  }
+}`
+	jsonSrc := `{"name": "r", "type": "batch", "groups": [{"name": "g", "restart": {"attempts": 5}, "tasks": [
+  {"name": "a", "driver": "exec", "config": {"command": "/bin/true"}},
+  {"name": "b", "driver": "exec", "config": {"command": "/bin/true"}, "restart": {"delay": "2s", "attempts": 0}}]}]}`
+	five, zero := 5, 0
+	wantA := &spec.RestartPolicy{Attempts: &five, Interval: spec.Duration(24 * time.Hour), Delay: sec(15), Mode: spec.RestartFail}
+	wantB := &spec.RestartPolicy{Attempts: &zero, Interval: spec.Duration(24 * time.Hour), Delay: sec(2), Mode: spec.RestartFail}
+	for name, src := range map[string]string{"r.hcl": hclSrc, "r.json": jsonSrc} {
+		j, err := Decode(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(wantA, j.Groups[0].Tasks[0].Restart); diff != "" {
+			t.Errorf("%s: task a (-want +got):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(wantB, j.Groups[0].Tasks[1].Restart); diff != "" {
+			t.Errorf("%s: task b (-want +got):\n%s", name, diff)
+		}
+	}
+}

@@ -694,7 +694,7 @@ func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartP
 		switch it.name {
 		case "attempts":
 			if n, ok := d.int(it.attr, field); ok {
-				r.Attempts = n
+				r.Attempts = &n
 			}
 		case "interval":
 			if v, ok := d.duration(it.attr, field); ok {

@@ -741,7 +741,8 @@ func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
 			burst = n
 		}
 	}
-	p := &spec.RestartPolicy{Interval: spec.Duration(interval), Delay: spec.Duration(delay)}
+	none := 0 // systemd restarts nothing unless Restart= says so
+	p := &spec.RestartPolicy{Attempts: &none, Interval: spec.Duration(interval), Delay: spec.Duration(delay)}
 	switch mode {
 	case "no":
 		p.Mode = spec.RestartFail
@@ -749,7 +750,7 @@ func (d *unitDecoder) restartPolicy(jobType spec.JobType) *spec.RestartPolicy {
 		if mode == "always" && jobType == spec.JobBatch {
 			d.add(d.restart.at, "Restart=always cannot be used with Type=oneshot (systemd refuses it too); use Restart=on-failure")
 		}
-		p.Attempts, p.Mode = burst, spec.RestartDelay
+		p.Attempts, p.Mode = &burst, spec.RestartDelay
 	default:
 		d.add(d.restart.at, "Restart=%s is not supported; use no, always, on-failure, on-abnormal, on-abort or on-watchdog", mode)
 	}

@@ -16,7 +16,7 @@ import (
 // unitJob is the job every unit starts from: one group and one exec task
 // named after the unit, systemd's Restart=no, canonicalized after edit.
 func unitJob(name string, edit func(j *spec.Job, t *spec.Task)) *spec.Job {
-	t := &spec.Task{Name: name, Driver: "exec", Restart: &spec.RestartPolicy{
+	t := &spec.Task{Name: name, Driver: "exec", Restart: &spec.RestartPolicy{Attempts: new(int),
 		Interval: spec.Duration(10 * time.Second), Delay: spec.Duration(100 * time.Millisecond), Mode: spec.RestartFail}}
 	j := &spec.Job{Name: name, Type: spec.JobService, Groups: []*spec.Group{{Name: name, Count: 1, Tasks: []*spec.Task{t}}}}
 	edit(j, t)
@@ -25,7 +25,7 @@ func unitJob(name string, edit func(j *spec.Job, t *spec.Task)) *spec.Job {
 }
 
 func restartDelay(delay time.Duration) *spec.RestartPolicy {
-	return &spec.RestartPolicy{Attempts: 5, Interval: spec.Duration(10 * time.Second), Delay: spec.Duration(delay), Mode: spec.RestartDelay}
+	return &spec.RestartPolicy{Attempts: new(5), Interval: spec.Duration(10 * time.Second), Delay: spec.Duration(delay), Mode: spec.RestartDelay}
 }
 
 func TestUnitGoodFiles(t *testing.T) {
@@ -97,7 +97,8 @@ func TestUnitGoodFiles(t *testing.T) {
 					{Command: "/usr/bin/app-ctl", Args: []string{"cleanup", "--mode", "production"}},
 				},
 			}
-			t.Restart = &spec.RestartPolicy{Attempts: 3, Interval: spec.Duration(5 * time.Minute), Delay: spec.Duration(90 * time.Second), Mode: spec.RestartDelay}
+			three := 3
+			t.Restart = &spec.RestartPolicy{Attempts: &three, Interval: spec.Duration(5 * time.Minute), Delay: spec.Duration(90 * time.Second), Mode: spec.RestartDelay}
 			t.KillTimeout = spec.Duration(20 * time.Second)
 		})},
 		{"oneshot.service", unitJob("oneshot", func(j *spec.Job, t *spec.Task) {

@@ -166,7 +166,7 @@ WantedBy=multi-user.target
 	if diff := cmp.Diff(want, task.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	if task.Restart.Attempts != 2 || task.KillTimeout.Std().Seconds() != 15 {
+	if task.Restart.Allowed() != 2 || task.KillTimeout.Std().Seconds() != 15 {
 		t.Errorf("restart %+v, kill timeout %s: want 2 attempts (StartLimitBurst=2), 15s", task.Restart, task.KillTimeout)
 	}
 	if got := job.Meta["documentation"]; got != "https://example.com/a%20b" {

@@ -130,6 +130,9 @@ func Decide(in *Input, now time.Time, cache *scheduler.Cache, p Policy, newID fu
 	for _, f := range out.Failures {
 		failures[f.Job] = append(failures[f.Job], f.PlacementFailure)
 	}
+	for _, u := range res.Unmatched {
+		failures[u.Job] = append(failures[u.Job], u.PlacementFailure)
+	}
 	for _, j := range in.Jobs {
 		want := &spec.JobSchedule{Job: j.Name, JobVersion: j.Version, Failures: failures[j.Name], UpdateTime: now}
 		if have := in.Schedules[j.Name]; have == nil || !sameSchedule(have, want) {

@@ -94,10 +94,20 @@ type Result struct {
 	Deployments       []*spec.Deployment
 	DeleteDeployments []string
 	Reverts           []Revert
+	// Unmatched are the system jobs' groups that no node may run, sorted
+	// by job and group: nothing is placed for them, and nothing waits.
+	Unmatched []Unmatched
 	// NextRun is zero, or the earliest time after Now at which a delayed
 	// replacement becomes due or a deployment's deadline passes; the
 	// leader should reconcile again then.
 	NextRun time.Time
+}
+
+// Unmatched says why no node may run a system job's group: its failure
+// has NoNodeMatched set.
+type Unmatched struct {
+	Job string
+	spec.PlacementFailure
 }
 
 // keepTerminal is how many terminal allocs are kept per instance: enough to
@@ -206,6 +216,9 @@ func Reconcile(in Input) Result {
 	})
 	slices.SortFunc(res.Stop, func(a, b Stop) int { return strings.Compare(a.Alloc.ID, b.Alloc.ID) })
 	slices.Sort(res.GC)
+	slices.SortFunc(res.Unmatched, func(a, b Unmatched) int {
+		return cmp.Or(strings.Compare(a.Job, b.Job), strings.Compare(a.Group, b.Group))
+	})
 	slices.SortFunc(res.Deployments, func(a, b *spec.Deployment) int {
 		return cmp.Or(strings.Compare(a.Job, b.Job), a.CreateTime.Compare(b.CreateTime), strings.Compare(a.ID, b.ID))
 	})
@@ -465,6 +478,11 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		// Lost: the node went away, not the program's fault. Replace it at
 		// once, and do not count it.
 		r.place(j, g, index, pin, spec.CauseReplaceLost, "replaces lost alloc "+spec.ShortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
+	case j.Type == spec.JobSystem:
+		// A system job's instance is not rescheduled (assess), so the one
+		// that ended here ran an older version: the new one runs in its
+		// place at once.
+		r.place(j, g, index, pin, spec.CauseUpdate, fmt.Sprintf("job updated to version %d", j.Version), rs.last.ID, "")
 	case rs.due.After(r.now):
 		if r.res.NextRun.IsZero() || rs.due.Before(r.res.NextRun) {
 			r.res.NextRun = rs.due
@@ -554,6 +572,13 @@ func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
 		}
 	}
 	rs.exhausted = !unlimited && rs.failures > attempts
+	if j.Type == spec.JobSystem {
+		// As Nomad: a system job is not rescheduled. Its tasks' restart
+		// policy restarts them on their node; once that is used up, or a
+		// task ends on its own, the instance stays down until the job
+		// changes.
+		rs.exhausted = rs.failures > 0
+	}
 	rs.due = end.Add(delay(rs.policy, max(rs.failures, 1)))
 	return rs
 }

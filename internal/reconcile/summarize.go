@@ -81,7 +81,7 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 		// Replaced after the reschedule policy's delay (lost: at once).
 		s.State = spec.JobPending
 		reasons = append(reasons, endedReason(bad, ", will be replaced"))
-	case s.Pending == 0:
+	case s.Pending == 0 && !noNodeMatched(sched, job):
 		// Every instance is running, except batch instances already done.
 		s.State = spec.JobRunning
 		return s
@@ -98,6 +98,10 @@ func Summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 	}
 	if sched.JobVersion == job.Version {
 		for _, f := range sched.Failures {
+			if f.NoNodeMatched {
+				reasons = append(reasons, fmt.Sprintf("group %s runs on no node: %s", f.Group, f))
+				continue
+			}
 			reasons = append(reasons, fmt.Sprintf("%d %s of group %s waiting for room: %s", f.Missing, plural(f.Missing, "instance"), f.Group, f))
 		}
 	}
@@ -227,8 +231,12 @@ func notRescheduledReason(final []rescheduling) string {
 	if rs.policy.Interval > 0 {
 		fmt.Fprintf(&b, " within %s", rs.policy.Interval.Short())
 	}
-	attempts, _ := rs.policy.Limit()
-	fmt.Fprintf(&b, "; not rescheduled (reschedule attempts = %d)", attempts)
+	if a.JobType == spec.JobSystem {
+		b.WriteString("; not rescheduled (system jobs are not): it runs there again when the job changes")
+	} else {
+		attempts, _ := rs.policy.Limit()
+		fmt.Fprintf(&b, "; not rescheduled (reschedule attempts = %d)", attempts)
+	}
 	if d := a.Status.Description; d != "" {
 		b.WriteString("; last: " + d)
 	}
@@ -236,6 +244,12 @@ func notRescheduledReason(final []rescheduling) string {
 		fmt.Fprintf(&b, " (+%d more)", len(final)-1)
 	}
 	return b.String()
+}
+
+// noNodeMatched reports whether the leader found that no node may run one
+// of job's groups (a system job's) in its current version.
+func noNodeMatched(sched *spec.JobSchedule, job *spec.Job) bool {
+	return sched.JobVersion == job.Version && slices.ContainsFunc(sched.Failures, func(f spec.PlacementFailure) bool { return f.NoNodeMatched })
 }
 
 func plural(n int, word string) string {

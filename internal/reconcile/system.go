@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -26,8 +27,9 @@ import (
 type nodeState struct {
 	node *spec.Node // nil: not in the registry (deleted)
 	// ineligible is why the group may not run on a ready node, or "" when
-	// it may (or when the node is down or deleted: see down and node).
-	ineligible string
+	// it may (or when the node is down or deleted: see down and node);
+	// dimension is the same as a placement failure counts it.
+	ineligible, dimension string
 }
 
 func (s nodeState) eligible() bool {
@@ -57,7 +59,8 @@ func eligibility(j *spec.Job, g *spec.Group, nodes []*spec.Node) map[string]node
 	drivers := g.Drivers()
 	out := make(map[string]nodeState, len(nodes))
 	for _, n := range nodes {
-		out[n.ID] = nodeState{node: n, ineligible: whyIneligible(n, drivers, checks)}
+		why, dim := whyIneligible(n, drivers, checks)
+		out[n.ID] = nodeState{node: n, ineligible: why, dimension: dim}
 	}
 	return out
 }
@@ -70,29 +73,74 @@ type nodeCheck struct {
 }
 
 // whyIneligible is the first reason n cannot run a group that needs drivers
-// and checks, or "".
-func whyIneligible(n *spec.Node, drivers []string, checks []nodeCheck) string {
+// and checks, and its placement failure dimension, or "".
+func whyIneligible(n *spec.Node, drivers []string, checks []nodeCheck) (why, dimension string) {
 	for _, d := range drivers {
 		if !n.HasDriver(d) {
-			return "missing driver " + d
+			return "missing driver " + d, spec.DriverDimension(d)
 		}
 	}
 	for _, c := range checks {
 		if c.err != nil {
 			// Validate refuses such a job; one stored before a rule
 			// changed runs nowhere rather than everywhere.
-			return fmt.Sprintf("constraint %s is invalid: %v", c.c, c.err)
+			return fmt.Sprintf("constraint %s is invalid: %v", c.c, c.err), spec.ConstraintDimension(c.c, false)
 		}
 		if !c.k.Match(n) {
-			return fmt.Sprintf("constraint %s not met", c.c)
+			return fmt.Sprintf("constraint %s not met", c.c), spec.ConstraintDimension(c.c, true)
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// noNodeMatches returns the failure to report when no node may run group
+// g of a system job and none runs it: every node is down, draining,
+// ineligible, or lacks a driver or a constraint. Such a job would
+// otherwise read as 0 of 0 instances running. nodes are the nodes'
+// states; as the group's allocs.
+func noNodeMatches(g *spec.Group, nodes map[string]nodeState, as []*spec.Alloc) (spec.PlacementFailure, bool) {
+	if slices.ContainsFunc(as, live) {
+		return spec.PlacementFailure{}, false
+	}
+	counts := map[string]int{}
+	for _, st := range nodes {
+		switch n := st.node; {
+		case n.Status != spec.NodeReady:
+			counts[spec.DimensionNotReady]++
+		case st.ineligible != "":
+			counts[st.dimension]++
+		case n.Drain != nil:
+			counts[spec.DimensionDraining]++
+		case n.Ineligible:
+			counts[spec.DimensionIneligible]++
+		default:
+			return spec.PlacementFailure{}, false
+		}
+	}
+	f := spec.PlacementFailure{Group: g.Name, NodesEvaluated: len(nodes), NoNodeMatched: true}
+	for d, n := range counts {
+		f.Dimensions = append(f.Dimensions, spec.DimensionFailure{Dimension: d, Nodes: n})
+	}
+	// The nodes' own states first, then the job's rules, by name.
+	states := []string{spec.DimensionNotReady, spec.DimensionDraining, spec.DimensionIneligible}
+	rank := func(d string) int {
+		if i := slices.Index(states, d); i >= 0 {
+			return i
+		}
+		return len(states)
+	}
+	slices.SortFunc(f.Dimensions, func(a, b spec.DimensionFailure) int {
+		return cmp.Or(cmp.Compare(rank(a.Dimension), rank(b.Dimension)), strings.Compare(a.Dimension, b.Dimension))
+	})
+	return f, true
 }
 
 // system decides for group g of system job j, whose allocs are as.
 func (r *reconciler) system(j *spec.Job, g *spec.Group, as []*spec.Alloc, nodes []*spec.Node) {
 	states := eligibility(j, g, nodes)
+	if f, none := noNodeMatches(g, states, as); none {
+		r.res.Unmatched = append(r.res.Unmatched, Unmatched{Job: j.Name, PlacementFailure: f})
+	}
 	byNode := map[string][]*spec.Alloc{}
 	for _, a := range as {
 		byNode[a.NodeID] = append(byNode[a.NodeID], a)

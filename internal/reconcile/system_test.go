@@ -91,6 +91,24 @@ func TestReconcileSystem(t *testing.T) {
 			}},
 		},
 		{
+			name: "a system job that no node may run says why, node by node, rather than placing nothing quietly",
+			jobs: []*spec.Job{logs},
+			nodes: []*spec.Node{node("n2", "class", "core"), rawOnly, nodeDown(edge("n4")), func() *spec.Node {
+				n := edge("n6")
+				n.Drain = &spec.DrainStrategy{}
+				return n
+			}()},
+			want: Result{Unmatched: []Unmatched{{Job: "logs", PlacementFailure: spec.PlacementFailure{Group: "ship", NodesEvaluated: 4, NoNodeMatched: true,
+				Dimensions: []spec.DimensionFailure{{Dimension: "status", Nodes: 1}, {Dimension: "draining", Nodes: 1},
+					{Dimension: "constraint ${meta.class} = edge", Nodes: 1}, {Dimension: "driver exec", Nodes: 1}}}}}},
+		},
+		{
+			name:   "a group that still runs on a node taken out of scheduling is not reported",
+			jobs:   []*spec.Job{logs},
+			nodes:  []*spec.Node{func() *spec.Node { n := edge("n1"); n.Ineligible = true; return n }()},
+			allocs: []*spec.Alloc{run("a1", logs, "n1", 0, 1)},
+		},
+		{
 			name:   "steady state, indexes above the count included, changes nothing",
 			jobs:   []*spec.Job{logs},
 			nodes:  nodes,
@@ -150,28 +168,24 @@ func TestReconcileSystem(t *testing.T) {
 			},
 		},
 		{
-			name:  "a failed instance is replaced on its node after the delay; its index is kept",
+			name:  "a failed or completed instance is not rescheduled, as in Nomad: it stays down until the job changes",
 			jobs:  []*spec.Job{logs},
 			nodes: []*spec.Node{edge("n1"), edge("n5"), edge("n6")},
 			allocs: []*spec.Alloc{
-				mk("f1", logs, "ship", 4, 1, spec.ClientFailed, on("n1"), ago(time.Minute)),
-				mk("f5", logs, "ship", 0, 2, spec.ClientFailed, on("n5"), ago(10*time.Second)),
+				mk("f1", logs, "ship", 4, 1, spec.ClientFailed, on("n1"), ago(time.Hour)),
+				mk("c5", logs, "ship", 0, 2, spec.ClientComplete, on("n5"), ago(10*time.Second)),
 				run("a6", logs, "n6", 1, 3),
-			},
-			want: Result{
-				Place:   []Place{{Job: logs, Group: ship, Index: 4, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f1 (attempt 1)", Previous: "f1", Node: "n1"}},
-				NextRun: now.Add(20 * time.Second),
 			},
 		},
 		{
-			name:  "a node whose old index another node now holds takes a free one",
-			jobs:  []*spec.Job{logs},
+			name:  "an instance that failed under an older version runs the new one at once; a node whose old index another node now holds takes a free one",
+			jobs:  []*spec.Job{logs2},
 			nodes: []*spec.Node{edge("n1"), edge("n5")},
 			allocs: []*spec.Alloc{
-				mk("f1", logs, "ship", 0, 1, spec.ClientFailed, on("n1"), ago(time.Hour)),
-				run("a5", logs, "n5", 0, 2),
+				mk("f1", logs2, "ship", 0, 1, spec.ClientFailed, on("n1"), ago(time.Second), ver(1, "ship")),
+				run("a5", logs2, "n5", 0, 2),
 			},
-			want: Result{Place: []Place{{Job: logs, Group: ship, Index: 1, Cause: spec.CauseReschedule, Reason: "replaces failed alloc f1 (attempt 1)", Previous: "f1", Node: "n1"}}},
+			want: Result{Place: []Place{{Job: logs2, Group: logs2.Groups[0], Index: 1, Cause: spec.CauseUpdate, Reason: "job updated to version 2", Previous: "f1", Node: "n1"}}},
 		},
 		{
 			name:   "a job update with new tasks replaces each instance on its node",
@@ -411,17 +425,26 @@ func (s *sim) converge(t *rapid.T) {
 	}
 }
 
-// check: exactly one live instance of each group on each eligible node,
-// none elsewhere, their indexes distinct, and nothing left running on a
-// node that is down or gone.
+// check: exactly one live instance of each group on each eligible node
+// (at most one where an instance of the job's version ended on its own: a
+// system job is not rescheduled), none elsewhere, their indexes distinct,
+// and nothing left running on a node that is down or gone.
 func (s *sim) check(t *rapid.T) {
 	eligible := 0
 	for _, g := range s.job.Groups {
 		perNode := map[string]int{}
 		indexes := map[int][]*spec.Alloc{}
+		ended := map[string]*spec.Alloc{} // per node, the newest alloc that ended while meant to run
+		endedNow := map[string]bool{}     // per node, whether one of the job's version ended on its own
 		for _, a := range s.allocs {
 			if a.Group != g.Name {
 				continue
+			}
+			if e := ended[a.NodeID]; a.DesiredStatus == spec.DesiredRun && a.Terminal() && (e == nil || a.CreateIndex > e.CreateIndex) {
+				ended[a.NodeID] = a
+			}
+			if a.DesiredStatus == spec.DesiredRun && a.Terminal() && a.JobVersion == s.job.Version && a.ClientStatusOr() != spec.ClientLost {
+				endedNow[a.NodeID] = true
 			}
 			if a.NodeDown && a.DesiredStatus == spec.DesiredRun && !a.Terminal() {
 				t.Fatalf("%s on down node %s is not stopped", a.ID, a.NodeID)
@@ -444,7 +467,9 @@ func (s *sim) check(t *rapid.T) {
 			if meetsRef(s.job, g, s.node(id)) {
 				want = 1
 			}
-			if perNode[id] != want {
+			e := ended[id]
+			notRescheduled := endedNow[id] && e.ClientStatusOr() != spec.ClientLost
+			if perNode[id] != want && !(notRescheduled && perNode[id] == 0) {
 				t.Fatalf("group %s: %d live instances on node %s, want %d; node: %s", g.Name, perNode[id], id, want, describe(s.node(id)))
 			}
 		}
@@ -455,8 +480,8 @@ func (s *sim) check(t *rapid.T) {
 		}
 	}
 	sum := Summarize(s.job, s.allocs, s.nodes, &spec.JobSchedule{Job: s.job.Name, JobVersion: s.job.Version})
-	if sum.Desired != eligible || sum.Running+sum.Pending != eligible || sum.Failed+sum.Complete+sum.Lost != 0 {
-		t.Fatalf("summary %+v; want %d desired, all running or pending", sum, eligible)
+	if sum.Desired != eligible || sum.Running+sum.Pending+sum.Failed+sum.Complete != eligible || sum.Lost != 0 {
+		t.Fatalf("summary %+v; want %d desired, none lost", sum, eligible)
 	}
 }
 

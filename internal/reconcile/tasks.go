@@ -63,6 +63,7 @@ func configEqual(a, b spec.TaskConfig) bool {
 		a.WorkDir == b.WorkDir &&
 		a.User == b.User &&
 		slices.EqualFunc(a.Prestart, b.Prestart, commandEqual) &&
+		slices.EqualFunc(a.Poststop, b.Poststop, commandEqual) &&
 		(a.Stop == nil) == (b.Stop == nil) && (a.Stop == nil || commandEqual(*a.Stop, *b.Stop)) &&
 		a.Image == b.Image &&
 		slices.Equal(a.Entrypoint, b.Entrypoint) &&
@@ -82,5 +83,6 @@ func restartEqual(a, b *spec.RestartPolicy) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return *a == *b
+	return a.Allowed() == b.Allowed() && (a.Attempts == nil) == (b.Attempts == nil) &&
+		a.Interval == b.Interval && a.Delay == b.Delay && a.Mode == b.Mode
 }

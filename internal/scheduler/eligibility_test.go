@@ -52,8 +52,8 @@ func TestPlaceSkipsNodesOutOfScheduling(t *testing.T) {
 				Failures: []Failure{{Job: "web", Requests: webReqs[1:], PlacementFailure: spec.PlacementFailure{
 					Group: "api", Missing: 1, NodesEvaluated: 4, Dimensions: []spec.DimensionFailure{
 						{Dimension: "status", Nodes: 1},
-						{Dimension: DimensionDraining, Nodes: 1},
-						{Dimension: DimensionIneligible, Nodes: 1},
+						{Dimension: spec.DimensionDraining, Nodes: 1},
+						{Dimension: spec.DimensionIneligible, Nodes: 1},
 						{Dimension: "cpu", Nodes: 1, Need: 600, MostFree: 400, Unit: "MHz"},
 					}, Hints: []string{"fits on 1 node if cpu <= 400 MHz"}}}},
 			},
@@ -67,8 +67,8 @@ func TestPlaceSkipsNodesOutOfScheduling(t *testing.T) {
 				Failures: []Failure{{Job: "agent", Requests: pins[:3], PlacementFailure: spec.PlacementFailure{
 					Group: "g", Missing: 3, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
 						{Dimension: "status", Nodes: 1},
-						{Dimension: DimensionDraining, Nodes: 1},
-						{Dimension: DimensionIneligible, Nodes: 1},
+						{Dimension: spec.DimensionDraining, Nodes: 1},
+						{Dimension: spec.DimensionIneligible, Nodes: 1},
 					}}}},
 			},
 			wantText: []string{"0/3 nodes fit: not ready on 1; draining on 1; ineligible on 1"},

@@ -9,16 +9,6 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Dimensions of a placement failure for nodes an operator took out of
-// scheduling: a node that is ready but draining (`drover node drain`), or
-// marked ineligible (`drover node eligibility NODE off`). They read
-// "draining on 2", "ineligible on 1" in a failure, as "status" (a node
-// that is down) reads "not ready on 1".
-const (
-	DimensionDraining   = "draining"
-	DimensionIneligible = "ineligible"
-)
-
 // explain says why none of nodes can take an instance of the group, and
 // what smallest change would let some of them. It runs only after a
 // failure, so it may look at every node. Each node is counted under the
@@ -134,17 +124,17 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	f := spec.PlacementFailure{NodesEvaluated: len(nodes)}
 	add := func(d spec.DimensionFailure) { f.Dimensions = append(f.Dimensions, d) }
 	if notReady > 0 {
-		add(spec.DimensionFailure{Dimension: "status", Nodes: notReady})
+		add(spec.DimensionFailure{Dimension: spec.DimensionNotReady, Nodes: notReady})
 	}
 	if draining > 0 {
-		add(spec.DimensionFailure{Dimension: DimensionDraining, Nodes: draining})
+		add(spec.DimensionFailure{Dimension: spec.DimensionDraining, Nodes: draining})
 	}
 	if ineligible > 0 {
-		add(spec.DimensionFailure{Dimension: DimensionIneligible, Nodes: ineligible})
+		add(spec.DimensionFailure{Dimension: spec.DimensionIneligible, Nodes: ineligible})
 	}
 	for i, d := range gr.drivers {
 		if missing[i] > 0 {
-			add(spec.DimensionFailure{Dimension: "driver " + d, Nodes: missing[i]})
+			add(spec.DimensionFailure{Dimension: spec.DriverDimension(d), Nodes: missing[i]})
 		}
 	}
 	for i, r := range gr.rules {
@@ -252,7 +242,7 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 
 // dimensionRank orders dimensions as explain writes them.
 func dimensionRank(d string) int {
-	for i, prefix := range []string{"unregistered", "status", DimensionDraining, DimensionIneligible, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+	for i, prefix := range []string{"unregistered", spec.DimensionNotReady, spec.DimensionDraining, spec.DimensionIneligible, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
 		if strings.HasPrefix(d, prefix) {
 			return i
 		}

@@ -110,11 +110,7 @@ func (r *rule) match(n *spec.Node) bool { return r.check != nil && r.check.Match
 
 // dimension is how the rule reads in a placement failure.
 func (r *rule) dimension() string {
-	d := "constraint " + r.c.String()
-	if r.check == nil {
-		d += " (invalid)"
-	}
-	return d
+	return spec.ConstraintDimension(r.c, r.check != nil)
 }
 
 // distinctRule is a distinct_hosts (check nil) or distinct_property rule

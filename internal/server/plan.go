@@ -276,6 +276,11 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d planner.Decisi
 			c.Failures = append(c.Failures, f.PlacementFailure)
 		}
 	}
+	for _, u := range d.Reconcile.Unmatched {
+		if u.Job == job {
+			c.Failures = append(c.Failures, u.PlacementFailure)
+		}
+	}
 	byName := func(x, y spec.PlannedAlloc) int { return strings.Compare(x.Name, y.Name) }
 	for _, l := range [][]spec.PlannedAlloc{c.Create, c.Stop, c.Update, c.Keep, c.Evict} {
 		slices.SortStableFunc(l, byName)

@@ -248,20 +248,62 @@ const (
 
 // RestartPolicy is how the agent restarts a task that exits on its own node.
 // At most Attempts restarts happen within any Interval, each after Delay.
+//
+// Attempts is a pointer so that a policy can leave it unset and inherit it
+// (attempts = 0 means no restarts); a zero Interval or Delay and an empty
+// Mode are unset too. WithDefaults fills what is unset, and after
+// Job.Canonicalize every task's policy is complete.
 type RestartPolicy struct {
-	Attempts int         `json:"attempts"`
+	Attempts *int        `json:"attempts,omitempty"`
 	Interval Duration    `json:"interval"`
 	Delay    Duration    `json:"delay"`
 	Mode     RestartMode `json:"mode"`
 }
 
-// DefaultRestart returns Nomad's defaults for the job type: services retry
-// 2 times in 30 minutes, batch jobs 3 times in a day, 15 s apart, then fail.
+// DefaultRestart returns Nomad's defaults for the job type: services and
+// system jobs retry 2 times in 30 minutes, batch jobs 3 times in a day,
+// 15 s apart, then fail.
 func DefaultRestart(t JobType) *RestartPolicy {
 	if t == JobBatch {
-		return &RestartPolicy{Attempts: 3, Interval: Duration(24 * time.Hour), Delay: Duration(15 * time.Second), Mode: RestartFail}
+		return &RestartPolicy{Attempts: ptr(3), Interval: Duration(24 * time.Hour), Delay: Duration(15 * time.Second), Mode: RestartFail}
 	}
-	return &RestartPolicy{Attempts: 2, Interval: Duration(30 * time.Minute), Delay: Duration(15 * time.Second), Mode: RestartFail}
+	return &RestartPolicy{Attempts: ptr(2), Interval: Duration(30 * time.Minute), Delay: Duration(15 * time.Second), Mode: RestartFail}
+}
+
+// WithDefaults returns a new policy: p's fields where p sets them, else
+// parent's. Either may be nil.
+func (p *RestartPolicy) WithDefaults(parent *RestartPolicy) *RestartPolicy {
+	var out RestartPolicy
+	if p != nil {
+		out = *p
+	}
+	if parent == nil {
+		parent = &RestartPolicy{}
+	}
+	if out.Attempts == nil && parent.Attempts != nil {
+		out.Attempts = ptr(*parent.Attempts)
+	} else if out.Attempts != nil {
+		out.Attempts = ptr(*out.Attempts)
+	}
+	if out.Interval == 0 {
+		out.Interval = parent.Interval
+	}
+	if out.Delay == 0 {
+		out.Delay = parent.Delay
+	}
+	if out.Mode == "" {
+		out.Mode = parent.Mode
+	}
+	return &out
+}
+
+// Allowed is how many restarts the policy allows within its interval; an
+// unset Attempts reads as 0.
+func (p *RestartPolicy) Allowed() int {
+	if p == nil || p.Attempts == nil {
+		return 0
+	}
+	return *p.Attempts
 }
 
 // DelayFunction says how the wait before a replacement grows with each
@@ -379,9 +421,9 @@ func (d Duration) Short() string {
 }
 
 // Canonicalize fills in defaults so that two specs that mean the same thing
-// compare equal: type, priority, resources, kill timeout, each task's
-// restart policy (task's own, else the group's, else the job type's
-// default), each group's reschedule policy (group's own, else the job's,
+// compare equal: type, priority, resources, kill timeout, each group's and
+// each task's restart policy (task's own, else the group's, else the job
+// type's default, field by field), each group's reschedule policy (group's own, else the job's,
 // else the job type's default, field by field), and each check's name,
 // interval, timeout, path and check_restart grace (validate_service.go).
 // It does not validate; call Validate after it.
@@ -407,6 +449,9 @@ func (j *Job) Canonicalize() {
 			continue
 		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
+		if g.Restart != nil {
+			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))
+		}
 		if j.Type == JobService {
 			g.Update = j.UpdateOf(g)
 		} // else Validate refuses a group's update block
@@ -425,17 +470,7 @@ func (j *Job) Canonicalize() {
 			if t.KillTimeout == 0 {
 				t.KillTimeout = DefaultKillTimeout
 			}
-			if t.Restart == nil {
-				if g.Restart != nil {
-					r := *g.Restart
-					t.Restart = &r
-				} else {
-					t.Restart = DefaultRestart(j.Type)
-				}
-			}
-			if t.Restart.Mode == "" {
-				t.Restart.Mode = RestartFail
-			}
+			t.Restart = t.Restart.WithDefaults(g.Restart.WithDefaults(DefaultRestart(j.Type)))
 			canonicalizeServices(t)
 		}
 	}

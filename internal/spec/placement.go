@@ -21,6 +21,35 @@ type PlacementFailure struct {
 	// Hints are the smallest changes that would make an instance fit:
 	// "fits 3 nodes if memory <= 900 MB".
 	Hints []string `json:"hints,omitempty"`
+	// NoNodeMatched: the group is a system job's, and no node may run it
+	// (none is ready, eligible, with its drivers and meeting its
+	// constraints), so nothing is placed and Missing is 0; Dimensions
+	// count the nodes by the first thing that rules each out.
+	NoNodeMatched bool `json:"no_node_matched,omitempty"`
+}
+
+// Dimensions of a placement failure for nodes an operator took out of
+// scheduling: a node that is ready but draining (`drover node drain`), or
+// marked ineligible (`drover node eligibility NODE off`). They read
+// "draining on 2", "ineligible on 1" in a failure, as DimensionNotReady (a
+// node that is down) reads "not ready on 1".
+const (
+	DimensionNotReady   = "status"
+	DimensionDraining   = "draining"
+	DimensionIneligible = "ineligible"
+)
+
+// DriverDimension is the dimension of the nodes that lack driver d.
+func DriverDimension(d string) string { return "driver " + d }
+
+// ConstraintDimension is the dimension of the nodes that do not meet c;
+// valid is false when c does not compile, and then no node meets it.
+func ConstraintDimension(c Constraint, valid bool) string {
+	d := "constraint " + c.String()
+	if !valid {
+		d += " (invalid)"
+	}
+	return d
 }
 
 // DimensionFailure counts the nodes that ruled themselves out for one reason.
@@ -44,7 +73,7 @@ func (d DimensionFailure) String() string {
 		return fmt.Sprintf("missing %s on %d", d.Dimension, d.Nodes)
 	case strings.HasPrefix(d.Dimension, "constraint "):
 		return fmt.Sprintf("%s not met on %d", d.Dimension, d.Nodes)
-	case d.Dimension == "status":
+	case d.Dimension == DimensionNotReady:
 		return fmt.Sprintf("not ready on %d", d.Nodes)
 	case d.Dimension == "unregistered":
 		return fmt.Sprintf("%d pinned node(s) not registered", d.Nodes)
@@ -62,7 +91,11 @@ func (d DimensionFailure) String() string {
 
 func (f PlacementFailure) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "0/%d nodes fit", f.NodesEvaluated)
+	if f.NoNodeMatched {
+		fmt.Fprintf(&b, "no node matches: 0/%d nodes eligible", f.NodesEvaluated)
+	} else {
+		fmt.Fprintf(&b, "0/%d nodes fit", f.NodesEvaluated)
+	}
 	if f.NodesEvaluated == 0 && len(f.Dimensions) == 0 {
 		b.WriteString(": no ready nodes")
 	}

@@ -267,15 +267,15 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 }
 
 func (r *RestartPolicy) validate(ps *Problems, path string) {
-	if r.Attempts < 0 {
-		ps.Add(path+".attempts", "attempts %d must not be negative", r.Attempts)
+	if r.Allowed() < 0 {
+		ps.Add(path+".attempts", "attempts %d must not be negative", r.Allowed())
 	}
 	switch r.Mode {
 	case "", RestartFail, RestartDelay:
 	default:
 		ps.Add(path+".mode", "unknown restart mode %q; use \"fail\" or \"delay\"", r.Mode)
 	}
-	if r.Attempts > 0 && r.Interval == 0 {
+	if r.Allowed() > 0 && r.Interval == 0 {
 		ps.Add(path+".interval", "interval must be set when attempts > 0")
 	}
 }
