@@ -40,8 +40,9 @@ func (s nodeState) eligible() bool {
 func (s nodeState) down() bool { return s.node != nil && s.node.Status != spec.NodeReady }
 
 // eligibility says, for each registered node, whether group g of system job
-// j may run there: the node is ready, has every driver the group's tasks
-// need, and meets every constraint that depends on the node alone.
+// j may run there: the node is ready, in the job's node pool and
+// datacenters, has every driver the group's tasks need, and meets every
+// constraint that depends on the node alone.
 // distinct_hosts, distinct_property and the job rules (colocate, conflicts,
 // replaces) depend on other allocs: the scheduler checks them when it
 // places the pinned instance, and reports when they stop it.
@@ -57,7 +58,11 @@ func eligibility(j *spec.Job, g *spec.Group, nodes []*spec.Node) map[string]node
 	drivers := g.Drivers()
 	out := make(map[string]nodeState, len(nodes))
 	for _, n := range nodes {
-		out[n.ID] = nodeState{node: n, ineligible: whyIneligible(n, drivers, checks)}
+		why := whyIneligible(n, drivers, checks)
+		if ex := j.Excluded(n); ex != "" {
+			why = "not in " + ex
+		}
+		out[n.ID] = nodeState{node: n, ineligible: why}
 	}
 	return out
 }
