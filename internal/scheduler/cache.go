@@ -332,8 +332,8 @@ func (s *state) rollback(used []*groupRun) {
 }
 
 // cacheKey says which groups can share heaps: the same scoring, needs,
-// drivers, datacenters and node pool, constraints that look at the node alone, affinities, ports and
-// spreads (with the count they share). It is "" for a group whose
+// drivers, datacenters and node pool, constraints that look at the node
+// alone, affinities, ports and spreads (with the count they share). It is "" for a group whose
 // feasibility depends on where other instances are (distinct_*, job
 // rules): such a group is built afresh.
 func (gr *groupRun) cacheKey() string {

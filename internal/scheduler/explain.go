@@ -24,8 +24,9 @@ const (
 // what smallest change would let some of them. It runs only after a
 // failure, so it may look at every node. Each node is counted under the
 // first filter it fails, in the order status (not ready), draining,
-// ineligible, node pool and datacenters (spec.Job.Excluded), drivers, constraints (with distinct_*, colocate and
-// conflicts), ports, resources; a node missing
+// ineligible, node pool and datacenters (spec.Job.Excluded), drivers,
+// constraints (with distinct_*, colocate and conflicts), ports,
+// resources; a node missing
 // several drivers counts under each, a node that fails several
 // constraints counts under each, and a node short of several resources
 // counts under each. MostFree is the largest free amount among the nodes
@@ -147,7 +148,8 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	if ineligible > 0 {
 		add(spec.DimensionFailure{Dimension: DimensionIneligible, Nodes: ineligible})
 	}
-	for _, d := range slices.Sorted(maps.Keys(excluded)) {
+	byRank := func(a, b string) int { return cmp.Compare(dimensionRank(a), dimensionRank(b)) }
+	for _, d := range slices.SortedFunc(maps.Keys(excluded), byRank) {
 		add(spec.DimensionFailure{Dimension: d, Nodes: excluded[d]})
 	}
 	for i, d := range gr.drivers {
