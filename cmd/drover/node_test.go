@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,39 @@ func TestDrainWatch(t *testing.T) {
 	lines, done := w.onNode([]*spec.Alloc{mk("s0", "0", "na", 12, sys, run, spec.ClientRunning)})
 	if !done || len(lines) != 1 || lines[0] != "node-a: 0 instances to move; 1 instance of system jobs stop last" {
 		t.Fatalf("a node with only system work: %q, done %v", lines, done)
+	}
+}
+
+// TestPrintNode shows a node's place, capacity, attributes (the drivers'
+// among them) and meta, under the names constraints read them by.
+func TestPrintNode(t *testing.T) {
+	n := &spec.Node{ID: "aaaaaaaa-1111", Name: "node-a", Status: spec.NodeReady, Datacenter: "eu-1", NodePool: "gpu",
+		Address: "https://10.0.0.5:4647", Drivers: []string{"exec"},
+		Resources:  spec.Resources{CPU: 8000, MemoryMB: 16000, DiskMB: 50000},
+		Attributes: map[string]string{spec.AttrKernelName: "linux", spec.AttrCPUArch: "amd64"}}
+	var b strings.Builder
+	printNode(&b, n)
+	want := `ID          aaaaaaaa-1111
+Name        node-a
+Status      ready
+Datacenter  eu-1
+Class       -
+Pool        gpu
+Address     https://10.0.0.5:4647
+Drivers     exec
+CPU         8000 MHz
+Memory      16000 MB
+Disk        50000 MB
+
+Attributes
+  attr.cpu.arch     amd64
+  attr.driver.exec  1
+  attr.kernel.name  linux
+
+Meta
+  (none)
+`
+	if d := cmp.Diff(want, b.String()); d != "" {
+		t.Errorf("printNode (-want +got):\n%s", d)
 	}
 }

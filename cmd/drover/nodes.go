@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,16 +19,31 @@ import (
 
 func newNodesCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:     "nodes",
-		Short:   "List machines with their status, drivers and what is allocated on them",
-		Example: "  drover nodes\n  drover nodes -o json",
-		Args:    cobra.NoArgs,
+		Use:   "nodes [NODE]",
+		Short: "List machines with their status, drivers and what is allocated on them, or show one",
+		Long: `Nodes lists the machines. Given NODE (a node ID, a unique ID prefix or a
+name), it shows that one: its datacenter, class and pool, its capacity, and
+every attribute and meta key constraints can read, as ${attr.<name>} and
+${meta.<key>}.`,
+		Example: "  drover nodes\n  drover nodes node-a\n  drover nodes -o json",
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel, c, err := g.readCommand(cmd)
 			if err != nil {
 				return err
 			}
 			defer cancel()
+			if len(args) == 1 {
+				n, err := c.Node(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return printJSON(cmd.OutOrStdout(), n)
+				}
+				printNode(cmd.OutOrStdout(), n)
+				return nil
+			}
 			nodes, _, err := c.Nodes(ctx, nil)
 			if err != nil {
 				return err
@@ -79,6 +97,36 @@ func newNodesCmd(g *globals) *cobra.Command {
 			t.flush()
 			return nil
 		},
+	}
+}
+
+// printNode shows one node: who and where it is, what it holds, and what
+// constraints can read of it, under the names they use.
+func printNode(w io.Writer, n *spec.Node) {
+	t := newTable(w, "ID", n.ID)
+	for _, kv := range [][2]string{
+		{"Name", n.Name}, {"Status", nodeStatus(n)},
+		{"Datacenter", n.DatacenterOf()}, {"Class", dash(n.NodeClass)}, {"Pool", n.PoolOf()},
+		{"Address", dash(n.Address)}, {"Drivers", strings.Join(n.Drivers, ",")},
+		{"CPU", fmt.Sprintf("%d MHz", n.Resources.CPU)}, {"Memory", fmt.Sprintf("%d MB", n.Resources.MemoryMB)},
+		{"Disk", fmt.Sprintf("%d MB", n.Resources.DiskMB)},
+	} {
+		t.row(kv[0], kv[1])
+	}
+	t.flush()
+	for _, sec := range []struct {
+		title, prefix string
+		m             map[string]string
+	}{{"Attributes", "attr.", n.Published()}, {"Meta", "meta.", n.Meta}} {
+		fmt.Fprintln(w)
+		t := newTable(w, sec.title)
+		if len(sec.m) == 0 {
+			t.row("  (none)")
+		}
+		for _, k := range slices.Sorted(maps.Keys(sec.m)) {
+			t.row("  "+sec.prefix+k, sec.m[k])
+		}
+		t.flush()
 	}
 }
 

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -21,7 +24,8 @@ func newPlanCmd(g *globals) *cobra.Command {
 or YAML; "-" reads stdin) were submitted now: which fields change, which
 instances would be created (+), stopped (-), updated in place (~), which other
 jobs' instances would be evicted (!), and what would not be placed, with the
-reasons and hints. Nothing is written. It ends with the drover run command
+reasons and hints, and warns of constraints, affinities and spreads on node
+attributes or meta keys that no current node has. Nothing is written. It ends with the drover run command
 that submits exactly this plan: if the job changes in between, that run is
 refused.
 
@@ -71,6 +75,9 @@ placed (as drover run's 2).`,
 			if err != nil {
 				return err
 			}
+			if err := warnUnmatched(ctx, cmd.ErrOrStderr(), c, job, file); err != nil {
+				return err
+			}
 			if g.output == "json" {
 				err = printJSON(out, p)
 			} else {
@@ -81,6 +88,25 @@ placed (as drover run's 2).`,
 	}
 	cmd.Flags().StringSliceVar(&without, "without", nil, "plan as if these nodes (names or IDs) were down")
 	return cmd
+}
+
+// warnUnmatched warns of each node attribute or meta key the job reads
+// that no current node has; with no nodes at all, the plan says enough.
+func warnUnmatched(ctx context.Context, w io.Writer, c *client.Client, job *spec.Job, file string) error {
+	nodes, _, err := c.Nodes(ctx, nil)
+	if err != nil || len(nodes) == 0 {
+		return err
+	}
+	onSome := func(name string) bool {
+		return slices.ContainsFunc(nodes, func(n *spec.Node) bool {
+			_, ok := n.Value(name)
+			return ok
+		})
+	}
+	for _, msg := range attributeWarnings(job, onSome, onNoNode) {
+		fmt.Fprintf(w, "%s: %s\n", displayName(file), msg)
+	}
+	return nil
 }
 
 // planArgs tells the job file from more --without nodes: one file (an

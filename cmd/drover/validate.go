@@ -17,7 +17,8 @@ func newValidateCmd(g *globals) *cobra.Command {
 		Use:   "validate FILE...",
 		Short: "Check job files without a server",
 		Long: fmt.Sprintf(`Validate decodes each job file (HCL, JSON, YAML, or a fleet .service unit: see docs/fleet.md) and checks it, printing
-every problem with its file:line:col. It needs no server, and applies the server's limits: a file over %d KiB, nested
+every problem with its file:line:col, and warns of constraints, affinities and spreads on node attributes
+drover's agents do not publish (docs/nomad.md lists those they do). It needs no server, and applies the server's limits: a file over %d KiB, nested
 deeper than %d levels, or whose job would be a record over %d KiB is not valid.`, inputlimit.MaxBytes>>10, inputlimit.MaxDepth, registry.MaxRecordBytes>>10),
 		Example: "  drover validate examples/hello.hcl\n  cat job.json | drover validate -",
 		Args:    cobra.MinimumNArgs(1),
@@ -36,6 +37,9 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid %s job %q: %d group(s), %d instance(s)\n",
 					displayName(path), job.Type, job.Name, len(job.Groups), instances)
+				for _, w := range attributeWarnings(job, spec.Fingerprinted, unpublished) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", displayName(path), w)
+				}
 			}
 			if bad > 0 {
 				return &exitError{code: exitFailure, err: fmt.Errorf("%d of %d files are not valid", bad, len(args))}
@@ -43,6 +47,28 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 			return nil
 		},
 	}
+}
+
+// What the warnings of validate and plan say of an attribute that no
+// node has: the job is valid, but its constraint holds on no node (but
+// with != or is_not_set).
+const (
+	unpublished = "is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set"
+	onNoNode    = "is on no current node (drover nodes NODE shows a node's attributes and meta), so no node matches it but with != or is_not_set"
+)
+
+// attributeWarnings is a warning for each node attribute or meta key
+// that the job's constraints, affinities and spreads read and that has
+// says no node has, saying why: warnings, not errors, since a node may
+// have it later.
+func attributeWarnings(job *spec.Job, has func(name string) bool, why string) []string {
+	var out []string
+	for _, r := range job.NodeTargets() {
+		if !has(r.Name) {
+			out = append(out, fmt.Sprintf("warning: %s: ${%s} %s", r.Field, r.Name, why))
+		}
+	}
+	return out
 }
 
 // readJob decodes a job file, or stdin for "-", and refuses a job that a

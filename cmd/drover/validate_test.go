@@ -97,3 +97,48 @@ func TestValidateAppliesTheServersLimits(t *testing.T) {
 		t.Errorf("a small job: exit %d, printed:\n%s", code, out)
 	}
 }
+
+// TestValidateWarnsOfUnpublishedAttributes: a constraint on an attribute
+// drover's agents do not publish validates, with a warning that names it
+// and where it is; Nomad's names, drover's older ones and meta do not
+// warn.
+func TestValidateWarnsOfUnpublishedAttributes(t *testing.T) {
+	path := writeFile(t, "attrs.hcl", `job "attrs" {
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+  }
+  constraint {
+    attribute = "${attr.consul.version}"
+    operator  = "version"
+    value     = ">= 1.8"
+  }
+  group "g" {
+    affinity {
+      attribute = "${meta.rack}"
+      value     = "r1"
+    }
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+      constraint {
+        attribute = "${attr.os}"
+        value     = "linux"
+      }
+      constraint {
+        attribute = "${attr.driver.podman}"
+        value     = "1"
+      }
+    }
+  }
+}
+`)
+	out, code := runValidate(t, "", path)
+	want := path + `: valid service job "attrs": 1 group(s), 1 instance(s)
+` + path + `: warning: constraints[1].attribute: ${attr.consul.version} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set
+` + path + `: warning: groups[0].tasks[0].constraints[1].attribute: ${attr.driver.podman} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set
+`
+	if code != 0 || out != want {
+		t.Errorf("exit %d, output:\n%s\nwant exit 0 and:\n%s", code, out, want)
+	}
+}

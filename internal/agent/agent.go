@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -45,6 +46,14 @@ type Config struct {
 	Drivers []driver.Driver
 	Client  *client.Client
 	Logger  *slog.Logger
+
+	// Datacenter, NodeClass and NodePool place the node for jobs and
+	// constraints (spec.Node); "" is spec.DefaultDatacenter, no class,
+	// spec.DefaultNodePool.
+	Datacenter string
+	NodeClass  string
+	NodePool   string
+
 	// StopTasksOnExit stops every task when Run returns (drover dev). A
 	// standalone agent leaves them running.
 	StopTasksOnExit bool
@@ -119,6 +128,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if msg := spec.CheckName(cfg.Name); msg != "" {
 		return nil, fmt.Errorf("agent: node name %s", msg)
+	}
+	cfg.Datacenter = cmp.Or(cfg.Datacenter, spec.DefaultDatacenter)
+	cfg.NodePool = cmp.Or(cfg.NodePool, spec.DefaultNodePool)
+	if msg := spec.CheckNodeScope(cfg.Datacenter, cfg.NodeClass, cfg.NodePool); msg != "" {
+		return nil, fmt.Errorf("agent: %s", msg)
 	}
 	a := &Agent{
 		cfg:       cfg,
@@ -204,6 +218,7 @@ func (a *Agent) Node() *spec.Node {
 	sort.Strings(drivers)
 	return &spec.Node{
 		ID: a.nodeID, Name: a.nodeName, Address: a.cfg.Address,
+		Datacenter: a.cfg.Datacenter, NodeClass: a.cfg.NodeClass, NodePool: a.cfg.NodePool,
 		Attributes: attrs, Meta: a.cfg.Meta, Resources: res, Drivers: drivers,
 		MinDynamicPort: a.cfg.MinDynamicPort, MaxDynamicPort: a.cfg.MaxDynamicPort,
 	}

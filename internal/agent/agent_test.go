@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -10,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -327,28 +332,100 @@ func TestJobEnvOverridesPath(t *testing.T) {
 	}
 }
 
+// TestFingerprint checks each attribute the agent publishes, under
+// Nomad's name, against what this machine says of itself elsewhere:
+// uname(2), sysinfo(2), the Go runtime, os-release.
 func TestFingerprint(t *testing.T) {
 	t.Parallel()
 	res, attrs := agent.Fingerprint()
-	if res.MemoryMB <= 0 {
-		t.Errorf("memory = %d MB, want > 0", res.MemoryMB)
+	n := &spec.Node{Attributes: attrs}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatal(err)
 	}
-	if res.CPU <= 0 {
-		t.Errorf("cpu = %d MHz, want > 0", res.CPU)
+	machine := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[unix.ByteSliceToString(uts.Machine[:])]
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatal(err)
 	}
-	for _, k := range []string{"os", "arch", "kernel", "cpu.count", "hostname", "cpu.mhz", "cpu.mhz_source"} {
-		if attrs[k] == "" {
-			t.Errorf("attribute %s missing: %v", k, attrs)
+	mhz, err := strconv.Atoi(attrs[spec.AttrCPUFrequency])
+	if err != nil || mhz <= 0 {
+		t.Fatalf("%s = %q", spec.AttrCPUFrequency, attrs[spec.AttrCPUFrequency])
+	}
+	want := map[string]string{
+		spec.AttrKernelName:       strings.ToLower(unix.ByteSliceToString(uts.Sysname[:])),
+		spec.AttrKernelVersion:    unix.ByteSliceToString(uts.Release[:]),
+		spec.AttrHostname:         unix.ByteSliceToString(uts.Nodename[:]),
+		spec.AttrCPUNumCores:      strconv.Itoa(runtime.NumCPU()),
+		spec.AttrCPUTotalCompute:  strconv.Itoa(mhz * runtime.NumCPU()),
+		spec.AttrMemoryTotalBytes: strconv.FormatUint(uint64(si.Totalram)*uint64(si.Unit), 10),
+	}
+	if machine != "" {
+		want[spec.AttrCPUArch] = machine
+	}
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "ID="); ok {
+				want[spec.AttrOSName] = strings.Trim(v, `"`)
+			}
+			if v, ok := strings.CutPrefix(line, "VERSION_ID="); ok {
+				want[spec.AttrOSVersion] = strings.Trim(v, `"`)
+			}
 		}
 	}
-	if attrs["os"] != runtime.GOOS || attrs["arch"] != runtime.GOARCH {
-		t.Errorf("os/arch = %s/%s", attrs["os"], attrs["arch"])
+	for k, v := range want {
+		if attrs[k] != v {
+			t.Errorf("%s = %q, want %q", k, attrs[k], v)
+		}
 	}
-	if attrs["cpu.count"] != strconv.Itoa(runtime.NumCPU()) {
-		t.Errorf("cpu.count = %s, want %d", attrs["cpu.count"], runtime.NumCPU())
+	// Drover's older names read the same facts.
+	for old, nomad := range map[string]string{"os": spec.AttrKernelName, "arch": spec.AttrCPUArch, "kernel": spec.AttrKernelVersion,
+		"cpu.count": spec.AttrCPUNumCores, "cpu.mhz": spec.AttrCPUFrequency, "hostname": spec.AttrHostname} {
+		if got, _ := n.Attribute(old); got != attrs[nomad] || got == "" {
+			t.Errorf("old name %s = %q, want %s's %q", old, got, nomad, attrs[nomad])
+		}
 	}
-	mhz, err := strconv.Atoi(attrs["cpu.mhz"])
-	if err != nil || res.CPU != mhz*runtime.NumCPU() {
-		t.Errorf("cpu = %d, want cpu.mhz (%s) x %d cores", res.CPU, attrs["cpu.mhz"], runtime.NumCPU())
+	if res.CPU != mhz*runtime.NumCPU() || res.MemoryMB != int(uint64(si.Totalram)*uint64(si.Unit)>>20) {
+		t.Errorf("resources %+v, want cpu %d MHz and memory %d MB", res, mhz*runtime.NumCPU(), uint64(si.Totalram)*uint64(si.Unit)>>20)
+	}
+}
+
+// TestNodeScope registers a node with a datacenter, a class, a pool and
+// meta through the real server, and runs a job whose datacenters, pool
+// and constraints name them; an agent with a bad datacenter does not
+// start.
+func TestNodeScope(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ag := c.startAgentWith(agent.Config{
+		DataDir: t.TempDir(), Drivers: []driver.Driver{execdriver.New("raw_exec")}, StopTasksOnExit: true,
+		Datacenter: "eu-west-1", NodeClass: "big", NodePool: "batch", Meta: map[string]string{"rack": "r1"},
+	})
+	n, err := c.client.Node(context.Background(), ag.NodeID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Datacenter != "eu-west-1" || n.NodeClass != "big" || n.NodePool != "batch" {
+		t.Fatalf("registered node: datacenter %q, class %q, pool %q", n.Datacenter, n.NodeClass, n.NodePool)
+	}
+	if v, _ := n.Attribute("driver.raw_exec"); v != "1" {
+		t.Errorf("attr.driver.raw_exec = %q, want 1", v)
+	}
+	task := shTask("t", "true")
+	task.Driver = "raw_exec"
+	task.Constraints = []*spec.Constraint{
+		{Attribute: "${attr.kernel.name}", Value: runtime.GOOS},
+		{Attribute: "${node.class}", Value: "big"},
+		{Attribute: "${meta.rack}", Value: "r1"},
+		{Attribute: "${attr.driver.raw_exec}", Value: "1"},
+	}
+	j := job("scoped", spec.JobBatch, task)
+	j.Datacenters, j.NodePool = []string{"eu-*"}, "batch"
+	c.submit(j)
+	c.alloc("scoped", 10*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
+
+	_, err = agent.New(agent.Config{DataDir: t.TempDir(), Client: c.client, Datacenter: "eu west"})
+	if err == nil || !strings.Contains(err.Error(), `datacenter "eu west" contains ' '`) {
+		t.Errorf("agent with datacenter \"eu west\": %v", err)
 	}
 }

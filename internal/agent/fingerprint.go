@@ -14,27 +14,64 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Fingerprint detects this machine's capacity and attributes from /proc.
-// CPU capacity is cores x clock MHz, as Nomad counts it; when /proc/cpuinfo
-// has no clock (some VMs), 1000 MHz a core is assumed and said so in the
-// attribute cpu.mhz_source.
+// Fingerprint detects this machine's capacity and attributes, under
+// Nomad's names and with Nomad's values (spec.AttrKernelName...). CPU
+// capacity is cores x clock MHz, as Nomad counts it; when /proc/cpuinfo
+// has no clock (some VMs), 1000 MHz a core is assumed and said so in
+// spec.AttrCPUFrequencySource.
 func Fingerprint() (spec.Resources, map[string]string) {
+	cores := runtime.NumCPU()
+	mhz, src := cpuMHz()
+	mem := memTotalBytes()
 	attrs := map[string]string{
-		"os":        runtime.GOOS,
-		"arch":      runtime.GOARCH,
-		"cpu.count": strconv.Itoa(runtime.NumCPU()),
+		spec.AttrKernelName:         runtime.GOOS,
+		spec.AttrCPUArch:            runtime.GOARCH,
+		spec.AttrCPUNumCores:        strconv.Itoa(cores),
+		spec.AttrCPUFrequency:       strconv.Itoa(mhz),
+		spec.AttrCPUFrequencySource: src,
+		spec.AttrCPUTotalCompute:    strconv.Itoa(mhz * cores),
+		spec.AttrMemoryTotalBytes:   strconv.FormatUint(mem, 10),
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		attrs["kernel"] = strings.TrimSpace(string(b))
+		attrs[spec.AttrKernelVersion] = strings.TrimSpace(string(b))
 	}
 	if h, err := os.Hostname(); err == nil {
-		attrs["hostname"] = h
+		attrs[spec.AttrHostname] = h
 	}
-	mhz, src := cpuMHz()
-	attrs["cpu.mhz"] = strconv.Itoa(mhz)
-	attrs["cpu.mhz_source"] = src
-	res := spec.Resources{CPU: mhz * runtime.NumCPU(), MemoryMB: memTotalMB()}
+	// A container image may have no os-release: then the node has no
+	// os.name, rather than a guess.
+	for k, v := range osRelease("/etc/os-release") {
+		attrs[k] = v
+	}
+	res := spec.Resources{CPU: mhz * cores, MemoryMB: int(mem >> 20)}
 	return res, attrs
+}
+
+// osRelease reads the distribution's ID and VERSION_ID from an
+// os-release file, as spec.AttrOSName and spec.AttrOSVersion: "ubuntu"
+// and "24.04", as Nomad's. Values may be quoted.
+func osRelease(path string) map[string]string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	out := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(s.Text()), "=")
+		if !ok {
+			continue
+		}
+		v = strings.Trim(v, `"'`)
+		switch {
+		case k == "ID" && v != "":
+			out[spec.AttrOSName] = v
+		case k == "VERSION_ID" && v != "":
+			out[spec.AttrOSVersion] = v
+		}
+	}
+	return out
 }
 
 // fingerprint is Fingerprint plus what depends on this agent's
@@ -47,7 +84,7 @@ func (a *Agent) fingerprint() (spec.Resources, map[string]string) {
 	// What isolates exec tasks here (cgroup-v1, cgroup-v2 or none), for
 	// constraints and for people wondering why a limit did not hold.
 	if d, ok := a.drivers["exec"].(interface{ Isolation() string }); ok {
-		attrs["driver.exec.isolation"] = d.Isolation()
+		attrs[spec.AttrExecIsolation] = d.Isolation()
 	}
 	return res, attrs
 }
@@ -125,7 +162,9 @@ func cpuMHz() (int, string) {
 	return 1000, "assumed"
 }
 
-func memTotalMB() int {
+// memTotalBytes is the machine's memory (MemTotal), in bytes; 0 when
+// /proc/meminfo cannot be read.
+func memTotalBytes() uint64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
@@ -135,8 +174,8 @@ func memTotalMB() int {
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
 		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.Atoi(fields[1])
-			return kb / 1024
+			kb, _ := strconv.ParseUint(fields[1], 10, 64)
+			return kb << 10
 		}
 	}
 	return 0

@@ -85,7 +85,7 @@ type usageSampler struct {
 
 func newUsageSampler(nodeID string, mhzPerCore int) *usageSampler {
 	return &usageSampler{nodeID: nodeID, mhzPerCore: mhzPerCore,
-		capacity: spec.Resources{CPU: mhzPerCore * runtime.NumCPU(), MemoryMB: memTotalMB()},
+		capacity: spec.Resources{CPU: mhzPerCore * runtime.NumCPU(), MemoryMB: int(memTotalBytes() >> 20)},
 		every:    usageEvery, maxAge: usageReportMaxAge,
 		handles: map[taskKey]driver.Handle{}, prev: map[taskKey]cpuPoint{}}
 }

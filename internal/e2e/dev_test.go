@@ -329,7 +329,7 @@ func TestReadCommandsJSONAndAddress(t *testing.T) {
 	if len(jobs) != 1 || st.Job.Name != "e2ebatch" || len(allocs) != 2 || len(nodes) != 1 {
 		t.Fatalf("json outputs: %d jobs, job %q, %d allocs, %d nodes", len(jobs), st.Job.Name, len(allocs), len(nodes))
 	}
-	if nodes[0].Resources.MemoryMB <= 0 || !slices.Contains(nodes[0].Drivers, "exec") || !slices.Contains(nodes[0].Drivers, "raw_exec") || nodes[0].Attributes["kernel"] == "" {
+	if nodes[0].Resources.MemoryMB <= 0 || !slices.Contains(nodes[0].Drivers, "exec") || !slices.Contains(nodes[0].Drivers, "raw_exec") || nodes[0].Attributes[spec.AttrKernelVersion] == "" {
 		t.Fatalf("node not fingerprinted: %+v", nodes[0])
 	}
 

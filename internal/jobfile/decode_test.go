@@ -520,3 +520,47 @@ func TestPartialRestartKeepsDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDatacentersAndNodePool checks that a Nomad file's datacenters and
+// node_pool are read, in HCL and JSON alike, an empty list meaning every
+// datacenter, and that an empty datacenter is reported where it is.
+func TestDatacentersAndNodePool(t *testing.T) {
+	const body = `
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`
+	h, err := Decode("dc.hcl", []byte(`job "dc" {
+  datacenters = ["dc1", "us-*"]
+  node_pool   = "gpu"`+body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := Decode("dc.json", []byte(`{"name": "dc", "datacenters": ["dc1", "us-*"], "node_pool": "gpu",
+  "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "exec", "config": {"command": "/bin/true"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.Datacenters, []string{"dc1", "us-*"}) || h.NodePool != "gpu" {
+		t.Errorf("HCL: datacenters %q, node_pool %q", h.Datacenters, h.NodePool)
+	}
+	if diff := cmp.Diff(h, j); diff != "" {
+		t.Errorf("HCL and JSON differ (-hcl +json):\n%s", diff)
+	}
+	all, err := Decode("all.hcl", []byte(`job "all" {
+  datacenters = []`+body))
+	if err != nil || all.Datacenters != nil {
+		t.Errorf("datacenters = []: %v, %q; want every datacenter (none listed)", err, all.Datacenters)
+	}
+	_, err = Decode("bad.hcl", []byte(`job "bad" {
+  datacenters = ["dc1", " "]
+  node_pool   = "a/b"`+body))
+	for _, want := range []string{`bad.hcl:2:17: datacenters[1]: a datacenter must not be empty`, `bad.hcl:3:17: node_pool: node pool "a/b" contains '/'`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}

@@ -11,8 +11,6 @@
 //     "unknown", so a real Nomad file fails with a list of what to remove.
 //     What a config block may hold depends on the task's driver
 //     (spec.ConfigKeyRefusal says why a key is refused).
-//     datacenters is accepted and ignored: every Nomad file has it and drover
-//     has no datacenters.
 //   - JSON (.json): the spec structs' own JSON, strictly (unknown fields and
 //     wrong types are errors), either a Job or the JobStatus wrapper that
 //     `drover status JOB -o json` prints, of which only "job" is used.

@@ -17,8 +17,8 @@ job "example" {
   # "epvm". affinity and spread blocks add soft preferences (see the README).
   scoring = "binpack"
 
-  # Accepted and ignored: drover has no datacenters. Nomad files always
-  # have this line, so it is allowed here to keep them working.
+  # The datacenters whose nodes may run it (drover agent --datacenter,
+  # dc1 by default); "*" matches any run of characters. Without it: all.
   datacenters = ["dc1"]
 
   # Free-form key/value pairs, for people and tools.

@@ -26,8 +26,6 @@ const (
 // bodySchema is what one kind of HCL body may hold.
 type bodySchema struct {
 	members map[string]member
-	// ignored names are accepted and dropped without a word.
-	ignored []string
 	// unsupported are Nomad names drover does not implement in this body
 	// only; the names unsupported everywhere are in the unsupported map.
 	unsupported []string
@@ -47,15 +45,13 @@ func (s bodySchema) names() []string {
 
 var (
 	topSchema = bodySchema{members: map[string]member{"job": asBlock}}
-	// datacenters is in every Nomad job file; drover has no datacenters,
-	// and refusing the line would make every Nomad file fail for nothing.
 	jobSchema = bodySchema{
 		members: map[string]member{
 			"type": asAttr, "namespace": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "update": asBlock,
 			"constraint": asBlock, "group": asBlock,
 			"scoring": asAttr, "preempt": asAttr, "affinity": asBlock, "spread": asBlock,
+			"datacenters": asAttr, "node_pool": asAttr,
 		},
-		ignored: []string{"datacenters"},
 	}
 	groupSchema = bodySchema{members: map[string]member{
 		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "update": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
@@ -154,7 +150,7 @@ var repeatable = map[string]bool{
 // homes says where a name drover knows does belong, for a name written in
 // the wrong block ("count belongs in a group block").
 var homes = map[string]string{
-	"type": "job", "priority": "job", "group": "job", "datacenters": "job",
+	"type": "job", "priority": "job", "group": "job", "datacenters": "job", "node_pool": "job",
 	"count": "group", "task": "group",
 	"driver": "task", "config": "task", "env": "task", "resources": "task", "kill_timeout": "task",
 	"restart": "group or task", "reschedule": "job or group", "mode": "restart",
@@ -190,7 +186,7 @@ func init() {
 		csi_plugin consul connect device variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task dns
 		region all_at_once vault_token consul_token leader
-		shutdown_delay kill_signal node_pool stop_after_client_disconnect
+		shutdown_delay kill_signal stop_after_client_disconnect
 		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
 		render_templates max_kill_timeout kind id`) {
 		unsupported[n] = true
@@ -389,7 +385,6 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 		case m != 0:
 			d.errAt(it.nameRange(), "%s is a block; write %s { ... } without '='", it.name, it.name)
 			d.c.markReported(join(path, it.name))
-		case slices.Contains(s.ignored, it.name):
 		case s.refused[it.name] != "":
 			d.errAt(it.nameRange(), "%s", s.refused[it.name])
 			d.c.markReported(join(path, it.name))
@@ -479,6 +474,15 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 		case "namespace":
 			if s, ok := d.str(it.attr, "namespace"); ok {
 				job.Namespace = s
+			}
+		case "datacenters":
+			// An empty list is every datacenter, as no list is.
+			if dcs := d.stringList(it.attr, "datacenters"); len(dcs) > 0 {
+				job.Datacenters = dcs
+			}
+		case "node_pool":
+			if s, ok := d.str(it.attr, "node_pool"); ok {
+				job.NodePool = s
 			}
 		case "priority":
 			if n, ok := d.int(it.attr, "priority"); ok {

@@ -293,7 +293,7 @@ var (
 	}}
 	jobJSON = &jschema{"job", map[string]jfield{
 		"name": {kind: jString}, "namespace": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
-		"meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
+		"datacenters": {kind: jStringList}, "node_pool": {kind: jString}, "meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
 		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
 		"spreads": {kind: jObjectList, obj: spreadJSON}, "scoring": {kind: jString}, "preempt": {kind: jBool},
 		"groups":  {kind: jObjectList, obj: groupJSON},

@@ -42,8 +42,9 @@ func (s nodeState) eligible() bool {
 func (s nodeState) down() bool { return s.node != nil && s.node.Status != spec.NodeReady }
 
 // eligibility says, for each registered node, whether group g of system job
-// j may run there: the node is ready, has every driver the group's tasks
-// need, and meets every constraint that depends on the node alone.
+// j may run there: the node is ready, in the job's node pool and
+// datacenters, has every driver the group's tasks need, and meets every
+// constraint that depends on the node alone.
 // distinct_hosts, distinct_property and the job rules (colocate, conflicts,
 // replaces) depend on other allocs: the scheduler checks them when it
 // places the pinned instance, and reports when they stop it.
@@ -60,6 +61,9 @@ func eligibility(j *spec.Job, g *spec.Group, nodes []*spec.Node) map[string]node
 	out := make(map[string]nodeState, len(nodes))
 	for _, n := range nodes {
 		why, dim := whyIneligible(n, drivers, checks)
+		if ex := j.Excluded(n); ex != "" {
+			why, dim = "not in "+ex, ex
+		}
 		out[n.ID] = nodeState{node: n, ineligible: why, dimension: dim}
 	}
 	return out

@@ -73,6 +73,12 @@ func TestReconcileSystem(t *testing.T) {
 	old1 := run("o1", logs2, "n1", 0, 1, ver(1, "ship"))
 	old5 := run("o5", logs2, "n5", 1, 2, ver(1, "ship"))
 	dup := run("d2", logs, "n1", 0, 6)
+	// n6 is in an eu datacenter; n7 too, but in another node pool.
+	inEU := system("logs", 1, grp("ship", 1, "ship"))
+	inEU.Datacenters = []string{"eu-*"}
+	euEdge, euPool := edge("n6"), edge("n7")
+	euEdge.Datacenter, euPool.Datacenter, euPool.NodePool = "eu-west-1", "eu-west-1", "batch"
+	onN1 := run("e1", inEU, "n1", 0, 1)
 
 	tests := []struct {
 		name   string
@@ -124,6 +130,16 @@ func TestReconcileSystem(t *testing.T) {
 				{Alloc: dup, Cause: spec.CauseDuplicate, Reason: "duplicate of a1"},
 				{Alloc: onRaw, Cause: spec.CauseNodeIneligible, Reason: "node no longer eligible: missing driver exec"},
 			}},
+		},
+		{
+			name:   "a system job runs only in its datacenters: a node outside them is not eligible, and its instance stops",
+			jobs:   []*spec.Job{inEU},
+			nodes:  []*spec.Node{edge("n1"), euEdge, euPool},
+			allocs: []*spec.Alloc{onN1},
+			want: Result{
+				Place: []Place{{Job: inEU, Group: inEU.Groups[0], Index: 1, Cause: spec.CauseNew, Reason: "new instance", Node: "n6"}},
+				Stop:  []Stop{{Alloc: onN1, Cause: spec.CauseNodeIneligible, Reason: "node no longer eligible: not in datacenter eu-*"}},
+			},
 		},
 		{
 			name:   "a new node takes the smallest free index; an index held by a stopping alloc is not free",

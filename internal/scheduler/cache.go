@@ -276,6 +276,7 @@ func (c *Cache) sameNodes(nodes []*spec.Node) bool {
 // fails when spec.Node gains a field this does not compare.
 func samePlacement(a, b *spec.Node) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Address == b.Address &&
+		a.Datacenter == b.Datacenter && a.NodeClass == b.NodeClass && a.NodePool == b.NodePool &&
 		maps.Equal(a.Attributes, b.Attributes) && maps.Equal(a.Meta, b.Meta) &&
 		a.Resources == b.Resources && slices.Equal(a.Drivers, b.Drivers) &&
 		a.Status == b.Status && a.RegisterTime.Equal(b.RegisterTime) &&
@@ -331,8 +332,8 @@ func (s *state) rollback(used []*groupRun) {
 }
 
 // cacheKey says which groups can share heaps: the same scoring, needs,
-// drivers, constraints that look at the node alone, affinities, ports and
-// spreads (with the count they share). It is "" for a group whose
+// drivers, datacenters and node pool, constraints that look at the node
+// alone, affinities, ports and spreads (with the count they share). It is "" for a group whose
 // feasibility depends on where other instances are (distinct_*, job
 // rules): such a group is built afresh.
 func (gr *groupRun) cacheKey() string {
@@ -341,7 +342,8 @@ func (gr *groupRun) cacheKey() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%d,%d,%d|%s|", gr.scoring, gr.need.CPU, gr.need.MemoryMB, gr.need.DiskMB, strings.Join(gr.drivers, ","))
+	fmt.Fprintf(&b, "%s|%d,%d,%d|%s|%q|%q|", gr.scoring, gr.need.CPU, gr.need.MemoryMB, gr.need.DiskMB, strings.Join(gr.drivers, ","),
+		gr.job.Datacenters, gr.job.NodePool)
 	for _, r := range gr.static {
 		b.WriteString(r.c.String())
 		b.WriteByte(0)

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,8 +14,9 @@ import (
 // what smallest change would let some of them. It runs only after a
 // failure, so it may look at every node. Each node is counted under the
 // first filter it fails, in the order status (not ready), draining,
-// ineligible, drivers, constraints (with distinct_*, colocate and
-// conflicts), ports, resources; a node missing
+// ineligible, node pool and datacenters (spec.Job.Excluded), drivers,
+// constraints (with distinct_*, colocate and conflicts), ports,
+// resources; a node missing
 // several drivers counts under each, a node that fails several
 // constraints counts under each, and a node short of several resources
 // counts under each. MostFree is the largest free amount among the nodes
@@ -25,6 +27,7 @@ import (
 // of everything else), "fits on 2 nodes without constraint ...".
 func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	var notReady, draining, ineligible int
+	excluded := map[string]int{} // by spec.Job.Excluded's dimension
 	missing := make([]int, len(gr.drivers))
 	unmet := make([]int, len(gr.rules))
 	onlyRule := make([]int, len(gr.rules))
@@ -57,6 +60,9 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 			continue
 		case n.node.Ineligible:
 			ineligible++ // an operator's `drover node eligibility off`
+			continue
+		case !gr.job.Admits(n.node):
+			excluded[gr.job.Excluded(n.node)]++
 			continue
 		}
 		lacks := false
@@ -131,6 +137,10 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	}
 	if ineligible > 0 {
 		add(spec.DimensionFailure{Dimension: spec.DimensionIneligible, Nodes: ineligible})
+	}
+	byRank := func(a, b string) int { return cmp.Compare(dimensionRank(a), dimensionRank(b)) }
+	for _, d := range slices.SortedFunc(maps.Keys(excluded), byRank) {
+		add(spec.DimensionFailure{Dimension: d, Nodes: excluded[d]})
 	}
 	for i, d := range gr.drivers {
 		if missing[i] > 0 {
@@ -242,7 +252,8 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 
 // dimensionRank orders dimensions as explain writes them.
 func dimensionRank(d string) int {
-	for i, prefix := range []string{"unregistered", spec.DimensionNotReady, spec.DimensionDraining, spec.DimensionIneligible, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+	for i, prefix := range []string{"unregistered", spec.DimensionNotReady, spec.DimensionDraining, spec.DimensionIneligible,
+		spec.DimensionNodePool, spec.DimensionDatacenter, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
 		if strings.HasPrefix(d, prefix) {
 			return i
 		}

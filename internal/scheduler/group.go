@@ -220,7 +220,12 @@ func (gr *groupRun) hasClass(c *class) bool {
 	return false
 }
 
+// meetsStatic checks what depends on the node alone: the job's
+// datacenters and node pool, and the static constraints.
 func (gr *groupRun) meetsStatic(n *nodeState) bool {
+	if !gr.job.Admits(n.node) {
+		return false
+	}
 	if gr.meets == nil {
 		return true
 	}

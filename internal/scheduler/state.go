@@ -85,7 +85,7 @@ func (n *nodeState) freePort(p int) {
 
 // hostIP is the address the node's ports are reserved on.
 func (n *nodeState) hostIP() string {
-	if ip := n.node.Attributes[spec.NodeIPAttribute]; ip != "" {
+	if ip, _ := n.node.Attribute(spec.NodeIPAttribute); ip != "" {
 		return ip
 	}
 	return "127.0.0.1"

@@ -14,9 +14,10 @@ import (
 // Attribute names what to read from the node, Operator how to compare it
 // with Value:
 //
-//	${node.name} ${node.id}   the node's name and ID
-//	${attr.<key>}             detected attributes: os, arch, kernel, cpu.count, hostname
-//	${meta.<key>}             operator-given meta (drover agent --meta k=v)
+//	${node.unique.name} ${node.unique.id}   the node's name and ID (also ${node.name}, ${node.id})
+//	${node.datacenter} ${node.class} ${node.pool}   the agent's --datacenter, --node-class, --node-pool
+//	${attr.<key>}   detected attributes, with Nomad's names (attribute.go): kernel.name, cpu.arch, ...
+//	${meta.<key>}   operator-given meta (drover agent --meta k=v)
 //
 // A target that the node lacks is "not set": the node then meets only !=
 // and is_not_set. distinct_hosts and distinct_property count the group's
@@ -131,19 +132,35 @@ const (
 	targetNone targetKind = iota
 	targetNodeName
 	targetNodeID
+	targetNodeDatacenter
+	targetNodeClass
+	targetNodePool
 	targetAttr
 	targetMeta
 )
 
-// target is a parsed attribute: "${meta.rack}" is {targetMeta, "rack"}.
-type target struct {
-	kind targetKind
-	key  string
+// nodeFields are the node's own fields a target may name, Nomad's
+// names and drover's older ones.
+var nodeFields = map[string]targetKind{
+	"node.unique.name": targetNodeName, "node.name": targetNodeName,
+	"node.unique.id": targetNodeID, "node.id": targetNodeID,
+	"node.datacenter": targetNodeDatacenter, "node.class": targetNodeClass, "node.pool": targetNodePool,
 }
 
-// parseTarget reads "${node.name}", "${node.id}", "${attr.<key>}" or
-// "${meta.<key>}" (Nomad's ${node.unique.name} and ${node.unique.id} are
-// accepted as the same as ${node.name} and ${node.id}).
+// target is a parsed attribute: "${meta.rack}" is {targetMeta, "rack"}.
+// alias is the other name of a renamed attribute (attributeAlias).
+type target struct {
+	kind  targetKind
+	key   string
+	alias string
+}
+
+// notATarget is the end of the message for an attribute parseTarget
+// does not read.
+const notATarget = "is not a node target; use ${node.unique.name}, ${node.unique.id}, ${node.datacenter}, ${node.class}, ${node.pool}, ${attr.<key>} or ${meta.<key>}"
+
+// parseTarget reads "${node.unique.name}", "${attr.<key>}",
+// "${meta.<key>}" and the other names parseName knows.
 func parseTarget(s string) (target, bool) {
 	inner, ok := strings.CutPrefix(strings.TrimSpace(s), "${")
 	if !ok {
@@ -153,31 +170,47 @@ func parseTarget(s string) (target, bool) {
 	if !ok {
 		return target{}, false
 	}
-	switch inner {
-	case "node.name", "node.unique.name":
-		return target{kind: targetNodeName}, true
-	case "node.id", "node.unique.id":
-		return target{kind: targetNodeID}, true
+	return parseName(inner)
+}
+
+// parseName reads a target without its ${ }.
+func parseName(name string) (target, bool) {
+	if kind, ok := nodeFields[name]; ok {
+		return target{kind: kind}, true
 	}
-	if k, ok := strings.CutPrefix(inner, "attr."); ok && k != "" {
-		return target{kind: targetAttr, key: k}, true
+	if k, ok := strings.CutPrefix(name, "attr."); ok && k != "" {
+		return target{kind: targetAttr, key: k, alias: attributeAlias(k)}, true
 	}
-	if k, ok := strings.CutPrefix(inner, "meta."); ok && k != "" {
+	if k, ok := strings.CutPrefix(name, "meta."); ok && k != "" {
 		return target{kind: targetMeta, key: k}, true
 	}
 	return target{}, false
 }
 
-// resolve reads t from n; ok is false when n does not have it.
+// name is how a warning names an attr or meta target: "attr.kernel.name".
+func (t target) name() string {
+	if t.kind == targetMeta {
+		return "meta." + t.key
+	}
+	return "attr." + t.key
+}
+
+// resolve reads t from n; ok is false when n does not have it. The
+// node's class is always set, if empty, as on Nomad.
 func (t target) resolve(n *Node) (string, bool) {
 	switch t.kind {
 	case targetNodeName:
 		return n.Name, true
 	case targetNodeID:
 		return n.ID, true
+	case targetNodeDatacenter:
+		return n.DatacenterOf(), true
+	case targetNodeClass:
+		return n.NodeClass, true
+	case targetNodePool:
+		return n.PoolOf(), true
 	case targetAttr:
-		v, ok := n.Attributes[t.key]
-		return v, ok
+		return n.attribute(t.key, t.alias)
 	case targetMeta:
 		v, ok := n.Meta[t.key]
 		return v, ok
@@ -258,7 +291,7 @@ func compileConstraint(c Constraint) (*ConstraintCheck, *ConstraintError) {
 	}
 	t, ok := parseTarget(c.Attribute)
 	if !ok {
-		return nil, badConstraint("attribute", "attribute %q is not a node target; use ${node.name}, ${node.id}, ${attr.<key>} or ${meta.<key>}", c.Attribute)
+		return nil, badConstraint("attribute", "attribute %q "+notATarget, c.Attribute)
 	}
 	k.target = t
 	switch c.Operator {

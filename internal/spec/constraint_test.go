@@ -41,7 +41,7 @@ func TestValidateConstraints(t *testing.T) {
 		{Field: "constraints[0].operator", Message: `unknown constraint operator "~="; use one of =, !=, <, <=, >, >=, regexp, version, semver, set_contains, set_contains_any, is_set, is_not_set, distinct_hosts, distinct_property, colocate, conflicts, replaces`},
 		{Field: "constraints[2]", Message: "constraint is null"},
 		{Field: "groups[0].constraints[0].attribute", Message: `a regexp constraint needs an attribute, such as "${meta.rack}"`},
-		{Field: "groups[0].constraints[1].attribute", Message: `attribute "${os}" is not a node target; use ${node.name}, ${node.id}, ${attr.<key>} or ${meta.<key>}`},
+		{Field: "groups[0].constraints[1].attribute", Message: `attribute "${os}" is not a node target; use ${node.unique.name}, ${node.unique.id}, ${node.datacenter}, ${node.class}, ${node.pool}, ${attr.<key>} or ${meta.<key>}`},
 		{Field: "groups[0].constraints[2].value", Message: `distinct_property value "0" must be a positive integer (how many instances may share a value; default 1)`},
 		{Field: "groups[0].constraints[4].attribute", Message: `distinct_hosts takes no attribute, got "${meta.rack}"`},
 		{Field: "groups[0].constraints[5].value", Message: `distinct_hosts value must be empty, "true" or "false", got "yes"`},

@@ -56,6 +56,12 @@ type Job struct {
 	Type      JobType           `json:"type,omitempty"`
 	Priority  int               `json:"priority,omitempty"`
 	Meta      map[string]string `json:"meta,omitempty"`
+	// Datacenters are the datacenters whose nodes may run the job, each
+	// with * for any run of characters, as Nomad's; none: every one.
+	Datacenters []string `json:"datacenters,omitempty"`
+	// NodePool is the pool whose nodes may run the job; "" is
+	// DefaultNodePool, NodePoolAll every node (Job.Admits).
+	NodePool string `json:"node_pool,omitempty"`
 	// Reschedule is the default reschedule policy for the job's groups; a
 	// group's own policy overrides it field by field.
 	Reschedule *ReschedulePolicy `json:"reschedule,omitempty"`

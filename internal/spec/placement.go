@@ -56,7 +56,8 @@ func ConstraintDimension(c Constraint, valid bool) string {
 type DimensionFailure struct {
 	// Dimension is "cpu", "memory", "disk", "driver <name>", "status",
 	// "unregistered" (a pinned request's node is not known),
-	// "port <n>" (a static port in use), "dynamic ports", "conflict" (a
+	// "port <n>" (a static port in use), "dynamic ports", "datacenter
+	// <the job's datacenters>", "node pool <the job's pool>", "conflict" (a
 	// job already on the node rules this one out), or "constraint
 	// <attribute> <operator> <value>" (the parts that are set).
 	Dimension string `json:"dimension"`
@@ -67,8 +68,18 @@ type DimensionFailure struct {
 	Unit     string `json:"unit,omitempty"`
 }
 
+// Dimensions of the nodes a job does not run on whatever they hold
+// (Job.Excluded): outside its datacenters, or in another node pool. The
+// job's own values follow: "datacenter dc2 or dc3", "node pool gpu".
+const (
+	DimensionDatacenter = "datacenter "
+	DimensionNodePool   = "node pool "
+)
+
 func (d DimensionFailure) String() string {
 	switch {
+	case strings.HasPrefix(d.Dimension, DimensionDatacenter), strings.HasPrefix(d.Dimension, DimensionNodePool):
+		return fmt.Sprintf("not in %s on %d", d.Dimension, d.Nodes)
 	case strings.HasPrefix(d.Dimension, "driver "):
 		return fmt.Sprintf("missing %s on %d", d.Dimension, d.Nodes)
 	case strings.HasPrefix(d.Dimension, "constraint "):

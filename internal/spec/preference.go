@@ -100,10 +100,6 @@ type AllocPort struct {
 	To int `json:"to,omitempty"`
 }
 
-// NodeIPAttribute is the node attribute that holds the address ports are
-// reserved on; 127.0.0.1 when a node does not say.
-const NodeIPAttribute = "network.ip"
-
 // Job constraints that look at the other jobs on a node rather than at the
 // node: fleet's MachineOf, Conflicts and Replaces. They take no attribute;
 // Value is a job name (colocate) or a glob of job names (conflicts,
@@ -265,7 +261,7 @@ func validateSpreads(ps *Problems, p string, ss []*Spread) {
 		if s.Attribute == "" {
 			ps.Add(sp+".attribute", "a spread needs an attribute to spread over, such as \"${meta.zone}\"")
 		} else if _, ok := parseTarget(s.Attribute); !ok {
-			ps.Add(sp+".attribute", "attribute %q is not a node target; use ${node.name}, ${node.id}, ${attr.<key>} or ${meta.<key>}", s.Attribute)
+			ps.Add(sp+".attribute", "attribute %q "+notATarget, s.Attribute)
 		}
 		if s.Weight < 0 || s.Weight > 100 {
 			ps.Add(sp+".weight", "weight %d is out of range; use 1 to 100", s.Weight)

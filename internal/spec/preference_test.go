@@ -65,7 +65,7 @@ func TestValidatePreferences(t *testing.T) {
 		{Field: "spreads[0].targets", Message: "the targets' percents add up to 110; they must not exceed 100"},
 		{Field: "spreads[1].attribute", Message: "a spread over ${meta.zone} is already defined at spreads[0]; merge the two"},
 		{Field: "spreads[2].attribute", Message: `a spread needs an attribute to spread over, such as "${meta.zone}"`},
-		{Field: "spreads[3].attribute", Message: `attribute "zone" is not a node target; use ${node.name}, ${node.id}, ${attr.<key>} or ${meta.<key>}`},
+		{Field: "spreads[3].attribute", Message: `attribute "zone" is not a node target; use ${node.unique.name}, ${node.unique.id}, ${node.datacenter}, ${node.class}, ${node.pool}, ${attr.<key>} or ${meta.<key>}`},
 		{Field: "spreads[3].weight", Message: "weight -1 is out of range; use 1 to 100"},
 		{Field: "spreads[4].targets[0].percent", Message: "percent 101 is out of range; use 0 to 100"},
 		{Field: "spreads[4].targets[1].value", Message: "a spread target needs a value"},

@@ -98,6 +98,14 @@ func (j *Job) Validate() Problems {
 	if msg := CheckName(j.Namespace); msg != "" && j.Namespace != "" {
 		ps.Add("namespace", "namespace %s", msg)
 	}
+	for i, dc := range j.Datacenters {
+		if strings.TrimSpace(dc) == "" {
+			ps.Add(fmt.Sprintf("datacenters[%d]", i), "a datacenter must not be empty; name one, or write \"*\" for every datacenter")
+		}
+	}
+	if msg := CheckName(j.NodePool); msg != "" && j.NodePool != "" {
+		ps.Add("node_pool", "node pool %s", msg)
+	}
 	switch j.Type {
 	case JobService, JobBatch, JobSystem:
 	default:
