@@ -116,14 +116,14 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// fullPassShare bounds the periodic full pass to a quarter of a percent
-// of a core: it runs every Resync, or every fullPassShare times the last
+// FullPassShare bounds the periodic full pass to a quarter of a percent
+// of a core: it runs every Resync, or every FullPassShare times the last
 // one's duration when that is longer (a pass over 100,000 allocations
 // takes most of a second on 2 cores: then one every 5 minutes or so). It
 // is a safety net: passes woken by changes, due times and the node grace
 // do not wait for it. At 1% (100 times), a 30 s window with a full pass
 // in it measured 3% of a core on an idle server of that size.
-const fullPassShare = 400
+const FullPassShare = 400
 
 // eventTrimInterval is how often the leader trims the history.
 const eventTrimInterval = time.Minute
@@ -243,7 +243,9 @@ func (l *Loop) lead(ctx context.Context, t Term) error {
 		began := time.Now()
 		next, err := ls.schedule(lctx, time.Since(ls.elected) >= l.cfg.NodeGrace, only)
 		if only == nil {
-			resync.Reset(max(l.cfg.Resync, fullPassShare*time.Since(began)))
+			took := time.Since(began)
+			m.FullPassSeconds.Observe(took.Seconds())
+			resync.Reset(max(l.cfg.Resync, FullPassShare*took))
 		}
 		full = false
 		switch {

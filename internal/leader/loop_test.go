@@ -382,7 +382,7 @@ func TestLosingTheLeaseEndsThePass(t *testing.T) {
 }
 
 // With nothing changing, the full pass runs every Resync, or every
-// fullPassShare times the last one's duration when that is longer.
+// FullPassShare times the last one's duration when that is longer.
 func TestFullPassPeriod(t *testing.T) {
 	for _, c := range []struct {
 		name          string
@@ -390,7 +390,7 @@ func TestFullPassPeriod(t *testing.T) {
 		min           time.Duration // the least gap between two passes' starts
 	}{
 		{"resync", 300 * time.Millisecond, 0, 300 * time.Millisecond},
-		{"share of a slow pass", 50 * time.Millisecond, 5 * time.Millisecond, fullPassShare * 5 * time.Millisecond},
+		{"share of a slow pass", 50 * time.Millisecond, 5 * time.Millisecond, FullPassShare * 5 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
