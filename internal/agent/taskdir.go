@@ -22,7 +22,7 @@ import (
 // A docker task sees alloc/, local/ and secrets/ mounted at /alloc, /local
 // and /secrets. tmp/ directories are writable by all, sticky, as /tmp.
 const (
-	sharedDirName  = "alloc"
+	sharedDirName  = spec.SharedAllocDir
 	localDirName   = "local"
 	secretsDirName = "secrets"
 	tmpDirName     = "tmp"

@@ -41,6 +41,10 @@ type TaskRuntime struct {
 	Dirs TaskDirs
 }
 
+// SharedAllocDir is the name of the alloc's directory its tasks share,
+// beside each task's own, named after the task.
+const SharedAllocDir = "alloc"
+
 // TaskDirs are a task's directories, as Nomad lays them out: Alloc is
 // the alloc's directory shared by its tasks (alloc/ with logs/, data/ and
 // tmp/), Task the task's own (its working directory), Local and Secrets

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -147,5 +148,15 @@ func TestTaskRuntimeService(t *testing.T) {
 	}
 	if msg := CheckServiceName("API-${NOMAD_ALLOC_INDEX}"); msg == "" {
 		t.Errorf("an upper-case name with an interpolation passed")
+	}
+}
+
+func TestTaskNamedAllocRefused(t *testing.T) {
+	j := &Job{Name: "web", Type: JobService, Groups: []*Group{{Name: "g", Count: 1, Tasks: []*Task{
+		{Name: SharedAllocDir, Driver: "raw_exec", Config: TaskConfig{Command: "/bin/true"}},
+	}}}}
+	want := `groups[0].tasks[0].name: task name "alloc" is the directory the group's tasks share (alloc/); rename the task`
+	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Validate() = %v, want %s", err, want)
 	}
 }
