@@ -54,10 +54,11 @@ func (tr *taskRunner) makeTaskDirs() error {
 	if err := makeDirs(tr.dir, filepath.Join(tr.dir, localDirName), filepath.Join(tr.dir, tmpDirName)); err != nil {
 		return err
 	}
-	if err := mkdir(filepath.Join(tr.dir, secretsDirName)); err != nil {
+	// 0o700 needs no chmod: the umask only takes bits away.
+	if err := os.Mkdir(filepath.Join(tr.dir, secretsDirName), 0o700); err != nil && !os.IsExist(err) {
 		return err
 	}
-	return os.Chmod(filepath.Join(tr.dir, secretsDirName), 0o700)
+	return nil
 }
 
 // makeDirs makes each directory in order (each one's parent exists by

@@ -234,11 +234,13 @@ var errStopRequested = errors.New("stop requested")
 // this one died kills it rather than adopting it as the task (see
 // findLeftTasks).
 func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdout, stderr io.Writer) (driver.Handle, error) {
-	tr.ar.agent.startSlots <- struct{}{}
-	defer func() { <-tr.ar.agent.startSlots }()
+	// Before taking a slot: making the directories waits on the file
+	// system, not the CPU, and a dozen mkdirs cost more than the fork.
 	if err := tr.makeDirs(); err != nil {
 		return nil, err
 	}
+	tr.ar.agent.startSlots <- struct{}{}
+	defer func() { <-tr.ar.agent.startSlots }()
 	t, err := tr.driverTask(c, hook)
 	if err != nil {
 		return nil, err
