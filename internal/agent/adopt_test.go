@@ -84,7 +84,7 @@ func TestRestartedAgentAdoptsRunningTasks(t *testing.T) {
 		pids[a.ID] = taskState(a, "t").PID
 	}
 	logFile := func(a *spec.Alloc) string {
-		b, _ := os.ReadFile(filepath.Join(dataDir, "allocs", a.ID, "t.stdout.log"))
+		b, _ := os.ReadFile(filepath.Join(dataDir, "allocs", a.ID, "alloc", "logs", "t.stdout.log"))
 		return string(b)
 	}
 	waitFor(t, 5*time.Second, "a few lines of output", func() bool {
@@ -179,7 +179,7 @@ func TestAdoptedTaskExitAppliesRestartPolicy(t *testing.T) {
 		ts := taskState(a, "t")
 		return ts != nil && len(events(ts, spec.EventAdopted)) == 1
 	})
-	if err := os.WriteFile(filepath.Join(dataDir, "allocs", a.ID, "quit."+strconv.Itoa(pid)), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dataDir, "allocs", a.ID, "t", "quit."+strconv.Itoa(pid)), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	a = c.alloc("adoptexit", 10*time.Second, "task restarted with a new pid", func(a *spec.Alloc) bool {

@@ -78,6 +78,9 @@ type Agent struct {
 	allocsDir string
 	nodeID    string
 	nodeName  string
+	// node is what the agent last registered: its tasks' ${attr.*},
+	// ${meta.*} and ${node.*} (nodeValues).
+	node atomic.Pointer[spec.Node]
 
 	metrics *metrics.Agent
 
@@ -224,6 +227,17 @@ func (a *Agent) Node() *spec.Node {
 	}
 }
 
+// nodeValues is the node as last registered, or as it is now before the
+// first registration.
+func (a *Agent) nodeValues() *spec.Node {
+	if n := a.node.Load(); n != nil {
+		return n
+	}
+	n := a.Node()
+	a.node.CompareAndSwap(nil, n)
+	return a.node.Load()
+}
+
 // Run registers the node and keeps it converged until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	// Tasks an earlier agent left running are adopted, stopped or killed
@@ -322,7 +336,9 @@ func (a *Agent) register(ctx context.Context) error {
 	backoff := time.Duration(0)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		reg, err := a.client.RegisterNode(rctx, a.Node())
+		n := a.Node()
+		a.node.Store(n)
+		reg, err := a.client.RegisterNode(rctx, n)
 		cancel()
 		if err == nil && reg.Secret != "" {
 			// A server that makes the secret itself (one older than this

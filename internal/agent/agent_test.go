@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -241,19 +242,40 @@ func TestStopJobSIGKILLsAfterKillTimeout(t *testing.T) {
 	}
 }
 
+// TestTaskEnvironment runs a real exec task that prints its environment,
+// its arguments and working directory, and which of its directories it
+// can write to: the evidence for the runtime variables (drover's and
+// Nomad's), the interpolation of its args and env, and the directory
+// layout.
 func TestTaskEnvironment(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	dataDir := t.TempDir()
-	ag := c.startAgent(dataDir, true)
+	ag := c.startAgentWith(agent.Config{
+		DataDir: dataDir, StopTasksOnExit: true, Meta: map[string]string{"rack": "r1"},
+		Drivers: []driver.Driver{execdriver.New("exec"), execdriver.New("raw_exec")},
+	})
+	script := `env
+echo "ARGS|$1|$2|$3|$4"
+echo "PWD|$(pwd -P)"
+for d in "$NOMAD_ALLOC_DIR/logs" "$NOMAD_ALLOC_DIR/data" "$NOMAD_ALLOC_DIR/tmp" "$NOMAD_TASK_DIR" "$NOMAD_SECRETS_DIR" "$DROVER_TASK_DIR/tmp"; do
+	if touch "$d/probe"; then echo "WRITABLE|$d"; fi
+done`
 	task := &spec.Task{
 		Name: "show", Driver: "exec",
-		Config:    spec.TaskConfig{Command: "env"}, // bare name: found through the task's PATH
-		Env:       map[string]string{"GREETING": "hello world", "EMPTY": ""},
+		// sh: a bare name, found through the task's PATH.
+		Config: spec.TaskConfig{Command: "sh", Args: []string{"-c", script, "sh",
+			"${NOMAD_JOB_NAME}-${NOMAD_ALLOC_INDEX}", "${attr.os}/${meta.rack}", "${NOMAD_PORT_none}", "${env.GREETING}"}},
+		Env: map[string]string{"GREETING": "hello ${NOMAD_TASK_NAME}", "EMPTY": "",
+			"WHERE": "${node.unique.name} in ${node.datacenter}"},
+		Meta:      map[string]string{"owner": "task"},
 		Resources: spec.Resources{CPU: 20, MemoryMB: 30},
 		Restart:   restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail),
 	}
-	c.submit(job("envjob", spec.JobBatch, task))
+	j := job("envjob", spec.JobBatch, task)
+	j.Meta = map[string]string{"owner": "job", "team": "a"}
+	j.Groups[0].Meta = map[string]string{"team": "b"}
+	c.submit(j)
 
 	a := c.alloc("envjob", 10*time.Second, "alloc complete", func(a *spec.Alloc) bool {
 		if a.ClientStatusOr() == spec.ClientFailed {
@@ -263,38 +285,68 @@ func TestTaskEnvironment(t *testing.T) {
 	})
 	out := logs(t, c.client, a.ID, "show", false)
 	env := map[string]string{}
+	var args, pwd string
+	var writable []string
 	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if rest, ok := strings.CutPrefix(l, "ARGS|"); ok {
+			args = rest
+			continue
+		}
+		if rest, ok := strings.CutPrefix(l, "PWD|"); ok {
+			pwd = rest
+			continue
+		}
+		if rest, ok := strings.CutPrefix(l, "WRITABLE|"); ok {
+			writable = append(writable, rest)
+			continue
+		}
 		k, v, ok := strings.Cut(l, "=")
 		if !ok {
 			t.Fatalf("env output line %q is not KEY=value:\n%s", l, out)
 		}
 		env[k] = v
 	}
-	// The task's directory is the alloc's or one inside it (the layout is
-	// the agent's to choose); HOME is it.
+	delete(env, "PWD") // the shell's own
 	allocDir := filepath.Join(dataDir, "allocs", a.ID)
-	taskDir := env["DROVER_TASK_DIR"]
-	if rel, err := filepath.Rel(allocDir, taskDir); err != nil || strings.HasPrefix(rel, "..") {
-		t.Errorf("DROVER_TASK_DIR %q is not inside the alloc dir %q", taskDir, allocDir)
-	}
+	taskDir := filepath.Join(allocDir, "show")
+	shared := filepath.Join(allocDir, "alloc")
 	want := map[string]string{
-		"PATH":                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME":                taskDir,
-		"DROVER_JOB_NAME":     "envjob",
-		"DROVER_GROUP_NAME":   "g",
-		"DROVER_TASK_NAME":    "show",
-		"DROVER_ALLOC_ID":     a.ID,
-		"DROVER_ALLOC_NAME":   "envjob.g[0]",
-		"DROVER_ALLOC_INDEX":  "0",
-		"DROVER_ALLOC_DIR":    allocDir,
-		"DROVER_TASK_DIR":     taskDir,
-		"DROVER_NODE_ID":      ag.NodeID(),
-		"DROVER_NODE_NAME":    ag.name,
-		"DROVER_CPU_LIMIT":    "20",
-		"DROVER_MEMORY_LIMIT": "30",
-		"DROVER_JOB_VERSION":  strconv.FormatUint(a.JobVersion, 10),
-		"GREETING":            "hello world",
-		"EMPTY":               "",
+		"PATH":                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":                 taskDir,
+		"DROVER_JOB_NAME":      "envjob",
+		"DROVER_GROUP_NAME":    "g",
+		"DROVER_TASK_NAME":     "show",
+		"DROVER_ALLOC_ID":      a.ID,
+		"DROVER_ALLOC_NAME":    "envjob.g[0]",
+		"DROVER_ALLOC_INDEX":   "0",
+		"DROVER_ALLOC_DIR":     allocDir,
+		"DROVER_TASK_DIR":      taskDir,
+		"DROVER_NODE_ID":       ag.NodeID(),
+		"DROVER_NODE_NAME":     ag.name,
+		"DROVER_CPU_LIMIT":     "20",
+		"DROVER_MEMORY_LIMIT":  "30",
+		"DROVER_JOB_VERSION":   strconv.FormatUint(a.JobVersion, 10),
+		"NOMAD_JOB_NAME":       "envjob",
+		"NOMAD_JOB_ID":         "envjob",
+		"NOMAD_GROUP_NAME":     "g",
+		"NOMAD_TASK_NAME":      "show",
+		"NOMAD_ALLOC_ID":       a.ID,
+		"NOMAD_SHORT_ALLOC_ID": a.ID[:8],
+		"NOMAD_ALLOC_NAME":     "envjob.g[0]",
+		"NOMAD_ALLOC_INDEX":    "0",
+		"NOMAD_ALLOC_DIR":      shared,
+		"NOMAD_TASK_DIR":       filepath.Join(taskDir, "local"),
+		"NOMAD_SECRETS_DIR":    filepath.Join(taskDir, "secrets"),
+		"NOMAD_CPU_LIMIT":      "20",
+		"NOMAD_MEMORY_LIMIT":   "30",
+		"NOMAD_NAMESPACE":      "default",
+		"NOMAD_REGION":         "global",
+		"NOMAD_DC":             "dc1",
+		"NOMAD_META_owner":     "task",
+		"NOMAD_META_team":      "b",
+		"GREETING":             "hello show",
+		"EMPTY":                "",
+		"WHERE":                "node-1 in dc1",
 	}
 	for k, v := range want {
 		if got, ok := env[k]; !ok || got != v {
@@ -311,6 +363,18 @@ func TestTaskEnvironment(t *testing.T) {
 	sort.Strings(extra)
 	if len(extra) > 0 {
 		t.Errorf("task environment has unexpected variables %v", extra)
+	}
+	// An unknown variable (no port "none") stays as written, as in Nomad.
+	if w := "envjob-0|" + runtime.GOOS + "/r1|${NOMAD_PORT_none}|hello show"; args != w {
+		t.Errorf("interpolated args = %q, want %q", args, w)
+	}
+	if pwd != taskDir {
+		t.Errorf("working directory %q, want the task's directory %q", pwd, taskDir)
+	}
+	wantDirs := []string{filepath.Join(shared, "logs"), filepath.Join(shared, "data"), filepath.Join(shared, "tmp"),
+		filepath.Join(taskDir, "local"), filepath.Join(taskDir, "secrets"), filepath.Join(taskDir, "tmp")}
+	if !slices.Equal(writable, wantDirs) {
+		t.Errorf("directories the task could write to:\n%s\nwant:\n%s", strings.Join(writable, "\n"), strings.Join(wantDirs, "\n"))
 	}
 	if a.Name != "envjob.g[0]" {
 		t.Errorf("alloc name %q", a.Name)

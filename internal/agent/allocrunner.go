@@ -92,11 +92,9 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process, died map[string]bool) {
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {
-		// One directory per alloc, which is its tasks' working directory and
-		// holds their logs (<alloc>/<task>.stdout.log): on these machines a
-		// mkdir is the largest single cost of starting a task.
+		// The directories are laid out as in taskdir.go.
 		tr := &taskRunner{ar: ar, task: t, drv: ar.agent.drivers[t.Driver],
-			dir: ar.dir, logDir: ar.dir, stop: ar.stopping}
+			dir: filepath.Join(ar.dir, t.Name), logDir: ar.logDir(), stop: ar.stopping}
 		if p, ok := adopt[t.Name]; ok {
 			tr.adopt = &p
 		}

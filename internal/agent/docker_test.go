@@ -2,6 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +105,66 @@ func TestRestartedAgentAdoptsContainer(t *testing.T) {
 	waitFor(t, 20*time.Second, "the stray container removed", func() bool {
 		return len(containersOf(t, dc, dockerdriver.LabelAllocID, "no-such-alloc")) == 0
 	})
+}
+
+// A docker task sees the runtime variables as a container should (its
+// mapped port as NOMAD_PORT_<label>, the host's as NOMAD_HOST_PORT_<label>)
+// and its directories mounted at /alloc, /local and /secrets, writable; its
+// args are interpolated. The evidence is what the task printed.
+func TestDockerTaskEnvironmentAndDirs(t *testing.T) {
+	t.Parallel()
+	dockertest.Require(t)
+	image := dockertest.Image(t)
+	c := newCluster(t)
+	c.startDockerAgent(t.TempDir())
+	task := &spec.Task{
+		Name: "report", Driver: "docker",
+		Config: spec.TaskConfig{Image: image, Ports: []string{"http"},
+			Args: []string{"-report", "-dirs", "/alloc/data,${NOMAD_TASK_DIR},${NOMAD_SECRETS_DIR},${NOMAD_ALLOC_DIR}/logs", "-exit", "0"}},
+		Resources:   spec.Resources{CPU: 100, MemoryMB: 64},
+		KillTimeout: spec.Duration(2 * time.Second),
+		Restart:     restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail),
+	}
+	j := job("dockerenv", spec.JobBatch, task)
+	host := freePort(t)
+	j.Groups[0].Network = &spec.Network{Ports: []spec.Port{{Label: "http", Static: host, To: 8080}}}
+	c.submit(j)
+	a := c.alloc("dockerenv", 60*time.Second, "the report task complete", func(a *spec.Alloc) bool {
+		if a.ClientStatusOr() == spec.ClientFailed {
+			t.Fatalf("report task failed:\n%s", describe(a))
+		}
+		return a.ClientStatusOr() == spec.ClientComplete
+	})
+	out := logs(t, c.client, a.ID, "report", false)
+	got := map[string]string{}
+	var dirs []string
+	for _, l := range strings.Split(out, "\n") {
+		if kv, ok := strings.CutPrefix(l, "env "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			got[k] = v
+		}
+		if d, ok := strings.CutPrefix(l, "dir "); ok {
+			dirs = append(dirs, d)
+		}
+	}
+	want := map[string]string{
+		"NOMAD_PORT_http": "8080", "NOMAD_HOST_PORT_http": strconv.Itoa(host), "DROVER_PORT_http": "8080",
+		"NOMAD_ADDR_http": "127.0.0.1:" + strconv.Itoa(host), "NOMAD_IP_http": "127.0.0.1",
+		"NOMAD_ALLOC_DIR": "/alloc", "NOMAD_TASK_DIR": "/local", "NOMAD_SECRETS_DIR": "/secrets",
+		"NOMAD_ALLOC_ID": a.ID, "NOMAD_TASK_NAME": "report",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, k := range []string{"DROVER_TASK_DIR", "DROVER_ALLOC_DIR"} {
+		if v, ok := got[k]; ok {
+			t.Errorf("%s = %q in a container, where no host path means anything", k, v)
+		}
+	}
+	wantDirs := []string{"/alloc/data: ok", "/local: ok", "/secrets: ok", "/alloc/logs: ok"}
+	if !slices.Equal(dirs, wantDirs) {
+		t.Errorf("the task's directories:\n%s\nwant:\n%s\n(output:\n%s)", strings.Join(dirs, "\n"), strings.Join(wantDirs, "\n"), out)
+	}
 }

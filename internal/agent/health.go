@@ -171,7 +171,14 @@ type checkRunner struct {
 // are the states an earlier agent reported for this same process (an
 // adopted task): they carry on instead of starting over from pending.
 func (tr *taskRunner) newCheckRunner(h driver.Handle, started time.Time, prev []spec.CheckState) *checkRunner {
-	checks := taskChecks(tr.task)
+	// The services as the catalog names them (spec.TaskRuntime.Service).
+	t := *tr.task
+	t.Services = make([]*spec.Service, len(tr.task.Services))
+	rt := tr.runtime()
+	for i, svc := range tr.task.Services {
+		t.Services[i] = rt.Service(svc)
+	}
+	checks := taskChecks(&t)
 	if len(checks) == 0 {
 		return nil
 	}

@@ -40,14 +40,14 @@ func TestLogsStayInsideTheAllocDir(t *testing.T) {
 	}
 	passwdLine, _, _ := strings.Cut(string(passwd), "\n")
 
-	// Files replaced inside the alloc directory.
-	web := shTask("web", `exec >/dev/null 2>&1
+	// Files replaced inside the alloc's log directory.
+	web := shTask("web", `exec >/dev/null 2>&1; cd "$NOMAD_ALLOC_DIR/logs"
 rm -f web.stdout.log; ln -s /etc/passwd web.stdout.log
 rm -f web.stderr.log; ln -s "$DECOY/outside.log" web.stderr.log
-touch ready-web; exec sleep 600`)
-	fifo := shTask("fifo", `exec >/dev/null 2>&1
+touch ../ready-web; exec sleep 600`)
+	fifo := shTask("fifo", `exec >/dev/null 2>&1; cd "$NOMAD_ALLOC_DIR/logs"
 mkfifo fifo.stdout.log; ln -s / fifo.stderr.log
-touch ready-fifo; exec sleep 600`)
+touch ../ready-fifo; exec sleep 600`)
 	good := shTask("good", `echo hello from inside; exec sleep 600`)
 	for _, tk := range []*spec.Task{web, fifo} {
 		tk.Env = map[string]string{"DECOY": decoy}
@@ -56,17 +56,25 @@ touch ready-fifo; exec sleep 600`)
 	// The alloc directory itself replaced by a symlink to a directory
 	// outside that holds a web.stdout.log.
 	mover := shTask("web", `exec >/dev/null 2>&1
-d=$(pwd); cd ..; mv "$d" "$d.moved" && ln -s "$DECOY" "$d" && touch "$d.moved/ready"; exec sleep 600`)
+d=$DROVER_ALLOC_DIR; cd /; mv "$d" "$d.moved" && ln -s "$DECOY" "$d" && touch "$d.moved/ready"; exec sleep 600`)
 	mover.Env = map[string]string{"DECOY": decoy}
 	c.submit(job("dir", spec.JobService, mover))
 
 	files := c.alloc("files", 20*time.Second, "files running", running("good"))
+	// The log directory replaced by a symlink to another alloc's, which
+	// is inside the agent's allocs directory.
+	sibling := shTask("good", `exec >/dev/null 2>&1; cd "$NOMAD_ALLOC_DIR"
+rm -rf logs; ln -s "../../$SIBLING/alloc/logs" logs && touch ready; exec sleep 600`)
+	sibling.Env = map[string]string{"SIBLING": files.ID}
+	c.submit(job("sibling", spec.JobService, sibling))
 	dir := c.alloc("dir", 20*time.Second, "dir running", running("web"))
+	sib := c.alloc("sibling", 20*time.Second, "sibling running", running("good"))
 	waitFor(t, 20*time.Second, "the tasks to make their links", func() bool {
 		for _, p := range []string{
-			filepath.Join(allocs, files.ID, "ready-web"),
-			filepath.Join(allocs, files.ID, "ready-fifo"),
+			filepath.Join(allocs, files.ID, "alloc", "ready-web"),
+			filepath.Join(allocs, files.ID, "alloc", "ready-fifo"),
 			filepath.Join(allocs, dir.ID+".moved", "ready"),
+			filepath.Join(allocs, sib.ID, "alloc", "ready"),
 		} {
 			if _, err := os.Stat(p); err != nil {
 				return false
@@ -102,6 +110,7 @@ d=$(pwd); cd ..; mv "$d" "$d.moved" && ln -s "$DECOY" "$d" && touch "$d.moved/re
 		{"log file is a FIFO", files.ID, "fifo", "stdout"},
 		{"log file -> /", files.ID, "fifo", "stderr"},
 		{"alloc dir -> a directory outside", dir.ID, "web", "stdout"},
+		{"log dir -> another alloc's", sib.ID, "good", "stdout"},
 	} {
 		for _, follow := range []bool{false, true} {
 			status, body := get(tc.alloc, tc.task, tc.typ, follow)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -34,15 +35,22 @@ const maxLogRead = (tasklog.DefaultKeep + 1) * tasklog.DefaultMaxBytes
 // errNotRegular: a log file that is a directory, FIFO, device or socket.
 var errNotRegular = errors.New("not a regular file")
 
-// allocRoot opens alloc id's directory as a root: the alloc directory
-// itself must lie inside the agent's allocs directory.
+// allocRoot opens alloc id's log directory (alloc/logs) as a root: the
+// alloc directory must lie inside the agent's allocs directory, and the
+// log directory inside the alloc's, whatever its tasks made of alloc/ (a
+// symlink to another alloc's logs is refused).
 func (a *Agent) allocRoot(id string) (*os.Root, error) {
 	allocs, err := os.OpenRoot(a.allocsDir)
 	if err != nil {
 		return nil, err
 	}
 	defer allocs.Close()
-	return allocs.OpenRoot(id)
+	alloc, err := allocs.OpenRoot(id)
+	if err != nil {
+		return nil, err
+	}
+	defer alloc.Close()
+	return alloc.OpenRoot(filepath.Join(sharedDirName, "logs"))
 }
 
 // openLog opens a log file inside root for reading. O_NONBLOCK: opening a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/execstream"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // serveExec is GET /v1/client/allocations/{id}/exec?task=T&tty=1&cmd=...:
@@ -58,7 +59,11 @@ func (a *Agent) serveExec(w http.ResponseWriter, r *http.Request) {
 	if err := brw.Flush(); err != nil {
 		return
 	}
-	code, err := runShell(r.Context(), conn, brw.Reader, sh, h, tr.shellTask(), driver.ExecStreams{Cmd: cmd, TTY: tty, Size: size})
+	st, err := tr.shellTask()
+	code := 0
+	if err == nil {
+		code, err = runShell(r.Context(), conn, brw.Reader, sh, h, st, driver.ExecStreams{Cmd: cmd, TTY: tty, Size: size})
+	}
 	out := execstream.NewWriter(conn)
 	if err != nil {
 		out.Frame(execstream.Error, []byte(tr.ar.redact(err.Error())))
@@ -134,9 +139,6 @@ func (a *Agent) runningTask(allocID, task string) (*taskRunner, driver.Handle, e
 
 // shellTask is what a command run in the task gets: the task's
 // environment, directory and user.
-func (tr *taskRunner) shellTask() driver.Task {
-	a := tr.ar.alloc
-	return driver.Task{Env: tr.env(false), Dir: tr.workDir(), User: tr.task.Config.User, Config: &tr.task.Config,
-		Resources: tr.task.Resources, Ports: a.Ports,
-		ID: driver.TaskID{NodeID: tr.ar.agent.nodeID, AllocID: a.ID, AllocName: a.Name, Job: a.Job, Group: a.Group, Task: tr.task.Name}}
+func (tr *taskRunner) shellTask() (driver.Task, error) {
+	return tr.driverTask(spec.Command{}, false)
 }

@@ -137,7 +137,7 @@ func TestTaskEnvHasAllocPorts(t *testing.T) {
 		t.Fatalf("alloc not complete:\n%s", eventsOf(st))
 	}
 	var got []string
-	for line := range strings.SplitSeq(readFile(t, filepath.Join(ar.dir, "t.stdout.log")), "\n") {
+	for line := range strings.SplitSeq(readFile(t, filepath.Join(ar.logDir(), "t.stdout.log")), "\n") {
 		if strings.HasPrefix(line, "DROVER_PORT_") || strings.HasPrefix(line, "DROVER_ADDR_") {
 			got = append(got, line)
 		}
@@ -172,7 +172,7 @@ func TestPrestartCommandsRunInOrderBeforeTask(t *testing.T) {
 	if got, want := readFile(t, out), "pre1\npre2\nmain\n"; got != want {
 		t.Errorf("order of runs = %q, want %q", got, want)
 	}
-	if got, want := readFile(t, filepath.Join(ar.dir, "t.stdout.log")), "pre1 says hi\n"; got != want {
+	if got, want := readFile(t, filepath.Join(ar.logDir(), "t.stdout.log")), "pre1 says hi\n"; got != want {
 		t.Errorf("task stdout log = %q, want the prestart's output %q", got, want)
 	}
 }
@@ -227,7 +227,7 @@ func TestStopCommandRunsBeforeSIGTERM(t *testing.T) {
 	if got, want := readFile(t, out), "up\nstop\nterm\n"; got != want {
 		t.Errorf("runs = %q, want %q", got, want)
 	}
-	if got, want := readFile(t, filepath.Join(ar.dir, "t.stdout.log")), "stopping\n"; got != want {
+	if got, want := readFile(t, filepath.Join(ar.logDir(), "t.stdout.log")), "stopping\n"; got != want {
 		t.Errorf("task stdout log = %q, want the stop command's output %q", got, want)
 	}
 	var killing []string
@@ -259,10 +259,10 @@ func TestWorkDir(t *testing.T) {
 			task := sh("t", `pwd -P; echo "$DROVER_TASK_DIR"`)
 			task.Config.WorkDir = c.workDir
 			al := testAlloc(spec.JobBatch, task)
-			allocDir := filepath.Join(a.allocsDir, al.ID)
+			taskDir := filepath.Join(a.allocsDir, al.ID, "t")
 			want := c.want
 			if !filepath.IsAbs(want) {
-				want = filepath.Join(allocDir, want)
+				want = filepath.Join(taskDir, want)
 				if err := os.MkdirAll(want, 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -275,8 +275,8 @@ func TestWorkDir(t *testing.T) {
 			if st := waitDone(t, ar, 10*time.Second); st.ClientStatus != spec.ClientComplete {
 				t.Fatalf("alloc not complete:\n%s", eventsOf(st))
 			}
-			got := readFile(t, filepath.Join(allocDir, "t.stdout.log"))
-			if w := want + "\n" + allocDir + "\n"; got != w {
+			got := readFile(t, filepath.Join(ar.logDir(), "t.stdout.log"))
+			if w := want + "\n" + taskDir + "\n"; got != w {
 				t.Errorf("pwd and task dir = %q, want %q", got, w)
 			}
 		})

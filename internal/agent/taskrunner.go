@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/drover-org/drover/internal/driver"
@@ -38,9 +39,12 @@ type taskRunner struct {
 	ar     *allocRunner
 	task   *spec.Task
 	drv    driver.Driver
-	dir    string // working directory
+	dir    string // the task's directory (taskdir.go)
 	logDir string
-	stop   chan struct{} // closed to ask the task to stop
+	// dirOnce makes the task's directories at its first start.
+	dirOnce sync.Once
+	dirErr  error
+	stop    chan struct{} // closed to ask the task to stop
 	// adopt is the task's process left running by an earlier agent, to
 	// take over instead of starting the task; nil for a fresh start.
 	adopt *driver.Process
@@ -225,35 +229,90 @@ var errStopRequested = errors.New("stop requested")
 
 // start starts one process of the task (a prestart command, the task's own
 // command or its stop command) with the task's environment, directory and
-// user, its output going to the task's logs. It holds a start slot for the
-// fork only; the first start of an alloc makes the alloc directory. A hook
-// (prestart or stop command) also gets DROVER_HOOK=1, so that an agent
-// started after this one died kills it rather than adopting it as the
-// task (see findLeftTasks).
+// user, its output going to the task's logs. The command and the task's
+// config have their ${...} interpolated (spec.TaskRuntime) first. It holds
+// a start slot for the fork only; the first start of an alloc makes the
+// alloc's directories, a task's first start its own. A hook (prestart or
+// stop command) also gets DROVER_HOOK=1, so that an agent started after
+// this one died kills it rather than adopting it as the task (see
+// findLeftTasks).
 func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdout, stderr io.Writer) (driver.Handle, error) {
+	// Before taking a slot: making the directories waits on the file
+	// system, not the CPU, and a dozen mkdirs cost more than the fork.
+	if err := tr.makeDirs(); err != nil {
+		return nil, err
+	}
 	tr.ar.agent.startSlots <- struct{}{}
 	defer func() { <-tr.ar.agent.startSlots }()
-	tr.ar.dirOnce.Do(func() { tr.ar.dirErr = mkdir(tr.ar.dir) })
-	if err := tr.ar.dirErr; err != nil {
-		return nil, fmt.Errorf("cannot create the alloc directory: %w", err)
+	t, err := tr.driverTask(c, hook)
+	if err != nil {
+		return nil, err
+	}
+	t.Stdout, t.Stderr = stdout, stderr
+	tr.ar.agent.metrics.TaskStarts.Inc()
+	return tr.drv.Start(ctx, t)
+}
+
+// driverTask is what the driver runs for c in the task, all but its
+// output: c and the task's config interpolated, the task's environment,
+// directory and user.
+func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error) {
+	rt := tr.runtime()
+	env := rt.Env()
+	cfg, err := rt.Config(tr.task.Config, env)
+	if err != nil {
+		return driver.Task{}, err
+	}
+	var args []string
+	for _, arg := range c.Args {
+		args = append(args, rt.Interpolate(arg, env))
 	}
 	a := tr.ar.alloc
-	tr.ar.agent.metrics.TaskStarts.Inc()
-	return tr.drv.Start(ctx, driver.Task{
-		Command: c.Command,
-		Args:    c.Args,
-		Env:     tr.env(hook),
-		Dir:     tr.workDir(),
-		User:    tr.task.Config.User,
-		Stdout:  stdout,
-		Stderr:  stderr,
+	return driver.Task{
+		Command: rt.Interpolate(c.Command, env),
+		Args:    args,
+		Env:     tr.envList(env, hook),
+		Dir:     tr.workDir(cfg.WorkDir),
+		User:    cfg.User,
 		ID: driver.TaskID{NodeID: tr.ar.agent.nodeID, AllocID: a.ID, AllocName: a.Name,
 			Job: a.Job, Group: a.Group, Task: tr.task.Name},
 		Resources: tr.task.Resources,
 		Ports:     a.Ports,
-		Config:    &tr.task.Config,
+		Mounts:    tr.mounts(),
+		Config:    &cfg,
 		Hook:      hook,
-	})
+	}, nil
+}
+
+// makeDirs makes the alloc's directories, then the task's, once each.
+func (tr *taskRunner) makeDirs() error {
+	tr.ar.dirOnce.Do(func() { tr.ar.dirErr = tr.ar.makeAllocDirs() })
+	if err := tr.ar.dirErr; err != nil {
+		return fmt.Errorf("cannot create the alloc directory: %w", err)
+	}
+	tr.dirOnce.Do(func() { tr.dirErr = tr.makeTaskDirs() })
+	if err := tr.dirErr; err != nil {
+		return fmt.Errorf("cannot create the task directory: %w", err)
+	}
+	return nil
+}
+
+// runtime is what the task's variables and interpolation are made of.
+func (tr *taskRunner) runtime() spec.TaskRuntime {
+	return spec.TaskRuntime{Alloc: tr.ar.alloc, Task: tr.task, Node: tr.ar.agent.nodeValues(), Dirs: tr.dirs()}
+}
+
+// mounts are the directories a driver that isolates the file system
+// (docker) mounts into the task: the host's side of dirs.
+func (tr *taskRunner) mounts() []driver.Mount {
+	if tr.task.Driver != spec.DriverDocker {
+		return nil
+	}
+	return []driver.Mount{
+		{Host: tr.ar.sharedDir(), Task: containerAllocDir},
+		{Host: filepath.Join(tr.dir, localDirName), Task: containerLocalDir},
+		{Host: filepath.Join(tr.dir, secretsDirName), Task: containerSecretsDir},
+	}
 }
 
 // runCommand runs c (see start) to completion and returns its exit. It
@@ -303,10 +362,9 @@ func (tr *taskRunner) poststop(stdout, stderr io.Writer) {
 	}
 }
 
-// workDir is where the task's processes start: its work_dir, relative to
-// the task directory unless absolute, or else the task directory.
-func (tr *taskRunner) workDir() string {
-	wd := tr.task.Config.WorkDir
+// workDir is where the task's processes start: its work_dir wd, relative
+// to the task directory unless absolute, or else the task directory.
+func (tr *taskRunner) workDir(wd string) string {
 	if wd == "" {
 		return tr.dir
 	}
@@ -508,51 +566,21 @@ func (tr *taskRunner) openLogs() (stdout, stderr *tasklog.Writer, err error) {
 	return stdout, stderr, nil
 }
 
-// env is the task's environment: a fixed PATH, the DROVER_* names of where
-// it runs and of the alloc's ports (DROVER_PORT_<label>=port and
-// DROVER_ADDR_<label>=ip:port), then the job file's env (which wins).
-func (tr *taskRunner) env(hook bool) []string {
-	a := tr.ar.alloc
-	m := map[string]string{
-		"PATH":                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME":                tr.dir,
-		"DROVER_JOB_NAME":     a.Job,
-		"DROVER_GROUP_NAME":   a.Group,
-		"DROVER_TASK_NAME":    tr.task.Name,
-		"DROVER_ALLOC_ID":     a.ID,
-		"DROVER_ALLOC_NAME":   a.Name,
-		"DROVER_ALLOC_INDEX":  strconv.Itoa(a.Index),
-		"DROVER_ALLOC_DIR":    tr.ar.dir,
-		"DROVER_TASK_DIR":     tr.dir,
-		"DROVER_NODE_ID":      tr.ar.agent.nodeID,
-		"DROVER_NODE_NAME":    tr.ar.agent.nodeName,
-		"DROVER_CPU_LIMIT":    strconv.Itoa(tr.task.Resources.CPU),
-		"DROVER_MEMORY_LIMIT": strconv.Itoa(tr.task.Resources.MemoryMB),
-		"DROVER_JOB_VERSION":  strconv.FormatUint(a.JobVersion, 10),
-	}
-	if tr.task.Driver == "docker" {
+// envList is the task's environment: a fixed PATH and HOME (the task's
+// directory), then env (spec.TaskRuntime.Env: the runtime variables and
+// the job file's env, which wins).
+func (tr *taskRunner) envList(env map[string]string, hook bool) []string {
+	m := make(map[string]string, len(env)+3)
+	if tr.task.Driver != spec.DriverDocker {
 		// A container has its own file system: the image's PATH and HOME
-		// hold there, and the host's alloc directory does not exist.
-		delete(m, "PATH")
-		delete(m, "HOME")
-		delete(m, "DROVER_ALLOC_DIR")
-		delete(m, "DROVER_TASK_DIR")
-	}
-	for _, p := range a.Ports {
-		ip := p.HostIP
-		if ip == "" {
-			ip = "127.0.0.1" // spec.NodeIPAttribute's default
-		}
-		port := strconv.Itoa(p.Value)
-		m["DROVER_PORT_"+p.Label] = port
-		m["DROVER_ADDR_"+p.Label] = net.JoinHostPort(ip, port)
+		// hold there.
+		m["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+		m["HOME"] = tr.dir
 	}
 	if hook {
 		m["DROVER_HOOK"] = "1"
 	}
-	for k, v := range tr.task.Env {
-		m[k] = v
-	}
+	maps.Copy(m, env)
 	out := make([]string, 0, len(m))
 	for k, v := range m {
 		out = append(out, k+"="+v)

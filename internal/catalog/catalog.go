@@ -27,7 +27,7 @@ import (
 
 // DefaultAddress is the address of an instance whose alloc reserved no
 // port with a host IP, as spec.NodeIPAttribute's default.
-const DefaultAddress = "127.0.0.1"
+const DefaultAddress = spec.DefaultNodeIP
 
 // Catalog is the catalog at one moment. It is not modified after Build, so
 // readers may share it.
@@ -40,8 +40,10 @@ type Catalog struct {
 // Build returns the catalog of allocs. An alloc counts while it is wanted
 // (desired run), not terminal, and its node is up (NodeDown must be set,
 // as the server's read marks it): an instance on a node that stopped
-// heartbeating is not known to be there.
-func Build(allocs []*spec.Alloc) *Catalog {
+// heartbeating is not known to be there. A service's name and tags are
+// interpolated as its agent names them (spec.TaskRuntime.Service), with
+// the values of the node that node returns by ID (nil: none).
+func Build(allocs []*spec.Alloc, node func(id string) *spec.Node) *Catalog {
 	c := &Catalog{}
 	for _, a := range allocs {
 		if a.DesiredStatus != spec.DesiredRun || a.Terminal() || a.NodeDown {
@@ -53,7 +55,14 @@ func Build(allocs []*spec.Alloc) *Catalog {
 				ts = a.Status.Tasks[t.Name]
 			}
 			for _, svc := range t.Services {
-				c.instances = append(c.instances, instance(a, t, ts, svc))
+				if svc == nil {
+					continue
+				}
+				rt := spec.TaskRuntime{Alloc: a, Task: t}
+				if node != nil {
+					rt.Node = node(a.NodeID)
+				}
+				c.instances = append(c.instances, instance(a, t, ts, rt.Service(svc)))
 			}
 		}
 	}

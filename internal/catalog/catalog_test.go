@@ -102,7 +102,7 @@ func TestBuildHealthAndAddresses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Build([]*spec.Alloc{c.alloc}).Instances()
+			got := Build([]*spec.Alloc{c.alloc}, nil).Instances()
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("instances (-want +got):\n%s", diff)
 			}
@@ -117,7 +117,7 @@ func TestServiceSummariesAndOrder(t *testing.T) {
 		alloc("c3", 2, healthy, checked),
 		alloc("a1", 0, running(), api, noPort),
 		alloc("b2", 1, unhealthy, checked),
-	})
+	}, nil)
 	var order []string
 	for _, in := range c.Instances() {
 		order = append(order, in.Service+" "+in.AllocName+" "+string(in.Health))
@@ -146,8 +146,33 @@ func TestServiceSummariesAndOrder(t *testing.T) {
 	if diff := cmp.Diff([]string{"api", "worker"}, c.Names()); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
-	empty := Build(nil)
+	empty := Build(nil, nil)
 	if len(empty.Summaries()) != 0 || len(empty.Instances()) != 0 {
 		t.Errorf("empty catalog: %+v", empty.Summaries())
+	}
+}
+
+// A service's name and tags are interpolated with the alloc's runtime
+// variables and its node's values, as its agent names the service in its
+// check states, so that the two meet.
+func TestBuildInterpolatesNamesAndTags(t *testing.T) {
+	svc := &spec.Service{Name: "api-${NOMAD_ALLOC_INDEX}", PortLabel: "http", Tags: []string{"${meta.rack}", "${attr.nope}"},
+		Checks: []*spec.Check{{Name: "h", Type: spec.CheckHTTP}}}
+	a := alloc("a1", 2, running(check("api-2", "h", spec.CheckPassing)), svc)
+	nodes := map[string]*spec.Node{"n1": {ID: "n1", Name: "node-1", Meta: map[string]string{"rack": "r1"}}}
+	c := Build([]*spec.Alloc{a}, func(id string) *spec.Node { return nodes[id] })
+	ins, ok := c.Service("api-2", false)
+	if !ok || len(ins) != 1 {
+		t.Fatalf("healthy api-2 instances: ok=%v %+v; all: %+v", ok, ins, c.Instances())
+	}
+	if diff := cmp.Diff([]string{"r1", "${attr.nope}"}, ins[0].Tags); diff != "" {
+		t.Errorf("tags (-want +got):\n%s", diff)
+	}
+	// Without the node, its values stay as written.
+	if in := Build([]*spec.Alloc{a}, nil).Instances()[0]; in.Service != "api-2" || in.Tags[0] != "${meta.rack}" {
+		t.Errorf("without nodes: %+v", in)
+	}
+	if svc.Name != "api-${NOMAD_ALLOC_INDEX}" {
+		t.Errorf("the job's service changed: %+v", svc)
 	}
 }

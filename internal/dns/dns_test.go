@@ -43,7 +43,7 @@ func alloc(id string, index int, ip string, port int, check spec.CheckStatus) *s
 func start(t *testing.T, allocs ...*spec.Alloc) (addr string, set func(...*spec.Alloc), fail *atomic.Bool) {
 	t.Helper()
 	var cur atomic.Pointer[catalog.Catalog]
-	cur.Store(catalog.Build(allocs))
+	cur.Store(catalog.Build(allocs, nil))
 	fail = new(atomic.Bool)
 	s, err := Listen(Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Source: func(context.Context) (*catalog.Catalog, error) {
@@ -64,7 +64,7 @@ func start(t *testing.T, allocs ...*spec.Alloc) (addr string, set func(...*spec.
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return s.Addr(), func(a ...*spec.Alloc) { cur.Store(catalog.Build(a)) }, fail
+	return s.Addr(), func(a ...*spec.Alloc) { cur.Store(catalog.Build(a, nil)) }, fail
 }
 
 // query asks over net ("udp" or "tcp") and renders the answer as lines:
@@ -203,7 +203,7 @@ func TestTruncatedOverUDP(t *testing.T) {
 
 func TestListenOnATakenPortFails(t *testing.T) {
 	addr, _, _ := start(t)
-	_, err := Listen(Config{Addr: addr, Source: func(context.Context) (*catalog.Catalog, error) { return catalog.Build(nil), nil }})
+	_, err := Listen(Config{Addr: addr, Source: func(context.Context) (*catalog.Catalog, error) { return catalog.Build(nil, nil), nil }})
 	if err == nil || !strings.Contains(err.Error(), "dns: listen on udp "+addr) {
 		t.Fatalf("listen on a taken port: %v", err)
 	}

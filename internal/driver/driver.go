@@ -45,6 +45,10 @@ type Task struct {
 	Resources spec.Resources
 	// Ports are the alloc's ports; Config.Ports says which a container maps.
 	Ports []spec.AllocPort
+	// Mounts are the task's directories, for a driver that gives the task
+	// a file system of its own (docker) to mount into it. The others run
+	// in the host's, where the environment names them.
+	Mounts []Mount
 	// Config is the task's whole config, for a driver's own fields
 	// (docker's image, ports, labels...). Command, Args and the others
 	// above are what to run now: the task's command, or a hook's.
@@ -52,6 +56,11 @@ type Task struct {
 	// Hook is set for a prestart or stop command: run beside the task, not
 	// as it (docker runs it in the task's container when there is one).
 	Hook bool
+}
+
+// Mount is a host directory and where the task sees it.
+type Mount struct {
+	Host, Task string
 }
 
 // TaskID names a task across the cluster.

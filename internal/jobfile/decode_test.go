@@ -321,6 +321,39 @@ func TestConstraintsFromFile(t *testing.T) {
 	}
 }
 
+// TestRuntimeRefsKeptAsWritten: Nomad's ${NOMAD_*}, ${attr.*}, ${node.*},
+// ${meta.*} and ${env.*} in strings are neither refused nor expanded by
+// the decoder: the agent interpolates them when the task starts.
+func TestRuntimeRefsKeptAsWritten(t *testing.T) {
+	job, err := decodeTestFile(t, "testdata/good/runtime-vars.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := job.Groups[0].Tasks[0]
+	if got, want := task.Config.Command, "${NOMAD_TASK_DIR}/server"; got != want {
+		t.Errorf("command = %q, want %q", got, want)
+	}
+	wantArgs := []string{"--listen", "${NOMAD_IP_http}:${NOMAD_PORT_http}", "--id=${NOMAD_ALLOC_ID}",
+		"--ip", "${attr.unique.network.ip-address}", "--rack", "${meta.rack}"}
+	if diff := cmp.Diff(wantArgs, task.Config.Args); diff != "" {
+		t.Errorf("args (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"-p", "${NOMAD_ALLOC_DIR}/data/${NOMAD_ALLOC_INDEX}"}, task.Config.Prestart[0].Args); diff != "" {
+		t.Errorf("prestart args (-want +got):\n%s", diff)
+	}
+	wantEnv := map[string]string{
+		"DC": "Running on datacenter ${node.datacenter}", "VERSION": "Version ${NOMAD_META_version}",
+		"HOME2": "${env.HOME}/x", "LITERAL": "${NOMAD_ALLOC_ID}",
+	}
+	if diff := cmp.Diff(wantEnv, task.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	svc := task.Services[0]
+	if svc.Name != "api-${NOMAD_ALLOC_INDEX}" || !slices.Equal(svc.Tags, []string{"alloc-${NOMAD_ALLOC_ID}", "${node.unique.name}"}) {
+		t.Errorf("service name %q, tags %q", svc.Name, svc.Tags)
+	}
+}
+
 // TestPlacementFromFile decodes the job that uses every placement field
 // (scoring, preempt, affinity, spread, network ports, disk, job
 // constraints, work_dir, user, prestart, stop) in each format, and compares

@@ -268,6 +268,7 @@ func decodeHCL(name string, src []byte) (*spec.Job, error) {
 		c.add(pos{}, "", "internal error: unexpected HCL body type %T", f.Body)
 		return nil, failed(c)
 	}
+	keepRuntimeRefs(body, src)
 	d := &hclDecoder{c: c, at: positions{}}
 	job := d.file(body)
 	if job == nil {
@@ -860,56 +861,13 @@ func (d *hclDecoder) constraint(b *hclsyntax.Block, path, in string) *spec.Const
 	return c
 }
 
-// targetRoots are the variables a constraint may interpolate.
-var targetRoots = map[string]bool{"node": true, "attr": true, "meta": true}
-
 // targetText reads a string that may interpolate node targets, such as
-// "${attr.cpu.count}", keeping each interpolation as written. Anything
-// else goes through str, with its messages. A number is read as its text
-// (value = 3), as Nomad does.
+// "${attr.cpu.count}" (keepRuntimeRefs keeps them as written). A number
+// is read as its text (value = 3), as Nomad does.
 func (d *hclDecoder) targetText(a *hclsyntax.Attribute, field string) (string, bool) {
-	var parts []hclsyntax.Expression
-	switch e := a.Expr.(type) {
-	case *hclsyntax.TemplateWrapExpr:
-		parts = []hclsyntax.Expression{e.Wrapped}
-	case *hclsyntax.TemplateExpr:
-		parts = e.Parts
-	case *hclsyntax.LiteralValueExpr:
-		if e.Val.Type() == cty.Number {
-			d.mark(field, a.Expr.Range())
-			return e.Val.AsBigFloat().Text('f', -1), true
-		}
+	if e, ok := a.Expr.(*hclsyntax.LiteralValueExpr); ok && e.Val.Type() == cty.Number {
+		d.mark(field, a.Expr.Range())
+		return e.Val.AsBigFloat().Text('f', -1), true
 	}
-	var b strings.Builder
-	interpolated := false
-	for _, p := range parts {
-		switch p := p.(type) {
-		case *hclsyntax.LiteralValueExpr:
-			if p.Val.Type() != cty.String {
-				return d.str(a, field)
-			}
-			b.WriteString(p.Val.AsString())
-		case *hclsyntax.ScopeTraversalExpr:
-			if !targetRoots[p.Traversal.RootName()] {
-				return d.str(a, field)
-			}
-			b.WriteString("${" + p.Traversal.RootName())
-			for _, step := range p.Traversal[1:] {
-				attr, ok := step.(hcl.TraverseAttr)
-				if !ok {
-					return d.str(a, field)
-				}
-				b.WriteString("." + attr.Name)
-			}
-			b.WriteString("}")
-			interpolated = true
-		default:
-			return d.str(a, field)
-		}
-	}
-	if !interpolated {
-		return d.str(a, field)
-	}
-	d.mark(field, a.Expr.Range())
-	return b.String(), true
+	return d.str(a, field)
 }

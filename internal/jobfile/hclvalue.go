@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -17,6 +18,44 @@ import (
 // EvalContext, and an expression that needs one (a variable, a function
 // call) is reported before evaluation, with a message that says so rather
 // than HCL's "variables not allowed".
+
+// runtimeRef is what the agent interpolates when a task starts
+// (spec.TaskRuntime.Interpolate): ${NOMAD_*} and ${DROVER_*} variables,
+// ${attr.*}, ${node.*}, ${meta.*} and ${env.*}. Nomad's names may hold
+// '-' (attr.unique.network.ip-address), which HCL reads as a subtraction:
+// a reference is recognized by its text, not its expression.
+var runtimeRef = regexp.MustCompile(`^(?:(?:NOMAD|DROVER)_[A-Za-z0-9_]*|(?:attr|node|meta|env)\.[A-Za-z0-9_.\-]+)$`)
+
+// keepRuntimeRefs turns every interpolation of a runtime reference in
+// body's strings into its text ("${NOMAD_ALLOC_ID}" stays as written), for
+// the agent to interpolate with the alloc's and the node's values; any
+// other interpolation is left for eval to report.
+func keepRuntimeRefs(body *hclsyntax.Body, src []byte) {
+	literal := func(e hclsyntax.Expression) hclsyntax.Expression {
+		r := e.Range()
+		if r.Start.Byte < 0 || r.End.Byte > len(src) || r.Start.Byte >= r.End.Byte {
+			return e
+		}
+		text := strings.TrimSpace(string(src[r.Start.Byte:r.End.Byte]))
+		if !runtimeRef.MatchString(text) {
+			return e
+		}
+		return &hclsyntax.LiteralValueExpr{Val: cty.StringVal("${" + text + "}"), SrcRange: r}
+	}
+	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+		switch n := n.(type) {
+		case *hclsyntax.TemplateExpr:
+			for i, p := range n.Parts {
+				if _, ok := p.(*hclsyntax.LiteralValueExpr); !ok {
+					n.Parts[i] = literal(p)
+				}
+			}
+		case *hclsyntax.TemplateWrapExpr:
+			n.Wrapped = literal(n.Wrapped)
+		}
+		return nil
+	})
+}
 
 // dynamicPart returns the range of the first variable reference or function
 // call in expr, whether it is interpolated into a string ("${NOMAD_...}"),
@@ -65,7 +104,7 @@ func (d *hclDecoder) eval(a *hclsyntax.Attribute, field string) (cty.Value, bool
 	if r, template, ok := dynamicPart(a.Expr); ok {
 		msg := "variables and functions are not supported yet; write a literal value for " + a.Name
 		if template {
-			msg += ` (to keep "${...}" as text, write "$${...}")`
+			msg += ` (the agent interpolates ${NOMAD_*}, ${attr.*}, ${node.*}, ${meta.*} and ${env.*} when the task starts; to pass other "${...}" on as text, write "$${...}")`
 		}
 		d.errAt(r, "%s", msg)
 		d.c.markReported(field)

@@ -186,6 +186,7 @@ func newAlloc(p scheduler.Placement, id string, now time.Time) *spec.Alloc {
 		Resources:     r.Group.Resources(),
 		Ports:         p.Ports,
 		Tasks:         tasks,
+		Meta:          spec.MergeMeta(r.Job.Meta, r.Group.Meta),
 		Disconnect:    r.Group.Disconnect,
 		DeploymentID:  r.DeploymentID,
 		Update:        update,

@@ -78,7 +78,7 @@ func (s *Server) catalogView(ctx context.Context) (*catalogView, error) {
 	if !ready {
 		rev = ss.Rev
 	}
-	v := &catalogView{cat: catalog.Build(allocs), rev: rev, changed: map[string]int64{}, summaries: rev}
+	v := &catalogView{cat: catalog.Build(allocs, ss.Node), rev: rev, changed: map[string]int64{}, summaries: rev}
 	if old == nil {
 		for _, name := range v.cat.Names() {
 			v.changed[strings.ToLower(name)] = rev

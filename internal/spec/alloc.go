@@ -35,6 +35,9 @@ type Alloc struct {
 	// Tasks is the group's tasks as of JobVersion, so that the agent runs
 	// exactly what was placed even while the job changes.
 	Tasks []*Task `json:"tasks"`
+	// Meta is the job's meta with the group's over it, as of JobVersion:
+	// the tasks' NOMAD_META_* with their own meta (TaskRuntime.Env).
+	Meta map[string]string `json:"meta,omitempty"`
 	// JobType tells the agent whether an exit 0 completes the task.
 	JobType JobType `json:"job_type"`
 	// Disconnect is the group's policy as of JobVersion: the agent stops

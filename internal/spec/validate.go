@@ -217,6 +217,8 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 func (t *Task) validate(ps *Problems, path string, g *Group) {
 	if msg := CheckName(t.Name); msg != "" {
 		ps.Add(path+".name", "task name %s", msg)
+	} else if t.Name == SharedAllocDir {
+		ps.Add(path+".name", "task name %q is the directory the group's tasks share (alloc/); rename the task", t.Name)
 	}
 	switch {
 	case t.Driver == "":

@@ -154,20 +154,23 @@ func portHint(g *Group, label string) string {
 // <name>.service.drover.
 const MaxServiceNameLen = 63
 
-// CheckServiceName reports what is wrong with a service name, or "".
+// CheckServiceName reports what is wrong with a service name, or "". Its
+// ${...} interpolations (TaskRuntime.Service) are checked as one letter:
+// what they hold is known only where the task runs.
 func CheckServiceName(s string) string {
 	if s == "" {
 		return "is empty; name the service, such as name = \"web\""
 	}
-	if len(s) > MaxServiceNameLen {
+	bare := interpolation.ReplaceAllString(s, "x")
+	if len(bare) > MaxServiceNameLen {
 		return fmt.Sprintf("%q is %d characters long; the limit is %d (it becomes <name>.service.drover)", s, len(s), MaxServiceNameLen)
 	}
-	for _, r := range s {
+	for _, r := range bare {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
 			return fmt.Sprintf("%q contains %q; use lowercase letters, digits and '-' (it becomes <name>.service.drover)", s, r)
 		}
 	}
-	if s[0] == '-' || s[len(s)-1] == '-' {
+	if bare[0] == '-' || bare[len(bare)-1] == '-' {
 		return fmt.Sprintf("%q must not start or end with '-' (it becomes <name>.service.drover)", s)
 	}
 	return ""

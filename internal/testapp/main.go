@@ -21,6 +21,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,11 +34,32 @@ func main() {
 	allocMB := flag.Int("alloc-mb", 0, "touch this many MB of memory at start and keep them")
 	exit := flag.Int("exit", -1, "print a line and exit at once with this code")
 	unhealthyFile := flag.String("unhealthy-file", "", "/health answers 503 while this file exists")
+	report := flag.Bool("report", false, "print the environment (\"env K=V\" lines) and, for each directory of -dirs, whether a file can be made in it (\"dir D: ok\")")
+	dirs := flag.String("dirs", "", "comma-separated directories for -report")
 	flag.Parse()
 
 	host, _ := os.Hostname()
 	fmt.Printf("testapp started on %s\n", host)
 	fmt.Fprintf(os.Stderr, "testapp stderr line\n")
+	if *report {
+		// What a task sees, for tests of its environment in an image
+		// with no shell.
+		env := os.Environ()
+		sort.Strings(env)
+		for _, kv := range env {
+			fmt.Printf("env %s\n", kv)
+		}
+		for d := range strings.SplitSeq(*dirs, ",") {
+			if d == "" {
+				continue
+			}
+			res := "ok"
+			if err := os.WriteFile(filepath.Join(d, "probe"), nil, 0o644); err != nil {
+				res = err.Error()
+			}
+			fmt.Printf("dir %s: %s\n", d, res)
+		}
+	}
 	if *exit >= 0 {
 		os.Exit(*exit)
 	}

@@ -115,7 +115,7 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	if err != nil {
 		return nil, err
 	}
-	ports, bindings, portEnv, err := portMap(cfg.Ports, t.Ports)
+	ports, bindings, err := portMap(cfg.Ports, t.Ports)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 
 	ccfg := &container.Config{
 		Image:        cfg.Image,
-		Env:          mergeEnv(t.Env, portEnv),
+		Env:          t.Env,
 		Entrypoint:   cfg.Entrypoint,
 		User:         cfg.User,
 		Labels:       labels,
@@ -150,7 +150,7 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		Privileged:    cfg.Privileged,
 		NetworkMode:   container.NetworkMode(cfg.NetworkMode),
 		PidMode:       container.PidMode(cfg.PidMode),
-		Binds:         cfg.Volumes,
+		Binds:         binds(t.Mounts, cfg.Volumes),
 	}
 	hcfg.Memory = int64(t.Resources.MemoryMB) << 20
 	// Without a swap limit the memory limit would only push the task into
@@ -222,17 +222,25 @@ func containerLabels(id driver.TaskID, user map[string]string) (map[string]strin
 	return labels, nil
 }
 
+// binds are the task's directories mounted where it expects them, then
+// the job's volumes.
+func binds(mounts []driver.Mount, volumes []string) []string {
+	out := make([]string, 0, len(mounts)+len(volumes))
+	for _, m := range mounts {
+		out = append(out, m.Host+":"+m.Task)
+	}
+	return append(out, volumes...)
+}
+
 // portMap maps each port label the task names to its alloc port: host
 // HostIP:Value to container port To (Value when To is 0), TCP and UDP.
-// Inside the container DROVER_PORT_<label> is the container's port (what
-// the task listens on), DROVER_HOST_PORT_<label> the host's.
-func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.PortMap, []string, error) {
+// The task's environment says the same (spec.TaskRuntime.Env).
+func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.PortMap, error) {
 	if len(labels) == 0 {
-		return nil, nil, nil, nil
+		return nil, nil, nil
 	}
 	set := network.PortSet{}
 	m := network.PortMap{}
-	var env []string
 	for _, label := range labels {
 		var ap *spec.AllocPort
 		for i := range ports {
@@ -241,7 +249,7 @@ func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.
 			}
 		}
 		if ap == nil {
-			return nil, nil, nil, fmt.Errorf("docker: config ports: %q is not a port of the group's network; declare it as network { port %q { to = ... } }", label, label)
+			return nil, nil, fmt.Errorf("docker: config ports: %q is not a port of the group's network; declare it as network { port %q { to = ... } }", label, label)
 		}
 		to := ap.To
 		if to == 0 {
@@ -251,7 +259,7 @@ func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.
 		if ap.HostIP != "" {
 			ip, err := netip.ParseAddr(ap.HostIP)
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("docker: port %q: host IP %q: %w", label, ap.HostIP, err)
+				return nil, nil, fmt.Errorf("docker: port %q: host IP %q: %w", label, ap.HostIP, err)
 			}
 			b.HostIP = ip
 		}
@@ -260,27 +268,8 @@ func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.
 			set[p] = struct{}{}
 			m[p] = append(m[p], b)
 		}
-		env = append(env, "DROVER_PORT_"+label+"="+strconv.Itoa(to), "DROVER_HOST_PORT_"+label+"="+strconv.Itoa(ap.Value))
 	}
-	return set, m, env, nil
-}
-
-// mergeEnv returns env with the variables of over replacing those of the
-// same name: a program sees the first of two entries with one name, so an
-// override cannot just be appended.
-func mergeEnv(env, over []string) []string {
-	out := make([]string, 0, len(env)+len(over))
-	replaced := map[string]bool{}
-	for _, kv := range over {
-		k, _, _ := strings.Cut(kv, "=")
-		replaced[k] = true
-	}
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !replaced[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, over...)
+	return set, m, nil
 }
 
 // ensureImage makes sure image is on the node, pulling it if not. A pull

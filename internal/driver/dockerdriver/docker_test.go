@@ -168,9 +168,8 @@ func TestStartServesPortAndStops(t *testing.T) {
 	task := e.task()
 	task.Ports = []spec.AllocPort{{Label: "http", Value: port, HostIP: "127.0.0.1", To: 8080}}
 	task.Config.Ports = []string{"http"}
-	// As the agent sets it: the host port, which inside the container must
-	// become the container's.
-	task.Env = []string{"DROVER_PORT_http=" + strconv.Itoa(port)}
+	// As the agent sets it (spec.TaskRuntime.Env): the container's port.
+	task.Env = []string{"DROVER_PORT_http=8080"}
 	h := e.start(task)
 	id := h.(containerIDer).ContainerID()
 	if h.PID() <= 0 {

@@ -6,7 +6,7 @@ job "web" {
       driver = "exec"
       config {
         command = "/bin/server"
-        args    = ["--id", "${NOMAD_ALLOC_ID}"]
+        args    = ["--id", "${NOMAD_ALLOC_ID}", "--name", "${var.name}"]
       }
     }
   }

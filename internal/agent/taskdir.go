@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// An alloc's directory is laid out as Nomad lays it out, so that job files
+// written for Nomad find their files:
+//
+//	<data dir>/allocs/<alloc ID>/    DROVER_ALLOC_DIR
+//	  alloc/                         NOMAD_ALLOC_DIR: shared by the alloc's tasks
+//	    logs/                        the tasks' <task>.stdout.log and .stderr.log
+//	    data/ tmp/
+//	  <task>/                        DROVER_TASK_DIR, HOME: the task's working directory
+//	    local/                       NOMAD_TASK_DIR
+//	    secrets/                     NOMAD_SECRETS_DIR (only the agent's user may read it)
+//	    tmp/
+//
+// A docker task sees alloc/, local/ and secrets/ mounted at /alloc, /local
+// and /secrets. tmp/ directories are writable by all, sticky, as /tmp.
+const (
+	sharedDirName  = spec.SharedAllocDir
+	localDirName   = "local"
+	secretsDirName = "secrets"
+	tmpDirName     = "tmp"
+)
+
+// Where a docker task sees its directories.
+const (
+	containerAllocDir   = "/alloc"
+	containerLocalDir   = "/local"
+	containerSecretsDir = "/secrets"
+)
+
+// sharedDir is the alloc's directory its tasks share.
+func (ar *allocRunner) sharedDir() string { return filepath.Join(ar.dir, sharedDirName) }
+
+// logDir holds the alloc's tasks' logs.
+func (ar *allocRunner) logDir() string { return filepath.Join(ar.dir, sharedDirName, "logs") }
+
+// makeAllocDirs makes the alloc's directory and its shared alloc/; a
+// directory already there (an alloc started again after an agent restart)
+// is fine.
+func (ar *allocRunner) makeAllocDirs() error {
+	shared := ar.sharedDir()
+	return makeDirs(ar.dir, shared, ar.logDir(), filepath.Join(shared, "data"), filepath.Join(shared, tmpDirName))
+}
+
+// makeTaskDirs makes the task's own directories.
+func (tr *taskRunner) makeTaskDirs() error {
+	if err := makeDirs(tr.dir, filepath.Join(tr.dir, localDirName), filepath.Join(tr.dir, tmpDirName)); err != nil {
+		return err
+	}
+	// 0o700 needs no chmod: the umask only takes bits away.
+	if err := os.Mkdir(filepath.Join(tr.dir, secretsDirName), 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return nil
+}
+
+// makeDirs makes each directory in order (each one's parent exists by
+// then), the ones named tmp writable by all and sticky.
+func makeDirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := mkdir(d); err != nil {
+			return err
+		}
+		if filepath.Base(d) == tmpDirName {
+			// Mkdir's mode passes through the umask.
+			if err := os.Chmod(d, 0o777|os.ModeSticky); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dirs are the task's directories as the task sees them.
+func (tr *taskRunner) dirs() spec.TaskDirs {
+	if tr.task.Driver == spec.DriverDocker {
+		// A container has its own file system: it sees the mounts, and
+		// the image's working directory.
+		return spec.TaskDirs{Alloc: containerAllocDir, Local: containerLocalDir, Secrets: containerSecretsDir}
+	}
+	return spec.TaskDirs{
+		DroverAlloc: tr.ar.dir, Alloc: tr.ar.sharedDir(), Task: tr.dir,
+		Local: filepath.Join(tr.dir, localDirName), Secrets: filepath.Join(tr.dir, secretsDirName),
+	}
+}
