@@ -238,7 +238,7 @@ func TestStopCommandRunsBeforeSIGTERM(t *testing.T) {
 	}
 	want := []string{
 		`running stop command sh -c "echo stop >> ` + out + `; echo stopping" (for at most 2s)`,
-		"sent SIGTERM, SIGKILL after 2s",
+		"test done: sent SIGTERM, SIGKILL after 2s", // the reason the alloc was stopped for
 	}
 	if !slices.Equal(killing, want) {
 		t.Errorf("Killing events:\n%s\nwant:\n%s", strings.Join(killing, "\n"), strings.Join(want, "\n"))
