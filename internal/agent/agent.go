@@ -363,6 +363,12 @@ func (a *Agent) register(ctx context.Context) error {
 		if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
 			return fmt.Errorf("server refused node registration: %w", err)
 		}
+		if errors.Is(err, context.DeadlineExceeded) && len(a.client.Addresses()) > 1 {
+			// The server took the connection and never answered (a
+			// stopped process still accepts them): try the next one, or
+			// every retry would wait on the same server.
+			a.log.Warn("server not answering the registration; moving to the next one", "server", a.client.Rotate())
+		}
 		backoff = min(max(2*backoff, 250*time.Millisecond), 10*time.Second)
 		// Jittered: agents that came up together (a server back after an
 		// outage) spread their next tries instead of arriving at once.

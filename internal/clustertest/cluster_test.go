@@ -181,6 +181,23 @@ func TestAgentLeavesAFrozenServer(t *testing.T) {
 	}
 }
 
+// TestAgentRegistersPastAFrozenServer: an agent that starts while the
+// first server it lists is stopped (it accepts connections and answers
+// nothing) registers through the next one: a registration that times
+// out moves on, as a heartbeat does, instead of waiting on the same
+// server at every retry.
+func TestAgentRegistersPastAFrozenServer(t *testing.T) {
+	c := startCluster(t, 0)
+	s2 := c.server("s2")
+	s2.signal(syscall.SIGSTOP)
+	t.Cleanup(func() { s2.signal(syscall.SIGCONT) })
+	c.waitLeader(s2, 15*time.Second)
+	start := time.Now()
+	c.startAgent("a1", 1) // talks to s2 first
+	c.waitNodes(30 * time.Second)
+	t.Logf("registered %s after it started, s2 frozen", time.Since(start).Round(10*time.Millisecond))
+}
+
 // outage is how long TestAllServersDownTasksKeepRunning keeps every server
 // down: $DROVER_OUTAGE_SECONDS, default 30, as in the scenario.
 func outage(t *testing.T) time.Duration {

@@ -316,9 +316,11 @@ func (c *cluster) waitNodes(timeout time.Duration) {
 		if err != nil {
 			return false
 		}
+		// Ready: registered to the end (the liveness key is written
+		// last), not only recorded.
 		have := map[string]bool{}
 		for _, n := range nodes {
-			have[n.ID] = true
+			have[n.ID] = n.Status == spec.NodeReady
 		}
 		for _, id := range c.nodeIDs {
 			if !have[id] {
