@@ -196,3 +196,27 @@ func BenchmarkPlaceNewShape(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIndexAfterAJoin is the node index built when one node joins a
+// cluster of 10,000 whose node list is not in ID order (the store lists
+// nodes by name): from the previous index (prev=yes: only the new node is
+// sorted in) and from scratch (prev=no: every node sorted by ID).
+func BenchmarkIndexAfterAJoin(b *testing.B) {
+	nodes := make([]*spec.Node, 10_001)
+	for i := range nodes {
+		// IDs in another order than the list's.
+		nodes[i] = &spec.Node{ID: fmt.Sprintf("%08x", uint32(i)*2654435761), Name: fmt.Sprintf("n%05d", i), Status: spec.NodeReady, Drivers: []string{"exec"}}
+	}
+	before := newIndex(nodes[:10_000], nil)
+	for _, prev := range []string{"yes", "no"} {
+		b.Run("prev="+prev, func(b *testing.B) {
+			for b.Loop() {
+				if prev == "yes" {
+					newIndex(nodes, before)
+				} else {
+					newIndex(nodes, nil)
+				}
+			}
+		})
+	}
+}

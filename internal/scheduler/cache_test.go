@@ -250,3 +250,32 @@ func TestCacheSeesAJobsNewRules(t *testing.T) {
 		t.Fatalf("db gone: placed on %v, want n1", got)
 	}
 }
+
+// TestRankAfterMatchesASort: a node index built from the previous one
+// (nodes joining, leaving, both, in any input order) ranks its nodes by
+// ID exactly as sorting them all does.
+func TestRankAfterMatchesASort(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ids := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-f0-9]{1,4}`), 0, 40, rapid.ID[string]).Draw(t, "before")
+		mk := func(ids []string) []*spec.Node {
+			out := make([]*spec.Node, len(ids))
+			for i, id := range ids {
+				out[i] = &spec.Node{ID: id, Status: spec.NodeReady}
+			}
+			return out
+		}
+		prev := newIndex(mk(ids), nil)
+		// Some stay, in a new order, and some join.
+		kept := rapid.Permutation(ids).Draw(t, "order")
+		kept = kept[:rapid.IntRange(0, len(kept)).Draw(t, "keep")]
+		joined := rapid.SliceOfNDistinct(rapid.StringMatching(`[g-k0-9]{1,4}`), 0, 10, rapid.ID[string]).Draw(t, "joined")
+		next := append(slices.Clone(kept), joined...)
+		next = rapid.Permutation(next).Draw(t, "input order")
+
+		got := newIndex(mk(next), prev)
+		want := newIndex(mk(next), nil)
+		if !slices.Equal(got.rank, want.rank) {
+			t.Fatalf("ranks from the previous index %v, from a sort %v (nodes %v, before %v)", got.rank, want.rank, next, ids)
+		}
+	})
+}

@@ -168,9 +168,12 @@ func newIndex(nodes []*spec.Node, prev *state) *state {
 		states[i] = nodeState{node: n, idx: int32(i), nextDyn: lo, dynMin: lo, dynMax: hi}
 		s.all[i] = &states[i]
 	}
-	if prev != nil && sameIDs(prev.all, s.all) {
+	switch {
+	case prev != nil && sameIDs(prev.all, s.all):
 		s.rank = prev.rank
-	} else {
+	case prev != nil:
+		s.rankAfter(prev)
+	default:
 		s.rankByID()
 	}
 	byKey := map[string]*class{}
@@ -361,6 +364,45 @@ func (s *state) rankByID() {
 	slices.SortStableFunc(order, func(a, b int32) int { return strings.Compare(s.all[a].node.ID, s.all[b].node.ID) })
 	for r, i := range order {
 		s.rank[i] = int32(r)
+	}
+}
+
+// rankAfter fills rank from prev's: the nodes prev had keep their order,
+// and only the new ones are sorted and merged in, so that nodes joining
+// a large cluster one by one cost O(nodes) each, not a sort of them all.
+// It ranks as rankByID does.
+func (s *state) rankAfter(prev *state) {
+	// The nodes still here, in prev's order; the new ones apart.
+	kept := make([]int32, len(prev.all))
+	for i := range kept {
+		kept[i] = -1
+	}
+	var fresh []int32
+	for i, ns := range s.all {
+		if p := prev.node(ns.node.ID); p != nil && kept[prev.rank[p.idx]] < 0 {
+			kept[prev.rank[p.idx]] = int32(i)
+		} else {
+			fresh = append(fresh, int32(i))
+		}
+	}
+	id := func(i int32) string { return s.all[i].node.ID }
+	slices.SortStableFunc(fresh, func(a, b int32) int { return strings.Compare(id(a), id(b)) })
+	s.rank = make([]int32, len(s.all))
+	r, f := int32(0), 0
+	for _, i := range kept {
+		if i < 0 {
+			continue
+		}
+		for f < len(fresh) && id(fresh[f]) < id(i) {
+			s.rank[fresh[f]] = r
+			r, f = r+1, f+1
+		}
+		s.rank[i] = r
+		r++
+	}
+	for ; f < len(fresh); f++ {
+		s.rank[fresh[f]] = r
+		r++
 	}
 }
 
