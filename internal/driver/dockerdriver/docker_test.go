@@ -463,7 +463,7 @@ func TestExecAndUsage(t *testing.T) {
 	if c, _, err := h.(driver.Execer).Exec(ctx, []string{"/no/such/program"}); err == nil && c == 0 {
 		t.Error("Exec of a missing program succeeded")
 	}
-	u, err := h.(driver.Measurer).Usage(ctx)
+	u, err := h.(driver.Measurer).Usage(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func TestUsageOfBusyTask(t *testing.T) {
 			var u driver.Usage
 			poll(t, 10*time.Second, "CPU > 100ms and memory > 10 MB", func() bool {
 				var err error
-				if u, err = m.Usage(context.Background()); err != nil {
+				if u, err = m.Usage(context.Background(), nil); err != nil {
 					t.Fatal(err)
 				}
 				return u.CPU > 100*time.Millisecond && u.MemoryBytes > 10<<20
@@ -248,7 +248,7 @@ func TestAdoptedExecTaskKeepsItsCgroup(t *testing.T) {
 	if n := a.(interface{ Note() string }).Note(); strings.Contains(n, "cgroup") {
 		t.Fatalf("adopt note: %s", n)
 	}
-	if _, err := a.(driver.Measurer).Usage(context.Background()); err != nil {
+	if _, err := a.(driver.Measurer).Usage(context.Background(), nil); err != nil {
 		t.Fatalf("Usage of the adopted task: %v", err)
 	}
 	e := waitExit(t, a, 30*time.Second)

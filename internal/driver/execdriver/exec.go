@@ -348,8 +348,8 @@ func (h *handle) PID() int { return h.cmd.Process.Pid }
 func (h *handle) Note() string { return h.note }
 
 // Usage is the task's CPU time and memory (see measure).
-func (h *handle) Usage(context.Context) (driver.Usage, error) {
-	return measure(h.cg, h.cmd.Process.Pid)
+func (h *handle) Usage(_ context.Context, r *driver.Round) (driver.Usage, error) {
+	return measure(r, h.cg, h.cmd.Process.Pid)
 }
 
 func (h *handle) Wait() <-chan driver.Exit { return h.wait }
