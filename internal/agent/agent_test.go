@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -345,5 +348,22 @@ func TestFingerprint(t *testing.T) {
 	mhz, err := strconv.Atoi(attrs["cpu.mhz"])
 	if err != nil || res.CPU != mhz*runtime.NumCPU() {
 		t.Errorf("cpu = %d, want cpu.mhz (%s) x %d cores", res.CPU, attrs["cpu.mhz"], runtime.NumCPU())
+	}
+}
+
+// The node's attributes hold what its drivers say of themselves: exec, what
+// isolates its tasks.
+func TestNodeAttributesFromDrivers(t *testing.T) {
+	c, err := client.New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := agent.New(agent.Config{DataDir: t.TempDir(), Name: "node-1", Client: c,
+		Drivers: []driver.Driver{execdriver.New("exec"), execdriver.New("raw_exec")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ag.Node().Attributes["driver.exec.isolation"], execdriver.New("exec").Isolation(); got != want {
+		t.Fatalf("driver.exec.isolation = %q, want %q", got, want)
 	}
 }

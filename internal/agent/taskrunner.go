@@ -529,7 +529,7 @@ func (tr *taskRunner) env(hook bool) []string {
 		"DROVER_MEMORY_LIMIT": strconv.Itoa(tr.task.Resources.MemoryMB),
 		"DROVER_JOB_VERSION":  strconv.FormatUint(a.JobVersion, 10),
 	}
-	if tr.task.Driver == "docker" {
+	if tr.drv.Info().OwnFilesystem {
 		// A container has its own file system: the image's PATH and HOME
 		// hold there, and the host's alloc directory does not exist.
 		delete(m, "PATH")

@@ -18,8 +18,24 @@ import (
 type Driver interface {
 	// Name is the driver name job files use ("exec", "raw_exec").
 	Name() string
+	// Info says what the driver is like, for the agent to ask rather than
+	// branch on driver names.
+	Info() Info
 	// Start starts the task and returns once it is running, or fails.
 	Start(ctx context.Context, t Task) (Handle, error)
+}
+
+// Info is what a driver says of itself that no interface says: what it can
+// do besides starting tasks is told by the interfaces it implements
+// (Adopter, Finder, Sheller; its handles' Measurer, Execer, Detacher).
+type Info struct {
+	// OwnFilesystem: its tasks see a file system of their own (a
+	// container's image), where the node's PATH and HOME and the alloc
+	// directory mean nothing.
+	OwnFilesystem bool
+	// Attributes are node attributes it adds to the node's fingerprint,
+	// such as what isolates its tasks.
+	Attributes map[string]string
 }
 
 // Task is what a driver needs to start one task.

@@ -471,3 +471,11 @@ func TestExecAndUsage(t *testing.T) {
 		t.Errorf("Usage = %+v, want some memory under the 64 MB limit and some CPU", u)
 	}
 }
+
+// A container has its image's file system: the agent gives it none of the
+// node's paths.
+func TestInfoSaysOwnFilesystem(t *testing.T) {
+	if !newDriver(t).Info().OwnFilesystem {
+		t.Fatal("docker's Info().OwnFilesystem is false")
+	}
+}

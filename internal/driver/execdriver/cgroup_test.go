@@ -273,3 +273,15 @@ func TestAdoptedExecTaskKeepsItsCgroup(t *testing.T) {
 		t.Fatalf("adopted task's exit = %+v (%s), want OOM-killed", e, e)
 	}
 }
+
+// exec tells the node what isolates its tasks; raw_exec, which never
+// isolates, tells nothing.
+func TestInfoSaysIsolation(t *testing.T) {
+	d := execdriver.New("exec")
+	if got := d.Info().Attributes["driver.exec.isolation"]; got != d.Isolation() {
+		t.Errorf("exec's driver.exec.isolation = %q, want %q", got, d.Isolation())
+	}
+	if a := execdriver.New("raw_exec").Info().Attributes; len(a) != 0 {
+		t.Errorf("raw_exec's attributes = %v, want none", a)
+	}
+}

@@ -73,6 +73,16 @@ var _ driver.Driver = (*Driver)(nil)
 // Name returns the driver's name.
 func (d *Driver) Name() string { return d.name }
 
+// Info: exec says what isolates its tasks here (node attribute
+// driver.exec.isolation, for constraints and for people wondering why a
+// limit did not hold); raw_exec has nothing to say.
+func (d *Driver) Info() driver.Info {
+	if d.name != "exec" {
+		return driver.Info{}
+	}
+	return driver.Info{Attributes: map[string]string{"driver.exec.isolation": d.Isolation()}}
+}
+
 // Start runs t.Command in t.Dir with t.Env, in a new process group. Output is
 // copied through pipes so that the task's exit is seen even if a grandchild
 // keeps the pipe open. The task's end of each pipe is opened read-write
