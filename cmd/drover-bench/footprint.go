@@ -2,7 +2,7 @@ package main
 
 // drover-bench footprint: what a real agent costs its machine.
 //
-//	go run ./cmd/drover-bench footprint              # 30 s idle, 30 s with 100 exec tasks, 30 s with 100 raw_exec tasks
+//	go run ./cmd/drover-bench footprint              # 30 s idle, 30 s with 100 exec tasks, 30 s with 100 raw_exec tasks, then an agent restart
 //	go run ./cmd/drover-bench footprint -tasks 1000  # the same with 1,000 tasks of each driver
 //	go run ./cmd/drover-bench footprint -quick       # 3 s each
 //
@@ -41,7 +41,7 @@ import (
 )
 
 func init() {
-	register(scenario{name: "footprint", about: "a real drover agent's RSS, CPU and threads, idle and with 100 exec and 100 raw_exec tasks", flags: footprintFlags})
+	register(scenario{name: "footprint", about: "a real drover agent's RSS, CPU and threads, idle and with 100 exec and 100 raw_exec tasks; its restart with the raw_exec tasks", flags: footprintFlags})
 }
 
 // The targets for the agent: issue 5's idle ones, issue 19's with tasks.
