@@ -2,7 +2,7 @@ package main
 
 // drover-bench footprint: what a real agent costs its machine.
 //
-//	go run ./cmd/drover-bench footprint              # 30 s idle, 30 s with 100 exec tasks, 30 s with 100 raw_exec tasks
+//	go run ./cmd/drover-bench footprint              # 30 s idle, 30 s with 100 exec tasks, 30 s with 100 raw_exec tasks, then an agent restart
 //	go run ./cmd/drover-bench footprint -tasks 1000  # the same with 1,000 tasks of each driver
 //	go run ./cmd/drover-bench footprint -quick       # 3 s each
 //
@@ -14,28 +14,34 @@ package main
 // (sleep) running, then, in a new agent process so that the first run's
 // heap is not counted again, with N raw_exec tasks. The tasks are the
 // agent's children but their own processes, so they are not counted.
+// Then it stops that agent (SIGTERM: a standalone agent leaves its tasks
+// running) and starts it again, and measures how long the new agent takes,
+// from its start, until the server shows every task adopted, and counts
+// the tasks whose process the restart changed (its PID or start time in
+// /proc) or that were restarted.
 // Targets: idle <= 20 MB RSS and <= 0.5% of a core; <= 32 MB with 100
 // tasks and <= 100 MB with 1,000, of either driver; <= 24 OS threads with
-// any number of tasks.
+// any number of tasks; every task re-adopted, none restarted, within 3 s.
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/proc"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 func init() {
-	register(scenario{name: "footprint", about: "a real drover agent's RSS, CPU and threads, idle and with 100 exec and 100 raw_exec tasks", flags: footprintFlags})
+	register(scenario{name: "footprint", about: "a real drover agent's RSS, CPU and threads, idle and with 100 exec and 100 raw_exec tasks; its restart with the raw_exec tasks", flags: footprintFlags})
 }
 
 // The targets for the agent: issue 5's idle ones, issue 19's with tasks.
@@ -45,6 +51,7 @@ const (
 	tasksRSSTargetMB     = 32  // up to 100 tasks
 	manyTasksRSSTargetMB = 100 // up to 1,000 tasks
 	threadsTarget        = 24
+	readoptTarget        = 3 * time.Second
 )
 
 // rssTargetMB is the RSS target for an agent running n tasks.
@@ -138,6 +145,7 @@ func footprint(bin string, interval time.Duration, tasks int) (rep *report, err 
 	if err != nil {
 		return nil, err
 	}
+	stopAllJobs(ctx, c)
 	// A new agent process for raw_exec: the Go heap the exec tasks grew
 	// is not returned at once, and would be counted again.
 	ag.stop()
@@ -148,6 +156,11 @@ func footprint(bin string, interval time.Duration, tasks int) (rep *report, err 
 	if err != nil {
 		return nil, err
 	}
+	readoptIn, restarted, err := readopt(ctx, c, ag, rawJob)
+	if err != nil {
+		return nil, err
+	}
+	stopAllJobs(ctx, c)
 	srvIdle, err := measure(srv.cmd.Process.Pid, 0)
 	if err != nil {
 		return nil, err
@@ -168,6 +181,8 @@ func footprint(bin string, interval time.Duration, tasks int) (rep *report, err 
 			tasks, r.drv, mb(r.u.peakRSSKB), rssTargetMB(tasks), verdict(mb(r.u.peakRSSKB) <= rssTargetMB(tasks)), mb(r.u.peakAnonKB), r.u.cpuPct,
 			r.u.peakThreads, threadsTarget, verdict(r.u.peakThreads <= threadsTarget))
 	}
+	rep.linef("agent restart with %d raw_exec tasks: all adopted %.2f s after its start (target <= %s: %s), %d restarted or changed process (target 0: %s)",
+		tasks, readoptIn.Seconds(), readoptTarget, verdict(readoptIn <= readoptTarget), restarted, verdict(restarted == 0))
 	rep.linef("(the rest of the RSS is file pages, mostly of the drover binary; the server with its embedded etcd has RSS %.1f MB)", mb(srvIdle.peakRSSKB))
 	rep.set("interval_seconds", interval.Seconds())
 	rep.set("tasks", tasks)
@@ -182,12 +197,17 @@ func footprint(bin string, interval time.Duration, tasks int) (rep *report, err 
 	rep.set("raw_exec_tasks_rss_anon_mb", mb(rawUse.peakAnonKB))
 	rep.set("raw_exec_tasks_cpu_percent", rawUse.cpuPct)
 	rep.set("tasks_threads", threads)
+	rep.set("readopt_seconds", readoptIn.Seconds())
+	rep.set("readopt_restarted", restarted)
 	rep.set("server_rss_mb", mb(srvIdle.peakRSSKB))
 	return rep, nil
 }
 
-// measureTasks runs n sleep tasks of driver drv on the agent (process pid),
-// measures the agent over interval once all run, and stops them.
+// rawJob is the job of the raw_exec measurement.
+const rawJob = "footprint-raw-exec"
+
+// measureTasks runs n sleep tasks of driver drv on the agent (process pid)
+// and measures the agent over interval once all run; the tasks go on.
 func measureTasks(ctx context.Context, c *client.Client, pid int, drv string, n int, interval time.Duration) (procUsage, error) {
 	if err := waitNode(ctx, c); err != nil {
 		return procUsage{}, err
@@ -197,7 +217,6 @@ func measureTasks(ctx context.Context, c *client.Client, pid int, drv string, n 
 	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
 		return procUsage{}, err
 	}
-	defer stopAllJobs(ctx, c)
 	if err := waitRunningAll(ctx, c, job.Name, n); err != nil {
 		return procUsage{}, err
 	}
@@ -205,11 +224,87 @@ func measureTasks(ctx context.Context, c *client.Client, pid int, drv string, n 
 	return measure(pid, interval)
 }
 
+// readopt restarts the agent ag while job's tasks run, and returns how long
+// after the new agent's start the server showed every task adopted (an
+// Adopted event since), and how many tasks were restarted or run another
+// process than before: a PID that no longer names the process it did
+// (its start time in /proc changed), a PID or restart count the server
+// shows changed.
+func readopt(ctx context.Context, c *client.Client, ag *benchProc, job string) (time.Duration, int, error) {
+	st, _, err := c.Job(ctx, job, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	type task struct {
+		pid, restarts int
+		startTicks    uint64
+	}
+	before := map[string]task{}
+	for _, a := range st.Allocations {
+		if a.Status == nil || a.Status.Tasks["t"] == nil {
+			return 0, 0, fmt.Errorf("task %s has no status", a.ID)
+		}
+		ts := a.Status.Tasks["t"]
+		ps, err := proc.ReadStat(ts.PID)
+		if err != nil {
+			return 0, 0, fmt.Errorf("task %s: pid %d: %w", a.ID, ts.PID, err)
+		}
+		before[a.ID] = task{ts.PID, ts.Restarts, ps.StartTicks}
+	}
+	ag.stop()
+	t0 := time.Now()
+	if err := ag.start(); err != nil {
+		return 0, 0, err
+	}
+	deadline := t0.Add(time.Minute)
+	for {
+		st, _, err = c.Job(ctx, job, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		if adoptedSince(st.Allocations, t0) == len(before) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("agent restart: %d of %d tasks adopted within a minute", adoptedSince(st.Allocations, t0), len(before))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(t0)
+	changed := 0
+	for _, a := range st.Allocations {
+		b, ok := before[a.ID]
+		ts := a.Status.Tasks["t"]
+		ps, err := proc.ReadStat(b.pid)
+		if !ok || ts.PID != b.pid || ts.Restarts != b.restarts || err != nil || ps.StartTicks != b.startTicks {
+			changed++
+		}
+	}
+	return took, changed, nil
+}
+
+// adoptedSince counts the allocs whose task has an Adopted event at or
+// after t.
+func adoptedSince(allocs []*spec.Alloc, t time.Time) int {
+	n := 0
+	for _, a := range allocs {
+		if a.Status == nil || a.Status.Tasks["t"] == nil {
+			continue
+		}
+		if slices.ContainsFunc(a.Status.Tasks["t"].Events, func(e spec.TaskEvent) bool {
+			return e.Type == spec.EventAdopted && !e.Time.Before(t)
+		}) {
+			n++
+		}
+	}
+	return n
+}
+
 // measure samples pid's RSS every 500 ms for d and returns the peak and
 // the share of one core its CPU time took over d (d = 0: RSS only).
 func measure(pid int, d time.Duration) (procUsage, error) {
 	var u procUsage
-	cpu0, err := cpuTicks(pid)
+	st0, err := proc.ReadStat(pid)
 	if err != nil {
 		return u, err
 	}
@@ -227,13 +322,12 @@ func measure(pid int, d time.Duration) (procUsage, error) {
 		}
 		time.Sleep(min(left, 500*time.Millisecond))
 	}
-	cpu1, err := cpuTicks(pid)
+	st1, err := proc.ReadStat(pid)
 	if err != nil {
 		return u, err
 	}
 	if d > 0 {
-		cpuSeconds := float64(cpu1-cpu0) / userHZ
-		u.cpuPct = 100 * cpuSeconds / time.Since(start).Seconds()
+		u.cpuPct = 100 * (st1.CPUTime() - st0.CPUTime()).Seconds() / time.Since(start).Seconds()
 	}
 	return u, nil
 }
@@ -268,36 +362,4 @@ func statusFigures(pid int) (rss, anon, threads int64, err error) {
 		return 0, 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS, RssAnon or Threads line (Linux 4.5 or later has them)", pid)
 	}
 	return rss, anon, threads, nil
-}
-
-// userHZ is the unit of /proc's CPU times: 100 on every Linux
-// architecture Go supports.
-const userHZ = 100
-
-// cpuTicks reads utime+stime (fields 14 and 15) from /proc/PID/stat, in
-// clock ticks.
-func cpuTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses: the
-	// fields that follow start after the last ')'; field n is f[n-3].
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("/proc/" + strconv.Itoa(pid) + "/stat: no ')' after the command name")
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 15-2 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want at least 13", pid, len(f))
-	}
-	ut, err := strconv.ParseUint(string(f[14-3]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat utime: %w", pid, err)
-	}
-	st, err := strconv.ParseUint(string(f[15-3]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat stime: %w", pid, err)
-	}
-	return ut + st, nil
 }

@@ -315,6 +315,8 @@ var _ driver.Driver = (*simDriver)(nil)
 
 func (d *simDriver) Name() string { return simDriverName }
 
+func (d *simDriver) Info() driver.Info { return driver.Info{} }
+
 // simPIDBase is above Linux's largest pid_max (2^22), so a fake PID never
 // names a real process.
 const simPIDBase = 1 << 23

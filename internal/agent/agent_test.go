@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/spec"
@@ -491,5 +492,22 @@ func TestNodeScope(t *testing.T) {
 	_, err = agent.New(agent.Config{DataDir: t.TempDir(), Client: c.client, Datacenter: "eu west"})
 	if err == nil || !strings.Contains(err.Error(), `datacenter "eu west" contains ' '`) {
 		t.Errorf("agent with datacenter \"eu west\": %v", err)
+	}
+}
+
+// The node's attributes hold what its drivers say of themselves: exec, what
+// isolates its tasks.
+func TestNodeAttributesFromDrivers(t *testing.T) {
+	c, err := client.New("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := agent.New(agent.Config{DataDir: t.TempDir(), Name: "node-1", Client: c,
+		Drivers: []driver.Driver{execdriver.New("exec"), execdriver.New("raw_exec")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ag.Node().Attributes["driver.exec.isolation"], execdriver.New("exec").Isolation(); got != want {
+		t.Fatalf("driver.exec.isolation = %q, want %q", got, want)
 	}
 }

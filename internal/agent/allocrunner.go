@@ -100,13 +100,22 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 		}
 		tr.died = died[t.Name]
 		ar.tasks = append(ar.tasks, tr)
+		if len(ar.tasks) == 1 {
+			continue // run by the goroutine below
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			tr.run(taskCtx)
 		}()
 	}
+	// The first task runs in the goroutine that waits for the alloc's end:
+	// a goroutine fewer per alloc, a thousand on a node of a thousand
+	// one-task allocs.
 	go func() {
+		if len(ar.tasks) > 0 {
+			ar.tasks[0].run(taskCtx)
+		}
 		wg.Wait()
 		// Finished, or let go by an agent going away: the next agent
 		// judges what it adopts.

@@ -168,3 +168,41 @@ func TestDockerTaskEnvironmentAndDirs(t *testing.T) {
 		t.Errorf("the task's directories:\n%s\nwant:\n%s\n(output:\n%s)", strings.Join(dirs, "\n"), strings.Join(wantDirs, "\n"), out)
 	}
 }
+
+// A container gets the DROVER_ names of where it runs, but none of the
+// node's paths: its image's file system is another.
+func TestContainerGetsNoNodePaths(t *testing.T) {
+	t.Parallel()
+	dc := dockertest.Require(t)
+	image := dockertest.Image(t)
+	c := newCluster(t)
+	ag := c.startDockerAgent(t.TempDir())
+	t.Cleanup(func() {
+		for _, ct := range containersOf(t, dc, dockerdriver.LabelNodeID, ag.NodeID()) {
+			dc.ContainerRemove(context.Background(), ct.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	c.submit(job("dockerenv", spec.JobService, &spec.Task{
+		Name: "web", Driver: "docker",
+		Config:    spec.TaskConfig{Image: image},
+		Resources: spec.Resources{CPU: 100, MemoryMB: 64},
+	}))
+	al := c.alloc("dockerenv", 30*time.Second, "the container running", running("web"))
+	ins, err := dc.ContainerInspect(context.Background(), taskState(al, "web").ContainerID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]bool{}
+	for _, kv := range ins.Container.Config.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		env[k] = true
+	}
+	if !env["DROVER_JOB_NAME"] {
+		t.Errorf("container env %v has no DROVER_JOB_NAME", ins.Container.Config.Env)
+	}
+	for _, k := range []string{"HOME", "DROVER_ALLOC_DIR", "DROVER_TASK_DIR"} {
+		if env[k] {
+			t.Errorf("container env %v has the node's %s", ins.Container.Config.Env, k)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -81,10 +82,8 @@ func (a *Agent) fingerprint() (spec.Resources, map[string]string) {
 	res, attrs := Fingerprint()
 	res.DiskMB = diskFreeMB(a.cfg.DataDir)
 	attrs[spec.NodeIPAttribute] = nodeIP(a.cfg.NetworkIP, a.cfg.Address)
-	// What isolates exec tasks here (cgroup-v1, cgroup-v2 or none), for
-	// constraints and for people wondering why a limit did not hold.
-	if d, ok := a.drivers["exec"].(interface{ Isolation() string }); ok {
-		attrs[spec.AttrExecIsolation] = d.Isolation()
+	for _, d := range a.drivers {
+		maps.Copy(attrs, d.Info().Attributes)
 	}
 	return res, attrs
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // reportCoalesce is how long the reporter waits after a change before
-// sending, so that one report carries a burst. 20 ms is well under what a
+// sending, so that one report carries a burst. 50 ms is well under what a
 // person notices and cuts a 100-task start from dozens of reports to a few.
 const reportCoalesce = 50 * time.Millisecond
 

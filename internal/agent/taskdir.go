@@ -80,7 +80,7 @@ func makeDirs(dirs ...string) error {
 
 // dirs are the task's directories as the task sees them.
 func (tr *taskRunner) dirs() spec.TaskDirs {
-	if tr.task.Driver == spec.DriverDocker {
+	if tr.drv.Info().OwnFilesystem {
 		// A container has its own file system: it sees the mounts, and
 		// the image's working directory.
 		return spec.TaskDirs{Alloc: containerAllocDir, Local: containerLocalDir, Secrets: containerSecretsDir}

@@ -305,7 +305,7 @@ func (tr *taskRunner) runtime() spec.TaskRuntime {
 // mounts are the directories a driver that isolates the file system
 // (docker) mounts into the task: the host's side of dirs.
 func (tr *taskRunner) mounts() []driver.Mount {
-	if tr.task.Driver != spec.DriverDocker {
+	if !tr.drv.Info().OwnFilesystem {
 		return nil
 	}
 	return []driver.Mount{
@@ -571,7 +571,7 @@ func (tr *taskRunner) openLogs() (stdout, stderr *tasklog.Writer, err error) {
 // the job file's env, which wins).
 func (tr *taskRunner) envList(env map[string]string, hook bool) []string {
 	m := make(map[string]string, len(env)+3)
-	if tr.task.Driver != spec.DriverDocker {
+	if !tr.drv.Info().OwnFilesystem {
 		// A container has its own file system: the image's PATH and HOME
 		// hold there.
 		m["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -27,7 +27,8 @@ import (
 // tried again at the next sample.
 const (
 	// usageEvery: often enough that a reading is recent, rarely enough that
-	// measuring (a /proc walk per raw_exec task) costs nothing noticeable.
+	// measuring (a /proc walk per sample, a cgroup's files per isolated
+	// task) costs nothing noticeable.
 	usageEvery = 10 * time.Second
 	// usageFresh: a request within this of the last sample reuses it, so
 	// that a CLI polling many nodes does not make each measure again.
@@ -233,8 +234,12 @@ type measured struct {
 	memory uint64
 }
 
+// measureAll measures every task in one driver.Round, so that what the
+// drivers read of the whole node (the process table) is read once per
+// sample, not once per task.
 func measureAll(ctx context.Context, ms map[taskKey]driver.Measurer) map[taskKey]measured {
 	out := make(map[taskKey]measured, len(ms))
+	round := new(driver.Round)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, measureAtOnce)
@@ -243,7 +248,7 @@ func measureAll(ctx context.Context, ms map[taskKey]driver.Measurer) map[taskKey
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			us, err := m.Usage(ctx)
+			us, err := m.Usage(ctx, round)
 			if err != nil {
 				return
 			}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -17,8 +18,24 @@ import (
 type Driver interface {
 	// Name is the driver name job files use ("exec", "raw_exec").
 	Name() string
+	// Info says what the driver is like, for the agent to ask rather than
+	// branch on driver names.
+	Info() Info
 	// Start starts the task and returns once it is running, or fails.
 	Start(ctx context.Context, t Task) (Handle, error)
+}
+
+// Info is what a driver says of itself that no interface says: what it can
+// do besides starting tasks is told by the interfaces it implements
+// (Adopter, Finder, Sheller; its handles' Measurer, Execer, Detacher).
+type Info struct {
+	// OwnFilesystem: its tasks see a file system of their own (a
+	// container's image), where the node's PATH and HOME and the alloc
+	// directory mean nothing.
+	OwnFilesystem bool
+	// Attributes are node attributes it adds to the node's fingerprint,
+	// such as what isolates its tasks.
+	Attributes map[string]string
 }
 
 // Task is what a driver needs to start one task.
@@ -130,7 +147,30 @@ type Execer interface {
 // Measurer is implemented by handles that can tell what their task uses.
 type Measurer interface {
 	// Usage is the task's cumulative CPU time and its current memory.
-	Usage(ctx context.Context) (Usage, error)
+	// Tasks measured in one round share what the round read of the whole
+	// node; r may be nil, for a task measured alone.
+	Usage(ctx context.Context, r *Round) (Usage, error)
+}
+
+// Round is one sampling of a node's tasks. What measuring a task reads of
+// the whole node is read once per round and shared by the tasks measured
+// in it: the process table, over which a process group's usage is summed,
+// is one pass over /proc per round instead of one per task. Its zero
+// value is ready; use a new Round for each sampling.
+type Round struct {
+	groupsOnce sync.Once
+	groups     map[int]Usage
+	groupsErr  error
+}
+
+// ProcessGroups returns the usage of every process group on the node,
+// read by read on the round's first call (on every call for a nil Round).
+func (r *Round) ProcessGroups(read func() (map[int]Usage, error)) (map[int]Usage, error) {
+	if r == nil {
+		return read()
+	}
+	r.groupsOnce.Do(func() { r.groups, r.groupsErr = read() })
+	return r.groups, r.groupsErr
 }
 
 // Usage is what a task has used: CPU time since it started (all its

@@ -1,6 +1,6 @@
 // Package proc reads what the agent and the exec driver need to know about
-// a Linux process from /proc: its state, process group, start time and,
-// for a zombie, its exit status. A PID alone does not name a process over
+// a Linux process from /proc: its state, process group, start time, CPU
+// time and resident memory and, for a zombie, its exit status. A PID alone does not name a process over
 // time (PIDs are reused); a PID with its start time does.
 package proc
 
@@ -20,11 +20,27 @@ type Stat struct {
 	PGID  int
 	// StartTicks is the start time in clock ticks after boot (field 22).
 	StartTicks uint64
+	// CPUTicks is the CPU time used, user and system, in clock ticks
+	// (fields 14 and 15).
+	CPUTicks uint64
+	// RSSPages is the resident set size in pages (field 24).
+	RSSPages uint64
 	// ExitCode is the raw wait status of a zombie (field 52, Linux 3.5+);
 	// meaningful only when State is 'Z'. HasExitCode says it was present.
 	ExitCode    int
 	HasExitCode bool
 }
+
+// CPUTime is the CPU time the process used, user and system.
+func (s Stat) CPUTime() time.Duration {
+	return time.Duration(s.CPUTicks) * time.Second / clockTicks
+}
+
+// RSSBytes is the process's resident set size in bytes.
+func (s Stat) RSSBytes() uint64 { return s.RSSPages * pageSize }
+
+// pageSize is the unit of the RSS in /proc/PID/stat.
+var pageSize = uint64(os.Getpagesize())
 
 // Dead reports a process that has exited (a zombie, or being reaped).
 func (s Stat) Dead() bool { return s.State == 'Z' || s.State == 'X' || s.State == 'x' }
@@ -47,7 +63,7 @@ func parseStat(pid int, b []byte) (Stat, error) {
 	}
 	f := bytes.Fields(b[i+1:])
 	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 20 || len(f[0]) != 1 {
+	if len(f) < 24-2 || len(f[0]) != 1 {
 		return Stat{}, errors.New("proc: short stat")
 	}
 	s := Stat{PID: pid, State: f[0][0]}
@@ -58,6 +74,13 @@ func parseStat(pid int, b []byte) (Stat, error) {
 	if s.StartTicks, err = strconv.ParseUint(string(f[22-3]), 10, 64); err != nil {
 		return Stat{}, err
 	}
+	ut, err1 := strconv.ParseUint(string(f[14-3]), 10, 64)
+	st, err2 := strconv.ParseUint(string(f[15-3]), 10, 64)
+	rss, err3 := strconv.ParseInt(string(f[24-3]), 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Stat{}, err
+	}
+	s.CPUTicks, s.RSSPages = ut+st, uint64(max(rss, 0))
 	if len(f) >= 52-2 {
 		if c, err := strconv.Atoi(string(f[52-3])); err == nil {
 			s.ExitCode, s.HasExitCode = c, true

@@ -12,7 +12,8 @@ func TestParseStatOddCommandName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.State != 'S' || s.PGID != 42 || s.StartTicks != 123456 || !s.HasExitCode || s.ExitCode != 768 {
+	if s.State != 'S' || s.PGID != 42 || s.StartTicks != 123456 || !s.HasExitCode || s.ExitCode != 768 ||
+		s.CPUTicks != 3 || s.RSSPages != 10 {
 		t.Errorf("got %+v", s)
 	}
 }

@@ -462,11 +462,19 @@ func TestExecAndUsage(t *testing.T) {
 	if c, _, err := h.(driver.Execer).Exec(ctx, []string{"/no/such/program"}); err == nil && c == 0 {
 		t.Error("Exec of a missing program succeeded")
 	}
-	u, err := h.(driver.Measurer).Usage(ctx)
+	u, err := h.(driver.Measurer).Usage(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if u.MemoryBytes == 0 || u.MemoryBytes > 64<<20 || u.CPU <= 0 {
 		t.Errorf("Usage = %+v, want some memory under the 64 MB limit and some CPU", u)
+	}
+}
+
+// A container has its image's file system: the agent gives it none of the
+// node's paths.
+func TestInfoSaysOwnFilesystem(t *testing.T) {
+	if !newDriver(t).Info().OwnFilesystem {
+		t.Fatal("docker's Info().OwnFilesystem is false")
 	}
 }

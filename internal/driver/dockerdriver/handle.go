@@ -214,7 +214,7 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 // Usage reads one sample of the container's stats: cumulative CPU time,
 // and memory in use less the page cache the kernel can drop (as docker
 // stats shows it).
-func (h *handle) Usage(ctx context.Context) (driver.Usage, error) {
+func (h *handle) Usage(ctx context.Context, _ *driver.Round) (driver.Usage, error) {
 	res, err := h.d.c.ContainerStats(ctx, h.id, client.ContainerStatsOptions{})
 	if err != nil {
 		return driver.Usage{}, fmt.Errorf("docker stats: %w", err)

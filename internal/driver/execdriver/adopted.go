@@ -135,8 +135,8 @@ func (h *adoptedHandle) Detach() {
 }
 
 // Usage is the task's CPU time and memory (see measure).
-func (h *adoptedHandle) Usage(context.Context) (driver.Usage, error) {
-	return measure(h.cg, h.pid)
+func (h *adoptedHandle) Usage(_ context.Context, r *driver.Round) (driver.Usage, error) {
+	return measure(r, h.cg, h.pid)
 }
 
 func (h *adoptedHandle) Stop(ctx context.Context, grace time.Duration) (driver.Exit, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -434,4 +435,41 @@ func TestNameAndPID(t *testing.T) {
 	if _, err := h.Stop(context.Background(), time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// liveHeap is the heap the test process holds, after collecting garbage
+// (twice: what sync.Pools hold is dropped at the second collection).
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// A running task that has printed and is quiet holds no read buffer: an
+// agent with a thousand tasks would otherwise hold 64 MB of them.
+func TestQuietTasksHoldNoBuffers(t *testing.T) {
+	const n = 50
+	before := liveHeap()
+	var outs []*syncBuffer
+	for range n {
+		stdout, stderr := &syncBuffer{}, &syncBuffer{}
+		start(t, "echo out; echo err >&2; exec sleep 30", stdout, stderr)
+		outs = append(outs, stdout, stderr)
+	}
+	// Each pipe has been read: a copy that keeps its buffer has one now.
+	poll(t, 20*time.Second, "every task's output copied", func() bool {
+		for _, b := range outs {
+			if b.String() == "" {
+				return false
+			}
+		}
+		return true
+	})
+	perTask := (int64(liveHeap()) - int64(before)) / n
+	if perTask > 16<<10 {
+		t.Fatalf("each running task holds %d bytes of heap, want at most 16 KB (two pipes' 32 KB read buffers would be 64 KB)", perTask)
+	}
+	t.Logf("%d bytes of heap per running task", perTask)
 }
