@@ -170,6 +170,7 @@ type testState struct {
 	delay time.Duration // each Snapshot takes this much longer: a slow pass
 	hold  chan struct{} // when not nil, the next Snapshot waits for it to close
 	held  chan error    // then says how the wait ended: nil, or its ctx's error
+	read  int           // Snapshots that returned a snapshot
 }
 
 func (s *testState) Snapshot(ctx context.Context, atLeast int64) (*state.Snapshot, error) {
@@ -188,7 +189,13 @@ func (s *testState) Snapshot(ctx context.Context, atLeast int64) (*state.Snapsho
 		}
 	}
 	time.Sleep(delay)
-	return s.m.Snapshot(ctx, atLeast)
+	ss, err := s.m.Snapshot(ctx, atLeast)
+	if err == nil {
+		s.mu.Lock()
+		s.read++
+		s.mu.Unlock()
+	}
+	return ss, err
 }
 
 func (s *testState) SeenRev() int64 {
@@ -342,11 +349,27 @@ func TestNextPassSeesItsOwnCommit(t *testing.T) {
 func TestLosingTheLeaseEndsThePass(t *testing.T) {
 	h := newHarness(t)
 	h.readyNode("n1")
+	// Passes read their state slowly, as on a loaded machine: the first
+	// one must not see the job submitted below.
+	h.state.delay = 100 * time.Millisecond
 	h.run(func(*Config) {})
 	term := h.term()
 	h.passes(1, 10*time.Second)
 	if !h.loop.IsLeader() {
 		t.Fatal("the loop leads, but says it does not")
+	}
+	// The first pass has read its state: the job below is not in it (a
+	// pass counts from its start, before it reads).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		h.state.mu.Lock()
+		read := h.state.read
+		h.state.mu.Unlock()
+		if read >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first pass did not read its state within 10s")
+		}
 	}
 	held, release := h.state.holdNext()
 	defer release()
