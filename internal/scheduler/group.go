@@ -285,7 +285,7 @@ func (gr *groupRun) portsFree(n *nodeState) bool {
 // with the instance placed: see the package documentation for the
 // formulas. It is in [0, 1]; higher is better.
 func (gr *groupRun) base(n *nodeState) float64 {
-	total, used, need := n.node.Resources, n.used, gr.need
+	total, used, need := n.total, n.used, gr.need
 	dims := [3][3]int{
 		{used.CPU, need.CPU, total.CPU},
 		{used.MemoryMB, need.MemoryMB, total.MemoryMB},

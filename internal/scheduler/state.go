@@ -43,8 +43,12 @@ type state struct {
 type nodeState struct {
 	node *spec.Node
 	idx  int32
-	used spec.Resources
-	cls  *class // nil for a node that takes no new work (not Eligible)
+	// total is node.Resources, kept beside used: scoring every node for a
+	// new kind of group reads both, and the node records lie elsewhere in
+	// memory.
+	total spec.Resources
+	used  spec.Resources
+	cls   *class // nil for a node that takes no new work (not Eligible)
 	// ports holds the host ports in use; nil while there are none.
 	ports map[int]bool
 	// dynUsed counts the ports in use inside the dynamic range; nextDyn is
@@ -56,7 +60,7 @@ type nodeState struct {
 }
 
 func (n *nodeState) fits(need spec.Resources) bool {
-	return n.node.Resources.Sub(n.used).Fits(need)
+	return n.total.Sub(n.used).Fits(need)
 }
 
 // dynamic reports whether port p is in the node's dynamic range.
@@ -165,7 +169,7 @@ func newIndex(nodes []*spec.Node, prev *state) *state {
 	states := make([]nodeState, len(nodes)) // one allocation for all
 	for i, n := range nodes {
 		lo, hi := n.DynamicPorts()
-		states[i] = nodeState{node: n, idx: int32(i), nextDyn: lo, dynMin: lo, dynMax: hi}
+		states[i] = nodeState{node: n, idx: int32(i), total: n.Resources, nextDyn: lo, dynMin: lo, dynMax: hi}
 		s.all[i] = &states[i]
 	}
 	switch {
