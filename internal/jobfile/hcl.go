@@ -21,6 +21,8 @@ type member uint8
 const (
 	asAttr member = 1 << iota
 	asBlock
+	// repeated blocks may be written more than once in one body.
+	repeated
 )
 
 // bodySchema is what one kind of HCL body may hold.
@@ -43,84 +45,15 @@ func (s bodySchema) names() []string {
 	return out
 }
 
-var (
-	topSchema = bodySchema{members: map[string]member{"job": asBlock}}
-	jobSchema = bodySchema{
-		members: map[string]member{
-			"type": asAttr, "namespace": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "update": asBlock,
-			"constraint": asBlock, "group": asBlock,
-			"scoring": asAttr, "preempt": asAttr, "affinity": asBlock, "spread": asBlock,
-			"datacenters": asAttr, "node_pool": asAttr,
-		},
-	}
-	groupSchema = bodySchema{members: map[string]member{
-		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "update": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
-		"rebalance": asAttr, "constraint": asBlock, "affinity": asBlock, "spread": asBlock, "network": asBlock, "task": asBlock,
-	}}
-	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
-	taskSchema       = bodySchema{members: map[string]member{
-		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
-		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock, "constraint": asBlock, "affinity": asBlock,
-		"service": asBlock,
-	}}
-	constraintSchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr}}
-	restartSchema    = bodySchema{members: map[string]member{
-		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "mode": asAttr,
-	}}
-	rescheduleSchema = bodySchema{members: map[string]member{
-		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "delay_function": asAttr,
-		"max_delay": asAttr, "unlimited": asAttr,
-	}}
-	// stagger only paces Nomad's system jobs, and update is for services.
-	updateSchema = bodySchema{
-		members: map[string]member{
-			"max_parallel": asAttr, "health_check": asAttr, "min_healthy_time": asAttr, "healthy_deadline": asAttr,
-			"progress_deadline": asAttr, "auto_revert": asAttr, "canary": asAttr, "auto_promote": asAttr,
-		},
-		unsupported: []string{"stagger"},
-	}
-	resourcesSchema = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr, "disk": asAttr}}
-	// configMembers is every key a known driver reads in config;
-	// configSchema narrows it to one driver's.
-	configMembers = map[string]member{
-		"command": asAttr, "args": asAttr, "work_dir": asAttr, "user": asAttr, "prestart": asBlock, "stop": asBlock, "poststop": asBlock,
-		"image": asAttr, "entrypoint": asAttr, "ports": asAttr, "labels": asAttr | asBlock, "privileged": asAttr,
-		"network_mode": asAttr, "pid_mode": asAttr, "volumes": asAttr,
-	}
-	commandSchema  = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
-	affinitySchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr, "weight": asAttr}}
-	spreadSchema   = bodySchema{members: map[string]member{"attribute": asAttr, "weight": asAttr, "target": asBlock}}
-	targetSchema   = bodySchema{members: map[string]member{"percent": asAttr}}
-	// Ports are reserved on the node's own address (Nomad's host mode):
-	// there are no other networks to pick. A docker task reaches its
-	// container's port through the port's to.
-	networkSchema = bodySchema{members: map[string]member{"port": asBlock}, unsupported: []string{"mode", "hostname", "cni", "mbits"}}
-	portSchema    = bodySchema{members: map[string]member{"static": asAttr, "to": asAttr}, unsupported: []string{"host_network"}}
-	// Services are registered in drover's own catalog, so Nomad's
-	// provider and Consul's extras have no meaning here.
-	serviceSchema = bodySchema{
-		members: map[string]member{"name": asAttr, "port": asAttr, "tags": asAttr, "check": asBlock},
-		unsupported: []string{"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
-			"tagged_addresses", "meta", "on_update", "task"},
-	}
-	checkSchema = bodySchema{
-		members: map[string]member{
-			"name": asAttr, "type": asAttr, "port": asAttr, "path": asAttr, "command": asAttr, "args": asAttr,
-			"interval": asAttr, "timeout": asAttr, "grace": asAttr, "check_restart": asBlock,
-		},
-		unsupported: []string{"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
-			"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
-			"expose", "task", "grpc_service", "grpc_use_tls"},
-	}
-	checkRestartSchema = bodySchema{members: map[string]member{"limit": asAttr, "grace": asAttr}, unsupported: []string{"ignore_warnings"}}
-)
+// topSchema is what a job file holds.
+var topSchema = bodySchema{members: map[string]member{"job": asBlock | repeated}}
 
 // configSchema is what a config block may hold for driver: the keys it
 // reads, and the other drivers' keys refused with the reason. With no
 // driver (itself reported), every key is taken.
 func configSchema(driver string) bodySchema {
 	s := bodySchema{members: map[string]member{}, refused: map[string]string{}}
-	for name, m := range configMembers {
+	for name, m := range configTree.body.members {
 		if why := spec.ConfigKeyRefusal(driver, name); why != "" {
 			s.refused[name] = why
 		} else {
@@ -128,23 +61,6 @@ func configSchema(driver string) bodySchema {
 		}
 	}
 	return s
-}
-
-// labelled block types take exactly one label: what the label is, and the
-// block written with one, for messages.
-var labelled = map[string]struct{ what, example string }{
-	"job":    {"name", `job "name" { ... }`},
-	"group":  {"name", `group "name" { ... }`},
-	"task":   {"name", `task "name" { ... }`},
-	"port":   {"label", `port "http" { static = 8080 }`},
-	"target": {"value", `target "us-east" { percent = 50 }`},
-}
-
-// repeatable block types may be written more than once in one body.
-var repeatable = map[string]bool{
-	"job": true, "group": true, "task": true, "constraint": true,
-	"affinity": true, "spread": true, "target": true, "port": true, "prestart": true, "poststop": true,
-	"service": true, "check": true,
 }
 
 // homes says where a name drover knows does belong, for a name written in
@@ -171,35 +87,6 @@ var homes = map[string]string{
 	"cpu": "resources", "memory": "resources", "disk": "resources",
 	"command": "config", "args": "config", "work_dir": "config", "user": "config", "prestart": "config", "stop": "config",
 	"poststop": "config",
-}
-
-// unsupported are Nomad job-file names drover does not implement yet. They
-// get their own message so that a Nomad file fails with a list of what to
-// remove, not with "unknown".
-var unsupported = map[string]bool{}
-
-func init() {
-	for _, n := range strings.Fields(`
-		template artifact migrate
-		vault volume volume_mount lifecycle logs scaling
-		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
-		csi_plugin consul connect device variable variables locals numa
-		action schedule secret ui sidecar_service sidecar_task dns
-		region all_at_once vault_token consul_token leader
-		shutdown_delay kill_signal stop_after_client_disconnect
-		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
-		render_templates max_kill_timeout kind id`) {
-		unsupported[n] = true
-	}
-}
-
-// instead says what to write for an unsupported Nomad name that drover has
-// another way to say.
-var instead = map[string]string{
-	"ephemeral_disk": "reserve scratch space with disk = <MB> in each task's resources block",
-	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
-	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
-	"provider":       "drover registers services in its own catalog; remove it",
 }
 
 // withArticle puts "a" or "an" before a block name: "an update".
@@ -368,7 +255,7 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 		isBlock := it.block != nil
 		switch {
 		case isBlock && m&asBlock != 0, !isBlock && m&asAttr != 0:
-			if prev, dup := first[it.name]; dup && !repeatable[it.name] {
+			if prev, dup := first[it.name]; dup && m&repeated == 0 {
 				if isBlock && prev.block != nil {
 					d.errAt(it.nameRange(), "only one %s block is allowed %s; the first is at %s", it.name, in, d.where(prev.nameRange()))
 				} else {
@@ -466,7 +353,7 @@ func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
 	d.mark("", b.TypeRange)
 	job.Name = d.label(b, "name")
 	in := fmt.Sprintf("in job %q", job.Name)
-	for _, it := range d.content(b.Body, jobSchema, in, "") {
+	for _, it := range d.content(b.Body, bodyOf[spec.Job](), in, "") {
 		switch it.name {
 		case "type":
 			if s, ok := d.str(it.attr, "type"); ok {
@@ -521,7 +408,7 @@ func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
 	d.mark(path, b.TypeRange)
 	g.Name = d.label(b, path+".name")
 	in := fmt.Sprintf("in group %q", g.Name)
-	for _, it := range d.content(b.Body, groupSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Group](), in, path) {
 		switch it.name {
 		case "count":
 			if n, ok := d.int(it.attr, path+".count"); ok {
@@ -562,7 +449,7 @@ func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
 	t.Name = d.label(b, path+".name")
 	in := fmt.Sprintf("in task %q", t.Name)
 	var config *hclsyntax.Block
-	for _, it := range d.content(b.Body, taskSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Task](), in, path) {
 		switch it.name {
 		case "driver":
 			if s, ok := d.str(it.attr, path+".driver"); ok {
@@ -677,7 +564,7 @@ func (d *hclDecoder) command(b *hclsyntax.Block, path, in string) spec.Command {
 	var c spec.Command
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, commandSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Command](), in, path) {
 		switch it.name {
 		case "command":
 			if s, ok := d.str(it.attr, path+".command"); ok {
@@ -694,7 +581,7 @@ func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartP
 	r := &spec.RestartPolicy{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, restartSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.RestartPolicy](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "attempts":
@@ -722,7 +609,7 @@ func (d *hclDecoder) disconnect(b *hclsyntax.Block, path, in string) *spec.Disco
 	p := &spec.DisconnectPolicy{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, disconnectSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.DisconnectPolicy](), in, path) {
 		if it.name == "stop_after" {
 			if v, ok := d.duration(it.attr, path+".stop_after"); ok {
 				p.StopAfter = v
@@ -736,7 +623,7 @@ func (d *hclDecoder) reschedule(b *hclsyntax.Block, path, in string) *spec.Resch
 	r := &spec.ReschedulePolicy{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, rescheduleSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.ReschedulePolicy](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "attempts":
@@ -772,7 +659,7 @@ func (d *hclDecoder) update(b *hclsyntax.Block, path, in string) *spec.UpdateStr
 	u := &spec.UpdateStrategy{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, updateSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.UpdateStrategy](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "max_parallel":
@@ -816,7 +703,7 @@ func (d *hclDecoder) resources(b *hclsyntax.Block, path, in string) spec.Resourc
 	var r spec.Resources
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, resourcesSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Resources](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "cpu":
@@ -843,7 +730,7 @@ func (d *hclDecoder) constraint(b *hclsyntax.Block, path, in string) *spec.Const
 	c := &spec.Constraint{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, constraintSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Constraint](), in, path) {
 		field := path + "." + it.name
 		s, ok := d.targetText(it.attr, field)
 		if !ok {

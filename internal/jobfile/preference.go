@@ -23,7 +23,7 @@ func (d *hclDecoder) affinity(b *hclsyntax.Block, path, in string) *spec.Affinit
 	a := &spec.Affinity{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, affinitySchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Affinity](), in, path) {
 		field := path + "." + it.name
 		if it.name == "weight" {
 			a.Weight = d.weight(it.attr, field, zeroAffinityWeight)
@@ -56,7 +56,7 @@ func (d *hclDecoder) spread(b *hclsyntax.Block, path, in string) *spec.Spread {
 	s := &spec.Spread{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, spreadSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Spread](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "attribute":
@@ -82,7 +82,7 @@ func (d *hclDecoder) target(b *hclsyntax.Block, path string) spec.SpreadTarget {
 	var t spec.SpreadTarget
 	d.mark(path, b.TypeRange)
 	t.Value = d.label(b, path+".value")
-	for _, it := range d.content(b.Body, targetSchema, fmt.Sprintf("in target %q", t.Value), path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.SpreadTarget](), fmt.Sprintf("in target %q", t.Value), path) {
 		if it.name == "percent" {
 			if n, ok := d.int(it.attr, path+".percent"); ok {
 				t.Percent = n
@@ -117,7 +117,7 @@ func (d *hclDecoder) network(b *hclsyntax.Block, path, group string) *spec.Netwo
 	n := &spec.Network{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, networkSchema, fmt.Sprintf("in the network block of group %q", group), path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Network](), fmt.Sprintf("in the network block of group %q", group), path) {
 		if it.name == "port" {
 			n.Ports = append(n.Ports, d.port(it.block, fmt.Sprintf("%s.ports[%d]", path, len(n.Ports))))
 		}
@@ -129,7 +129,7 @@ func (d *hclDecoder) port(b *hclsyntax.Block, path string) spec.Port {
 	var p spec.Port
 	d.mark(path, b.TypeRange)
 	p.Label = d.label(b, path+".label")
-	for _, it := range d.content(b.Body, portSchema, fmt.Sprintf("in port %q", p.Label), path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Port](), fmt.Sprintf("in port %q", p.Label), path) {
 		switch it.name {
 		case "static":
 			if n, ok := d.int(it.attr, path+".static"); ok {

@@ -13,9 +13,11 @@ import (
 
 // The job language is declared once, by the spec structs themselves: a
 // field's json tag is its key in JSON and YAML, its Go type the shape of
-// its value. A reflection pass, at init, turns the structs into schemas,
-// from which every decoder checks what it reads. What a struct cannot say
-// is in the notes below.
+// its value; an hcl tag says where HCL writes it otherwise (see package
+// spec). A reflection pass, at init, turns the structs into schemas, from
+// which every decoder checks what it reads. What a struct cannot say is in
+// the notes below, and Nomad's names that drover does not take are in one
+// table at the end.
 
 // kind is the shape a field's value has.
 type kind int
@@ -37,6 +39,8 @@ const (
 // fieldSchema is one field of a spec struct, as job files write it.
 type fieldSchema struct {
 	json  string // its JSON key
+	hcl   string // its HCL name; "" when HCL does not write it
+	label bool   // in HCL, the label of the struct's block
 	index int    // its index in the struct
 	kind  kind
 	obj   *schema // for kObject and kObjectList
@@ -71,6 +75,10 @@ type schema struct {
 	fields    []*fieldSchema
 	byJSON    map[string]*fieldSchema
 	jsonNames []string // sorted, for suggestions
+	// body is what the struct's HCL block may hold, and label the field
+	// its label sets, if it takes one.
+	body  bodySchema
+	label *fieldSchema
 }
 
 var (
@@ -95,7 +103,8 @@ func schemaOf(t reflect.Type) *schema {
 	if s, ok := schemas[t]; ok {
 		return s
 	}
-	s := &schema{what: structWhat(t), typ: t, byJSON: map[string]*fieldSchema{}}
+	s := &schema{what: structWhat(t), typ: t, byJSON: map[string]*fieldSchema{},
+		body: bodySchema{members: map[string]member{}, unsupported: unsupportedIn[t.Name()]}}
 	schemas[t] = s
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -105,12 +114,51 @@ func schemaOf(t reflect.Type) *schema {
 		}
 		k, obj := kindOf(sf.Type)
 		f := &fieldSchema{json: name, index: i, kind: k, obj: obj, note: notes[t.Name()+"."+name]}
+		f.hcl, f.label = hclName(sf, name)
 		s.fields = append(s.fields, f)
 		s.byJSON[name] = f
 		s.jsonNames = append(s.jsonNames, name)
+		switch {
+		case f.label:
+			s.label = f
+		case f.hcl != "":
+			s.body.members[f.hcl] = memberOf(f.kind)
+		}
 	}
 	slices.Sort(s.jsonNames)
 	return s
+}
+
+// hclName is a struct field's name in HCL, from its hcl tag or else its
+// JSON key, and whether it is its block's label.
+func hclName(sf reflect.StructField, jsonKey string) (string, bool) {
+	tag, ok := sf.Tag.Lookup("hcl")
+	if !ok {
+		return jsonKey, false
+	}
+	if tag == "-" {
+		return "", false
+	}
+	name, opt, _ := strings.Cut(tag, ",")
+	if opt == "label" {
+		return "", true
+	}
+	return name, false
+}
+
+// memberOf says how HCL writes a field of kind k: a struct as a block, one
+// block per element for a list of them, a map as either (Nomad writes
+// meta = { ... } and meta { ... }), anything else as an attribute.
+func memberOf(k kind) member {
+	switch k {
+	case kObject:
+		return asBlock
+	case kObjectList:
+		return asBlock | repeated
+	case kStringMap:
+		return asAttr | asBlock
+	}
+	return asAttr
 }
 
 // opaque is the schema of struct type t whose fields take any value.
@@ -202,4 +250,106 @@ func kindOf(t reflect.Type) (kind, *schema) {
 		}
 	}
 	panic(fmt.Sprintf("jobfile: no job file can write a %s", t))
+}
+
+// bodyOf is what the HCL block of struct type T may hold.
+func bodyOf[T any]() bodySchema { return schemaOf(reflect.TypeFor[T]()).body }
+
+// labelled block types take exactly one label: what the label is, and the
+// block written with one, for messages. Each is a struct with a label
+// field; examples holds the blocks better shown with a body.
+var labelled = labelledBlocks()
+
+var examples = map[string]string{
+	"port":   `port "http" { static = 8080 }`,
+	"target": `target "us-east" { percent = 50 }`,
+}
+
+type labelInfo struct{ what, example string }
+
+func labelledBlocks() map[string]labelInfo {
+	out := map[string]labelInfo{}
+	add := func(block string, s *schema) {
+		if s.label == nil {
+			return
+		}
+		ex := examples[block]
+		if ex == "" {
+			ex = fmt.Sprintf("%s %q { ... }", block, s.label.json)
+		}
+		out[block] = labelInfo{s.label.json, ex}
+	}
+	add("job", jobTree)
+	walk(jobTree, func(f *fieldSchema) { add(f.hcl, f.obj) })
+	return out
+}
+
+// walk calls fn for each block field under s, once per struct and name.
+func walk(s *schema, fn func(*fieldSchema)) {
+	seen := map[*schema]bool{}
+	var visit func(*schema)
+	visit = func(s *schema) {
+		if seen[s] {
+			return
+		}
+		seen[s] = true
+		for _, f := range s.fields {
+			if f.obj != nil && f.hcl != "" {
+				fn(f)
+				visit(f.obj)
+			}
+		}
+	}
+	visit(s)
+}
+
+// Nomad's names that drover does not take.
+
+// unsupported are Nomad job-file names drover does not implement yet, in
+// any block. They get their own message so that a Nomad file fails with a
+// list of what to remove, not with "unknown".
+var unsupported = map[string]bool{}
+
+func init() {
+	for _, n := range strings.Fields(`
+		template artifact migrate
+		vault volume volume_mount lifecycle logs scaling
+		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
+		csi_plugin consul connect device variable variables locals numa
+		action schedule secret ui sidecar_service sidecar_task dns
+		region all_at_once vault_token consul_token leader
+		shutdown_delay kill_signal stop_after_client_disconnect
+		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
+		render_templates max_kill_timeout kind id`) {
+		unsupported[n] = true
+	}
+}
+
+// unsupportedIn are the Nomad names drover does not implement in the block
+// of one struct only, by the struct's name.
+var unsupportedIn = map[string][]string{
+	// stagger only paces Nomad's system jobs, and update is for services.
+	"UpdateStrategy": {"stagger"},
+	// Ports are reserved on the node's own address (Nomad's host mode):
+	// there are no other networks to pick. A docker task reaches its
+	// container's port through the port's to.
+	"Network": {"mode", "hostname", "cni", "mbits"},
+	"Port":    {"host_network"},
+	// Services are registered in drover's own catalog, so Nomad's
+	// provider and Consul's extras have no meaning here.
+	"Service": {"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
+		"tagged_addresses", "meta", "on_update", "task"},
+	"Check": {"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
+		"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
+		"expose", "task", "grpc_service", "grpc_use_tls"},
+	"CheckRestart": {"ignore_warnings"},
+}
+
+// instead says what to write for an unsupported Nomad name that drover has
+// another way to say.
+var instead = map[string]string{
+	"ephemeral_disk": "reserve scratch space with disk = <MB> in each task's resources block",
+	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
+	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
+	"provider":       "drover registers services in its own catalog; remove it",
 }

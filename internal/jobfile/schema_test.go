@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -129,4 +132,137 @@ func TestStatusWrapperKeys(t *testing.T) {
 			t.Errorf("JobStatus key %q not in the schema", key)
 		}
 	}
+}
+
+// hclForm is how HCL writes a field of Go type t, by the test's own reading
+// of the spec's hcl tags: as an attribute, as a block (one per element for
+// a list), or either (a map).
+func hclForm(t reflect.Type) (attr, block, many bool) {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[spec.Duration]() || t == reflect.TypeFor[time.Time]():
+		return true, false, false
+	case t.Kind() == reflect.Struct:
+		return false, true, false
+	case t.Kind() == reflect.Map:
+		return true, true, false
+	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.String:
+		return false, true, true
+	}
+	return true, false, false
+}
+
+// blockLabel is ` "x"` when the struct a block of Go type t decodes into
+// takes a label.
+func blockLabel(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return ""
+	}
+	for f := range t.Fields() {
+		if strings.HasSuffix(f.Tag.Get("hcl"), ",label") {
+			return ` "x"`
+		}
+	}
+	return ""
+}
+
+// TestEverySpecFieldInHCL: each field of each spec struct a job holds is
+// taken in its struct's HCL block under its HCL name (its hcl tag, else its
+// json key), written as its Go type says (a block for a struct, once per
+// element for a list of them), and refused written the other way; the
+// server-owned fields (hcl:"-") are not taken at all.
+func TestEverySpecFieldInHCL(t *testing.T) {
+	n := 0
+	for _, typ := range specStructs() {
+		s := schemaOf(typ)
+		for f := range typ.Fields() {
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			tag, _ := f.Tag.Lookup("hcl")
+			name, opt, _ := strings.Cut(tag, ",")
+			if name == "" || name == "-" {
+				name = key
+			}
+			content := func(src string) ([]item, spec.Problems) {
+				file, diags := hclsyntax.ParseConfig([]byte(src), "f.hcl", hcl.InitialPos)
+				if diags.HasErrors() {
+					t.Fatalf("%s: %v", src, diags)
+				}
+				d := &hclDecoder{c: newCollector("f.hcl"), at: positions{}}
+				items := d.content(file.Body.(*hclsyntax.Body), s.body, "in x", "")
+				return items, d.c.result()
+			}
+			switch {
+			case opt == "label":
+				if s.label == nil || s.label.json != key {
+					t.Errorf("%s: %s is not its block's label", typ.Name(), f.Name)
+				}
+				continue
+			case tag == "-":
+				if items, ps := content(name + " = 1\n"); len(items) != 0 || ps == nil {
+					t.Errorf("%s: server-owned %s taken in HCL", typ.Name(), name)
+				}
+				continue
+			}
+			attr, block, many := hclForm(f.Type)
+			asAttr, asBlock := name+" = 1\n", name+blockLabel(f.Type)+" {\n}\n"
+			want := 1
+			if many {
+				asBlock += asBlock
+				want = 2
+			}
+			for _, c := range []struct {
+				src string
+				ok  bool
+			}{{asAttr, attr}, {asBlock, block}} {
+				items, ps := content(c.src)
+				switch {
+				case c.ok && (ps != nil || len(items) != want && c.src == asBlock || len(items) != 1 && c.src == asAttr):
+					t.Errorf("%s: %q: %d items, problems %v", typ.Name(), c.src, len(items), ps)
+				case !c.ok && ps == nil:
+					t.Errorf("%s: %q taken", typ.Name(), c.src)
+				}
+			}
+			n++
+		}
+	}
+	if n < 90 {
+		t.Errorf("only %d fields checked", n)
+	}
+}
+
+// TestNomadNamesTable: each struct the table of Nomad's names names is one
+// a job holds, and none of the names it lists for a block is one the block
+// takes (drover would have learnt it, and the table not been told).
+func TestNomadNamesTable(t *testing.T) {
+	byName := map[string]*schema{}
+	for _, typ := range specStructs() {
+		byName[typ.Name()] = schemaOf(typ)
+	}
+	for in, names := range unsupportedIn {
+		s := byName[in]
+		if s == nil {
+			t.Errorf("unsupportedIn names %s, which no job holds", in)
+			continue
+		}
+		for _, n := range names {
+			if s.body.members[n] != 0 {
+				t.Errorf("%s takes %s, which unsupportedIn says it does not", in, n)
+			}
+		}
+	}
+	walk(jobTree, func(f *fieldSchema) {
+		if unsupported[f.hcl] {
+			t.Errorf("%s is a block drover takes, and in unsupported", f.hcl)
+		}
+		for n := range f.obj.body.members {
+			if unsupported[n] {
+				t.Errorf("%s takes %s, which unsupported says no block does", f.hcl, n)
+			}
+		}
+	})
 }

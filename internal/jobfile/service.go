@@ -26,7 +26,7 @@ func (d *hclDecoder) service(b *hclsyntax.Block, path, task string) *spec.Servic
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
 	in := fmt.Sprintf("in a service block of task %q", task)
-	for _, it := range d.content(b.Body, serviceSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Service](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "name":
@@ -51,7 +51,7 @@ func (d *hclDecoder) check(b *hclsyntax.Block, path, service string) *spec.Check
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
 	in := fmt.Sprintf("in a check block of service %q", service)
-	for _, it := range d.content(b.Body, checkSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.Check](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "name", "type", "port", "path", "command":
@@ -97,7 +97,7 @@ func (d *hclDecoder) checkRestart(b *hclsyntax.Block, path, in string) *spec.Che
 	r := &spec.CheckRestart{}
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
-	for _, it := range d.content(b.Body, checkRestartSchema, in, path) {
+	for _, it := range d.content(b.Body, bodyOf[spec.CheckRestart](), in, path) {
 		field := path + "." + it.name
 		switch it.name {
 		case "limit":
