@@ -1,6 +1,7 @@
 package jobfile
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"slices"
@@ -53,11 +54,37 @@ type note struct {
 	// zero, when set, refuses a written 0 with this message: for a field
 	// whose 0 means "unset, use the default" (a weight).
 	zero string
+	// text reads a number written in HCL as its text: a constraint's
+	// value = 3, as Nomad does.
+	text bool
 }
 
 var notes = map[string]note{
-	"Affinity.weight": {zero: zeroAffinityWeight},
-	"Spread.weight":   {zero: zeroSpreadWeight},
+	"Affinity.weight":      {zero: zeroAffinityWeight},
+	"Spread.weight":        {zero: zeroSpreadWeight},
+	"Constraint.attribute": {text: true},
+	"Constraint.operator":  {text: true},
+	"Constraint.value":     {text: true},
+	"Affinity.attribute":   {text: true},
+	"Affinity.operator":    {text: true},
+	"Affinity.value":       {text: true},
+	"Spread.attribute":     {text: true},
+}
+
+// A weight of 0 is how the spec says "unset", so a weight written as 0
+// would silently become the default, 50: the opposite of what 0 suggests.
+// The decoders refuse it where it is written (validation cannot tell a
+// written 0 from a missing weight).
+const (
+	zeroAffinityWeight = "weight 0 would mean the default weight, 50; use 1 to 100 to prefer matching nodes, -1 to -100 to avoid them, or remove the affinity"
+	zeroSpreadWeight   = "weight 0 would mean the default weight, 50; use 1 to 100, or remove the spread"
+)
+
+// fresh holds, by struct type, the value a struct starts from before a
+// block is decoded into it: the defaults its JSON decoding gives a field
+// left out (spec.Group.UnmarshalJSON).
+var fresh = map[reflect.Type]reflect.Value{
+	reflect.TypeFor[spec.Group](): reflect.ValueOf(spec.Group{Count: spec.DefaultCount}),
 }
 
 // what names a struct in messages ("unknown field "x" in restart policy")
@@ -78,6 +105,7 @@ type schema struct {
 	// body is what the struct's HCL block may hold, and label the field
 	// its label sets, if it takes one.
 	body  bodySchema
+	byHCL map[string]*fieldSchema
 	label *fieldSchema
 }
 
@@ -103,7 +131,7 @@ func schemaOf(t reflect.Type) *schema {
 	if s, ok := schemas[t]; ok {
 		return s
 	}
-	s := &schema{what: structWhat(t), typ: t, byJSON: map[string]*fieldSchema{},
+	s := &schema{what: structWhat(t), typ: t, byJSON: map[string]*fieldSchema{}, byHCL: map[string]*fieldSchema{},
 		body: bodySchema{members: map[string]member{}, unsupported: unsupportedIn[t.Name()]}}
 	schemas[t] = s
 	for i := range t.NumField() {
@@ -115,6 +143,9 @@ func schemaOf(t reflect.Type) *schema {
 		k, obj := kindOf(sf.Type)
 		f := &fieldSchema{json: name, index: i, kind: k, obj: obj, note: notes[t.Name()+"."+name]}
 		f.hcl, f.label = hclName(sf, name)
+		if f.hcl != "" && (k == kUint || k == kTime) {
+			panic(fmt.Sprintf("jobfile: HCL has no way to write %s.%s; tag it hcl:\"-\"", t.Name(), sf.Name))
+		}
 		s.fields = append(s.fields, f)
 		s.byJSON[name] = f
 		s.jsonNames = append(s.jsonNames, name)
@@ -122,6 +153,7 @@ func schemaOf(t reflect.Type) *schema {
 		case f.label:
 			s.label = f
 		case f.hcl != "":
+			s.byHCL[f.hcl] = f
 			s.body.members[f.hcl] = memberOf(f.kind)
 		}
 	}
@@ -252,9 +284,6 @@ func kindOf(t reflect.Type) (kind, *schema) {
 	panic(fmt.Sprintf("jobfile: no job file can write a %s", t))
 }
 
-// bodyOf is what the HCL block of struct type T may hold.
-func bodyOf[T any]() bodySchema { return schemaOf(reflect.TypeFor[T]()).body }
-
 // labelled block types take exactly one label: what the label is, and the
 // block written with one, for messages. Each is a struct with a label
 // field; examples holds the blocks better shown with a body.
@@ -278,10 +307,61 @@ func labelledBlocks() map[string]labelInfo {
 			ex = fmt.Sprintf("%s %q { ... }", block, s.label.json)
 		}
 		out[block] = labelInfo{s.label.json, ex}
+		s.body.label, s.body.labelExample = s.label.json, ex
 	}
 	add("job", jobTree)
 	walk(jobTree, func(f *fieldSchema) { add(f.hcl, f.obj) })
 	return out
+}
+
+// home is a name written as an attribute or as a block.
+type home struct {
+	name  string
+	block bool
+}
+
+// homes says where each name drover knows belongs, for one written in the
+// wrong block ("count belongs in a group block"): the blocks that take it
+// in that form, in the order a job file nests them, leaving out those
+// inside a block that has it as an attribute only (command is in a config block,
+// not also in its prestart blocks, which are part of it).
+var homes = homesOf()
+
+func homesOf() map[home]string {
+	lists := map[home][]string{}
+	var visit func(block string, s *schema, parent map[string]member)
+	visit = func(block string, s *schema, parent map[string]member) {
+		for _, f := range s.fields {
+			m := s.body.members[f.hcl]
+			if m == 0 || parent[f.hcl] == asAttr {
+				continue
+			}
+			h := home{f.hcl, m&asBlock != 0}
+			if !slices.Contains(lists[h], block) {
+				lists[h] = append(lists[h], block)
+			}
+		}
+		for _, f := range s.fields {
+			if f.obj != nil && f.hcl != "" {
+				visit(f.hcl, f.obj, s.body.members)
+			}
+		}
+	}
+	visit("job", jobTree, nil)
+	out := map[home]string{}
+	for h, l := range lists {
+		out[h] = strings.Join(l, " or ")
+		if len(l) > 2 {
+			out[h] = strings.Join(l[:len(l)-1], ", ") + " or " + l[len(l)-1]
+		}
+	}
+	return out
+}
+
+// homeOf says where name belongs written as a block or not, else where it
+// belongs written the other way.
+func homeOf(name string, block bool) string {
+	return cmp.Or(homes[home{name, block}], homes[home{name, !block}])
 }
 
 // walk calls fn for each block field under s, once per struct and name.

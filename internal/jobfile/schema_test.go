@@ -266,3 +266,75 @@ func TestNomadNamesTable(t *testing.T) {
 		}
 	})
 }
+
+// hclSample is sample's good value as HCL writes it.
+func hclSample(t reflect.Type) string {
+	if t.Kind() == reflect.Map {
+		return `{ a = "b" }`
+	}
+	good, _ := sample(t)
+	return good
+}
+
+// TestEverySpecFieldDecodesFromHCL: each attribute of each spec struct a
+// job holds, written in HCL, lands in its field with the value the same
+// written in JSON gives; each block makes its field (or one element per
+// block). A field the HCL decoder dropped, misplaced or set with the wrong
+// kind fails here.
+func TestEverySpecFieldDecodesFromHCL(t *testing.T) {
+	n := 0
+	for _, typ := range specStructs() {
+		s := schemaOf(typ)
+		for f := range typ.Fields() {
+			tag, _ := f.Tag.Lookup("hcl")
+			if tag == "-" || strings.HasSuffix(tag, ",label") {
+				continue
+			}
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			name, _, _ := strings.Cut(tag, ",")
+			if name == "" {
+				name = key
+			}
+			attr, _, many := hclForm(f.Type)
+			src := name + " = " + hclSample(f.Type) + "\n"
+			if !attr {
+				src = name + blockLabel(f.Type) + " {\n}\n"
+				if many {
+					src += src
+				}
+			}
+			file, diags := hclsyntax.ParseConfig([]byte(src), "f.hcl", hcl.InitialPos)
+			if diags.HasErrors() {
+				t.Fatalf("%s: %v", src, diags)
+			}
+			d := &hclDecoder{c: newCollector("f.hcl"), at: positions{}}
+			got := reflect.New(typ).Elem()
+			d.fill(d.content(file.Body.(*hclsyntax.Body), s.body, "in x", ""), s, got, "", "x", "x")
+			if ps := d.c.result(); ps != nil {
+				t.Errorf("%s: %q: %v", typ.Name(), src, ps)
+				continue
+			}
+			field := got.FieldByIndex(f.Index)
+			switch {
+			case attr:
+				good, _ := sample(f.Type)
+				want := reflect.New(typ)
+				if err := json.Unmarshal([]byte(`{"`+key+`":`+good+`}`), want.Interface()); err != nil {
+					t.Fatal(err)
+				}
+				if w := want.Elem().FieldByIndex(f.Index); !reflect.DeepEqual(field.Interface(), w.Interface()) {
+					t.Errorf("%s: %q set %s to %v, JSON to %v", typ.Name(), src, f.Name, field, w)
+				}
+			case many && field.Len() != 2, field.IsZero() && field.Kind() == reflect.Pointer:
+				t.Errorf("%s: %q left %s %v", typ.Name(), src, f.Name, field)
+			}
+			if d.at[key] == (pos{}) {
+				t.Errorf("%s: %q: no position recorded for %s", typ.Name(), src, key)
+			}
+			n++
+		}
+	}
+	if n < 90 {
+		t.Errorf("only %d fields checked", n)
+	}
+}
