@@ -38,15 +38,16 @@ func (d *hclDecoder) block(b *hclsyntax.Block, s *schema, v reflect.Value, path,
 }
 
 // named is how the blocks inside one of schema s, held in v and written
-// as a block of type typ, name it in messages: by its label or its name
-// (`task "server"`, `service "web"`), else as the blocks around it are.
+// as a block of type typ, name it in messages: by its label (`task
+// "server"`), or by its name when it has one (`service "web"`), else as
+// the blocks around it are.
 func named(s *schema, v reflect.Value, typ, of string) string {
 	f := s.label
 	if f == nil {
 		f = s.byJSON["name"]
-	}
-	if f == nil || f.kind != kString || v.Field(f.index).String() == "" {
-		return of
+		if f == nil || f.kind != kString || v.Field(f.index).String() == "" {
+			return of
+		}
 	}
 	return fmt.Sprintf("%s %q", typ, v.Field(f.index).String())
 }
