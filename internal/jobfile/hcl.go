@@ -321,7 +321,7 @@ func (d *hclDecoder) file(body *hclsyntax.Body) *spec.Job {
 		}
 		first = it.block.TypeRange
 		job = &spec.Job{}
-		d.block(it.block, jobTree, reflect.ValueOf(job).Elem(), "", "", false)
+		d.block(it.block, jobTree, reflect.ValueOf(job).Elem(), "", owner{}, false)
 	}
 	if job == nil && len(d.c.problems) == before {
 		d.errAt(body.SrcRange, "no job block; a job file needs a job \"name\" { ... } block")

@@ -16,10 +16,13 @@ import (
 // block it treats apart is a task's config, whose keys depend on the
 // task's driver.
 
+// owner is the block a block is named by in messages: `task "server"`.
+type owner struct{ typ, name string }
+
 // block decodes b into v, a struct whose schema is s, at field path path,
-// recording where each field was written. of names the block around b for
-// messages (`task "server"`), and many says whether b may repeat there.
-func (d *hclDecoder) block(b *hclsyntax.Block, s *schema, v reflect.Value, path, of string, many bool) {
+// recording where each field was written. of is the block around b that
+// names it, and many says whether b may repeat there.
+func (d *hclDecoder) block(b *hclsyntax.Block, s *schema, v reflect.Value, path string, of owner, many bool) {
 	d.mark(path, b.TypeRange)
 	var in string
 	if s.label != nil {
@@ -32,7 +35,7 @@ func (d *hclDecoder) block(b *hclsyntax.Block, s *schema, v reflect.Value, path,
 		if many {
 			the = withArticle(b.Type)
 		}
-		in = fmt.Sprintf("in %s block of %s", the, of)
+		in = fmt.Sprintf("in %s block of %s %q", the, of.typ, of.name)
 	}
 	d.fill(d.content(b.Body, s.body, in, path), s, v, path, b.Type, of)
 }
@@ -41,7 +44,7 @@ func (d *hclDecoder) block(b *hclsyntax.Block, s *schema, v reflect.Value, path,
 // as a block of type typ, name it in messages: by its label (`task
 // "server"`), or by its name when it has one (`service "web"`), else as
 // the blocks around it are.
-func named(s *schema, v reflect.Value, typ, of string) string {
+func named(s *schema, v reflect.Value, typ string, of owner) owner {
 	f := s.label
 	if f == nil {
 		f = s.byJSON["name"]
@@ -49,12 +52,12 @@ func named(s *schema, v reflect.Value, typ, of string) string {
 			return of
 		}
 	}
-	return fmt.Sprintf("%s %q", typ, v.Field(f.index).String())
+	return owner{typ, v.Field(f.index).String()}
 }
 
 // fill sets the fields of v, a struct whose schema is s, from items, the
 // content of its block of type typ.
-func (d *hclDecoder) fill(items []item, s *schema, v reflect.Value, path, typ, of string) {
+func (d *hclDecoder) fill(items []item, s *schema, v reflect.Value, path, typ string, of owner) {
 	var config item
 	for _, it := range items {
 		f := s.byHCL[it.name]
@@ -156,7 +159,7 @@ func settable(fv reflect.Value) reflect.Value {
 // any key of any of them. For a driver it does not have, the keys are not
 // checked (they depend on the driver, and the driver itself is already
 // reported), but command and args are still read.
-func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string, v reflect.Value) {
+func (d *hclDecoder) config(b *hclsyntax.Block, path, driver string, task owner, v reflect.Value) {
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
 	var items []item

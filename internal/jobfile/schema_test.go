@@ -309,7 +309,7 @@ func TestEverySpecFieldDecodesFromHCL(t *testing.T) {
 			}
 			d := &hclDecoder{c: newCollector("f.hcl"), at: positions{}}
 			got := reflect.New(typ).Elem()
-			d.fill(d.content(file.Body.(*hclsyntax.Body), s.body, "in x", ""), s, got, "", "x", "x")
+			d.fill(d.content(file.Body.(*hclsyntax.Body), s.body, "in x", ""), s, got, "", "x", owner{"x", "x"})
 			if ps := d.c.result(); ps != nil {
 				t.Errorf("%s: %q: %v", typ.Name(), src, ps)
 				continue
