@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -202,46 +201,6 @@ func TestDecodeJSONBody(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
-
-// TestJSONSchemaMatchesSpec keeps the JSON checker's field lists in step
-// with the spec structs' json tags: a field added to spec must be added
-// there too, or JSON job files using it would be refused.
-func TestJSONSchemaMatchesSpec(t *testing.T) {
-	for _, c := range []struct {
-		schema *jschema
-		typ    reflect.Type
-	}{
-		{jobJSON, reflect.TypeFor[spec.Job]()},
-		{groupJSON, reflect.TypeFor[spec.Group]()},
-		{taskJSON, reflect.TypeFor[spec.Task]()},
-		{configJSON, reflect.TypeFor[spec.TaskConfig]()},
-		{resourcesJSON, reflect.TypeFor[spec.Resources]()},
-		{restartJSON, reflect.TypeFor[spec.RestartPolicy]()},
-		{rescheduleJSON, reflect.TypeFor[spec.ReschedulePolicy]()},
-		{updateJSON, reflect.TypeFor[spec.UpdateStrategy]()},
-		{constraintJSON, reflect.TypeFor[spec.Constraint]()},
-		{disconnectJSON, reflect.TypeFor[spec.DisconnectPolicy]()},
-		{commandJSON, reflect.TypeFor[spec.Command]()},
-		{affinityJSON, reflect.TypeFor[spec.Affinity]()},
-		{spreadJSON, reflect.TypeFor[spec.Spread]()},
-		{spreadTargetJSON, reflect.TypeFor[spec.SpreadTarget]()},
-		{networkJSON, reflect.TypeFor[spec.Network]()},
-		{portJSON, reflect.TypeFor[spec.Port]()},
-		{serviceJSON, reflect.TypeFor[spec.Service]()},
-		{checkJSON, reflect.TypeFor[spec.Check]()},
-		{checkRestartJSON, reflect.TypeFor[spec.CheckRestart]()},
-		{statusJSON, reflect.TypeFor[spec.JobStatus]()},
-	} {
-		var tags []string
-		for f := range c.typ.Fields() {
-			tags = append(tags, strings.Split(f.Tag.Get("json"), ",")[0])
-		}
-		slices.Sort(tags)
-		if diff := cmp.Diff(tags, c.schema.names()); diff != "" {
-			t.Errorf("%s: schema fields differ from json tags (-spec +schema):\n%s", c.typ, diff)
-		}
 	}
 }
 

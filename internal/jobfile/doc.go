@@ -22,6 +22,19 @@
 //     instance file does not exist. A unit needs its file name, so it cannot
 //     come from stdin.
 //
+// The job language is declared once, by the spec structs (schema.go): a
+// field's json tag names it in every format, an hcl tag says only where HCL
+// writes it otherwise (a block named in the singular, a block's label, a
+// server-owned field not at all), and its Go type says the shape of its
+// value. A reflection pass at init turns the structs into schemas, from
+// which the JSON checker, the HCL walker's body schemas, one HCL decoder
+// for every block (hclbody.go), the did-you-mean candidates and where a
+// misplaced name belongs are all derived; TestNomadDocNamesTheSchema holds
+// docs/nomad.md's compatibility table to it. What the structs cannot say
+// (a weight's refused 0, a group's default count, Nomad's names drover
+// does not take) is in small tables in schema.go. So a new attribute is one
+// field in package spec, plus its row in docs/nomad.md.
+//
 // Nothing stops at the first problem. Decoding problems and the job's own
 // validation problems (spec.Job.Validate) come back together as one
 // spec.Problems, sorted by position, with validation problems mapped back to

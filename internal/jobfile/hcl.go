@@ -2,6 +2,7 @@ package jobfile
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +22,8 @@ type member uint8
 const (
 	asAttr member = 1 << iota
 	asBlock
+	// repeated blocks may be written more than once in one body.
+	repeated
 )
 
 // bodySchema is what one kind of HCL body may hold.
@@ -32,6 +35,9 @@ type bodySchema struct {
 	// refused are names drover knows that this body does not take, with
 	// why and what to do instead (a docker key in an exec task's config).
 	refused map[string]string
+	// label is the field the block's label sets, if it takes one (a
+	// group's name), and labelExample the block written with it.
+	label, labelExample string
 }
 
 func (s bodySchema) names() []string {
@@ -43,84 +49,15 @@ func (s bodySchema) names() []string {
 	return out
 }
 
-var (
-	topSchema = bodySchema{members: map[string]member{"job": asBlock}}
-	jobSchema = bodySchema{
-		members: map[string]member{
-			"type": asAttr, "namespace": asAttr, "priority": asAttr, "meta": asAttr | asBlock, "reschedule": asBlock, "update": asBlock,
-			"constraint": asBlock, "group": asBlock,
-			"scoring": asAttr, "preempt": asAttr, "affinity": asBlock, "spread": asBlock,
-			"datacenters": asAttr, "node_pool": asAttr,
-		},
-	}
-	groupSchema = bodySchema{members: map[string]member{
-		"count": asAttr, "restart": asBlock, "reschedule": asBlock, "update": asBlock, "disconnect": asBlock, "meta": asAttr | asBlock,
-		"rebalance": asAttr, "constraint": asBlock, "affinity": asBlock, "spread": asBlock, "network": asBlock, "task": asBlock,
-	}}
-	disconnectSchema = bodySchema{members: map[string]member{"stop_after": asAttr}}
-	taskSchema       = bodySchema{members: map[string]member{
-		"driver": asAttr, "config": asBlock, "env": asAttr | asBlock, "resources": asBlock,
-		"restart": asBlock, "kill_timeout": asAttr, "meta": asAttr | asBlock, "constraint": asBlock, "affinity": asBlock,
-		"service": asBlock,
-	}}
-	constraintSchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr}}
-	restartSchema    = bodySchema{members: map[string]member{
-		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "mode": asAttr,
-	}}
-	rescheduleSchema = bodySchema{members: map[string]member{
-		"attempts": asAttr, "interval": asAttr, "delay": asAttr, "delay_function": asAttr,
-		"max_delay": asAttr, "unlimited": asAttr,
-	}}
-	// stagger only paces Nomad's system jobs, and update is for services.
-	updateSchema = bodySchema{
-		members: map[string]member{
-			"max_parallel": asAttr, "health_check": asAttr, "min_healthy_time": asAttr, "healthy_deadline": asAttr,
-			"progress_deadline": asAttr, "auto_revert": asAttr, "canary": asAttr, "auto_promote": asAttr,
-		},
-		unsupported: []string{"stagger"},
-	}
-	resourcesSchema = bodySchema{members: map[string]member{"cpu": asAttr, "memory": asAttr, "disk": asAttr}}
-	// configMembers is every key a known driver reads in config;
-	// configSchema narrows it to one driver's.
-	configMembers = map[string]member{
-		"command": asAttr, "args": asAttr, "work_dir": asAttr, "user": asAttr, "prestart": asBlock, "stop": asBlock, "poststop": asBlock,
-		"image": asAttr, "entrypoint": asAttr, "ports": asAttr, "labels": asAttr | asBlock, "privileged": asAttr,
-		"network_mode": asAttr, "pid_mode": asAttr, "volumes": asAttr,
-	}
-	commandSchema  = bodySchema{members: map[string]member{"command": asAttr, "args": asAttr}}
-	affinitySchema = bodySchema{members: map[string]member{"attribute": asAttr, "operator": asAttr, "value": asAttr, "weight": asAttr}}
-	spreadSchema   = bodySchema{members: map[string]member{"attribute": asAttr, "weight": asAttr, "target": asBlock}}
-	targetSchema   = bodySchema{members: map[string]member{"percent": asAttr}}
-	// Ports are reserved on the node's own address (Nomad's host mode):
-	// there are no other networks to pick. A docker task reaches its
-	// container's port through the port's to.
-	networkSchema = bodySchema{members: map[string]member{"port": asBlock}, unsupported: []string{"mode", "hostname", "cni", "mbits"}}
-	portSchema    = bodySchema{members: map[string]member{"static": asAttr, "to": asAttr}, unsupported: []string{"host_network"}}
-	// Services are registered in drover's own catalog, so Nomad's
-	// provider and Consul's extras have no meaning here.
-	serviceSchema = bodySchema{
-		members: map[string]member{"name": asAttr, "port": asAttr, "tags": asAttr, "check": asBlock},
-		unsupported: []string{"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
-			"tagged_addresses", "meta", "on_update", "task"},
-	}
-	checkSchema = bodySchema{
-		members: map[string]member{
-			"name": asAttr, "type": asAttr, "port": asAttr, "path": asAttr, "command": asAttr, "args": asAttr,
-			"interval": asAttr, "timeout": asAttr, "grace": asAttr, "check_restart": asBlock,
-		},
-		unsupported: []string{"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
-			"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
-			"expose", "task", "grpc_service", "grpc_use_tls"},
-	}
-	checkRestartSchema = bodySchema{members: map[string]member{"limit": asAttr, "grace": asAttr}, unsupported: []string{"ignore_warnings"}}
-)
+// topSchema is what a job file holds.
+var topSchema = bodySchema{members: map[string]member{"job": asBlock | repeated}}
 
 // configSchema is what a config block may hold for driver: the keys it
 // reads, and the other drivers' keys refused with the reason. With no
 // driver (itself reported), every key is taken.
 func configSchema(driver string) bodySchema {
 	s := bodySchema{members: map[string]member{}, refused: map[string]string{}}
-	for name, m := range configMembers {
+	for name, m := range configTree.body.members {
 		if why := spec.ConfigKeyRefusal(driver, name); why != "" {
 			s.refused[name] = why
 		} else {
@@ -128,78 +65,6 @@ func configSchema(driver string) bodySchema {
 		}
 	}
 	return s
-}
-
-// labelled block types take exactly one label: what the label is, and the
-// block written with one, for messages.
-var labelled = map[string]struct{ what, example string }{
-	"job":    {"name", `job "name" { ... }`},
-	"group":  {"name", `group "name" { ... }`},
-	"task":   {"name", `task "name" { ... }`},
-	"port":   {"label", `port "http" { static = 8080 }`},
-	"target": {"value", `target "us-east" { percent = 50 }`},
-}
-
-// repeatable block types may be written more than once in one body.
-var repeatable = map[string]bool{
-	"job": true, "group": true, "task": true, "constraint": true,
-	"affinity": true, "spread": true, "target": true, "port": true, "prestart": true, "poststop": true,
-	"service": true, "check": true,
-}
-
-// homes says where a name drover knows does belong, for a name written in
-// the wrong block ("count belongs in a group block").
-var homes = map[string]string{
-	"type": "job", "priority": "job", "group": "job", "datacenters": "job", "node_pool": "job",
-	"count": "group", "task": "group",
-	"driver": "task", "config": "task", "env": "task", "resources": "task", "kill_timeout": "task",
-	"restart": "group or task", "reschedule": "job or group", "mode": "restart",
-	"attempts": "restart or reschedule", "interval": "restart, reschedule or check", "delay": "restart or reschedule",
-	"delay_function": "reschedule", "max_delay": "reschedule", "unlimited": "reschedule",
-	"update": "job or group", "max_parallel": "update", "health_check": "update", "min_healthy_time": "update",
-	"healthy_deadline": "update", "progress_deadline": "update", "auto_revert": "update", "canary": "update",
-	"auto_promote": "update", "disconnect": "group", "stop_after": "disconnect", "rebalance": "group",
-	"constraint": "job, group or task", "attribute": "constraint, affinity or spread",
-	"operator": "constraint or affinity", "value": "constraint or affinity",
-	"namespace": "job", "scoring": "job", "preempt": "job", "affinity": "job, group or task", "spread": "job or group",
-	"weight": "affinity or spread", "target": "spread", "percent": "target",
-	"network": "group", "port": "network", "static": "port", "to": "port",
-	"service": "task", "tags": "service", "check": "service", "check_restart": "check",
-	"path": "check", "timeout": "check", "grace": "check or check_restart", "limit": "check_restart",
-	"image": "config", "entrypoint": "config", "labels": "config", "privileged": "config",
-	"network_mode": "config", "pid_mode": "config", "volumes": "config",
-	"cpu": "resources", "memory": "resources", "disk": "resources",
-	"command": "config", "args": "config", "work_dir": "config", "user": "config", "prestart": "config", "stop": "config",
-	"poststop": "config",
-}
-
-// unsupported are Nomad job-file names drover does not implement yet. They
-// get their own message so that a Nomad file fails with a list of what to
-// remove, not with "unknown".
-var unsupported = map[string]bool{}
-
-func init() {
-	for _, n := range strings.Fields(`
-		template artifact migrate
-		vault volume volume_mount lifecycle logs scaling
-		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
-		csi_plugin consul connect device variable variables locals numa
-		action schedule secret ui sidecar_service sidecar_task dns
-		region all_at_once vault_token consul_token leader
-		shutdown_delay kill_signal stop_after_client_disconnect
-		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
-		render_templates max_kill_timeout kind id`) {
-		unsupported[n] = true
-	}
-}
-
-// instead says what to write for an unsupported Nomad name that drover has
-// another way to say.
-var instead = map[string]string{
-	"ephemeral_disk": "reserve scratch space with disk = <MB> in each task's resources block",
-	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
-	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
-	"provider":       "drover registers services in its own catalog; remove it",
 }
 
 // withArticle puts "a" or "an" before a block name: "an update".
@@ -349,8 +214,8 @@ func (it item) nameRange() hcl.Range {
 // that is written the wrong way (a block as an attribute) or is a likely
 // typo of an allowed one marks that field as reported, so that validation
 // does not add "needs a driver" to `did you mean "driver"?`. A name s allows once but that is
-// written twice is reported and dropped, except job, group, task and
-// constraint blocks, which repeat.
+// written twice is reported and dropped, except repeated blocks (a
+// group's tasks, a job's constraints).
 func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string) []item {
 	var all []item
 	for name, a := range body.Attributes {
@@ -368,7 +233,7 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 		isBlock := it.block != nil
 		switch {
 		case isBlock && m&asBlock != 0, !isBlock && m&asAttr != 0:
-			if prev, dup := first[it.name]; dup && !repeatable[it.name] {
+			if prev, dup := first[it.name]; dup && m&repeated == 0 {
 				if isBlock && prev.block != nil {
 					d.errAt(it.nameRange(), "only one %s block is allowed %s; the first is at %s", it.name, in, d.where(prev.nameRange()))
 				} else {
@@ -395,8 +260,10 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 			d.errAt(it.nameRange(), "%s is not supported yet %s%s", it.name, in, insteadHint(it.name))
 		case it.name == "job":
 			d.errAt(it.nameRange(), "job blocks belong at the top level of the file, not %s", in)
-		case homes[it.name] != "":
-			d.errAt(it.nameRange(), "%s belongs in %s block, not %s", it.name, withArticle(homes[it.name]), in)
+		case it.name == s.label:
+			d.errAt(it.nameRange(), "%s is this block's label: write %s", it.name, s.labelExample)
+		case homeOf(it.name, isBlock) != "":
+			d.errAt(it.nameRange(), "%s belongs in %s block, not %s", it.name, withArticle(homeOf(it.name, isBlock)), in)
 		default:
 			kind := "attribute"
 			if isBlock {
@@ -453,412 +320,13 @@ func (d *hclDecoder) file(body *hclsyntax.Body) *spec.Job {
 			continue
 		}
 		first = it.block.TypeRange
-		job = d.job(it.block)
+		job = &spec.Job{}
+		d.block(it.block, jobTree, reflect.ValueOf(job).Elem(), "", owner{}, false)
 	}
 	if job == nil && len(d.c.problems) == before {
 		d.errAt(body.SrcRange, "no job block; a job file needs a job \"name\" { ... } block")
 	}
 	return job
-}
-
-func (d *hclDecoder) job(b *hclsyntax.Block) *spec.Job {
-	job := &spec.Job{}
-	d.mark("", b.TypeRange)
-	job.Name = d.label(b, "name")
-	in := fmt.Sprintf("in job %q", job.Name)
-	for _, it := range d.content(b.Body, jobSchema, in, "") {
-		switch it.name {
-		case "type":
-			if s, ok := d.str(it.attr, "type"); ok {
-				job.Type = spec.JobType(s)
-			}
-		case "namespace":
-			if s, ok := d.str(it.attr, "namespace"); ok {
-				job.Namespace = s
-			}
-		case "datacenters":
-			// An empty list is every datacenter, as no list is.
-			if dcs := d.stringList(it.attr, "datacenters"); len(dcs) > 0 {
-				job.Datacenters = dcs
-			}
-		case "node_pool":
-			if s, ok := d.str(it.attr, "node_pool"); ok {
-				job.NodePool = s
-			}
-		case "priority":
-			if n, ok := d.int(it.attr, "priority"); ok {
-				job.Priority = n
-			}
-		case "scoring":
-			if s, ok := d.str(it.attr, "scoring"); ok {
-				job.Scoring = spec.Scoring(s)
-			}
-		case "preempt":
-			if v, ok := d.bool(it.attr, "preempt"); ok {
-				job.Preempt = &v
-			}
-		case "affinity":
-			job.Affinities = append(job.Affinities, d.affinity(it.block, fmt.Sprintf("affinities[%d]", len(job.Affinities)), fmt.Sprintf("in an affinity block of job %q", job.Name)))
-		case "spread":
-			job.Spreads = append(job.Spreads, d.spread(it.block, fmt.Sprintf("spreads[%d]", len(job.Spreads)), fmt.Sprintf("in a spread block of job %q", job.Name)))
-		case "meta":
-			job.Meta = d.stringMap(it, "meta")
-		case "reschedule":
-			job.Reschedule = d.reschedule(it.block, "reschedule", fmt.Sprintf("in the reschedule block of job %q", job.Name))
-		case "update":
-			job.Update = d.update(it.block, "update", fmt.Sprintf("in the update block of job %q", job.Name))
-		case "constraint":
-			job.Constraints = append(job.Constraints, d.constraint(it.block, fmt.Sprintf("constraints[%d]", len(job.Constraints)), fmt.Sprintf("in a constraint block of job %q", job.Name)))
-		case "group":
-			job.Groups = append(job.Groups, d.group(it.block, fmt.Sprintf("groups[%d]", len(job.Groups))))
-		}
-	}
-	return job
-}
-
-func (d *hclDecoder) group(b *hclsyntax.Block, path string) *spec.Group {
-	g := &spec.Group{Count: spec.DefaultCount}
-	d.mark(path, b.TypeRange)
-	g.Name = d.label(b, path+".name")
-	in := fmt.Sprintf("in group %q", g.Name)
-	for _, it := range d.content(b.Body, groupSchema, in, path) {
-		switch it.name {
-		case "count":
-			if n, ok := d.int(it.attr, path+".count"); ok {
-				g.Count = n
-			}
-		case "restart":
-			g.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of group %q", g.Name))
-		case "reschedule":
-			g.Reschedule = d.reschedule(it.block, path+".reschedule", fmt.Sprintf("in the reschedule block of group %q", g.Name))
-		case "update":
-			g.Update = d.update(it.block, path+".update", fmt.Sprintf("in the update block of group %q", g.Name))
-		case "disconnect":
-			g.Disconnect = d.disconnect(it.block, path+".disconnect", fmt.Sprintf("in the disconnect block of group %q", g.Name))
-		case "rebalance":
-			if v, ok := d.bool(it.attr, path+".rebalance"); ok {
-				g.Rebalance = v
-			}
-		case "meta":
-			g.Meta = d.stringMap(it, path+".meta")
-		case "constraint":
-			g.Constraints = append(g.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(g.Constraints)), fmt.Sprintf("in a constraint block of group %q", g.Name)))
-		case "affinity":
-			g.Affinities = append(g.Affinities, d.affinity(it.block, fmt.Sprintf("%s.affinities[%d]", path, len(g.Affinities)), fmt.Sprintf("in an affinity block of group %q", g.Name)))
-		case "spread":
-			g.Spreads = append(g.Spreads, d.spread(it.block, fmt.Sprintf("%s.spreads[%d]", path, len(g.Spreads)), fmt.Sprintf("in a spread block of group %q", g.Name)))
-		case "network":
-			g.Network = d.network(it.block, path+".network", g.Name)
-		case "task":
-			g.Tasks = append(g.Tasks, d.task(it.block, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks))))
-		}
-	}
-	return g
-}
-
-func (d *hclDecoder) task(b *hclsyntax.Block, path string) *spec.Task {
-	t := &spec.Task{}
-	d.mark(path, b.TypeRange)
-	t.Name = d.label(b, path+".name")
-	in := fmt.Sprintf("in task %q", t.Name)
-	var config *hclsyntax.Block
-	for _, it := range d.content(b.Body, taskSchema, in, path) {
-		switch it.name {
-		case "driver":
-			if s, ok := d.str(it.attr, path+".driver"); ok {
-				t.Driver = s
-			}
-		case "config":
-			// What config may hold depends on the driver, which may
-			// come after it.
-			config = it.block
-		case "env":
-			t.Env = d.stringMap(it, path+".env")
-		case "resources":
-			t.Resources = d.resources(it.block, path+".resources", fmt.Sprintf("in the resources block of task %q", t.Name))
-		case "restart":
-			t.Restart = d.restart(it.block, path+".restart", fmt.Sprintf("in the restart block of task %q", t.Name))
-		case "kill_timeout":
-			if v, ok := d.duration(it.attr, path+".kill_timeout"); ok {
-				t.KillTimeout = v
-			}
-		case "meta":
-			t.Meta = d.stringMap(it, path+".meta")
-		case "constraint":
-			t.Constraints = append(t.Constraints, d.constraint(it.block, fmt.Sprintf("%s.constraints[%d]", path, len(t.Constraints)), fmt.Sprintf("in a constraint block of task %q", t.Name)))
-		case "affinity":
-			t.Affinities = append(t.Affinities, d.affinity(it.block, fmt.Sprintf("%s.affinities[%d]", path, len(t.Affinities)), fmt.Sprintf("in an affinity block of task %q", t.Name)))
-		case "service":
-			t.Services = append(t.Services, d.service(it.block, fmt.Sprintf("%s.services[%d]", path, len(t.Services)), t.Name))
-		}
-	}
-	if config != nil {
-		t.Config = d.config(config, path+".config", t.Driver, t.Name)
-	}
-	return t
-}
-
-// config decodes a task's config block. For the drivers drover has, only
-// their keys are allowed (configSchema); when the driver is missing, any
-// key of any of them. For a driver it does not have, the keys are not
-// checked (they depend on the driver, and the driver itself is already
-// reported), but command and args are still read.
-func (d *hclDecoder) config(b *hclsyntax.Block, path, driver, task string) spec.TaskConfig {
-	var tc spec.TaskConfig
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	var items []item
-	switch {
-	case slices.Contains(spec.KnownDrivers, driver):
-		items = d.content(b.Body, configSchema(driver), fmt.Sprintf("in the config block for the %s driver", driver), path)
-	case driver == "":
-		items = d.content(b.Body, configSchema(driver), "in the config block", path)
-	default:
-		for _, name := range []string{"command", "args"} {
-			if a, ok := b.Body.Attributes[name]; ok {
-				items = append(items, item{name: name, attr: a})
-			}
-		}
-	}
-	for _, it := range items {
-		switch it.name {
-		case "command":
-			if s, ok := d.str(it.attr, path+".command"); ok {
-				tc.Command = s
-			}
-		case "args":
-			tc.Args = d.stringList(it.attr, path+".args")
-		case "work_dir":
-			if s, ok := d.str(it.attr, path+".work_dir"); ok {
-				tc.WorkDir = s
-			}
-		case "user":
-			if s, ok := d.str(it.attr, path+".user"); ok {
-				tc.User = s
-			}
-		case "prestart":
-			tc.Prestart = append(tc.Prestart, d.command(it.block, fmt.Sprintf("%s.prestart[%d]", path, len(tc.Prestart)), fmt.Sprintf("in a prestart block of task %q", task)))
-		case "stop":
-			c := d.command(it.block, path+".stop", fmt.Sprintf("in the stop block of task %q", task))
-			tc.Stop = &c
-		case "poststop":
-			tc.Poststop = append(tc.Poststop, d.command(it.block, fmt.Sprintf("%s.poststop[%d]", path, len(tc.Poststop)), fmt.Sprintf("in a poststop block of task %q", task)))
-		case "image":
-			if s, ok := d.str(it.attr, path+".image"); ok {
-				tc.Image = s
-			}
-		case "network_mode":
-			if s, ok := d.str(it.attr, path+".network_mode"); ok {
-				tc.NetworkMode = s
-			}
-		case "pid_mode":
-			if s, ok := d.str(it.attr, path+".pid_mode"); ok {
-				tc.PidMode = s
-			}
-		case "entrypoint":
-			tc.Entrypoint = d.stringList(it.attr, path+".entrypoint")
-		case "ports":
-			tc.Ports = d.stringList(it.attr, path+".ports")
-		case "volumes":
-			tc.Volumes = d.stringList(it.attr, path+".volumes")
-		case "labels":
-			tc.Labels = d.stringMap(it, path+".labels")
-		case "privileged":
-			if v, ok := d.bool(it.attr, path+".privileged"); ok {
-				tc.Privileged = v
-			}
-		}
-	}
-	return tc
-}
-
-// command decodes a prestart, stop or poststop block: a program and its arguments.
-func (d *hclDecoder) command(b *hclsyntax.Block, path, in string) spec.Command {
-	var c spec.Command
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, commandSchema, in, path) {
-		switch it.name {
-		case "command":
-			if s, ok := d.str(it.attr, path+".command"); ok {
-				c.Command = s
-			}
-		case "args":
-			c.Args = d.stringList(it.attr, path+".args")
-		}
-	}
-	return c
-}
-
-func (d *hclDecoder) restart(b *hclsyntax.Block, path, in string) *spec.RestartPolicy {
-	r := &spec.RestartPolicy{}
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, restartSchema, in, path) {
-		field := path + "." + it.name
-		switch it.name {
-		case "attempts":
-			if n, ok := d.int(it.attr, field); ok {
-				r.Attempts = &n
-			}
-		case "interval":
-			if v, ok := d.duration(it.attr, field); ok {
-				r.Interval = v
-			}
-		case "delay":
-			if v, ok := d.duration(it.attr, field); ok {
-				r.Delay = v
-			}
-		case "mode":
-			if s, ok := d.str(it.attr, field); ok {
-				r.Mode = spec.RestartMode(s)
-			}
-		}
-	}
-	return r
-}
-
-func (d *hclDecoder) disconnect(b *hclsyntax.Block, path, in string) *spec.DisconnectPolicy {
-	p := &spec.DisconnectPolicy{}
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, disconnectSchema, in, path) {
-		if it.name == "stop_after" {
-			if v, ok := d.duration(it.attr, path+".stop_after"); ok {
-				p.StopAfter = v
-			}
-		}
-	}
-	return p
-}
-
-func (d *hclDecoder) reschedule(b *hclsyntax.Block, path, in string) *spec.ReschedulePolicy {
-	r := &spec.ReschedulePolicy{}
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, rescheduleSchema, in, path) {
-		field := path + "." + it.name
-		switch it.name {
-		case "attempts":
-			if n, ok := d.int(it.attr, field); ok {
-				r.Attempts = &n
-			}
-		case "interval":
-			if v, ok := d.duration(it.attr, field); ok {
-				r.Interval = v
-			}
-		case "delay":
-			if v, ok := d.duration(it.attr, field); ok {
-				r.Delay = v
-			}
-		case "delay_function":
-			if s, ok := d.str(it.attr, field); ok {
-				r.DelayFunction = spec.DelayFunction(s)
-			}
-		case "max_delay":
-			if v, ok := d.duration(it.attr, field); ok {
-				r.MaxDelay = v
-			}
-		case "unlimited":
-			if v, ok := d.bool(it.attr, field); ok {
-				r.Unlimited = &v
-			}
-		}
-	}
-	return r
-}
-
-func (d *hclDecoder) update(b *hclsyntax.Block, path, in string) *spec.UpdateStrategy {
-	u := &spec.UpdateStrategy{}
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, updateSchema, in, path) {
-		field := path + "." + it.name
-		switch it.name {
-		case "max_parallel":
-			if n, ok := d.int(it.attr, field); ok {
-				u.MaxParallel = &n
-			}
-		case "health_check":
-			if s, ok := d.str(it.attr, field); ok {
-				u.HealthCheck = s
-			}
-		case "min_healthy_time":
-			if v, ok := d.duration(it.attr, field); ok {
-				u.MinHealthyTime = v
-			}
-		case "healthy_deadline":
-			if v, ok := d.duration(it.attr, field); ok {
-				u.HealthyDeadline = v
-			}
-		case "progress_deadline":
-			if v, ok := d.duration(it.attr, field); ok {
-				u.ProgressDeadline = v
-			}
-		case "auto_revert":
-			if v, ok := d.bool(it.attr, field); ok {
-				u.AutoRevert = &v
-			}
-		case "canary":
-			if n, ok := d.int(it.attr, field); ok {
-				u.Canary = &n
-			}
-		case "auto_promote":
-			if v, ok := d.bool(it.attr, field); ok {
-				u.AutoPromote = &v
-			}
-		}
-	}
-	return u
-}
-
-func (d *hclDecoder) resources(b *hclsyntax.Block, path, in string) spec.Resources {
-	var r spec.Resources
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, resourcesSchema, in, path) {
-		field := path + "." + it.name
-		switch it.name {
-		case "cpu":
-			if n, ok := d.int(it.attr, field); ok {
-				r.CPU = n
-			}
-		case "memory":
-			if n, ok := d.int(it.attr, field); ok {
-				r.MemoryMB = n
-			}
-		case "disk":
-			if n, ok := d.int(it.attr, field); ok {
-				r.DiskMB = n
-			}
-		}
-	}
-	return r
-}
-
-// constraint decodes a constraint block. Its attribute and value may name
-// node targets as Nomad writes them ("${meta.rack}"); those are kept as
-// text for the scheduler, not evaluated here.
-func (d *hclDecoder) constraint(b *hclsyntax.Block, path, in string) *spec.Constraint {
-	c := &spec.Constraint{}
-	d.mark(path, b.TypeRange)
-	d.noLabels(b)
-	for _, it := range d.content(b.Body, constraintSchema, in, path) {
-		field := path + "." + it.name
-		s, ok := d.targetText(it.attr, field)
-		if !ok {
-			continue
-		}
-		switch it.name {
-		case "attribute":
-			c.Attribute = s
-		case "operator":
-			c.Operator = s
-		case "value":
-			c.Value = s
-		}
-	}
-	return c
 }
 
 // targetText reads a string that may interpolate node targets, such as

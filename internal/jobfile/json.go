@@ -205,117 +205,6 @@ func (n *jnode) appendJSON(b []byte) []byte {
 	return append(b, "null"...)
 }
 
-// jkind is the JSON shape a field must have.
-type jkind int
-
-const (
-	jString jkind = iota
-	jInt
-	jUint
-	jBool
-	jDuration
-	jTime
-	jStringMap
-	jStringList
-	jObject
-	jObjectList
-	jAny
-)
-
-type jfield struct {
-	kind jkind
-	obj  *jschema // for jObject and jObjectList
-	// zero, when set, refuses a written 0 with this message: for a field
-	// whose 0 means "unset, use the default" (a weight).
-	zero string
-}
-
-// jschema is the JSON shape of one spec struct. It must follow the struct's
-// json tags; TestJSONSchemaMatchesSpec checks that it does.
-type jschema struct {
-	what   string // "task", for messages
-	fields map[string]jfield
-}
-
-var (
-	restartJSON    = &jschema{"restart policy", map[string]jfield{"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration}, "mode": {kind: jString}}}
-	rescheduleJSON = &jschema{"reschedule policy", map[string]jfield{
-		"attempts": {kind: jInt}, "interval": {kind: jDuration}, "delay": {kind: jDuration},
-		"delay_function": {kind: jString}, "max_delay": {kind: jDuration}, "unlimited": {kind: jBool},
-	}}
-	updateJSON = &jschema{"update strategy", map[string]jfield{
-		"max_parallel": {kind: jInt}, "health_check": {kind: jString}, "min_healthy_time": {kind: jDuration},
-		"healthy_deadline": {kind: jDuration}, "progress_deadline": {kind: jDuration}, "auto_revert": {kind: jBool},
-		"canary": {kind: jInt}, "auto_promote": {kind: jBool},
-	}}
-	disconnectJSON = &jschema{"disconnect policy", map[string]jfield{"stop_after": {kind: jDuration}}}
-	resourcesJSON  = &jschema{"resources", map[string]jfield{"cpu": {kind: jInt}, "memory": {kind: jInt}, "disk": {kind: jInt}}}
-	commandJSON    = &jschema{"prestart, stop or poststop command", map[string]jfield{"command": {kind: jString}, "args": {kind: jStringList}}}
-	configJSON     = &jschema{"config", map[string]jfield{
-		"command": {kind: jString}, "args": {kind: jStringList}, "work_dir": {kind: jString}, "user": {kind: jString},
-		"prestart": {kind: jObjectList, obj: commandJSON}, "stop": {kind: jObject, obj: commandJSON},
-		"poststop": {kind: jObjectList, obj: commandJSON}, "image": {kind: jString}, "entrypoint": {kind: jStringList}, "ports": {kind: jStringList}, "labels": {kind: jStringMap},
-		"privileged": {kind: jBool}, "network_mode": {kind: jString}, "pid_mode": {kind: jString}, "volumes": {kind: jStringList},
-	}}
-	constraintJSON = &jschema{"constraint", map[string]jfield{"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString}}}
-	affinityJSON   = &jschema{"affinity", map[string]jfield{
-		"attribute": {kind: jString}, "operator": {kind: jString}, "value": {kind: jString},
-		"weight": {kind: jInt, zero: zeroAffinityWeight},
-	}}
-	spreadTargetJSON = &jschema{"spread target", map[string]jfield{"value": {kind: jString}, "percent": {kind: jInt}}}
-	spreadJSON       = &jschema{"spread", map[string]jfield{
-		"attribute": {kind: jString}, "weight": {kind: jInt, zero: zeroSpreadWeight},
-		"targets": {kind: jObjectList, obj: spreadTargetJSON},
-	}}
-	portJSON         = &jschema{"port", map[string]jfield{"label": {kind: jString}, "static": {kind: jInt}, "to": {kind: jInt}}}
-	checkRestartJSON = &jschema{"check_restart", map[string]jfield{"limit": {kind: jInt}, "grace": {kind: jDuration}}}
-	checkJSON        = &jschema{"check", map[string]jfield{
-		"name": {kind: jString}, "type": {kind: jString}, "port": {kind: jString}, "path": {kind: jString},
-		"command": {kind: jString}, "args": {kind: jStringList}, "interval": {kind: jDuration}, "timeout": {kind: jDuration},
-		"grace": {kind: jDuration}, "check_restart": {kind: jObject, obj: checkRestartJSON},
-	}}
-	serviceJSON = &jschema{"service", map[string]jfield{
-		"name": {kind: jString}, "port": {kind: jString}, "tags": {kind: jStringList}, "checks": {kind: jObjectList, obj: checkJSON},
-	}}
-	networkJSON = &jschema{"network", map[string]jfield{"ports": {kind: jObjectList, obj: portJSON}}}
-	taskJSON    = &jschema{"task", map[string]jfield{
-		"name": {kind: jString}, "driver": {kind: jString}, "config": {kind: jObject, obj: configJSON},
-		"env": {kind: jStringMap}, "resources": {kind: jObject, obj: resourcesJSON}, "restart": {kind: jObject, obj: restartJSON},
-		"kill_timeout": {kind: jDuration}, "meta": {kind: jStringMap}, "constraints": {kind: jObjectList, obj: constraintJSON},
-		"affinities": {kind: jObjectList, obj: affinityJSON}, "services": {kind: jObjectList, obj: serviceJSON},
-	}}
-	groupJSON = &jschema{"group", map[string]jfield{
-		"name": {kind: jString}, "count": {kind: jInt}, "restart": {kind: jObject, obj: restartJSON},
-		"reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
-		"disconnect": {kind: jObject, obj: disconnectJSON}, "rebalance": {kind: jBool}, "meta": {kind: jStringMap},
-		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
-		"spreads": {kind: jObjectList, obj: spreadJSON}, "network": {kind: jObject, obj: networkJSON}, "tasks": {kind: jObjectList, obj: taskJSON},
-	}}
-	jobJSON = &jschema{"job", map[string]jfield{
-		"name": {kind: jString}, "namespace": {kind: jString}, "type": {kind: jString}, "priority": {kind: jInt},
-		"datacenters": {kind: jStringList}, "node_pool": {kind: jString}, "meta": {kind: jStringMap}, "reschedule": {kind: jObject, obj: rescheduleJSON}, "update": {kind: jObject, obj: updateJSON},
-		"constraints": {kind: jObjectList, obj: constraintJSON}, "affinities": {kind: jObjectList, obj: affinityJSON},
-		"spreads": {kind: jObjectList, obj: spreadJSON}, "scoring": {kind: jString}, "preempt": {kind: jBool},
-		"groups":  {kind: jObjectList, obj: groupJSON},
-		"version": {kind: jUint}, "stopped": {kind: jBool}, "submit_time": {kind: jTime},
-		"restart_requested": {kind: jTime}, "modify_index": {kind: jInt},
-	}}
-	// statusJSON is spec.JobStatus; only its job is read.
-	statusJSON = &jschema{"job status", map[string]jfield{
-		"job": {kind: jAny}, "summary": {kind: jAny}, "placement_failures": {kind: jAny},
-		"allocations": {kind: jAny},
-	}}
-)
-
-func (s *jschema) names() []string {
-	var out []string
-	for k := range s.fields {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // jchecker checks a tree against a schema.
 type jchecker struct {
 	c   *collector
@@ -363,14 +252,14 @@ func join(path, key string) string {
 
 // object checks n against s and cuts out every key that is unknown or has a
 // bad value. In a task, the driver decides what its config may hold.
-func (k *jchecker) object(n *jnode, s *jschema, path string) {
+func (k *jchecker) object(n *jnode, s *schema, path string) {
 	k.at[path] = k.pos(n)
 	seen := map[string]pos{} // key -> where it was first set
 	var keys []string
 	var koffs []int
 	var vals []*jnode
 	driver := ""
-	if s == taskJSON {
+	if s == taskTree {
 		for i, key := range n.keys {
 			if key == "driver" && n.vals[i].kind == 's' {
 				driver = n.vals[i].text
@@ -380,15 +269,15 @@ func (k *jchecker) object(n *jnode, s *jschema, path string) {
 	for i, key := range n.keys {
 		v := n.vals[i]
 		field := join(path, key)
-		f, ok := s.fields[key]
+		f, ok := s.byJSON[key]
 		keyNode := &jnode{off: n.koffs[i]}
 		first, dup := seen[key]
 		switch {
 		case !ok:
-			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, hint(key, s.names()))
+			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, hint(key, s.jsonNames))
 			// A likely typo of a field stands in for it: "needs a
 			// driver" would only repeat `did you mean "driver"?`.
-			if sug := suggest(key, s.names()); sug != "" {
+			if sug := suggest(key, s.jsonNames); sug != "" {
 				k.c.markReported(join(path, sug))
 			}
 			continue
@@ -405,7 +294,7 @@ func (k *jchecker) object(n *jnode, s *jschema, path string) {
 }
 
 // value checks v against f and reports whether to keep it.
-func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
+func (k *jchecker) value(v *jnode, f *fieldSchema, field, driver string) bool {
 	k.at[field] = k.pos(v)
 	name := field
 	if v.kind == 'z' {
@@ -416,23 +305,23 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 		return false
 	}
 	switch f.kind {
-	case jAny:
+	case kAny:
 		return true
-	case jString:
+	case kString:
 		if v.kind != 's' {
 			return want("a string")
 		}
-	case jBool:
+	case kBool:
 		if v.kind != 'b' {
 			return want("true or false")
 		}
-	case jInt, jUint:
+	case kInt, kUint:
 		if v.kind != 'n' {
 			return want("a number")
 		}
 		var err error
 		var n int64
-		if f.kind == jUint {
+		if f.kind == kUint {
 			_, err = strconv.ParseUint(v.text, 10, 64)
 		} else {
 			n, err = strconv.ParseInt(v.text, 10, 32)
@@ -448,7 +337,7 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 			k.fail(v, field, "%s", f.zero)
 			return false
 		}
-	case jDuration:
+	case kDuration:
 		if v.kind != 's' {
 			return want(`a duration string such as "30s"`)
 		}
@@ -456,12 +345,12 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 			k.fail(v, field, "%s: %v", lastSegment(name), err)
 			return false
 		}
-	case jTime:
+	case kTime:
 		var t time.Time
 		if v.kind != 's' || t.UnmarshalJSON(v.appendJSON(nil)) != nil {
 			return want("a time such as \"2006-01-02T15:04:05Z\"")
 		}
-	case jStringMap:
+	case kStringMap:
 		if v.kind != 'o' {
 			return want("an object of strings")
 		}
@@ -473,7 +362,7 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 			}
 		}
 		return ok
-	case jStringList:
+	case kStringList:
 		if v.kind != 'a' {
 			return want("an array of strings")
 		}
@@ -485,16 +374,16 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 			}
 		}
 		return ok
-	case jObject:
+	case kObject:
 		if v.kind != 'o' {
 			return want("an object")
 		}
-		if f.obj == configJSON {
+		if f.obj == configTree {
 			k.configObject(v, field, driver)
 		} else {
 			k.object(v, f.obj, field)
 		}
-	case jObjectList:
+	case kObjectList:
 		if v.kind != 'a' {
 			return want("an array of objects")
 		}
@@ -520,7 +409,7 @@ func (k *jchecker) value(v *jnode, f jfield, field, driver string) bool {
 func (k *jchecker) configObject(v *jnode, field, driver string) {
 	k.at[field] = k.pos(v)
 	var names []string
-	for _, n := range configJSON.names() {
+	for _, n := range configTree.jsonNames {
 		if spec.ConfigKeyRefusal(driver, n) == "" {
 			names = append(names, n)
 		}
@@ -531,7 +420,7 @@ func (k *jchecker) configObject(v *jnode, field, driver string) {
 	for i, key := range v.keys {
 		ev := v.vals[i]
 		kf := field + "." + key
-		f, ok := configJSON.fields[key]
+		f, ok := configTree.byJSON[key]
 		switch {
 		case !ok && driver != "" && !slices.Contains(spec.KnownDrivers, driver):
 			continue
@@ -605,7 +494,7 @@ func decodeTree(root *jnode, k *jchecker) (*spec.Job, error) {
 	if slices.Contains(root.keys, "job") {
 		// A JobStatus: check its own keys, then use only the job, with
 		// paths relative to it as validation's are.
-		k.object(root, statusJSON, "")
+		k.object(root, statusTree, "")
 		for i, key := range root.keys {
 			if key == "job" {
 				jobNode = root.vals[i]
@@ -617,7 +506,7 @@ func decodeTree(root *jnode, k *jchecker) (*spec.Job, error) {
 		}
 		k.at = positions{}
 	}
-	k.object(jobNode, jobJSON, "")
+	k.object(jobNode, jobTree, "")
 	var job spec.Job
 	dec := json.NewDecoder(bytes.NewReader(jobNode.appendJSON(nil)))
 	dec.DisallowUnknownFields()

@@ -48,7 +48,7 @@ func NamespaceOf(ns string) string {
 // Job is what an operator declares: a named set of groups to keep running
 // (service) or to run to completion (batch).
 type Job struct {
-	Name string `json:"name"`
+	Name string `json:"name" hcl:",label"`
 	// Namespace scopes who may see and change the job (ACL policies are
 	// per namespace); "" is DefaultNamespace. Job names are unique across
 	// namespaces.
@@ -69,40 +69,40 @@ type Job struct {
 	// own overrides it field by field (deploy.go).
 	Update *UpdateStrategy `json:"update,omitempty"`
 	// Constraints apply to every group's placement.
-	Constraints []*Constraint `json:"constraints,omitempty"`
+	Constraints []*Constraint `json:"constraints,omitempty" hcl:"constraint"`
 	// Affinities and Spreads are soft preferences for every group.
-	Affinities []*Affinity `json:"affinities,omitempty"`
-	Spreads    []*Spread   `json:"spreads,omitempty"`
+	Affinities []*Affinity `json:"affinities,omitempty" hcl:"affinity"`
+	Spreads    []*Spread   `json:"spreads,omitempty" hcl:"spread"`
 	// Scoring ranks the feasible nodes; "" is binpack.
 	Scoring Scoring `json:"scoring,omitempty"`
 	// Preempt lets the job evict lower-priority instances when it does not
 	// fit; unset means true for system jobs, false for others.
 	Preempt *bool    `json:"preempt,omitempty"`
-	Groups  []*Group `json:"groups"`
+	Groups  []*Group `json:"groups" hcl:"group"`
 
 	// Server-owned: set by the server, ignored on submit.
 
 	// Version counts spec changes, starting at 1. Re-submitting an identical
 	// spec does not change it.
-	Version uint64 `json:"version,omitempty"`
+	Version uint64 `json:"version,omitempty" hcl:"-"`
 	// Stopped is true after `drover stop`; submitting the job again clears it.
-	Stopped bool `json:"stopped,omitempty"`
+	Stopped bool `json:"stopped,omitempty" hcl:"-"`
 	// RestartRequested is when `drover restart` asked for every instance to
 	// be replaced, a group's update block's max_parallel at a time (1
 	// without one), each replacement healthy before the next; zero: never.
 	// Instances created before it are replaced.
-	RestartRequested time.Time `json:"restart_requested,omitzero"`
+	RestartRequested time.Time `json:"restart_requested,omitzero" hcl:"-"`
 	// SubmitTime is when the current version was submitted.
-	SubmitTime time.Time `json:"submit_time,omitzero"`
+	SubmitTime time.Time `json:"submit_time,omitzero" hcl:"-"`
 	// ModifyIndex is the registry revision of the last write to the job; pass
 	// it back as a check index to refuse a submit that would overwrite a
 	// change you have not seen.
-	ModifyIndex int64 `json:"modify_index,omitempty"`
+	ModifyIndex int64 `json:"modify_index,omitempty" hcl:"-"`
 }
 
 // Group is a set of tasks placed together on one node; Count copies of it run.
 type Group struct {
-	Name  string `json:"name"`
+	Name  string `json:"name" hcl:",label"`
 	Count int    `json:"count"`
 	// Restart is the default restart policy for the group's tasks.
 	Restart *RestartPolicy `json:"restart,omitempty"`
@@ -119,9 +119,9 @@ type Group struct {
 	Update *UpdateStrategy `json:"update,omitempty"`
 	// Constraints limit the nodes the group's instances go to, on top of
 	// the job's and its tasks' (see Job.ConstraintsOf).
-	Constraints []*Constraint `json:"constraints,omitempty"`
-	Affinities  []*Affinity   `json:"affinities,omitempty"`
-	Spreads     []*Spread     `json:"spreads,omitempty"`
+	Constraints []*Constraint `json:"constraints,omitempty" hcl:"constraint"`
+	Affinities  []*Affinity   `json:"affinities,omitempty" hcl:"affinity"`
+	Spreads     []*Spread     `json:"spreads,omitempty" hcl:"spread"`
 	// Rebalance lets the leader move the group's instances, one batch at a
 	// time under its update block, when the nodes' allocated load is
 	// uneven (a node joined, or others filled up); off by default.
@@ -129,7 +129,7 @@ type Group struct {
 	// Network holds the ports the group's instance reserves on its node.
 	Network *Network          `json:"network,omitempty"`
 	Meta    map[string]string `json:"meta,omitempty"`
-	Tasks   []*Task           `json:"tasks"`
+	Tasks   []*Task           `json:"tasks" hcl:"task"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -149,7 +149,7 @@ func (g *Group) UnmarshalJSON(b []byte) error {
 
 // Task is one process (or, later, container) inside a group.
 type Task struct {
-	Name      string            `json:"name"`
+	Name      string            `json:"name" hcl:",label"`
 	Driver    string            `json:"driver"`
 	Config    TaskConfig        `json:"config"`
 	Env       map[string]string `json:"env,omitempty"`
@@ -159,12 +159,12 @@ type Task struct {
 	KillTimeout Duration       `json:"kill_timeout,omitempty"`
 	// Constraints count for the task's group: the group is placed only
 	// where all its tasks' constraints hold.
-	Constraints []*Constraint     `json:"constraints,omitempty"`
-	Affinities  []*Affinity       `json:"affinities,omitempty"`
+	Constraints []*Constraint     `json:"constraints,omitempty" hcl:"constraint"`
+	Affinities  []*Affinity       `json:"affinities,omitempty" hcl:"affinity"`
 	Meta        map[string]string `json:"meta,omitempty"`
 	// Services register the task's instances in the service catalog, with
 	// health checks (service.go).
-	Services []*Service `json:"services,omitempty"`
+	Services []*Service `json:"services,omitempty" hcl:"service"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and

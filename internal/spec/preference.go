@@ -52,12 +52,12 @@ func (a Affinity) Constraint() Constraint {
 type Spread struct {
 	Attribute string         `json:"attribute"`
 	Weight    int            `json:"weight,omitempty"`
-	Targets   []SpreadTarget `json:"targets,omitempty"`
+	Targets   []SpreadTarget `json:"targets,omitempty" hcl:"target"`
 }
 
 // SpreadTarget is one value's share of a spread, in percent.
 type SpreadTarget struct {
-	Value   string `json:"value"`
+	Value   string `json:"value" hcl:",label"`
 	Percent int    `json:"percent"`
 }
 
@@ -67,7 +67,7 @@ const DefaultSpreadWeight = 50
 // Network is what a group needs of its node's network: ports, reserved for
 // the group's instance on the node's address and shared by its tasks.
 type Network struct {
-	Ports []Port `json:"ports,omitempty"`
+	Ports []Port `json:"ports,omitempty" hcl:"port"`
 }
 
 // Port is one port a group needs. Static is a fixed host port; when it is
@@ -79,7 +79,7 @@ type Network struct {
 // number as the host port. Tasks that share the node's network (exec,
 // raw_exec) listen on the host port itself, so To means nothing to them.
 type Port struct {
-	Label  string `json:"label"`
+	Label  string `json:"label" hcl:",label"`
 	Static int    `json:"static,omitempty"`
 	To     int    `json:"to,omitempty"`
 }

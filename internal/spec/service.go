@@ -13,7 +13,7 @@ type Service struct {
 	// address with port 0 (an A record and no SRV target).
 	PortLabel string   `json:"port,omitempty"`
 	Tags      []string `json:"tags,omitempty"`
-	Checks    []*Check `json:"checks,omitempty"`
+	Checks    []*Check `json:"checks,omitempty" hcl:"check"`
 }
 
 // CheckType is how a check probes its instance.

@@ -1,0 +1,5 @@
+job "j" {
+  group {
+    restart { mod = "fail" }
+  }
+}
