@@ -104,6 +104,7 @@ Then, in another terminal:         drover status hello`,
 			}
 			return cmd.Help()
 		},
+		// Args: refuseUnknownCommands sets it, as on every command with subcommands.
 	}
 	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (as drover version does)")
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
@@ -117,6 +118,8 @@ Then, in another terminal:         drover status hello`,
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g), newVersionCmd(g),
 	)
+	root.InitDefaultCompletionCmd()
+	refuseUnknownCommands(root)
 	return root
 }
 
