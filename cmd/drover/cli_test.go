@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // runDrover runs the drover command line with args, stdin as its input,
-// and returns what it printed (stdout and stderr) and the exit code main
-// would give.
+// and returns what main would print (stdout, stderr and the error line)
+// and its exit code. (runValidate is validate's, without the error line.)
 func runDrover(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
 	root := newRoot()
@@ -17,16 +19,21 @@ func runDrover(t *testing.T, stdin string, args ...string) (string, int) {
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetIn(strings.NewReader(stdin))
-	root.SetArgs(args)
-	err := root.Execute()
-	var ee *exitError
-	switch {
-	case err == nil:
+	err := execute(root, args)
+	if err == nil {
 		return out.String(), 0
-	case errors.As(err, &ee):
-		return out.String(), ee.code
 	}
-	return out.String() + "Error: " + err.Error() + "\n", exitFailure
+	// As main: the exit code an exitError carries, and its message unless
+	// the command printed what the user needs already.
+	code := exitFailure
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+		if ee.silent {
+			return out.String(), code
+		}
+	}
+	return out.String() + "Error: " + err.Error() + "\n", code
 }
 
 // A word drover has no command for exits 1 with cobra's suggestion, under
@@ -54,5 +61,33 @@ func TestUnknownCommandsExit1WithASuggestion(t *testing.T) {
 		if out, code := runDrover(t, "", args...); code != 0 || !strings.Contains(out, "Available Commands:") {
 			t.Errorf("drover %s: exit %d, printed:\n%s\nwant its help and exit 0", strings.Join(args, " "), code, out)
 		}
+	}
+}
+
+// Nomad's single-dash long flags reach drover as the long flags; shorthand
+// flags, flag values and what follows -- are left as they are.
+func TestSingleDashLongFlags(t *testing.T) {
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"run", "-detach", "job.hcl"}, []string{"run", "--detach", "job.hcl"}},
+		{[]string{"stop", "-purge", "web", "-address=https://10.0.0.1:4646"}, []string{"stop", "--purge", "web", "--address=https://10.0.0.1:4646"}},
+		{[]string{"status", "-address", "-odd-", "-o", "json", "web"}, []string{"status", "--address", "-odd-", "-o", "json", "web"}},
+		{[]string{"logs", "-tail", "-1", "-f", "web"}, []string{"logs", "--tail", "-1", "-f", "web"}},
+		{[]string{"logs", "--tail", "-detach", "web"}, []string{"logs", "--tail", "-detach", "web"}},
+		{[]string{"exec", "-it", "web", "-alloc=3f2a", "--", "ls", "-detach"}, []string{"exec", "-it", "web", "--alloc=3f2a", "--", "ls", "-detach"}},
+		{[]string{"node", "drain", "-deadline", "1h", "-ojson", "n1"}, []string{"node", "drain", "--deadline", "1h", "-ojson", "n1"}},
+		{[]string{"run", "-", "-unknown"}, []string{"run", "-", "-unknown"}},
+	} {
+		if d := cmp.Diff(c.want, singleDashLongFlags(newRoot(), c.args)); d != "" {
+			t.Errorf("%q (-want +got):\n%s", c.args, d)
+		}
+	}
+	// Through the whole command line: the flag is taken, not read as -d -e -t ...
+	out, code := runDrover(t, "", "run", "-detach", "-address=http://127.0.0.1:1", "/nonexistent/job.hcl")
+	if code != exitFailure || !strings.Contains(out, "reading job file /nonexistent/job.hcl") {
+		t.Errorf("drover run -detach: exit %d, printed:\n%s", code, out)
+	}
+	out, code = runDrover(t, "", "-address=http://127.0.0.1:1", "status")
+	if code != exitFailure || !strings.Contains(out, "cannot reach the drover server at http://127.0.0.1:1") {
+		t.Errorf("drover -address=... status: exit %d, printed:\n%s", code, out)
 	}
 }

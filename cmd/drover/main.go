@@ -34,7 +34,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
 	root := newRoot()
-	if err := root.Execute(); err != nil {
+	if err := execute(root, os.Args[1:]); err != nil {
 		code := exitFailure
 		var ee *exitError
 		if errors.As(err, &ee) {

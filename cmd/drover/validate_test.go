@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +15,22 @@ import (
 // returns what it printed and the exit code main would give.
 func runValidate(t *testing.T, stdin string, args ...string) (string, int) {
 	t.Helper()
-	return runDrover(t, stdin, append([]string{"validate"}, args...)...)
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(append([]string{"validate"}, args...))
+	err := root.Execute()
+	var ee *exitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), ee.code
+	}
+	t.Fatalf("validate %q: %v, not an exitError", args, err)
+	return "", 0
 }
 
 func writeFile(t *testing.T, name, src string) string {
