@@ -91,3 +91,54 @@ func TestSingleDashLongFlags(t *testing.T) {
 		t.Errorf("drover -address=... status: exit %d, printed:\n%s", code, out)
 	}
 }
+
+// Nomad's nouns run drover's commands: each alias prints what the drover
+// command prints for the same arguments (no server here, so each answers
+// from its own checks, or names the address it could not reach); a Nomad
+// verb drover lacks exits 1 naming the drover command nearest to it.
+func TestNomadNouns(t *testing.T) {
+	dead := "-address=http://127.0.0.1:1"
+	valid := writeFile(t, "ok.hcl", `job "ok" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+`)
+	for _, c := range []struct{ nomad, drover []string }{
+		{[]string{"job", "run", "-detach", "/nonexistent/job.hcl"}, []string{"run", "--detach", "/nonexistent/job.hcl"}},
+		{[]string{"job", "plan", "/nonexistent/job.hcl"}, []string{"plan", "/nonexistent/job.hcl"}},
+		{[]string{"job", "validate", valid}, []string{"validate", valid}},
+		{[]string{"job", "status", "web", dead}, []string{"status", "web", dead}},
+		{[]string{"job", "stop", "-purge", "web", dead}, []string{"stop", "--purge", "web", dead}},
+		{[]string{"job", "history", "web", dead}, []string{"history", "web", dead}},
+		{[]string{"job", "inspect", "web", dead}, []string{"status", "web", dead}},
+		{[]string{"node", "status", dead}, []string{"nodes", dead}},
+		{[]string{"node", "status", "n1", "-o", "yaml"}, []string{"nodes", "n1", "-o", "yaml"}},
+		{[]string{"alloc", "status", "3f2a", dead}, []string{"exec", "--alloc", "3f2a", "web", dead, "--", "true"}},
+		{[]string{"alloc", "logs", "3f2a", dead}, []string{"exec", "--alloc", "3f2a", "web", dead, "--", "true"}},
+		{[]string{"alloc", "exec", "3f2a", dead, "--", "true"}, []string{"exec", "--alloc", "3f2a", "web", dead, "--", "true"}},
+	} {
+		got, gotCode := runDrover(t, "", c.nomad...)
+		want, wantCode := runDrover(t, "", c.drover...)
+		if gotCode != wantCode || got != want || strings.Contains(got, "unknown command") || strings.Contains(got, "unknown flag") {
+			t.Errorf("drover %s: exit %d, printed:\n%s\nwant as drover %s: exit %d, printed:\n%s",
+				strings.Join(c.nomad, " "), gotCode, got, strings.Join(c.drover, " "), wantCode, want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"job", "scale", "web", "g", "3"}, "drover has no job scale: change count in the job file, then drover run FILE"},
+		{[]string{"alloc", "restart", "-task", "t", "3f2a"}, "drover restart JOB replaces every instance of the job"},
+		{[]string{"alloc", "stop", "3f2a"}, "drover stop JOB stops the whole job"},
+		{[]string{"alloc", "stats", "3f2a"}, `did you mean "alloc status"?`},
+	} {
+		if out, code := runDrover(t, "", c.args...); code != exitFailure || !strings.Contains(out, c.want) {
+			t.Errorf("drover %s: exit %d, printed:\n%s\nwant exit 1 and %q", strings.Join(c.args, " "), code, out, c.want)
+		}
+	}
+}
