@@ -31,7 +31,7 @@ the new version first runs beside the old one until promoted.
 A JOB argument means that job's latest deployment; otherwise give a
 deployment ID or a unique prefix of at least 4 characters.`,
 	}
-	cmd.AddCommand(newDeploymentStatusCmd(g), newDeploymentPromoteCmd(g), newDeploymentFailCmd(g))
+	cmd.AddCommand(newDeploymentListCmd(g), newDeploymentStatusCmd(g), newDeploymentPromoteCmd(g), newDeploymentFailCmd(g))
 	return cmd
 }
 
@@ -51,15 +51,7 @@ func newDeploymentStatusCmd(g *globals) *cobra.Command {
 			defer cancel()
 			out := cmd.OutOrStdout()
 			if len(args) == 0 {
-				ds, _, err := c.Deployments(ctx, nil)
-				if err != nil {
-					return err
-				}
-				if g.output == "json" {
-					return printJSON(out, ds)
-				}
-				printDeploymentList(out, ds)
-				return nil
+				return g.listDeployments(ctx, c, out)
 			}
 			d, err := findDeployment(ctx, c, args[0])
 			if err != nil {
@@ -72,6 +64,36 @@ func newDeploymentStatusCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newDeploymentListCmd is Nomad's name for what deployment status does
+// without an argument.
+func newDeploymentListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List recent deployments (as deployment status without an argument)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel, c, err := g.readCommand(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			return g.listDeployments(ctx, c, cmd.OutOrStdout())
+		},
+	}
+}
+
+func (g *globals) listDeployments(ctx context.Context, c *client.Client, out io.Writer) error {
+	ds, _, err := c.Deployments(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return printJSON(out, ds)
+	}
+	printDeploymentList(out, ds)
+	return nil
 }
 
 func newDeploymentPromoteCmd(g *globals) *cobra.Command {

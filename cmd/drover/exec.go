@@ -20,8 +20,7 @@ import (
 )
 
 func newExecCmd(g *globals) *cobra.Command {
-	var allocID string
-	var tty, stdin bool
+	var f execFlags
 	cmd := &cobra.Command{
 		Use:   "exec JOB[/TASK] -- COMMAND [ARG...]",
 		Short: "Run a command inside a running task, on a terminal when interactive",
@@ -41,41 +40,58 @@ needs the exec capability in the job's namespace.`,
 				return fmt.Errorf("give the job, then -- and the command: drover exec JOB[/TASK] -- COMMAND [ARG...]")
 			}
 			job, task, _ := strings.Cut(args[0], "/")
-			if !cmd.Flags().Changed("tty") {
-				tty = stdin && term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			ctx := signalContext(cmd.Context())
-			id, err := execTarget(ctx, c, job, allocID)
-			if err != nil {
-				return err
-			}
-			cols, rows := 0, 0
-			if tty {
-				cols, rows, _ = term.GetSize(int(os.Stdout.Fd()))
-			}
-			conn, err := c.Exec(ctx, id, task, args[1:], tty, cols, rows)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			code, err := runExec(ctx, conn, tty, stdin, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return &exitError{code: code, err: fmt.Errorf("exit code %d", code), silent: true}
-			}
-			return nil
+			return f.run(cmd, g, job, task, args[1:])
 		},
 	}
-	cmd.Flags().StringVar(&allocID, "alloc", "", "run in this instance (an ID or its prefix) instead of the job's first running one")
-	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal (default: when stdin and stdout are terminals)")
-	cmd.Flags().BoolVarP(&stdin, "stdin", "i", true, "pass your input to the command")
+	cmd.Flags().StringVar(&f.allocID, "alloc", "", "run in this instance (an ID or its prefix) instead of the job's first running one")
+	f.register(cmd)
 	return cmd
+}
+
+// execFlags are the flags of drover exec and drover alloc exec.
+type execFlags struct {
+	allocID    string
+	tty, stdin bool
+}
+
+func (f *execFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal (default: when stdin and stdout are terminals)")
+	cmd.Flags().BoolVarP(&f.stdin, "stdin", "i", true, "pass your input to the command")
+}
+
+// run runs command in the job's task (task "" the first) of the instance
+// f.allocID, or of the job's first running one.
+func (f *execFlags) run(cmd *cobra.Command, g *globals, job, task string, command []string) error {
+	tty := f.tty
+	if !cmd.Flags().Changed("tty") {
+		tty = f.stdin && term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	ctx := signalContext(cmd.Context())
+	id, err := execTarget(ctx, c, job, f.allocID)
+	if err != nil {
+		return err
+	}
+	cols, rows := 0, 0
+	if tty {
+		cols, rows, _ = term.GetSize(int(os.Stdout.Fd()))
+	}
+	conn, err := c.Exec(ctx, id, task, command, tty, cols, rows)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	code, err := runExec(ctx, conn, tty, f.stdin, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &exitError{code: code, err: fmt.Errorf("exit code %d", code), silent: true}
+	}
+	return nil
 }
 
 // execTarget picks the instance: --alloc, else the job's first running one.

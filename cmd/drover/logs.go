@@ -16,9 +16,7 @@ import (
 )
 
 func newLogsCmd(g *globals) *cobra.Command {
-	var follow, stderr bool
-	var tail int
-	var since time.Duration
+	var f logFlags
 	cmd := &cobra.Command{
 		Use:   "logs JOB[/TASK]",
 		Short: "Print a job's task output, by name; no allocation ID needed",
@@ -47,53 +45,70 @@ when none runs, the latest instance of each index.`,
 				}
 				return fmt.Errorf("job %q has no instances yet; see drover status %s", jobName, jobName)
 			}
-			out := &lockedWriter{w: cmd.OutOrStdout()}
-			if since < 0 {
-				return fmt.Errorf("--since must be positive, such as 10m or 2h")
-			}
-			opts := client.LogOptions{Stderr: stderr, Tail: tail, Follow: follow, Since: since}
-			if len(streams) == 1 {
-				opts.Task = streams[0].task
-				return copyLog(ctx, c, streams[0].alloc.ID, opts, out, "")
-			}
-			// Several streams: without -f print them one after the other;
-			// with -f interleave them line by line.
-			if !follow {
-				for _, s := range streams {
-					o := opts
-					o.Task = s.task
-					if err := copyLog(ctx, c, s.alloc.ID, o, out, s.prefix()); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			var wg sync.WaitGroup
-			errs := make(chan error, len(streams))
-			for _, s := range streams {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					o := opts
-					o.Task = s.task
-					errs <- copyLog(ctx, c, s.alloc.ID, o, out, s.prefix())
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil && ctx.Err() == nil {
-					return err
-				}
-			}
-			return nil
+			return f.print(ctx, c, cmd.OutOrStdout(), streams)
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
-	cmd.Flags().BoolVar(&stderr, "stderr", false, "show stderr instead of stdout")
-	cmd.Flags().IntVar(&tail, "tail", -1, "show only the last N lines (-1: all)")
-	cmd.Flags().DurationVar(&since, "since", 0, "show only output written in the last this long, such as 10m (to about a second)")
+	f.register(cmd)
 	return cmd
+}
+
+// logFlags are the flags of drover logs and drover alloc logs.
+type logFlags struct {
+	follow, stderr bool
+	tail           int
+	since          time.Duration
+}
+
+func (f *logFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing new output")
+	cmd.Flags().BoolVar(&f.stderr, "stderr", false, "show stderr instead of stdout")
+	cmd.Flags().IntVar(&f.tail, "tail", -1, "show only the last N lines (-1: all)")
+	cmd.Flags().DurationVar(&f.since, "since", 0, "show only output written in the last this long, such as 10m (to about a second)")
+}
+
+// print copies the streams' output to w: one stream as it is, several
+// prefixed with [instance/task].
+func (f *logFlags) print(ctx context.Context, c *client.Client, w io.Writer, streams []logStream) error {
+	out := &lockedWriter{w: w}
+	if f.since < 0 {
+		return fmt.Errorf("--since must be positive, such as 10m or 2h")
+	}
+	opts := client.LogOptions{Stderr: f.stderr, Tail: f.tail, Follow: f.follow, Since: f.since}
+	if len(streams) == 1 {
+		opts.Task = streams[0].task
+		return copyLog(ctx, c, streams[0].alloc.ID, opts, out, "")
+	}
+	// Several streams: without -f print them one after the other;
+	// with -f interleave them line by line.
+	if !f.follow {
+		for _, s := range streams {
+			o := opts
+			o.Task = s.task
+			if err := copyLog(ctx, c, s.alloc.ID, o, out, s.prefix()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(streams))
+	for _, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := opts
+			o.Task = s.task
+			errs <- copyLog(ctx, c, s.alloc.ID, o, out, s.prefix())
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type logStream struct {

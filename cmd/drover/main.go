@@ -34,7 +34,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
 	root := newRoot()
-	if err := root.Execute(); err != nil {
+	if err := execute(root, os.Args[1:]); err != nil {
 		code := exitFailure
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -86,6 +86,7 @@ func (g *globals) listNamespace() string {
 
 func newRoot() *cobra.Command {
 	g := &globals{}
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "drover",
 		Short: "drover places jobs on machines and keeps them running",
@@ -97,7 +98,15 @@ Start everything on this machine:  drover dev examples/hello.hcl
 Then, in another terminal:         drover status hello`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				return g.printVersion(cmd)
+			}
+			return cmd.Help()
+		},
+		// Args: refuseUnknownCommands sets it, as on every command with subcommands.
 	}
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (as drover version does)")
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "directory with ca.pem, cli.pem and cli-key.pem from drover tls init (default $DROVER_TLS_DIR, or what a drover dev on this machine left)")
@@ -107,8 +116,11 @@ Then, in another terminal:         drover status hello`,
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
 		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
-		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g),
+		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g), newVersionCmd(g),
+		newJobCmd(g), newAllocCmd(g),
 	)
+	root.InitDefaultCompletionCmd()
+	refuseUnknownCommands(root)
 	return root
 }
 

@@ -24,7 +24,7 @@ func newNodeCmd(g *globals) *cobra.Command {
   drover node drain node-a --disable
   drover node eligibility node-a off`,
 	}
-	cmd.AddCommand(newNodeDrainCmd(g), newNodeEligibilityCmd(g))
+	cmd.AddCommand(newNodeDrainCmd(g), newNodeEligibilityCmd(g), newNodeStatusCmd(g))
 	return cmd
 }
 
