@@ -81,6 +81,14 @@ func tlsTestServerWith(t *testing.T, lim httpapi.Limits) (string, string, *count
 		reg.Close()
 		emb.Close()
 	})
+	// A registration checks the node's secret against the server's
+	// state: until it has read the registry the server answers 503 (an
+	// agent retries).
+	for deadline := time.Now().Add(10 * time.Second); !srv.ready.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not read the registry within 10s")
+		}
+	}
 	return "https://" + tcp.Addr().String(), tlsDir, ln
 }
 
