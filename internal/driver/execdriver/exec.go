@@ -131,7 +131,16 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
-	if err := cmd.Start(); err != nil {
+	err = d.fork(cmd, t, cg)
+	if errors.Is(err, errJoin) {
+		// The cgroup was made but cannot be joined: the task runs
+		// without it, and says so.
+		note = noIsolationNote(fmt.Errorf("cgroup %s: %w", cg.Path("memory"), err))
+		removeCgroup(cg)
+		cg = nil
+		err = cmd.Start()
+	}
+	if err != nil {
 		stdout.close()
 		stderr.close()
 		removeCgroup(cg)
@@ -143,16 +152,6 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	// The child has its copies; close ours so that EOF arrives when it exits.
 	stdout.w.Close()
 	stderr.w.Close()
-	if cg != nil && !d.cg.v2 {
-		// v1 has no way to fork into a cgroup: the task joins it now, a
-		// few hundred microseconds after its fork, before it has run much
-		// beyond its exec. A child it forked in that window stays outside.
-		if err := cg.Apply(cmd.Process.Pid); err != nil {
-			note = noIsolationNote(fmt.Errorf("join cgroup %s: %w", cg.Path("memory"), err))
-			removeCgroup(cg)
-			cg = nil
-		}
-	}
 
 	h := &handle{cmd: cmd, cg: cg, note: note, stdout: stdout, stderr: stderr, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
 	// The exit is learnt through a pidfd on the runtime's poller:
@@ -163,6 +162,15 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	h.pidfd, _ = openPidfd(cmd.Process.Pid)
 	go h.waitLoop(stdout, stderr)
 	return h, nil
+}
+
+// fork starts cmd: on cgroup v1 with the task born in its cgroup cg
+// (startInV1); v2 has set cmd up to be (CLONE_INTO_CGROUP).
+func (d *Driver) fork(cmd *exec.Cmd, t driver.Task, cg cgroups.Manager) error {
+	if cg == nil || d.cg.v2 {
+		return cmd.Start()
+	}
+	return d.cg.startInV1(taskCgroupName(t.ID, t.Hook), cmd.Start)
 }
 
 // taskCgroup makes the cgroup of a task that exec starts, or returns a note
