@@ -393,3 +393,30 @@ func TestExecReusesALeftCgroupWithNewLimits(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStart starts b.N tasks of sleep, one after the other, through
+// each driver (exec isolated where it can be), as the agent does: each
+// with its output pipes and, for exec, its cgroup.
+func BenchmarkStart(b *testing.B) {
+	for _, name := range []string{"exec", "raw_exec"} {
+		b.Run(name, func(b *testing.B) {
+			d := execdriver.New(name)
+			dir := b.TempDir()
+			var hs []driver.Handle
+			defer func() {
+				for _, h := range hs {
+					syscall.Kill(-h.PID(), syscall.SIGKILL)
+					<-h.Wait()
+				}
+			}()
+			for i := 0; b.Loop(); i++ {
+				h, err := d.Start(context.Background(), driver.Task{Command: "/bin/sleep", Args: []string{"600"}, Env: []string{testPATH}, Dir: dir,
+					ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: spec.Resources{CPU: 100, MemoryMB: 64}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				hs = append(hs, h)
+			}
+		})
+	}
+}
