@@ -52,6 +52,7 @@ var wantKeys = map[string][]string{
 		"node_watch_errors", "registrations_after_kill", "replacements_placed", "time_to_replacements_placed_ms",
 		"time_to_replacements_running_ms", "time_to_seen_down_ms", "warnings_after_kill"},
 	"starts": {"instances", "runs", "starts_per_second", "raw_exec_starts_per_second", "raw_fork_exec_per_second", "ratio_to_raw", "raw_exec_ratio_to_raw",
+		"exec_cpu_ms_per_start", "raw_exec_cpu_ms_per_start", "raw_fork_exec_cpu_ms_per_start",
 		"submit_to_running_p50_ms", "submit_to_running_p99_ms", "submit_to_running_max_ms",
 		"raw_exec_submit_to_running_p50_ms", "raw_exec_submit_to_running_p99_ms", "raw_exec_submit_to_running_max_ms",
 		"submit_to_placed_p50_ms", "submit_to_placed_p99_ms", "submit_to_placed_max_ms",

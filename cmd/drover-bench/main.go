@@ -179,11 +179,12 @@ func startDev(bin, dataDir string, extra ...string) (*exec.Cmd, string, error) {
 }
 
 // devNode runs `drover dev` (startDev) and waits, up to a minute, for its
-// node to register. stop ends it (SIGTERM) and waits for it to exit.
-func devNode(bin, dataDir string, extra ...string) (c *client.Client, addr string, stop func(), err error) {
+// node to register; pid is its process. stop ends it (SIGTERM) and waits
+// for it to exit.
+func devNode(bin, dataDir string, extra ...string) (c *client.Client, pid int, stop func(), err error) {
 	dev, addr, err := startDev(bin, dataDir, extra...)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, 0, nil, err
 	}
 	stop = func() {
 		dev.Process.Signal(syscall.SIGTERM)
@@ -191,15 +192,15 @@ func devNode(bin, dataDir string, extra ...string) (c *client.Client, addr strin
 	}
 	if c, err = devClient(addr); err != nil {
 		stop()
-		return nil, "", nil, err
+		return nil, 0, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := waitNode(ctx, c); err != nil {
 		stop()
-		return nil, "", nil, err
+		return nil, 0, nil, err
 	}
-	return c, addr, stop, nil
+	return c, dev.Process.Pid, stop, nil
 }
 
 // devClient is an operator's client of the drover dev at addr: with the

@@ -10,7 +10,10 @@ package main
 // raw_exec job, and reads each instance's start time as the agent recorded
 // it: submit -> running. In the same run it times raw fork/exec of the same
 // command N times, the baseline: each driver's start rate (N / submit to
-// last running) should be at least 0.6 of raw fork/exec's.
+// last running) should be at least 0.6 of raw fork/exec's. Beside the
+// rates, which a busy machine moves a lot, it reports the CPU time a start
+// costs: drover dev's (server, etcd and agent) from the submit until every
+// instance is seen running, and this process's for raw fork/exec.
 
 import (
 	"context"
@@ -25,6 +28,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/proc"
 )
 
 func init() {
@@ -60,7 +64,7 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 	if pprofAddr != "" {
 		extra = []string{"--pprof-addr", pprofAddr}
 	}
-	c, _, stop, err := devNode(bin, filepath.Join(tmp, "data"), extra...)
+	c, pid, stop, err := devNode(bin, filepath.Join(tmp, "data"), extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -70,27 +74,32 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 
 	var lat, rawExecLat, placed, raw []time.Duration
 	var droverSpan, rawExecSpan, rawSpan time.Duration
+	var droverCPU, rawExecCPU, rawCPU time.Duration
 	for r := 0; r < runs; r++ {
-		l, p, span, err := submitToRunning(ctx, c, fmt.Sprintf("bench%d", r), "exec", n)
+		l, p, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n)
 		if err != nil {
 			return nil, err
 		}
 		lat = append(lat, l...)
 		placed = append(placed, p...)
 		droverSpan += span
-		rw, rspan, err := rawForkExec(n)
+		droverCPU += cpu
+		rw, rspan, cpu, err := rawForkExec(n)
 		if err != nil {
 			return nil, err
 		}
 		raw = append(raw, rw...)
 		rawSpan += rspan
-		l, _, span, err = submitToRunning(ctx, c, fmt.Sprintf("bench%d-raw", r), "raw_exec", n)
+		rawCPU += cpu
+		l, _, span, cpu, err = submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n)
 		if err != nil {
 			return nil, err
 		}
 		rawExecLat = append(rawExecLat, l...)
 		rawExecSpan += span
+		rawExecCPU += cpu
 	}
+	perStart := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n*runs) }
 	dr := float64(n*runs) / droverSpan.Seconds()
 	der := float64(n*runs) / rawExecSpan.Seconds()
 	rr := float64(n*runs) / rawSpan.Seconds()
@@ -103,6 +112,8 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 	rep.linef("raw fork/exec per process              %s", dist(raw))
 	rep.linef("starts/s: exec %.0f, raw_exec %.0f (submit to last running), raw fork/exec %.0f (sequential); exec/raw = %.2f, raw_exec/raw = %.2f (target >= %.2f each: %s, %s)",
 		dr, der, rr, dr/rr, der/rr, startsTarget, verdict(dr/rr >= startsTarget), verdict(der/rr >= startsTarget))
+	rep.linef("CPU per start: drover dev exec %.2f ms, raw_exec %.2f ms (submit to all seen running); raw fork/exec %.2f ms",
+		perStart(droverCPU), perStart(rawExecCPU), perStart(rawCPU))
 	rep.set("instances", n)
 	rep.set("runs", runs)
 	rep.set("starts_per_second", dr)
@@ -110,6 +121,9 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 	rep.set("raw_fork_exec_per_second", rr)
 	rep.set("ratio_to_raw", dr/rr)
 	rep.set("raw_exec_ratio_to_raw", der/rr)
+	rep.set("exec_cpu_ms_per_start", perStart(droverCPU))
+	rep.set("raw_exec_cpu_ms_per_start", perStart(rawExecCPU))
+	rep.set("raw_fork_exec_cpu_ms_per_start", perStart(rawCPU))
 	rep.setDist("submit_to_running", lat)
 	rep.setDist("raw_exec_submit_to_running", rawExecLat)
 	rep.setDist("submit_to_placed", placed)
@@ -118,20 +132,25 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 }
 
 // submitToRunning submits one job of driver drv and returns each instance's time from the
-// submit call to its task's start as recorded by the agent, and the time to
-// the last one. It stops and purges the job afterwards.
-func submitToRunning(ctx context.Context, c *client.Client, name, drv string, n int) (lat, placed []time.Duration, span time.Duration, err error) {
+// submit call to its task's start as recorded by the agent, the time to
+// the last one, and the CPU time process pid (drover dev) used from the
+// submit until all were seen running. It stops and purges the job afterwards.
+func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int) (lat, placed []time.Duration, span, cpu time.Duration, err error) {
 	job := sleepJob(name, n)
 	job.Groups[0].Tasks[0].Driver = drv
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
 	t0 := time.Now()
 	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	var index int64
 	for {
 		st, idx, err := c.Job(ctx, name, &client.QueryOptions{Index: index, Wait: 30 * time.Second})
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, 0, err
 		}
 		index = idx
 		lat, placed = lat[:0], placed[:0]
@@ -145,30 +164,41 @@ func submitToRunning(ctx context.Context, c *client.Client, name, drv string, n 
 			break
 		}
 		if len(st.Failures) > 0 {
-			return nil, nil, 0, fmt.Errorf("job %s cannot be placed: %s", name, st.Failures[0].String())
+			return nil, nil, 0, 0, fmt.Errorf("job %s cannot be placed: %s", name, st.Failures[0].String())
 		}
 	}
 	span = slices.Max(lat)
+	cpu1, err := cpuTime(pid)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
 	if _, err := c.StopJob(ctx, name, true); err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	// Wait for the instances to go so that runs do not overlap.
 	for {
 		allocs, idx, err := c.Allocs(ctx, name, "", &client.QueryOptions{Index: index, Wait: 30 * time.Second})
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, 0, err
 		}
 		index = idx
 		if len(allocs) == 0 {
 			break
 		}
 	}
-	return lat, placed, span, nil
+	return lat, placed, span, cpu1 - cpu0, nil
+}
+
+// cpuTime is the CPU time process pid has used.
+func cpuTime(pid int) (time.Duration, error) {
+	st, err := proc.ReadStat(pid)
+	return st.CPUTime(), err
 }
 
 // rawForkExec starts the same command n times in a row, each in its own
-// process group as the exec driver does, timing each start.
-func rawForkExec(n int) ([]time.Duration, time.Duration, error) {
+// process group as the exec driver does, timing each start, and returns
+// the CPU time this process used for them.
+func rawForkExec(n int) ([]time.Duration, time.Duration, time.Duration, error) {
 	var out []time.Duration
 	var cmds []*exec.Cmd
 	defer func() {
@@ -177,16 +207,22 @@ func rawForkExec(n int) ([]time.Duration, time.Duration, error) {
 			c.Wait()
 		}
 	}()
+	cpu0, err := cpuTime(os.Getpid())
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		t := time.Now()
 		cmd := exec.Command("/bin/sleep", "1000")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		out = append(out, time.Since(t))
 		cmds = append(cmds, cmd)
 	}
-	return out, time.Since(start), nil
+	span := time.Since(start)
+	cpu1, err := cpuTime(os.Getpid())
+	return out, span, cpu1 - cpu0, err
 }

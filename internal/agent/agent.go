@@ -105,6 +105,9 @@ type Agent struct {
 
 	// startSlots bounds how many tasks are being set up and forked at once.
 	startSlots chan struct{}
+	// removing counts the removals of forgotten allocs' directories under
+	// way (removeDirs).
+	removing sync.WaitGroup
 
 	repMu    sync.Mutex
 	repDirty map[string]*allocRunner // allocs whose status changed since last sent
@@ -323,6 +326,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		cancelTasks()
 		a.waitDetached(5 * time.Second)
 	}
+	a.removing.Wait()
 	return nil
 }
 
@@ -430,6 +434,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 	}
 	// Allocs the server no longer has (garbage collected or purged): stop
 	// what still runs and forget them once done.
+	var gone []string
 	for id, ar := range a.runners {
 		if seen[id] {
 			continue
@@ -438,13 +443,34 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		select {
 		case <-ar.done:
 			delete(a.runners, id)
-			if err := os.RemoveAll(ar.dir); err != nil {
-				a.log.Warn("cannot remove alloc dir", "dir", ar.dir, "err", err)
-			}
+			gone = append(gone, ar.dir)
 		default:
 			// Still stopping; the next answer will find it done.
 		}
 	}
+	a.removeDirs(gone)
+}
+
+// removeDirs removes the directories of forgotten allocs in the
+// background: a few milliseconds each (a dozen directories and the logs),
+// seconds for hundreds, which converge spent holding a.mu and before
+// fetching the next assignments, so the starts of a job submitted just
+// after another was purged waited for the purged one's files. No alloc
+// uses a directory of another's ID. Run waits for the removals before it
+// returns.
+func (a *Agent) removeDirs(dirs []string) {
+	if len(dirs) == 0 {
+		return
+	}
+	a.removing.Add(1)
+	go func() {
+		defer a.removing.Done()
+		for _, dir := range dirs {
+			if err := os.RemoveAll(dir); err != nil {
+				a.log.Warn("cannot remove alloc dir", "dir", dir, "err", err)
+			}
+		}
+	}()
 }
 
 // stoppedMarker is the file an agent that stopped its tasks on exit leaves

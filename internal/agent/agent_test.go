@@ -511,3 +511,45 @@ func TestNodeAttributesFromDrivers(t *testing.T) {
 		t.Fatalf("driver.exec.isolation = %q, want %q", got, want)
 	}
 }
+
+// The directory of a purged alloc is removed beside the starts of what
+// comes next, not before them: a job submitted while the agent removes a
+// big purged alloc directory runs before that directory is gone.
+func TestStartsDoNotWaitForPurgedAllocDirs(t *testing.T) {
+	c := newCluster(t)
+	dataDir := t.TempDir()
+	c.startAgent(dataDir, true)
+	c.submit(job("old", spec.JobService, shTask("t", "sleep 600")))
+	old := c.alloc("old", 10*time.Second, "old running", running("t"))
+	// Files enough that removing them takes a while (about 25 us each
+	// on ext4): the agent removes its own, one by one.
+	data := filepath.Join(dataDir, "allocs", old.ID, "alloc", "data")
+	for i := range 30000 {
+		fd, err := unix.Open(filepath.Join(data, strconv.Itoa(i)), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+	}
+	before, err := os.Stat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.StopJob(context.Background(), "old", true); err != nil {
+		t.Fatal(err)
+	}
+	// The removal has begun once the directory changes.
+	waitFor(t, 30*time.Second, "the purged alloc's directory being removed", func() bool {
+		fi, err := os.Stat(data)
+		return err != nil || !fi.ModTime().Equal(before.ModTime())
+	})
+	c.submit(job("new", spec.JobService, shTask("t", "sleep 600")))
+	c.alloc("new", 30*time.Second, "new running", running("t"))
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("the new job ran only once the purged alloc's directory was gone (%v)", err)
+	}
+	waitFor(t, 30*time.Second, "the purged alloc's directory gone", func() bool {
+		_, err := os.Stat(filepath.Join(dataDir, "allocs", old.ID))
+		return os.IsNotExist(err)
+	})
+}

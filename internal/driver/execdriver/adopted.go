@@ -296,19 +296,19 @@ func stopGroup(ctx context.Context, pgid int, grace time.Duration, exited <-chan
 	}
 }
 
-// reopenReadWrite opens w's pipe again, read-write, through procfs. The
+// reopenReadWrite opens pipe fd again, read-write, through procfs. The
 // new descriptor is blocking (the task gets it as is), and close-on-exec
 // until the child's dup2 onto fd 1 or 2.
-func reopenReadWrite(w *os.File) (*os.File, error) {
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(w.Fd())), unix.O_RDWR|unix.O_CLOEXEC, 0)
+func reopenReadWrite(fd int) (*os.File, error) {
+	rw, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("task output pipe: %w", err)
 	}
 	if bigPipes {
 		// Best effort: room for what a task writes while no agent reads.
-		unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 1<<20)
+		unix.FcntlInt(uintptr(rw), unix.F_SETPIPE_SZ, 1<<20)
 	}
-	return os.NewFile(uintptr(fd), w.Name()), nil
+	return os.NewFile(uintptr(rw), "|1"), nil
 }
 
 // bigPipes: the pipe buffer is raised to 1 MB only as root. The kernel

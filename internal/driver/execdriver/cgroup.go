@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,18 @@ type cgroupSetup struct {
 	// to the memory limit so that a task cannot grow into swap instead of
 	// being OOM-killed (v2 sets memory.swap.max, ignored without swap).
 	swap bool
+	// v1: each hierarchy's drover directory and the agent's own tasks
+	// file, held open, in v1Controllers' order (see startInV1).
+	v1 []v1Hierarchy
+}
+
+// v1Hierarchy is where a start makes a task's cgroup in one v1 hierarchy
+// (mkdirat and openat relative to dir: no path walk from the root), and
+// where its forking thread goes back to.
+type v1Hierarchy struct {
+	controller string
+	dir        int // the drover directory, O_PATH
+	home       int // the agent's own cgroup's tasks file, write-only
 }
 
 // probeCgroups finds where task cgroups go and checks that it can make
@@ -84,7 +97,32 @@ func probeCgroups() (*cgroupSetup, error) {
 	if err := m.Apply(-1); err != nil {
 		return nil, fmt.Errorf("cannot create cgroup %s: %w", s.parents[firstKey(s)], err)
 	}
+	if !s.v2 {
+		if err := s.openV1(); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// openV1 opens each v1 hierarchy's drover directory and the agent's own
+// tasks file in it, once for all starts. The descriptors live as long as
+// the driver, which lives as long as the agent.
+func (s *cgroupSetup) openV1() error {
+	for _, c := range v1Controllers {
+		dir, err := unix.Open(s.parents[c], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("cgroup v1 controller %s: open %s: %w", c, s.parents[c], err)
+		}
+		tasks := filepath.Join(filepath.Dir(s.parents[c]), "tasks")
+		home, err := unix.Open(tasks, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(dir)
+			return fmt.Errorf("cgroup v1 controller %s: open %s: %w", c, tasks, err)
+		}
+		s.v1 = append(s.v1, v1Hierarchy{controller: c, dir: dir, home: home})
+	}
+	return nil
 }
 
 func firstKey(s *cgroupSetup) string {
@@ -117,6 +155,15 @@ func taskCgroupName(id driver.TaskID, hook bool) string {
 // directory itself) with the limits of r: memory = MemoryMB, cpu shares =
 // CPU MHz (v2: the equivalent cpu.weight). Zero means no limit.
 func (s *cgroupSetup) manager(name string, r spec.Resources) (cgroups.Manager, error) {
+	paths := map[string]string{}
+	for c, p := range s.parents {
+		paths[c] = filepath.Join(p, name)
+	}
+	return manager.NewWithPaths(&cgroups.Cgroup{Resources: s.resources(r)}, paths)
+}
+
+// resources are the cgroup limits of a task reserving r.
+func (s *cgroupSetup) resources(r spec.Resources) *cgroups.Resources {
 	res := &cgroups.Resources{}
 	if r.MemoryMB > 0 {
 		res.Memory = int64(r.MemoryMB) << 20
@@ -134,24 +181,25 @@ func (s *cgroupSetup) manager(name string, r spec.Resources) (cgroups.Manager, e
 			res.CpuShares = shares
 		}
 	}
-	paths := map[string]string{}
-	for c, p := range s.parents {
-		paths[c] = filepath.Join(p, name)
-	}
-	return manager.NewWithPaths(&cgroups.Cgroup{Resources: res}, paths)
+	return res
 }
-
-// setMu serializes Manager.Set (see newTaskCgroup).
-var setMu sync.Mutex
 
 // newTaskCgroup makes the cgroup of a task about to start, with its limits.
 func (s *cgroupSetup) newTaskCgroup(id driver.TaskID, hook bool, r spec.Resources) (cgroups.Manager, error) {
 	if id.AllocID == "" || id.Task == "" {
 		return nil, errors.New("task has no alloc ID or name for its cgroup")
 	}
-	m, err := s.manager(taskCgroupName(id, hook), r)
+	name := taskCgroupName(id, hook)
+	m, err := s.manager(name, r)
 	if err != nil {
 		return nil, err
+	}
+	if !s.v2 {
+		if err := s.makeV1(name, r); err != nil {
+			m.Destroy()
+			return nil, fmt.Errorf("cgroup %s: %w", m.Path(firstKey(s)), err)
+		}
+		return m, nil
 	}
 	// A cgroup left by a task that ran before (an agent killed before it
 	// removed it) is reused; its limits are set anew below.
@@ -160,17 +208,119 @@ func (s *cgroupSetup) newTaskCgroup(id driver.TaskID, hook bool, r spec.Resource
 	}
 	c, err := m.GetCgroups()
 	if err == nil {
-		// The library's v1 blkio setup fills a package variable on first
-		// use without a lock: two tasks starting at once race on it.
-		setMu.Lock()
 		err = m.Set(c.Resources)
-		setMu.Unlock()
 	}
 	if err != nil {
 		m.Destroy()
 		return nil, fmt.Errorf("set limits of cgroup %s: %w", m.Path(firstKey(s)), err)
 	}
 	return m, nil
+}
+
+// makeV1 makes cgroup name in each v1 hierarchy and writes its limits:
+// three mkdirs and a write per limit, relative to the open drover
+// directories. (The library's Apply and Set cost some forty system calls
+// here: a stat walk before each mkdir, and each limit written, then read
+// back.) A cgroup left by a task that ran before (an agent killed before it
+// removed it) is reused, its limits set anew.
+func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
+	for _, h := range s.v1 {
+		if err := unix.Mkdirat(h.dir, name, 0o755); err != nil && err != unix.EEXIST {
+			return fmt.Errorf("mkdir in the %s hierarchy: %w", h.controller, err)
+		}
+	}
+	res := s.resources(r)
+	mem, cpu := s.v1[0], s.v1[1] // v1Controllers' order
+	if res.Memory > 0 {
+		limit := strconv.FormatInt(res.Memory, 10)
+		files := []string{"memory.limit_in_bytes"}
+		if res.MemorySwap > 0 {
+			files = append(files, "memory.memsw.limit_in_bytes")
+		}
+		err := writeCgroupFiles(mem.dir, name, files, limit)
+		if errors.Is(err, unix.EINVAL) && len(files) == 2 {
+			// A reused cgroup whose memory+swap limit is below the new
+			// memory limit: the kernel keeps memsw >= memory, so raise
+			// that first.
+			err = writeCgroupFiles(mem.dir, name, []string{files[1], files[0]}, limit)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if res.CpuShares > 0 {
+		return writeCgroupFiles(cpu.dir, name, []string{"cpu.shares"}, strconv.FormatUint(res.CpuShares, 10))
+	}
+	return nil
+}
+
+// writeCgroupFiles writes value to each file of cgroup name under dir, in order.
+func writeCgroupFiles(dir int, name string, files []string, value string) error {
+	for _, f := range files {
+		if err := writeAt(dir, name+"/"+f, value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAt writes value to the file at path relative to dir.
+func writeAt(dir int, path, value string) error {
+	fd, err := unix.Openat(dir, path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	_, err = unix.Write(fd, []byte(value))
+	unix.Close(fd)
+	if err != nil {
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// errJoin marks a start that failed because its thread could not join the
+// task's cgroup; nothing was started.
+var errJoin = errors.New("join cgroup")
+
+// startInV1 runs start, which forks the task, with the task born in its
+// cgroup name: v1 has no clone3 CLONE_INTO_CGROUP, but a child is born in
+// the cgroups of the thread that forks it, and v1 moves single threads
+// (the tasks file). So start runs on an OS thread of its own, moved into
+// the task's cgroup in each hierarchy and back into the agent's after the
+// fork. Nothing the task runs, from its first instruction, escapes its
+// limits (joining after the fork left the task outside for the
+// microseconds of its exec and loader, and what it allocated then charged
+// to the agent). The agent's memory stays charged to the agent: v1 charges
+// a process's pages to the memory cgroup of its thread group's leader.
+// A thread that cannot go back is ended rather than left to fork other
+// tasks into this one's cgroup.
+func (s *cgroupSetup) startInV1(name string, start func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := []byte(strconv.Itoa(unix.Gettid()))
+		var err error
+		joined := 0
+		for _, h := range s.v1 {
+			if err = writeAt(h.dir, name+"/tasks", string(tid)); err != nil {
+				err = fmt.Errorf("%w in the %s hierarchy: %w", errJoin, h.controller, err)
+				break
+			}
+			joined++
+		}
+		if err == nil {
+			err = start()
+		}
+		for _, h := range s.v1[:joined] {
+			if _, berr := unix.Pwrite(h.home, tid, 0); berr != nil {
+				errc <- err
+				return // locked: the runtime ends the thread with this goroutine
+			}
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
 }
 
 // adoptedCgroup finds the cgroup of a task that an earlier agent started,

@@ -285,3 +285,138 @@ func TestInfoSaysIsolation(t *testing.T) {
 		t.Errorf("raw_exec's attributes = %v, want none", a)
 	}
 }
+
+// A task is in its cgroup from its first instruction: cat reads
+// /proc/self/cgroup as soon as it runs, and sees the task's cgroup in
+// every hierarchy (v1: joining after the fork let cat see the agent's).
+// The agent's own threads are all back in its cgroups afterwards.
+func TestExecTaskIsBornInItsCgroup(t *testing.T) {
+	d := isolatingDriver(t)
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+		var out syncBuffer
+		h, err := d.Start(context.Background(), driver.Task{Command: "cat", Args: []string{"/proc/self/cgroup"}, Env: []string{testPATH},
+			Dir: t.TempDir(), ID: id, Resources: spec.Resources{CPU: 100, MemoryMB: 64}, Stdout: &out})
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if e := waitExit(t, h, 10*time.Second); !e.Successful() {
+			t.Fatalf("cat /proc/self/cgroup: %s", e)
+		}
+		want := "/drover/" + id.AllocID + "-web"
+		controllers := []string{"memory", "cpu", "cpuacct"}
+		if d.Isolation() == execdriver.IsolationV2 {
+			controllers = []string{""}
+		}
+		for _, c := range controllers {
+			if got := cgroupLine(out.String(), c); !strings.HasSuffix(got, want) {
+				t.Fatalf("start %d: the task saw itself in %s cgroup %q at its start, want one ending in %s:\n%s", i, c, got, want, out.String())
+			}
+		}
+	}
+	threads, err := filepath.Glob("/proc/self/task/*/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range threads {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		if string(b) != string(own) {
+			t.Fatalf("%s after the starts:\n%s\nwant the process's own:\n%s", f, b, own)
+		}
+	}
+}
+
+// cgroupLine is the path of controller's line in the text of a
+// /proc/PID/cgroup ("" is the unified hierarchy's line).
+func cgroupLine(text, controller string) string {
+	for line := range strings.SplitSeq(strings.TrimSpace(text), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		for c := range strings.SplitSeq(parts[1], ",") {
+			if c == controller {
+				return parts[2]
+			}
+		}
+	}
+	return ""
+}
+
+// A cgroup left by an earlier agent with a lower memory+swap limit is
+// reused with the new limits: v1 keeps memsw >= memory, so raising the
+// memory limit past the old memsw limit must raise memsw first.
+func TestExecReusesALeftCgroupWithNewLimits(t *testing.T) {
+	d := isolatingDriver(t)
+	if d.Isolation() != execdriver.IsolationV1 {
+		t.Skip("cgroup v1 only: v2 has no combined memory+swap limit")
+	}
+	own := cgroupOf(t, os.Getpid(), "memory")
+	parent := filepath.Join("/sys/fs/cgroup/memory", own, "drover")
+	if !exists(filepath.Join(parent, "memory.memsw.limit_in_bytes")) {
+		t.Skip("no swap accounting here: no memory+swap limit to order")
+	}
+	id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+	left := filepath.Join(parent, id.AllocID+"-web")
+	if err := os.Mkdir(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(left) })
+	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+		if err := os.WriteFile(filepath.Join(left, f), []byte(strconv.Itoa(32<<20)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := d.Start(context.Background(), driver.Task{Command: "sleep", Args: []string{"30"}, Env: []string{testPATH},
+		Dir: t.TempDir(), ID: id, Resources: spec.Resources{MemoryMB: 64}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(-h.PID(), syscall.SIGKILL); waitExit(t, h, 10*time.Second) })
+	if n, ok := h.(interface{ Note() string }); ok && n.Note() != "" {
+		t.Fatalf("start in a left cgroup has a note: %s", n.Note())
+	}
+	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+		b, err := os.ReadFile(filepath.Join(left, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != strconv.Itoa(64<<20) {
+			t.Fatalf("%s = %s, want %d", f, got, 64<<20)
+		}
+	}
+}
+
+// BenchmarkStart starts b.N tasks of sleep, one after the other, through
+// each driver (exec isolated where it can be), as the agent does: each
+// with its output pipes and, for exec, its cgroup.
+func BenchmarkStart(b *testing.B) {
+	for _, name := range []string{"exec", "raw_exec"} {
+		b.Run(name, func(b *testing.B) {
+			d := execdriver.New(name)
+			dir := b.TempDir()
+			var hs []driver.Handle
+			defer func() {
+				for _, h := range hs {
+					syscall.Kill(-h.PID(), syscall.SIGKILL)
+					<-h.Wait()
+				}
+			}()
+			for i := 0; b.Loop(); i++ {
+				h, err := d.Start(context.Background(), driver.Task{Command: "/bin/sleep", Args: []string{"600"}, Env: []string{testPATH}, Dir: dir,
+					ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: spec.Resources{CPU: 100, MemoryMB: 64}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				hs = append(hs, h)
+			}
+		})
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
 
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/spec"
@@ -42,6 +43,10 @@ type Driver struct {
 	cgErr error
 	// noted is set once a task was told that exec does not isolate here.
 	noted atomic.Bool
+	// stdin is every task's standard input: /dev/null, opened once
+	// (exec.Cmd opens and closes it at every start); nil if it cannot be
+	// opened, when exec.Cmd tries at each start.
+	stdin *os.File
 }
 
 // New returns a process driver registered under name ("exec" or
@@ -49,7 +54,7 @@ type Driver struct {
 // agent's own cgroup, in a directory "drover" (v1), or in /sys/fs/cgroup/drover
 // (v2).
 func New(name string) *Driver {
-	d := &Driver{name: name}
+	d := &Driver{name: name, stdin: openDevNull()}
 	if name == "exec" {
 		d.cg, d.cgErr = probeCgroups()
 	}
@@ -131,7 +136,19 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
-	if err := cmd.Start(); err != nil {
+	if d.stdin != nil {
+		cmd.Stdin = d.stdin
+	}
+	err = d.fork(cmd, t, cg)
+	if errors.Is(err, errJoin) {
+		// The cgroup was made but cannot be joined: the task runs
+		// without it, and says so.
+		note = noIsolationNote(fmt.Errorf("cgroup %s: %w", cg.Path("memory"), err))
+		removeCgroup(cg)
+		cg = nil
+		err = cmd.Start()
+	}
+	if err != nil {
 		stdout.close()
 		stderr.close()
 		removeCgroup(cg)
@@ -143,16 +160,6 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	// The child has its copies; close ours so that EOF arrives when it exits.
 	stdout.w.Close()
 	stderr.w.Close()
-	if cg != nil && !d.cg.v2 {
-		// v1 has no way to fork into a cgroup: the task joins it now, a
-		// few hundred microseconds after its fork, before it has run much
-		// beyond its exec. A child it forked in that window stays outside.
-		if err := cg.Apply(cmd.Process.Pid); err != nil {
-			note = noIsolationNote(fmt.Errorf("join cgroup %s: %w", cg.Path("memory"), err))
-			removeCgroup(cg)
-			cg = nil
-		}
-	}
 
 	h := &handle{cmd: cmd, cg: cg, note: note, stdout: stdout, stderr: stderr, exited: make(chan struct{}), wait: make(chan driver.Exit, 1)}
 	// The exit is learnt through a pidfd on the runtime's poller:
@@ -163,6 +170,26 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	h.pidfd, _ = openPidfd(cmd.Process.Pid)
 	go h.waitLoop(stdout, stderr)
 	return h, nil
+}
+
+// openDevNull opens /dev/null for tasks' standard input. Read-only, and
+// shared by all: what one task could change of it (its offset, O_NONBLOCK)
+// changes nothing a read of /dev/null returns.
+func openDevNull() *os.File {
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), os.DevNull)
+}
+
+// fork starts cmd: on cgroup v1 with the task born in its cgroup cg
+// (startInV1); v2 has set cmd up to be (CLONE_INTO_CGROUP).
+func (d *Driver) fork(cmd *exec.Cmd, t driver.Task, cg cgroups.Manager) error {
+	if cg == nil || d.cg.v2 {
+		return cmd.Start()
+	}
+	return d.cg.startInV1(taskCgroupName(t.ID, t.Hook), cmd.Start)
 }
 
 // taskCgroup makes the cgroup of a task that exec starts, or returns a note
@@ -295,18 +322,23 @@ type pipe struct {
 // until an agent reads again. A later agent reopens the same pipe through
 // /proc/<task>/fd/1 and 2 and loses nothing that was buffered. The agent's
 // own end (r) is read-only, so EOF still comes once every writer is gone.
+//
+// The pipe is made nonblocking from the start and its write-only end is
+// never wrapped in an os.File: so the reader joins the runtime's poller
+// with no flag changes, and the write-only end, closed at once, never
+// joins it (os.Pipe cost twice the system calls).
 func pipeTo(dst io.Writer) (*pipe, error) {
-	r, w, err := os.Pipe()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("task output pipe: %w", err)
+	}
+	rw, err := reopenReadWrite(fds[1])
+	unix.Close(fds[1])
 	if err != nil {
+		unix.Close(fds[0])
 		return nil, err
 	}
-	rw, err := reopenReadWrite(w)
-	w.Close()
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	p := &pipe{r: r, w: rw, done: make(chan struct{})}
+	p := &pipe{r: os.NewFile(uintptr(fds[0]), "|0"), w: rw, done: make(chan struct{})}
 	go p.copy(dst)
 	return p, nil
 }

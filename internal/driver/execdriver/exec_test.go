@@ -146,6 +146,61 @@ func TestStdoutAndStderrCapturedSeparately(t *testing.T) {
 	}
 }
 
+// What a task finds on its standard descriptors, from its own /proc:
+// stdin /dev/null read-only, at its end; stdout and stderr pipes open
+// read-write (so that no write of it fails while no agent reads) and
+// blocking (a nonblocking one would fail its writes with EAGAIN once the
+// pipe is full). Twice over, since tasks share their /dev/null.
+func TestTaskStandardDescriptors(t *testing.T) {
+	t.Parallel()
+	// $$, the task's shell: a command substitution's own fd 1 is not the task's.
+	script := `cat; for fd in 0 1 2; do printf '%s ' $fd; readlink /proc/$$/fd/$fd | tr '\n' ' '; sed -n 's/^flags:[[:space:]]*//p' /proc/$$/fdinfo/$fd; done`
+	for range 2 {
+		var stdout syncBuffer
+		h := start(t, script, &stdout, nil)
+		if e := waitExit(t, h, 10*time.Second); !e.Successful() {
+			t.Fatalf("exit = %+v, want success", e)
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("output %q, want a line for each of fds 0, 1, 2", stdout.String())
+		}
+		for fd, line := range lines {
+			f := strings.Fields(line)
+			if len(f) != 3 || f[0] != strconv.Itoa(fd) {
+				t.Fatalf("fd %d: line %q, want \"fd target flags\"", fd, line)
+			}
+			flags, err := strconv.ParseUint(f[2], 8, 64)
+			if err != nil {
+				t.Fatalf("fd %d: flags %q: %v", fd, f[2], err)
+			}
+			wantTarget, wantMode := "pipe:", uint64(syscall.O_RDWR)
+			if fd == 0 {
+				wantTarget, wantMode = os.DevNull, syscall.O_RDONLY
+			}
+			if !strings.HasPrefix(f[1], wantTarget) || flags&syscall.O_ACCMODE != wantMode || flags&syscall.O_NONBLOCK != 0 {
+				t.Errorf("fd %d is %s with flags %o, want %s..., access mode %o, blocking", fd, f[1], flags, wantTarget, wantMode)
+			}
+		}
+	}
+}
+
+// The first byte a task writes is captured, also from a task that ends at
+// once.
+func TestFirstByteCaptured(t *testing.T) {
+	t.Parallel()
+	for range 5 {
+		var stdout, stderr syncBuffer
+		h := start(t, `printf o; printf e >&2`, &stdout, &stderr)
+		if e := waitExit(t, h, 10*time.Second); !e.Successful() {
+			t.Fatalf("exit = %+v, want success", e)
+		}
+		if stdout.String() != "o" || stderr.String() != "e" {
+			t.Fatalf("stdout %q, stderr %q; want \"o\" and \"e\"", stdout.String(), stderr.String())
+		}
+	}
+}
+
 func TestNilWritersDiscardOutput(t *testing.T) {
 	t.Parallel()
 	h := start(t, `echo out; echo err >&2; exit 0`, nil, nil)
