@@ -51,7 +51,7 @@ func TestPlanArgs(t *testing.T) {
 }
 
 func TestPrintJobPlan(t *testing.T) {
-	p := &spec.JobPlan{Job: "web", CheckIndex: 42, Version: 3, Diff: []string{"groups[0].count: 2 -> 3"}, Without: []string{"n1"},
+	p := &spec.JobPlan{Job: "web", CheckIndex: 42, Version: 3, Diff: []string{"~ groups[g].count: 2 -> 3"}, Without: []string{"n1"},
 		PlanChanges: spec.PlanChanges{
 			Create: []spec.PlannedAlloc{{Name: "web.g[2]", Node: "n2", NodeID: "n2", FromNode: "n1", Reason: "replaces alloc 1234abcd lost with node n1"}},
 			Stop:   []spec.PlannedAlloc{{Name: "web.g[2]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
@@ -65,7 +65,7 @@ func TestPrintJobPlan(t *testing.T) {
 	var b strings.Builder
 	printJobPlan(&b, p, "web.hcl")
 	want := `~ Job "web" (would be version 3)
-    groups[0].count: 2 -> 3
+    ~ groups[g].count: 2 -> 3
   as if these nodes were down: n1
 
    INSTANCE  NODE      REASON

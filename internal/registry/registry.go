@@ -214,7 +214,7 @@ func (r *Registry) putJob(ctx context.Context, job *spec.Job, checkIndex int64, 
 		if checkIndex > 0 && modRev != checkIndex {
 			return nil, false, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 		}
-		next, sameSpec := nextVersion(cur, job, r.now())
+		next, sameSpec := NextVersion(cur, job, r.now())
 		if sameSpec && !cur.Stopped {
 			return cur, false, nil
 		}
@@ -249,12 +249,13 @@ func seenDecides(cur *spec.Job, modRev int64, job *spec.Job, checkIndex int64) b
 	return cur == nil || cur.Stopped || !bytes.Equal(specBytes(cur), specBytes(job))
 }
 
-// nextVersion is the job that storing job over cur (nil: none) writes,
+// NextVersion is the job that storing job over cur (nil: none) writes,
 // stamped now: version 1 for a new job, cur's version for cur's spec
 // (same), else the next one. A restart in progress goes on across
 // versions. It is the one place a job's version is decided: for
-// submissions (PutJob) and the leader's reverts (Leader.PutJob).
-func nextVersion(cur, job *spec.Job, now time.Time) (next *spec.Job, same bool) {
+// submissions (PutJob), the leader's reverts (Leader.PutJob) and the
+// version `drover plan` predicts.
+func NextVersion(cur, job *spec.Job, now time.Time) (next *spec.Job, same bool) {
 	next = job.SpecOnly()
 	next.Version = 1
 	next.SubmitTime = now.UTC()
