@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -54,6 +55,9 @@ type globals struct {
 	output  string
 	tlsDir  string
 	token   string
+	// The TLS files one by one (each wins over --tls-dir's), and the name
+	// the server's certificate must carry.
+	caCert, clientCert, clientKey, tlsServerName string
 	// namespace is --namespace or $DROVER_NAMESPACE: the namespace of a
 	// submitted job that names none, and the filter of job lists.
 	namespace string
@@ -107,9 +111,13 @@ Then, in another terminal:         drover status hello`,
 		// Args: refuseUnknownCommands sets it, as on every command with subcommands.
 	}
 	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (as drover version does)")
-	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
+	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or https://"+client.DefaultAddress+"; an address without a scheme is https)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
 	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "directory with ca.pem, cli.pem and cli-key.pem from drover tls init (default $DROVER_TLS_DIR, or what a drover dev on this machine left)")
+	root.PersistentFlags().StringVar(&g.caCert, "ca-cert", "", "PEM file of the CA that signed the servers' certificates, the cluster's ca.pem (default $DROVER_CACERT; wins over --tls-dir's)")
+	root.PersistentFlags().StringVar(&g.clientCert, "client-cert", "", "PEM client certificate to present, such as cli.pem (default $DROVER_CLIENT_CERT; with --client-key)")
+	root.PersistentFlags().StringVar(&g.clientKey, "client-key", "", "PEM private key of --client-cert (default $DROVER_CLIENT_KEY)")
+	root.PersistentFlags().StringVar(&g.tlsServerName, "tls-server-name", "", "the name the server's certificate must carry (default $DROVER_TLS_SERVER_NAME, else "+pki.ServerName+", which drover's server certificates carry)")
 	root.PersistentFlags().StringVar(&g.namespace, "namespace", "", "namespace of a submitted job whose file names none, and of job lists (default $DROVER_NAMESPACE; lists: every namespace the token may read)")
 	root.PersistentFlags().StringVar(&g.token, "token", "", "ACL token (default $DROVER_TOKEN, or a drover dev's own token on this machine)")
 	root.AddCommand(
@@ -125,10 +133,13 @@ Then, in another terminal:         drover status hello`,
 }
 
 // clientConfig is where the CLI finds the cluster and its credentials:
-// flags, then DROVER_ADDR, DROVER_TLS_DIR and DROVER_TOKEN, then what a
-// drover dev on this machine left for its address.
+// flags, then the environment (DROVER_ADDR, DROVER_TLS_DIR, DROVER_CACERT,
+// DROVER_CLIENT_CERT, DROVER_CLIENT_KEY, DROVER_TLS_SERVER_NAME,
+// DROVER_TOKEN), then what a drover dev on this machine left for its
+// address.
 func (g *globals) clientConfig() client.Config {
-	return client.Config{Addresses: client.SplitAddrs(g.address), TLSDir: g.tlsDir, Token: g.token}.Resolve()
+	return client.Config{Addresses: client.SplitAddrs(g.address), TLSDir: g.tlsDir, Token: g.token,
+		CACert: g.caCert, ClientCert: g.clientCert, ClientKey: g.clientKey, ServerName: g.tlsServerName}.Resolve()
 }
 
 // client returns an API client for clientConfig; a comma-separated list

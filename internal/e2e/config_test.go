@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,34 @@ max_dynamic_port = 21999
 	waitFor(t, 60*time.Second, "drover dev --config printed its address and data directory", func() bool {
 		return want.MatchString(devOut.String())
 	})
+}
+
+// The CLI against a real server, its TLS files given one by one in
+// DROVER_CACERT, DROVER_CLIENT_CERT and DROVER_CLIENT_KEY (or the flags),
+// and an address without a scheme, which is https; with no CA it says
+// none was given.
+func TestCLITLSFilesFromTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	d := startServer(t, filepath.Join(dir, "server"))
+	hostPort := strings.TrimPrefix(d.addr, "https://")
+	home := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "DROVER_TLS_DIR=", "DROVER_TOKEN=" + d.token}
+	files := []string{
+		"DROVER_CACERT=" + filepath.Join(d.tlsDir, "ca.pem"),
+		"DROVER_CLIENT_CERT=" + filepath.Join(d.tlsDir, "cli.pem"),
+		"DROVER_CLIENT_KEY=" + filepath.Join(d.tlsDir, "cli-key.pem"),
+	}
+	if out, errOut, code := d.cliWith(append(home, files...), "", "servers", "--address", hostPort); code != 0 || !strings.Contains(out, "Leader: s1") {
+		t.Fatalf("drover servers with DROVER_CACERT, DROVER_CLIENT_CERT, DROVER_CLIENT_KEY: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := d.cliWith(home, "", "status", "--address", hostPort, "-ca-cert", filepath.Join(d.tlsDir, "ca.pem")); code != 0 || !strings.Contains(out, "No jobs") {
+		t.Fatalf("drover status -ca-cert: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code := d.cliWith(home, "", "status", "--address", hostPort)
+	if code != 1 || !strings.Contains(errOut, "no CA was given") || strings.Contains(errOut, "CA you gave") {
+		t.Fatalf("drover status with no CA: exit %d\n%s", code, errOut)
+	}
+	_, errOut, code = d.cliWith(append(home, files...), "", "status", "--address", hostPort, "--tls-server-name", "agent.drover")
+	if code != 1 || !strings.Contains(errOut, `not for "agent.drover"`) {
+		t.Fatalf("drover status with the wrong server name: exit %d\n%s", code, errOut)
+	}
 }
