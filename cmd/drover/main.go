@@ -109,10 +109,13 @@ Then, in another terminal:         drover status hello`,
 			return cmd.Help()
 		},
 		// Args: refuseUnknownCommands sets it, as on every command with subcommands.
+		// -o is taken or refused before any command runs.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkOutput(cmd, g.output) },
 	}
+	outputs(root, documents...) // drover --version -o json
 	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (as drover version does)")
 	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or https://"+client.DefaultAddress+"; an address without a scheme is https)")
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table; json or yaml for the commands that print what they read (status, ps, nodes, ...; logs and events: json, one object per line); others refuse them")
 	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "directory with ca.pem, cli.pem and cli-key.pem from drover tls init (default $DROVER_TLS_DIR, or what a drover dev on this machine left)")
 	root.PersistentFlags().StringVar(&g.caCert, "ca-cert", "", "PEM file of the CA that signed the servers' certificates, the cluster's ca.pem (default $DROVER_CACERT; wins over --tls-dir's)")
 	root.PersistentFlags().StringVar(&g.clientCert, "client-cert", "", "PEM client certificate to present, such as cli.pem (default $DROVER_CLIENT_CERT; with --client-key)")
@@ -148,12 +151,9 @@ func (g *globals) client() (*client.Client, error) {
 	return g.clientConfig().Client()
 }
 
-// readCommand is the start of every read command: a valid -o, a client,
-// and a context that bounds the call.
+// readCommand is the start of every read command: a client, and a
+// context that bounds the call (root has checked -o already).
 func (g *globals) readCommand(cmd *cobra.Command) (context.Context, context.CancelFunc, *client.Client, error) {
-	if err := g.checkOutput(); err != nil {
-		return nil, nil, nil, err
-	}
 	c, err := g.client()
 	if err != nil {
 		return nil, nil, nil, err
@@ -164,11 +164,3 @@ func (g *globals) readCommand(cmd *cobra.Command) (context.Context, context.Canc
 
 // readTimeout bounds a read command's calls: every wait has a timeout.
 const readTimeout = 30 * time.Second
-
-func (g *globals) checkOutput() error {
-	switch g.output {
-	case "table", "json":
-		return nil
-	}
-	return fmt.Errorf("unknown output format %q: use -o table or -o json", g.output)
-}
