@@ -17,7 +17,7 @@ func withConfigFiles(cmd *cobra.Command) *cobra.Command {
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if len(paths) > 0 {
-			if _, err := flagfile.Load(configKeys(c), paths); err != nil {
+			if err := flagfile.Load(configKeys(c), paths); err != nil {
 				return err
 			}
 		}

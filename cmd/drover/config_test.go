@@ -27,7 +27,7 @@ func TestConfigExamplesSetEveryFlag(t *testing.T) {
 		if len(keys) < 10 || keys["data_dir"] == nil || keys["config"] != nil || keys["help"] != nil {
 			t.Fatalf("%s: the keys are wrong: %v", file, slices.Sorted(maps.Keys(keys)))
 		}
-		if _, err := flagfile.Load(keys, []string{file}); err != nil {
+		if err := flagfile.Load(keys, []string{file}); err != nil {
 			t.Errorf("%s:\n%v", file, err)
 			continue
 		}
@@ -39,7 +39,7 @@ func TestConfigExamplesSetEveryFlag(t *testing.T) {
 	}
 	// And the settings arrive: the agent's meta block, a list, a number.
 	cmd := newAgentCmd()
-	if _, err := flagfile.Load(configKeys(cmd), []string{"../../examples/config/agent.hcl"}); err != nil {
+	if err := flagfile.Load(configKeys(cmd), []string{"../../examples/config/agent.hcl"}); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"meta": "rack=r1", "servers": "[https://10.0.0.1:4646,https://10.0.0.2:4646,https://10.0.0.3:4646]", "max-dynamic-port": "32000"} {

@@ -13,7 +13,7 @@
 // merged, a later file's key replacing an earlier one's. An unknown key,
 // a value of the wrong type or one the flag refuses is an error at its
 // file:line:col, with a did-you-mean for a mistyped key; every problem of
-// every file is reported at once, and none is applied when there is one.
+// every file is reported at once, and the command does not run.
 package flagfile
 
 import (
@@ -102,12 +102,11 @@ type setting struct {
 }
 
 // Load reads the config paths (Files) and sets each key's flag, unless
-// the command line set it. keys are the flags a file may set
-// (Keys). It returns the files read, in order.
-func Load(keys map[string]*pflag.Flag, paths []string) ([]string, error) {
+// the command line set it. keys are the flags a file may set (Keys).
+func Load(keys map[string]*pflag.Flag, paths []string) error {
 	files, err := Files(paths)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var problems spec.Problems
 	merged := map[string]*setting{}
@@ -119,7 +118,7 @@ func Load(keys map[string]*pflag.Flag, paths []string) ([]string, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return files, problems
+		return problems
 	}
 	// Apply in a fixed order, so that the first failure is always the same.
 	names := make([]string, 0, len(merged))
@@ -140,9 +139,9 @@ func Load(keys map[string]*pflag.Flag, paths []string) ([]string, error) {
 		s.flag.Changed = true
 	}
 	if len(problems) > 0 {
-		return files, problems
+		return problems
 	}
-	return files, nil
+	return nil
 }
 
 func apply(s *setting) error {

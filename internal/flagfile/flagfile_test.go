@@ -54,7 +54,7 @@ func (f *flags) load(t *testing.T, args ...string) error {
 	if err := f.fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(Keys(f.fs, "config"), f.config)
+	err := Load(Keys(f.fs, "config"), f.config)
 	return err
 }
 
@@ -229,7 +229,7 @@ func TestValuesSyntaxAndPaths(t *testing.T) {
 		filepath.Join(dir, "missing.hcl"): "config file " + filepath.Join(dir, "missing.hcl") + " does not exist",
 		empty:                             "config directory " + empty + " has no .hcl file",
 	} {
-		if _, err := Load(Keys(newFlags().fs), []string{path}); err == nil || err.Error() != want {
+		if err := Load(Keys(newFlags().fs), []string{path}); err == nil || err.Error() != want {
 			t.Errorf("%s: got %v, want %s", path, err, want)
 		}
 	}
