@@ -36,8 +36,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					return printJSON(out, jobs)
+				if g.output != "table" {
+					return g.print(out, jobs)
 				}
 				leader, _ := c.Leader(ctx)
 				fmt.Fprintf(out, "Server %s, leader %s\n\n", c.Address(), dash(leader))
@@ -58,8 +58,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(out, st)
+			if g.output != "table" {
+				return g.print(out, st)
 			}
 			// The latest deployment, if the job has one; a job without is
 			// a 404, which says nothing more.
@@ -69,7 +69,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&events, "events", 10, "how many recent task events to show")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 // printJobStatus renders one job for people: what it is, where each

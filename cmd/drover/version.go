@@ -101,20 +101,17 @@ func (v versionInfo) print(w io.Writer) {
 
 // printVersion is `drover version`, `drover --version` and `drover -v`.
 func (g *globals) printVersion(cmd *cobra.Command) error {
-	if err := g.checkOutput(); err != nil {
-		return err
-	}
 	bi, _ := debug.ReadBuildInfo()
 	v := buildVersion(bi, version)
-	if g.output == "json" {
-		return printJSON(cmd.OutOrStdout(), v)
+	if g.output != "table" {
+		return g.print(cmd.OutOrStdout(), v)
 	}
 	v.print(cmd.OutOrStdout())
 	return nil
 }
 
 func newVersionCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "version",
 		Short: "Print drover's version, git commit, build date, Go and etcd client versions",
 		Long: `Version prints what the binary carries: the release it was stamped with
@@ -124,5 +121,5 @@ as the Go toolchain recorded them ("unknown" when it did not, as for a
 build outside a git checkout); and the Go and etcd client versions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.printVersion(cmd) },
-	}
+	}, documents...)
 }

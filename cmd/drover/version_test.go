@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"testing"
 
@@ -42,8 +43,12 @@ func TestVersionCommands(t *testing.T) {
 	if out, code := runDrover(t, "", "-v", "-o", "json"); code != 0 || !strings.Contains(out, `"etcd_client_version"`) {
 		t.Errorf("drover -v -o json: exit %d\n%s", code, out)
 	}
-	if out, code := runDrover(t, "", "version", "-o", "yaml"); code != exitFailure || !strings.Contains(out, "use -o table or -o json") {
-		t.Errorf("drover version -o yaml: exit %d\n%s", code, out)
+	var y versionInfo
+	if out, code := runDrover(t, "", "version", "-o", "yaml"); code != 0 || yaml.Unmarshal([]byte(out), &y) != nil || y != v {
+		t.Errorf("drover version -o yaml: exit %d, %+v\n%s", code, y, out)
+	}
+	if out, code := runDrover(t, "", "version", "-o", "xml"); code != exitFailure || !strings.Contains(out, `unknown output format "xml": use -o table, -o json or -o yaml`) {
+		t.Errorf("drover version -o xml: exit %d\n%s", code, out)
 	}
 }
 
