@@ -6,8 +6,8 @@
 // temporary directory:
 //
 //	s1   drover server --data-dir D --api-only, carrying the embedded etcd
-//	     (--etcd-client-addr/--etcd-peer-addr 127.0.0.1:0, parsed from its
-//	     "embedded etcd at URL" line)
+//	     (--etcd-client-addr 127.0.0.1:0, parsed from its "embedded etcd
+//	     at URL" line; --etcd-peer-addr a free port chosen once)
 //	s2   drover server --etcd-endpoints <s1's etcd>
 //	s3   drover server --etcd-endpoints <s1's etcd>
 //	aN   drover agent --servers <all three> --data-dir D --http-addr 127.0.0.1:0
