@@ -387,30 +387,6 @@ func checkCommandLine(t *testing.T, bin, where string, args []string) {
 	}
 }
 
-// block is a fenced code block of a markdown file.
-type block struct {
-	lang, text string
-	line       int
-}
-
-func codeBlocks(md string) []block {
-	var out []block
-	var cur *block
-	for i, line := range strings.Split(md, "\n") {
-		trimmed := strings.TrimSpace(line)
-		switch {
-		case cur == nil && strings.HasPrefix(trimmed, "```"):
-			cur = &block{lang: strings.TrimPrefix(trimmed, "```"), line: i + 1}
-		case cur != nil && trimmed == "```":
-			out = append(out, *cur)
-			cur = nil
-		case cur != nil:
-			cur.text += strings.TrimPrefix(line, "   ") + "\n"
-		}
-	}
-	return out
-}
-
 // droverCommands are the drover command lines of a shell block: lines
 // continued with \ joined, comments cut, split at && ; | and do.
 func droverCommands(sh string) [][]string {
@@ -450,18 +426,18 @@ func TestOperationsGuideCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, configs := 0, 0
-	for _, b := range codeBlocks(string(md)) {
-		where := fmt.Sprintf("docs/operations.md:%d", b.line)
+	for _, b := range testbin.CodeBlocks(string(md)) {
+		where := fmt.Sprintf("docs/operations.md:%d", b.Line)
 		switch {
-		case b.lang == "sh" && strings.HasPrefix(b.text, "# /etc/default/etcd"):
-			checkEtcdSettings(t, where, b.text)
-		case b.lang == "sh":
-			for _, args := range droverCommands(b.text) {
+		case b.Lang == "sh" && strings.HasPrefix(b.Text, "# /etc/default/etcd"):
+			checkEtcdSettings(t, where, b.Text)
+		case b.Lang == "sh":
+			for _, args := range droverCommands(b.Text) {
 				checkCommandLine(t, bin, where, args)
 				n++
 			}
-		case b.lang == "hcl":
-			checkConfigExample(t, bin, where, b.text)
+		case b.Lang == "hcl":
+			checkConfigExample(t, bin, where, b.Text)
 			configs++
 		}
 	}
