@@ -1,6 +1,8 @@
 // Package clustertest runs drover as a real cluster of processes and breaks
 // it: leader SIGKILL, leader SIGSTOP past its TTL, clean leader shutdown,
-// an agent's server going away, and every server down at once.
+// an agent's server going away, and every server down at once; and it
+// restores s1's embedded etcd from a snapshot under the running agents
+// (TestSnapshotRestoreEmbedded).
 //
 // Its tests build the drover binary and start, per test, in their own
 // temporary directory:
