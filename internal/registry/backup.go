@@ -64,7 +64,7 @@ func SaveEtcdSnapshot(ctx context.Context, opts Options, path string, log *slog.
 		// trusts the system's roots.
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	zl := zapToSlog(log.With("component", "etcd-snapshot"), zapcore.WarnLevel, nil)
+	zl := zapToSlog(log.With("component", "etcd-snapshot"), zapcore.ErrorLevel, nil)
 	var errs []error
 	for _, ep := range opts.Endpoints {
 		cfg := clientv3.Config{Endpoints: []string{ep}, DialTimeout: opts.DialTimeout, TLS: opts.TLS, Context: ctx}
@@ -215,7 +215,7 @@ func RestoreEtcdSnapshot(cfg RestoreConfig, log *slog.Logger) (SnapshotInfo, err
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(cfg.DataDir)), 0o700); err != nil {
 		return SnapshotInfo{}, err
 	}
-	zl := zapToSlog(log.With("component", "etcd-restore"), zapcore.WarnLevel, nil)
+	zl := zapToSlog(log.With("component", "etcd-restore"), zapcore.ErrorLevel, nil)
 	err = snapshot.NewV3(zl).Restore(snapshot.RestoreConfig{
 		SnapshotPath:        cfg.SnapshotPath,
 		Name:                cfg.Name,
