@@ -34,7 +34,7 @@ func TestOperatorSnapshotBadInput(t *testing.T) {
 		{[]string{"operator", "snapshot", "restore", notSnap, "--data-dir", busy}, "is not empty"},
 		{[]string{"operator", "snapshot", "restore", notSnap, "--data-dir", filepath.Join(dir, "d"), "--etcd-peer-addr", "127.0.0.1:0"}, "not 0"},
 		{[]string{"operator", "snapshot", "restore", notSnap, "--data-dir", filepath.Join(dir, "d")}, "is not an etcd snapshot"},
-		{[]string{"operator", "snapshot", "inspect", notSnap, "-o", "yaml"}, "use -o table or -o json"},
+		{[]string{"operator", "snapshot", "inspect", notSnap, "-o", "xml"}, "use -o table, -o json or -o yaml"},
 		{[]string{"operator", "snapshot", "sav"}, `did you mean "operator snapshot save"?`},
 	} {
 		out, code := runDrover(t, "", tc.args...)
