@@ -257,7 +257,9 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d planner.Decisi
 			continue
 		}
 		if changed && a.JobVersion != j.Version {
-			c.Update = append(c.Update, existing(a, fmt.Sprintf("version %d -> %d; its tasks are unchanged, so it keeps running", a.JobVersion, j.Version)))
+			// Nothing is written for it: it stays the alloc of its version,
+			// as drover ps and status go on showing.
+			c.Update = append(c.Update, existing(a, fmt.Sprintf("keeps running as version %d: its tasks are the same in version %d", a.JobVersion, j.Version)))
 		} else {
 			c.Keep = append(c.Keep, existing(a, ""))
 		}

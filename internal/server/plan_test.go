@@ -167,7 +167,7 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	// A count change only: the running instances stay, updated in place.
 	p = spec.JobPlan{}
 	call(t, "POST", hs.URL+"/v1/jobs/plan?diff=0", jobWith(3, 10), &p)
-	update := "version 1 -> 2; its tasks are unchanged, so it keeps running"
+	update := "keeps running as version 1: its tasks are the same in version 2"
 	want = spec.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex, PlanChanges: spec.PlanChanges{
 		Create: []spec.PlannedAlloc{{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"}},
 		Update: []spec.PlannedAlloc{
