@@ -45,11 +45,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(out, "No jobs. Run one: drover run examples/hello.hcl")
 					return nil
 				}
-				t := newTable(out, "NAME", "TYPE", "PRIORITY", "VERSION", "STATUS", "RUNNING", "REASON")
+				t := newTable(out, "NAME", "TYPE", "PRIORITY", "VERSION", "STATUS", "INSTANCES", "REASON")
 				for _, j := range jobs {
 					s := j.Summary
 					t.row(j.Name, string(j.Type), strconv.Itoa(j.Priority), strconv.FormatUint(j.Version, 10),
-						string(s.State), fmt.Sprintf("%d/%d", s.Running+s.Complete, s.Desired), dash(s.Reason))
+						string(s.State), s.Progress(), dash(s.Reason))
 				}
 				t.flush()
 				return nil

@@ -117,3 +117,22 @@ func TestFlattenDuplicateNamesByIndex(t *testing.T) {
 		t.Errorf("flattenJSON (-want +got):\n%s", d)
 	}
 }
+
+func TestSummaryProgress(t *testing.T) {
+	for _, tc := range []struct {
+		s    JobSummary
+		want string
+	}{
+		{JobSummary{Desired: 3, Running: 3}, "3/3 running"},
+		{JobSummary{Desired: 2, Complete: 2}, "2/2 complete"},
+		{JobSummary{Desired: 2, Running: 1, Complete: 1}, "1/2 running, 1 complete"},
+		{JobSummary{Desired: 3, Running: 2, Failed: 1}, "2/3 running, 1 failed"},
+		{JobSummary{Desired: 2, Complete: 1, Failed: 1}, "1/2 complete, 1 failed"},
+		{JobSummary{Desired: 2, Running: 1, Lost: 1}, "1/2 running, 1 lost"},
+		{JobSummary{Desired: 1}, "0/1 running"},
+	} {
+		if got := tc.s.Progress(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}

@@ -1,5 +1,7 @@
 package spec
 
+import "fmt"
+
 // JobState is a job's overall state as the user sees it.
 type JobState string
 
@@ -31,6 +33,29 @@ type JobSummary struct {
 	// not obvious: "web.api[2] failed: exit code 1 after 2 restarts",
 	// "1 instance of group api waiting for room: 0/1 nodes fit: ...".
 	Reason string `json:"reason,omitempty"`
+}
+
+// Progress is the summary's instance counts as the job list shows them,
+// one place for every view: "3/3 running", "2/2 complete" (a batch job
+// done), "1/2 running, 1 complete", "2/3 running, 1 failed".
+func (s JobSummary) Progress() string {
+	if s.Running == 0 && s.Complete > 0 {
+		out := fmt.Sprintf("%d/%d complete", s.Complete, s.Desired)
+		if s.Failed > 0 {
+			out += fmt.Sprintf(", %d failed", s.Failed)
+		}
+		return out
+	}
+	out := fmt.Sprintf("%d/%d running", s.Running, s.Desired)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{s.Complete, "complete"}, {s.Failed, "failed"}, {s.Lost, "lost"}} {
+		if c.n > 0 {
+			out += fmt.Sprintf(", %d %s", c.n, c.what)
+		}
+	}
+	return out
 }
 
 // JobStatus is a job as `drover status JOB -o json` prints it: the job, its
