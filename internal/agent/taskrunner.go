@@ -73,6 +73,9 @@ func (tr *taskRunner) run(ctx context.Context) {
 	if policy == nil {
 		policy = spec.DefaultRestart(tr.ar.alloc.JobType)
 	}
+	if tr.adopt == nil && !tr.died && !tr.awaitTurn(ctx) {
+		return
+	}
 	var window []time.Time // restarts within the current interval
 	for {
 		var exit driver.Exit
@@ -96,7 +99,7 @@ func (tr *taskRunner) run(ctx context.Context) {
 			// the stop made it; it counts as a failure whatever its code.
 			why, ok, tr.checkRestart = tr.checkRestart, false, ""
 		}
-		if tr.ar.alloc.JobType == spec.JobBatch && ok {
+		if (tr.ar.alloc.JobType == spec.JobBatch || tr.task.Ephemeral()) && ok {
 			tr.ar.taskDead(name, false, spec.EventCompleted, "exit code 0")
 			return
 		}

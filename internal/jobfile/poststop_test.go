@@ -52,3 +52,49 @@ func TestPoststopInEveryFormat(t *testing.T) {
 		t.Errorf("docker with poststop: %v", err)
 	}
 }
+
+// TestLifecycleInEveryFormat: a task's lifecycle block reads the same in
+// HCL and JSON, and a wrong hook is refused where it is written.
+func TestLifecycleInEveryFormat(t *testing.T) {
+	hcl := `job "l" {
+  group "g" {
+    task "init" {
+      driver = "raw_exec"
+      lifecycle {
+        hook    = "prestart"
+        sidecar = true
+      }
+      config {
+        command = "/bin/true"
+      }
+    }
+    task "main" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+    }
+  }
+}
+`
+	json := `{"name":"l","groups":[{"name":"g","tasks":[
+{"name":"init","driver":"raw_exec","lifecycle":{"hook":"prestart","sidecar":true},"config":{"command":"/bin/true"}},
+{"name":"main","driver":"raw_exec","config":{"command":"/bin/true"}}]}]}`
+	want := &spec.Lifecycle{Hook: spec.HookPrestart, Sidecar: true}
+	for name, src := range map[string]string{"l.hcl": hcl, "l.json": json} {
+		job, err := Decode(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(want, job.Groups[0].Tasks[0].Lifecycle); diff != "" {
+			t.Errorf("%s: lifecycle (-want +got):\n%s", name, diff)
+		}
+		if job.Groups[0].Tasks[1].Lifecycle != nil {
+			t.Errorf("%s: the main task has a lifecycle", name)
+		}
+	}
+	_, err := Decode("bad.hcl", []byte(strings.Replace(hcl, `"prestart"`, `"before"`, 1)))
+	if err == nil || !strings.Contains(err.Error(), `bad.hcl:6:19: groups[0].tasks[0].lifecycle.hook: task "init": unknown lifecycle hook "before"; use "prestart", "poststart" or "poststop"`) {
+		t.Errorf("unknown hook: %v", err)
+	}
+}

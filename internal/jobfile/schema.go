@@ -393,7 +393,7 @@ var unsupported = map[string]bool{}
 func init() {
 	for _, n := range strings.Fields(`
 		template artifact migrate
-		vault volume volume_mount lifecycle logs scaling
+		vault volume volume_mount logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task dns

@@ -165,6 +165,9 @@ type Task struct {
 	// Services register the task's instances in the service catalog, with
 	// health checks (service.go).
 	Services []*Service `json:"services,omitempty" hcl:"service"`
+	// Lifecycle makes the task a hook of its group's main tasks: run
+	// before, beside or after them (lifecycle.go); nil: a main task.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and

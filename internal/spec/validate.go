@@ -212,6 +212,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 		seen[t.Name] = i
 		t.validate(ps, tp, g)
 	}
+	validateLifecycles(ps, path, g)
 }
 
 func (t *Task) validate(ps *Problems, path string, g *Group) {
