@@ -143,4 +143,3 @@ func TestLifecyclePrestartFailureKeepsMainFromStarting(t *testing.T) {
 		t.Errorf("description %q does not name init", a.Status.Description)
 	}
 }
-
