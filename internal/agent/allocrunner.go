@@ -162,6 +162,7 @@ func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	f(ar.status)
 	ar.lc.advance(ar.status.Tasks)
 	failedTask := ar.recompute()
+	leader := ar.endedLeaderLocked()
 	now := time.Now().UTC()
 	verdict := ar.judgeDeploymentLocked(now)
 	ar.status.UpdateTime = now
@@ -175,6 +176,9 @@ func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	if failedTask != "" && !ar.stopRequested() {
 		ar.log.Info("task failed; stopping the alloc's other tasks", "task", failedTask)
 		ar.stop(fmt.Sprintf("task %s failed", failedTask))
+	} else if leader != "" && !ar.stopRequested() {
+		ar.log.Info("leader task ended; stopping the alloc's other tasks", "task", leader)
+		ar.stop(fmt.Sprintf("leader task %s ended", leader))
 	}
 }
 

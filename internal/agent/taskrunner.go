@@ -266,6 +266,7 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 	if err != nil {
 		return driver.Task{}, err
 	}
+	cfg.User = tr.task.UserOf() // the task's user is where Nomad writes it
 	var args []string
 	for _, arg := range c.Args {
 		args = append(args, rt.Interpolate(arg, env))
@@ -276,7 +277,7 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 		Args:    args,
 		Env:     tr.envList(env, hook),
 		Dir:     tr.workDir(cfg.WorkDir),
-		User:    cfg.User,
+		User:    tr.task.UserOf(),
 		ID: driver.TaskID{NodeID: tr.ar.agent.nodeID, AllocID: a.ID, AllocName: a.Name,
 			Job: a.Job, Group: a.Group, Task: tr.task.Name},
 		Resources: tr.task.Resources,
@@ -411,7 +412,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		}
 		typ, msg := spec.EventTerminated, exit.String()
 		if exit.OOMKilled {
-			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (memory limit %d MB)", msg, tr.task.Resources.MemoryMB)
+			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (memory limit %d MB)", msg, tr.task.Resources.MemoryLimitMB())
 		}
 		tr.ar.taskEvent(name, typ, msg, func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, exit.Time
@@ -434,8 +435,9 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	if restartWhy != "" {
 		tr.ar.taskEvent(name, spec.EventCheckRestart, restartWhy+"; restarting", nil)
 	}
+	exited := restartWhy == "" && tr.shutdownDelay(ctx, h)
 	grace := tr.task.KillTimeout.Std()
-	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
+	killing := fmt.Sprintf("sent %s, SIGKILL after %s", tr.task.KillSignalOf(), grace)
 	// Why the alloc stops (a drain, a move, a new version, a sibling's
 	// failure): written before the stop was signalled, so read safely
 	// after it.
@@ -456,7 +458,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	}
 	tr.ar.taskEvent(name, spec.EventKilling, killing, nil)
 	sctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
-	exit, err := h.Stop(sctx, grace)
+	exit, err := tr.stopTask(sctx, h, grace, exited)
 	cancel()
 	msg := exit.String()
 	var code *int

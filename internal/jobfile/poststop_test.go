@@ -3,6 +3,7 @@ package jobfile
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -96,5 +97,52 @@ func TestLifecycleInEveryFormat(t *testing.T) {
 	_, err := Decode("bad.hcl", []byte(strings.Replace(hcl, `"prestart"`, `"before"`, 1)))
 	if err == nil || !strings.Contains(err.Error(), `bad.hcl:6:19: groups[0].tasks[0].lifecycle.hook: task "init": unknown lifecycle hook "before"; use "prestart", "poststart" or "poststop"`) {
 		t.Errorf("unknown hook: %v", err)
+	}
+}
+
+// TestTaskOptionsInEveryFormat: Nomad's task and group options read the
+// same in HCL and JSON.
+func TestTaskOptionsInEveryFormat(t *testing.T) {
+	hcl := `job "o" {
+  group "g" {
+    ephemeral_disk {
+      size    = 500
+      sticky  = true
+      migrate = true
+    }
+    task "t" {
+      driver         = "exec"
+      user           = "nobody"
+      leader         = true
+      kill_signal    = "SIGINT"
+      kill_timeout   = "20s"
+      shutdown_delay = "5s"
+      config {
+        command = "/bin/true"
+      }
+      resources {
+        memory     = 256
+        memory_max = 1024
+      }
+    }
+  }
+}
+`
+	json := `{"name":"o","groups":[{"name":"g","ephemeral_disk":{"size":500,"sticky":true,"migrate":true},"tasks":[
+{"name":"t","driver":"exec","user":"nobody","leader":true,"kill_signal":"SIGINT","kill_timeout":"20s","shutdown_delay":"5s",
+"config":{"command":"/bin/true"},"resources":{"memory":256,"memory_max":1024}}]}]}`
+	for name, src := range map[string]string{"o.hcl": hcl, "o.json": json} {
+		job, err := Decode(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		g := job.Groups[0]
+		tk := g.Tasks[0]
+		got := []any{*g.EphemeralDisk, tk.User, tk.Leader, tk.KillSignal, tk.KillTimeout, tk.ShutdownDelay, tk.Resources.MemoryMB, tk.Resources.MemoryMaxMB}
+		want := []any{spec.EphemeralDisk{SizeMB: 500, Sticky: true, Migrate: true}, "nobody", true, "SIGINT",
+			spec.Duration(20 * time.Second), spec.Duration(5 * time.Second), 256, 1024}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
 	}
 }
