@@ -48,6 +48,9 @@ type allocRunner struct {
 	// lc orders the tasks when some are lifecycle hooks (lifecycle.go);
 	// nil otherwise. Guarded by mu.
 	lc *lifecycle
+	// templaters render the templates of the tasks that have some, by
+	// task name (templates.go).
+	templaters map[string]*templater
 }
 
 func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
@@ -71,6 +74,7 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 		ar.status.Tasks[t.Name] = ts
 	}
 	ar.lc = newLifecycle(alloc.Tasks)
+	ar.templaters = newTemplaters(alloc.Tasks)
 	carryEndedHooks(alloc, ar.status)
 	if alloc.Status != nil {
 		ar.judged = alloc.Status.Health == spec.HealthHealthy || alloc.Status.Health == spec.HealthUnhealthy
@@ -105,6 +109,9 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 			dir: filepath.Join(ar.dir, t.Name), logDir: ar.logDir(), stop: ar.stopOf(t)}
 		if p, ok := adopt[t.Name]; ok {
 			tr.adopt = &p
+		}
+		if tm := ar.templaters[t.Name]; tm != nil {
+			tm.tr = tr
 		}
 		tr.died = died[t.Name]
 		ar.tasks = append(ar.tasks, tr)

@@ -93,6 +93,9 @@ func (tr *taskRunner) run(ctx context.Context) {
 		if stopped {
 			return
 		}
+		if tr.restartedForTemplate() {
+			continue // at once, and not counted (templates.go)
+		}
 		why, ok := exit.String(), exit.Successful()
 		if tr.checkRestart != "" {
 			// The exit of a task stopped for failing its checks is what
@@ -164,6 +167,10 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	defer closeAll(stdout, stderr)
 
+	if err := tr.renderTemplates(ctx); err != nil {
+		tr.ar.taskEvent(name, spec.EventTemplate, err.Error(), nil)
+		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	}
 	cfg := tr.task.Config
 	for i, c := range cfg.Prestart {
 		what := fmt.Sprintf("prestart command %d of %d (%s)", i+1, len(cfg.Prestart), commandLine(c))
@@ -262,6 +269,7 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error) {
 	rt := tr.runtime()
 	env := rt.Env()
+	maps.Copy(env, tr.templateEnv()) // env = true templates' variables
 	cfg, err := rt.Config(tr.task.Config, env)
 	if err != nil {
 		return driver.Task{}, err
@@ -403,6 +411,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	defer tr.ar.agent.clearHandle(tr.ar.alloc.ID, name)
 	checks.start(ctx)
 	var restartWhy string
+	templated := false // restartWhy is a template's change_mode restart
 	select {
 	case exit := <-h.Wait():
 		checks.stop()
@@ -421,6 +430,8 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		return exit, false
 	case <-tr.stop:
 	case restartWhy = <-checks.restarts():
+	case restartWhy = <-tr.templateRestarts():
+		templated = true
 	case <-ctx.Done():
 		// The agent is going away without being asked to stop tasks: leave
 		// the task running for the next agent to adopt, and
@@ -432,7 +443,10 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		return driver.Exit{}, true
 	}
 	checks.stop()
-	if restartWhy != "" {
+	switch {
+	case templated:
+		tr.ar.taskEvent(name, spec.EventTemplate, restartWhy+"; restarting the task", nil)
+	case restartWhy != "":
 		tr.ar.taskEvent(name, spec.EventCheckRestart, restartWhy+"; restarting", nil)
 	}
 	exited := restartWhy == "" && tr.shutdownDelay(ctx, h)
@@ -475,7 +489,11 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, time.Now()
 		})
 		tr.poststop(stdout, stderr)
-		tr.checkRestart = restartWhy
+		if templated {
+			tr.ar.templaters[name].restarted = true
+		} else {
+			tr.checkRestart = restartWhy
+		}
 		return exit, false
 	}
 	tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -77,5 +78,71 @@ func TestDevLifecycleHooks(t *testing.T) {
 	logs, errOut, code := d.cli("", "logs", "hooks/report")
 	if code != 0 || logs != "init\nmain\npoststart\n" {
 		t.Errorf("the poststop task printed %q (exit %d, %s), want init, main, poststart", logs, code, errOut)
+	}
+}
+
+const apiJob = `
+job "api" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    task "server" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["1000"]
+      }
+      service {
+        name = "api"
+        port = "http"
+      }
+    }
+  }
+}
+`
+
+const readerJob = `
+job "reader" {
+  type = "batch"
+  group "g" {
+    task "read" {
+      driver = "raw_exec"
+      template {
+        data        = <<EOT
+{{ env "NOMAD_JOB_NAME" }} {{ env "attr.kernel.name" }}{{ range service "api" }} {{ .Address }}:{{ .Port }}{{ end }}
+EOT
+        destination = "local/upstream"
+      }
+      config {
+        command = "/bin/cat"
+        args    = ["local/upstream"]
+      }
+    }
+  }
+}
+`
+
+// TestDevTemplateReadsTheCatalog: through drover dev, a Nomad template
+// renders the runtime variables, a node attribute and the address of a
+// service another job registered.
+func TestDevTemplateReadsTheCatalog(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	if out, errOut, code := d.cli("", "run", writeJob(t, dir, "api.hcl", apiJob)); code != 0 {
+		t.Fatalf("drover run api: exit %d\n%s\n%s", code, out, errOut)
+	}
+	allocs := d.jobStatus("api").Allocations
+	if len(allocs) != 1 || len(allocs[0].Ports) != 1 {
+		t.Fatalf("api allocs: %s", allocsLine(allocs))
+	}
+	port := allocs[0].Ports[0].Value
+	out, errOut, code := d.cli("", "run", writeJob(t, dir, "reader.hcl", readerJob))
+	if code != 0 || !strings.Contains(out, "1/1 instances completed") {
+		t.Fatalf("drover run reader: exit %d\n%s\n%s", code, out, errOut)
+	}
+	logs, _, _ := d.cli("", "logs", "reader")
+	if want := "reader linux 127.0.0.1:" + strconv.Itoa(port) + "\n"; logs != want {
+		t.Errorf("the template rendered %q, want %q", logs, want)
 	}
 }

@@ -146,3 +146,51 @@ func TestTaskOptionsInEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateInEveryFormat: a template block, with a heredoc's data,
+// reads the same in HCL and JSON.
+func TestTemplateInEveryFormat(t *testing.T) {
+	hcl := `job "t" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/true"
+      }
+      template {
+        data          = <<EOT
+{{ range service "db" }}{{ .Address }}:{{ .Port }}
+{{ end }}
+EOT
+        destination   = "${NOMAD_SECRETS_DIR}/db"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        perms         = "0600"
+      }
+      template {
+        source      = "local/env.tpl"
+        destination = "local/env"
+        env         = true
+      }
+    }
+  }
+}
+`
+	json := `{"name":"t","groups":[{"name":"g","tasks":[{"name":"t","driver":"raw_exec","config":{"command":"/bin/true"},"templates":[
+{"data":"{{ range service \"db\" }}{{ .Address }}:{{ .Port }}\n{{ end }}\n","destination":"${NOMAD_SECRETS_DIR}/db","change_mode":"signal","change_signal":"SIGHUP","perms":"0600"},
+{"source":"local/env.tpl","destination":"local/env","env":true}]}]}]}`
+	want := []*spec.Template{
+		{Data: "{{ range service \"db\" }}{{ .Address }}:{{ .Port }}\n{{ end }}\n", Destination: "${NOMAD_SECRETS_DIR}/db",
+			ChangeMode: spec.ChangeSignal, ChangeSignal: "SIGHUP", Perms: "0600"},
+		{Source: "local/env.tpl", Destination: "local/env", Env: true},
+	}
+	for name, src := range map[string]string{"t.hcl": hcl, "t.json": json} {
+		job, err := Decode(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(want, job.Groups[0].Tasks[0].Templates); diff != "" {
+			t.Errorf("%s: templates (-want +got):\n%s", name, diff)
+		}
+	}
+}

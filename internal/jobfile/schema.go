@@ -392,7 +392,7 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		template artifact
+		artifact
 		vault volume volume_mount logs scaling
 		periodic parameterized multiregion dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa

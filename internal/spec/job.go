@@ -182,6 +182,9 @@ type Task struct {
 	// Lifecycle makes the task a hook of its group's main tasks: run
 	// before, beside or after them (lifecycle.go); nil: a main task.
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// Templates are files rendered into the task's directory before it
+	// starts, and again when the service catalog changes (template.go).
+	Templates []*Template `json:"templates,omitempty" hcl:"template"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and

@@ -273,6 +273,7 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 		t.Restart.validate(ps, path+".restart")
 	}
 	validateTaskOptions(ps, path, t)
+	validateTemplates(ps, path, t)
 	checkMeta(ps, path+".meta", t.Meta)
 	validateConstraints(ps, path+".constraints", t.Constraints)
 	validateAffinities(ps, path+".affinities", t.Affinities)
