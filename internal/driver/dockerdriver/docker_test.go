@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
