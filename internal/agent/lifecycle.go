@@ -103,6 +103,15 @@ func (lc *lifecycle) stopAll(poststop bool) {
 	}
 }
 
+// stopPoststop stops the alloc's poststop tasks too, which a stop alone
+// leaves to run once the others have ended: for an agent going away, whose
+// wait for its allocs must stay bounded by their kill_timeout.
+func (ar *allocRunner) stopPoststop() {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	ar.lc.stopAll(true)
+}
+
 // advance opens the gates and stops the sidecars that the tasks' states
 // st call for. Called with the alloc's lock held.
 func (lc *lifecycle) advance(st map[string]*spec.TaskState) {

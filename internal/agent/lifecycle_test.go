@@ -143,3 +143,23 @@ func TestLifecyclePrestartFailureKeepsMainFromStarting(t *testing.T) {
 		t.Errorf("description %q does not name init", a.Status.Description)
 	}
 }
+
+// TestAgentShutdownStopsPoststopTasks: an agent that stops its tasks on
+// exit does not wait for a poststop task that would run for 1000 s: it is
+// stopped with the others, and no process of the alloc is left.
+func TestAgentShutdownStopsPoststopTasks(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ra := c.startAgent(t.TempDir(), true)
+	post := hook(shTask("post", "exec sleep 1000"), spec.HookPoststop, false)
+	c.submit(job("slowpost", spec.JobService, shTask("main", "exec sleep 1000"), post))
+	a := c.alloc("slowpost", 10*time.Second, "main running", running("main"))
+	begin := time.Now()
+	ra.stop(t)
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("agent took %s to stop", d)
+	}
+	if left := allocProcs(a.ID); len(left) != 0 {
+		t.Errorf("processes of the alloc left after the agent stopped: %v", left)
+	}
+}
