@@ -485,6 +485,7 @@ func (a *Agent) stopAll() {
 	runners := make([]*allocRunner, 0, len(a.runners))
 	for _, ar := range a.runners {
 		ar.stop("agent shutting down")
+		ar.stopPoststop() // the agent does not wait for cleanup hooks
 		runners = append(runners, ar)
 	}
 	a.mu.Unlock()

@@ -45,6 +45,12 @@ type allocRunner struct {
 	// before stopping closes, so read safely after it.
 	stopWhy string
 	done    chan struct{} // closed when every task has finished
+	// lc orders the tasks when some are lifecycle hooks (lifecycle.go);
+	// nil otherwise. Guarded by mu.
+	lc *lifecycle
+	// templaters render the templates of the tasks that have some, by
+	// task name (templates.go).
+	templaters map[string]*templater
 }
 
 func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
@@ -67,6 +73,9 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 		}
 		ar.status.Tasks[t.Name] = ts
 	}
+	ar.lc = newLifecycle(alloc.Tasks)
+	ar.templaters = newTemplaters(alloc.Tasks)
+	carryEndedHooks(alloc, ar.status)
 	if alloc.Status != nil {
 		ar.judged = alloc.Status.Health == spec.HealthHealthy || alloc.Status.Health == spec.HealthUnhealthy
 		// A verdict given is final: carry it, as the tasks' history.
@@ -92,11 +101,17 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process, died map[string]bool) {
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {
+		if ar.status.Tasks[t.Name].State == spec.TaskDead {
+			continue // a hook that ran to its end before an agent restart
+		}
 		// The directories are laid out as in taskdir.go.
 		tr := &taskRunner{ar: ar, task: t, drv: ar.agent.drivers[t.Driver],
-			dir: filepath.Join(ar.dir, t.Name), logDir: ar.logDir(), stop: ar.stopping}
+			dir: filepath.Join(ar.dir, t.Name), logDir: ar.logDir(), stop: ar.stopOf(t)}
 		if p, ok := adopt[t.Name]; ok {
 			tr.adopt = &p
+		}
+		if tm := ar.templaters[t.Name]; tm != nil {
+			tm.tr = tr
 		}
 		tr.died = died[t.Name]
 		ar.tasks = append(ar.tasks, tr)
@@ -131,6 +146,9 @@ func (ar *allocRunner) stop(why string) {
 	ar.stopOnce.Do(func() {
 		ar.stopWhy = why
 		close(ar.stopping)
+		ar.mu.Lock()
+		ar.lc.stopAll(false)
+		ar.mu.Unlock()
 		ar.endDeployment()
 	})
 }
@@ -149,7 +167,9 @@ func (ar *allocRunner) stopRequested() bool {
 func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	ar.mu.Lock()
 	f(ar.status)
+	ar.lc.advance(ar.status.Tasks)
 	failedTask := ar.recompute()
+	leader := ar.endedLeaderLocked()
 	now := time.Now().UTC()
 	verdict := ar.judgeDeploymentLocked(now)
 	ar.status.UpdateTime = now
@@ -163,6 +183,9 @@ func (ar *allocRunner) mutate(f func(st *spec.AllocStatus)) {
 	if failedTask != "" && !ar.stopRequested() {
 		ar.log.Info("task failed; stopping the alloc's other tasks", "task", failedTask)
 		ar.stop(fmt.Sprintf("task %s failed", failedTask))
+	} else if leader != "" && !ar.stopRequested() {
+		ar.log.Info("leader task ended; stopping the alloc's other tasks", "task", leader)
+		ar.stop(fmt.Sprintf("leader task %s ended", leader))
 	}
 }
 
@@ -196,7 +219,7 @@ func (ar *allocRunner) recompute() (failedTask string) {
 		if ar.stopRequested() {
 			st.Description = "stopped: " + ar.stopWhy
 		}
-	case running > 0 && running+dead == n:
+	case running > 0 && running+dead+ar.lc.waiting(st.Tasks) == n:
 		st.ClientStatus = spec.ClientRunning
 		st.Description = ""
 	}

@@ -187,7 +187,7 @@ func (ar *allocRunner) judgeDeploymentLocked(now time.Time) bool {
 		ar.endDeploymentLocked()
 		return false
 	}
-	v, wake := judgeDeployment(ar.alloc.Update, ar.alloc.Tasks, ar.status, w.exits, now)
+	v, wake := judgeDeployment(ar.alloc.Update, deployedTasks(ar.alloc.Tasks), ar.status, w.exits, now)
 	if v != nil {
 		ar.status.DeploymentHealth = v
 		ar.endDeploymentLocked()

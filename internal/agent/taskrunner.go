@@ -73,6 +73,9 @@ func (tr *taskRunner) run(ctx context.Context) {
 	if policy == nil {
 		policy = spec.DefaultRestart(tr.ar.alloc.JobType)
 	}
+	if tr.adopt == nil && !tr.died && !tr.awaitTurn(ctx) {
+		return
+	}
 	var window []time.Time // restarts within the current interval
 	for {
 		var exit driver.Exit
@@ -90,13 +93,16 @@ func (tr *taskRunner) run(ctx context.Context) {
 		if stopped {
 			return
 		}
+		if tr.restartedForTemplate() {
+			continue // at once, and not counted (templates.go)
+		}
 		why, ok := exit.String(), exit.Successful()
 		if tr.checkRestart != "" {
 			// The exit of a task stopped for failing its checks is what
 			// the stop made it; it counts as a failure whatever its code.
 			why, ok, tr.checkRestart = tr.checkRestart, false, ""
 		}
-		if tr.ar.alloc.JobType == spec.JobBatch && ok {
+		if (tr.ar.alloc.JobType == spec.JobBatch || tr.task.Ephemeral()) && ok {
 			tr.ar.taskDead(name, false, spec.EventCompleted, "exit code 0")
 			return
 		}
@@ -172,6 +178,10 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	defer closeAll(stdout, stderr)
 
+	if err := tr.renderTemplates(ctx); err != nil {
+		tr.ar.taskEvent(name, spec.EventTemplate, err.Error(), nil)
+		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	}
 	cfg := tr.task.Config
 	for i, c := range cfg.Prestart {
 		what := fmt.Sprintf("prestart command %d of %d (%s)", i+1, len(cfg.Prestart), commandLine(c))
@@ -271,10 +281,12 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error) {
 	rt := tr.runtime()
 	env := rt.Env()
+	maps.Copy(env, tr.templateEnv()) // env = true templates' variables
 	cfg, err := rt.Config(tr.task.Config, env)
 	if err != nil {
 		return driver.Task{}, err
 	}
+	cfg.User = tr.task.UserOf() // the task's user is where Nomad writes it
 	var args []string
 	for _, arg := range c.Args {
 		args = append(args, rt.Interpolate(arg, env))
@@ -285,7 +297,7 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 		Args:    args,
 		Env:     tr.envList(env, hook),
 		Dir:     tr.workDir(cfg.WorkDir),
-		User:    cfg.User,
+		User:    tr.task.UserOf(),
 		ID: driver.TaskID{NodeID: tr.ar.agent.nodeID, AllocID: a.ID, AllocName: a.Name,
 			Job: a.Job, Group: a.Group, Task: tr.task.Name},
 		Resources: tr.task.Resources,
@@ -411,6 +423,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	defer tr.ar.agent.clearHandle(tr.ar.alloc.ID, name)
 	checks.start(ctx)
 	var restartWhy string
+	templated := false // restartWhy is a template's change_mode restart
 	select {
 	case exit := <-h.Wait():
 		checks.stop()
@@ -420,7 +433,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		}
 		typ, msg := spec.EventTerminated, exit.String()
 		if exit.OOMKilled {
-			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (memory limit %d MB)", msg, tr.task.Resources.MemoryMB)
+			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (memory limit %d MB)", msg, tr.task.Resources.MemoryLimitMB())
 		}
 		tr.ar.taskEvent(name, typ, msg, func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, exit.Time
@@ -429,6 +442,8 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		return exit, false
 	case <-tr.stop:
 	case restartWhy = <-checks.restarts():
+	case restartWhy = <-tr.templateRestarts():
+		templated = true
 	case <-ctx.Done():
 		// The agent is going away without being asked to stop tasks: leave
 		// the task running for the next agent to adopt, and
@@ -440,11 +455,15 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		return driver.Exit{}, true
 	}
 	checks.stop()
-	if restartWhy != "" {
+	switch {
+	case templated:
+		tr.ar.taskEvent(name, spec.EventTemplate, restartWhy+"; restarting the task", nil)
+	case restartWhy != "":
 		tr.ar.taskEvent(name, spec.EventCheckRestart, restartWhy+"; restarting", nil)
 	}
+	exited := restartWhy == "" && tr.shutdownDelay(ctx, h)
 	grace := tr.task.KillTimeout.Std()
-	killing := fmt.Sprintf("sent SIGTERM, SIGKILL after %s", grace)
+	killing := fmt.Sprintf("sent %s, SIGKILL after %s", tr.task.KillSignalOf(), grace)
 	// Why the alloc stops (a drain, a move, a new version, a sibling's
 	// failure): written before the stop was signalled, so read safely
 	// after it.
@@ -465,7 +484,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	}
 	tr.ar.taskEvent(name, spec.EventKilling, killing, nil)
 	sctx, cancel := context.WithTimeout(context.Background(), grace+10*time.Second)
-	exit, err := h.Stop(sctx, grace)
+	exit, err := tr.stopTask(sctx, h, grace, exited)
 	cancel()
 	msg := exit.String()
 	var code *int
@@ -482,7 +501,11 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, time.Now()
 		})
 		tr.poststop(stdout, stderr)
-		tr.checkRestart = restartWhy
+		if templated {
+			tr.ar.templaters[name].restarted = true
+		} else {
+			tr.checkRestart = restartWhy
+		}
 		return exit, false
 	}
 	tr.ar.taskEvent(name, spec.EventKilled, msg, func(ts *spec.TaskState) {

@@ -29,14 +29,17 @@ var pure = map[string]bool{
 }
 
 var pureStd = []string{
-	"bytes", "cmp", "container/heap", "encoding/json", "errors", "fmt", "maps", "math", "path", "regexp",
-	"slices", "sort", "strconv", "strings", "time", "unicode", "unicode/utf8",
+	"bytes", "cmp", "container/heap", "encoding/base64", "encoding/json", "errors", "fmt", "maps", "math", "path", "regexp",
+	"slices", "sort", "strconv", "strings", "text/template", "time", "unicode", "unicode/utf8",
 }
 
 // clockAndChance are the calls a pure package must not make: time is an
 // input, and randomness would make decisions unrepeatable.
 var clockAndChance = map[string][]string{
 	"time": {"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "Tick", "NewTimer", "NewTicker"},
+	// A template renders what it is given (spec's job templates); it
+	// reads no file of its own.
+	"template": {"ParseFiles", "ParseGlob", "ParseFS"},
 }
 
 // owners: an import path prefix that only these packages may import. The

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -95,6 +96,14 @@ type Handle interface {
 	// (SIGKILL) if it is still running after grace, and returns the exit.
 	// It returns early with ctx's error if ctx ends first.
 	Stop(ctx context.Context, grace time.Duration) (Exit, error)
+}
+
+// Signaler is implemented by handles that can send their task a signal
+// other than a stop's SIGTERM: a kill_signal, a template's change_signal.
+type Signaler interface {
+	// Signal sends sig to the task (every process of its process group,
+	// or its container's main process).
+	Signal(sig syscall.Signal) error
 }
 
 // Adopter is implemented by drivers that can take over a task that an

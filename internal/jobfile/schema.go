@@ -392,14 +392,14 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		template artifact migrate
-		vault volume volume_mount lifecycle logs scaling
-		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
+		artifact
+		vault volume volume_mount logs scaling
+		periodic parameterized multiregion dispatch_payload identity
 		csi_plugin consul connect device variable variables locals numa
 		action schedule secret ui sidecar_service sidecar_task dns
-		region all_at_once vault_token consul_token leader
-		shutdown_delay kill_signal stop_after_client_disconnect
-		max_client_disconnect prevent_reschedule_on_lost memory_max cores iops
+		region all_at_once vault_token consul_token
+		stop_after_client_disconnect
+		max_client_disconnect prevent_reschedule_on_lost cores iops
 		render_templates max_kill_timeout kind id`) {
 		unsupported[n] = true
 	}
@@ -408,6 +408,9 @@ func init() {
 // unsupportedIn are the Nomad names drover does not implement in the block
 // of one struct only, by the struct's name.
 var unsupportedIn = map[string][]string{
+	// Nomad's migrate block (an ephemeral_disk's migrate is taken).
+	"Job":   {"migrate"},
+	"Group": {"migrate"},
 	// stagger only paces Nomad's system jobs, and update is for services.
 	"UpdateStrategy": {"stagger"},
 	// Ports are reserved on the node's own address (Nomad's host mode):
@@ -428,8 +431,7 @@ var unsupportedIn = map[string][]string{
 // instead says what to write for an unsupported Nomad name that drover has
 // another way to say.
 var instead = map[string]string{
-	"ephemeral_disk": "reserve scratch space with disk = <MB> in each task's resources block",
-	"mode":           "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
-	"host_network":   "ports are reserved on the node's own address (its network.ip attribute)",
-	"provider":       "drover registers services in its own catalog; remove it",
+	"mode":         "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
+	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
+	"provider":     "drover registers services in its own catalog; remove it",
 }

@@ -70,8 +70,8 @@ func (s *Server) routeTable() []route {
 		{"PUT /v1/nodes/{id}/drain", accessNodeWrite, s.putNodeDrain},
 		{"PUT /v1/nodes/{id}/usage", accessNode, s.putNodeUsage},
 		{"GET /v1/status/leader", accessOpen, s.leader},
-		{"GET /v1/services", accessToken, s.listServices},
-		{"GET /v1/services/{name}", accessToken, s.getService},
+		{"GET /v1/services", accessCatalog, s.listServices},
+		{"GET /v1/services/{name}", accessCatalog, s.getService},
 		{"GET /v1/events", accessToken, s.listEvents},
 	}
 	return append(rs, s.aclRoutes()...)

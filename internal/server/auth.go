@@ -30,6 +30,9 @@ import (
 //     and list handlers show only what the token may read.
 //   - nodeRead, nodeWrite: a token with that node capability.
 //   - management: a management token (tokens and policies).
+//   - catalog: as token, and also an agent's certificate, without a
+//     token: its tasks' templates read the service catalog, which the
+//     DNS server answers anyone anyway.
 //
 // Under TLS an agent's certificate may make node requests only, so a
 // stolen agent certificate or node secret reaches no operator endpoint.
@@ -42,10 +45,11 @@ const (
 	accessNodeRead
 	accessNodeWrite
 	accessManagement
+	accessCatalog
 )
 
 func (a access) String() string {
-	return [...]string{"open", "node", "token", "node read", "node write", "management"}[a]
+	return [...]string{"open", "node", "token", "node read", "node write", "management", "catalog"}[a]
 }
 
 // TokenHeader carries an ACL token's secret; "Authorization: Bearer" works too.
@@ -97,6 +101,9 @@ func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error)
 		if r.TLS != nil && role != pki.RoleAgent {
 			return nil, forbidden("%s %s is an agent's request: it needs an agent certificate (this connection presented a %s certificate)", r.Method, r.URL.Path, orNone(role))
 		}
+		return r, nil
+	}
+	if a == accessCatalog && role == pki.RoleAgent {
 		return r, nil
 	}
 	if role == pki.RoleAgent {

@@ -41,6 +41,7 @@ const (
 	ruleNodeRead               // node read
 	ruleNodeWrite              // node write
 	ruleManagement             // a management token
+	ruleCatalog                // any token, or an agent's certificate (templates read the catalog)
 )
 
 // identities are the identities, in the order they are tried (management last:
@@ -60,6 +61,8 @@ func allowed(r rule, id string) bool {
 		return id == "read-only" || id == "other namespace" || id == "management"
 	case ruleNodeRead:
 		return id == "read-only" || id == "management"
+	case ruleCatalog:
+		return id == "node identity" || id == "read-only" || id == "other namespace" || id == "management"
 	}
 	return id == "management" // submit, logs, node write, management
 }
@@ -124,8 +127,8 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"PUT /v1/nodes/{id}/drain":              {ruleNodeWrite, "PUT", "/v1/nodes/n1/drain", `{"enable":false}`, false},
 		"PUT /v1/nodes/{id}/usage":              {ruleNode, "PUT", "/v1/nodes/n1/usage", `{"cpu":1,"memory_mb":1}`, true},
 		"GET /v1/status/leader":                 {ruleOpen, "GET", "/v1/status/leader", "", false},
-		"GET /v1/services":                      {ruleList, "GET", "/v1/services", "", false},
-		"GET /v1/services/{name}":               {ruleList, "GET", "/v1/services/nothing", "", true},
+		"GET /v1/services":                      {ruleCatalog, "GET", "/v1/services", "", false},
+		"GET /v1/services/{name}":               {ruleCatalog, "GET", "/v1/services/nothing", "", true},
 		"GET /v1/events":                        {ruleList, "GET", "/v1/events", "", false},
 		// Bootstrap is open and works once: the fixture did it, so every
 		// identity gets a 409 (which is not a 401/403).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,6 +169,9 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) error {
 			cat := s.visible(r, v.cat)
 			ins, ok := cat.Service(name, all)
 			if !ok {
+				// The index still, so that a watcher waits for the
+				// service to appear rather than asking again at once.
+				w.Header().Set("X-Drover-Index", strconv.FormatInt(max(v.changed[key], 1), 10))
 				known := cat.Names()
 				if len(known) == 0 {
 					return httpapi.NotFound("no service %q: no service is registered (a task registers one with a service block)", name)

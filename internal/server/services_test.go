@@ -288,6 +288,16 @@ func TestServicesNoneRegistered(t *testing.T) {
 	if status != 404 || !strings.Contains(msg, "no service \\\"web\\\": no service is registered") {
 		t.Fatalf("unknown service: %d %s", status, msg)
 	}
+	// A 404 carries an index, so that a watcher's next query (a template
+	// waiting for the service) blocks instead of asking again at once.
+	resp, err := http.Get(hs.URL + "/v1/services/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if idx, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Index"), 10, 64); resp.StatusCode != 404 || idx < 1 {
+		t.Fatalf("unknown service: %d with index %q, want 404 with an index >= 1", resp.StatusCode, resp.Header.Get("X-Drover-Index"))
+	}
 }
 
 // An address that cannot be bound fails Run at once, before it touches the

@@ -101,6 +101,9 @@ const (
 	// EventPoststop: a poststop command ran, after the task's process
 	// ended.
 	EventPoststop EventType = "Poststop"
+	// EventTemplate: a template was rendered again after the service
+	// catalog changed, and what its change_mode did; or rendering failed.
+	EventTemplate EventType = "Template"
 )
 
 // EventType is the history's event for an alloc's client status becoming s.

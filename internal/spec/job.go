@@ -129,7 +129,10 @@ type Group struct {
 	// Network holds the ports the group's instance reserves on its node.
 	Network *Network          `json:"network,omitempty"`
 	Meta    map[string]string `json:"meta,omitempty"`
-	Tasks   []*Task           `json:"tasks" hcl:"task"`
+	// EphemeralDisk's size is reserved on the node beside the tasks'
+	// disk (taskoptions.go).
+	EphemeralDisk *EphemeralDisk `json:"ephemeral_disk,omitempty"`
+	Tasks         []*Task        `json:"tasks" hcl:"task"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -157,6 +160,17 @@ type Task struct {
 	// Restart overrides the group's restart policy for this task.
 	Restart     *RestartPolicy `json:"restart,omitempty"`
 	KillTimeout Duration       `json:"kill_timeout,omitempty"`
+	// KillSignal is the signal that asks the task to stop, SIGKILL
+	// following after kill_timeout; "" is SIGTERM (taskoptions.go).
+	KillSignal string `json:"kill_signal,omitempty"`
+	// ShutdownDelay is how long a task asked to stop keeps running, its
+	// services already out of the catalog, before kill_signal is sent.
+	ShutdownDelay Duration `json:"shutdown_delay,omitempty"`
+	// Leader: when this task ends, the group's other tasks are stopped.
+	Leader bool `json:"leader,omitempty"`
+	// User runs the task's processes as this user (name or uid), where
+	// Nomad writes it; config's user is drover's older place for it.
+	User string `json:"user,omitempty"`
 	// Constraints count for the task's group: the group is placed only
 	// where all its tasks' constraints hold.
 	Constraints []*Constraint     `json:"constraints,omitempty" hcl:"constraint"`
@@ -165,6 +179,12 @@ type Task struct {
 	// Services register the task's instances in the service catalog, with
 	// health checks (service.go).
 	Services []*Service `json:"services,omitempty" hcl:"service"`
+	// Lifecycle makes the task a hook of its group's main tasks: run
+	// before, beside or after them (lifecycle.go); nil: a main task.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// Templates are files rendered into the task's directory before it
+	// starts, and again when the service catalog changes (template.go).
+	Templates []*Template `json:"templates,omitempty" hcl:"template"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and
@@ -224,11 +244,21 @@ type Resources struct {
 	// DiskMB is scratch space in the alloc directory, in MB; a node offers
 	// the free space of its data directory's file system.
 	DiskMB int `json:"disk,omitempty"`
+	// MemoryMaxMB, when set, is the task's hard memory limit, above the
+	// MemoryMB it reserves (which becomes a soft limit); Nomad's
+	// memory_max. It is not reserved on the node.
+	MemoryMaxMB int `json:"memory_max,omitempty"`
 }
 
 // Add returns r + o.
 func (r Resources) Add(o Resources) Resources {
 	return Resources{CPU: r.CPU + o.CPU, MemoryMB: r.MemoryMB + o.MemoryMB, DiskMB: r.DiskMB + o.DiskMB}
+}
+
+// MemoryLimitMB is the task's hard memory limit: memory_max when set,
+// else memory.
+func (r Resources) MemoryLimitMB() int {
+	return max(r.MemoryMB, r.MemoryMaxMB)
 }
 
 // Sub returns r - o.
@@ -520,6 +550,9 @@ func (g *Group) Resources() Resources {
 	var r Resources
 	for _, t := range g.Tasks {
 		r = r.Add(t.Resources)
+	}
+	if g.EphemeralDisk != nil {
+		r.DiskMB += g.EphemeralDisk.SizeMB
 	}
 	return r
 }

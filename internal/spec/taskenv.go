@@ -63,6 +63,9 @@ func (r TaskRuntime) Env() map[string]string {
 	set("ALLOC_INDEX", strconv.Itoa(a.Index))
 	set("CPU_LIMIT", strconv.Itoa(t.Resources.CPU))
 	set("MEMORY_LIMIT", strconv.Itoa(t.Resources.MemoryMB))
+	if t.Resources.MemoryMaxMB > 0 {
+		set("MEMORY_MAX_LIMIT", strconv.Itoa(t.Resources.MemoryMaxMB))
+	}
 	m["DROVER_JOB_VERSION"] = strconv.FormatUint(a.JobVersion, 10)
 	m["DROVER_NODE_ID"], m["DROVER_NODE_NAME"] = a.NodeID, a.NodeName
 	m["NOMAD_SHORT_ALLOC_ID"] = a.ID[:min(8, len(a.ID))]

@@ -212,6 +212,8 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 		seen[t.Name] = i
 		t.validate(ps, tp, g)
 	}
+	validateLifecycles(ps, path, g)
+	validateGroupOptions(ps, path, g)
 }
 
 func (t *Task) validate(ps *Problems, path string, g *Group) {
@@ -270,6 +272,8 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 	if t.Restart != nil {
 		t.Restart.validate(ps, path+".restart")
 	}
+	validateTaskOptions(ps, path, t)
+	validateTemplates(ps, path, t)
 	checkMeta(ps, path+".meta", t.Meta)
 	validateConstraints(ps, path+".constraints", t.Constraints)
 	validateAffinities(ps, path+".affinities", t.Affinities)

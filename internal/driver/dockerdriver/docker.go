@@ -155,7 +155,11 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		PidMode:       container.PidMode(cfg.PidMode),
 		Binds:         binds(t.Mounts, cfg.Volumes),
 	}
-	hcfg.Memory = int64(t.Resources.MemoryMB) << 20
+	hcfg.Memory = int64(t.Resources.MemoryLimitMB()) << 20
+	if t.Resources.MemoryMaxMB > t.Resources.MemoryMB {
+		// memory_max is the hard limit; the reserved memory a soft one.
+		hcfg.MemoryReservation = int64(t.Resources.MemoryMB) << 20
+	}
 	// Without a swap limit the memory limit would only push the task into
 	// swap: memory+swap equal to memory means no swap.
 	hcfg.MemorySwap = hcfg.Memory

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -476,5 +477,35 @@ func TestExecAndUsage(t *testing.T) {
 func TestInfoSaysOwnFilesystem(t *testing.T) {
 	if !newDriver(t).Info().OwnFilesystem {
 		t.Fatal("docker's Info().OwnFilesystem is false")
+	}
+}
+
+// TestMemoryMaxAndSignal: memory_max is the container's memory limit and
+// the reserved memory its reservation; Signal reaches the container's
+// process (testapp stops on SIGINT, saying so).
+func TestMemoryMaxAndSignal(t *testing.T) {
+	e := setup(t)
+	task := e.task()
+	task.Resources.MemoryMB, task.Resources.MemoryMaxMB = 64, 128
+	h := e.start(task)
+	id := h.(containerIDer).ContainerID()
+	in, err := e.c.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc := in.Container.HostConfig; hc.Memory != 128<<20 || hc.MemoryReservation != 64<<20 {
+		t.Errorf("memory %d, reservation %d; want %d and %d", hc.Memory, hc.MemoryReservation, 128<<20, 64<<20)
+	}
+	waitLog(t, task.Stdout, "testapp listening")
+	if err := h.(driver.Signaler).Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case exit := <-h.Wait():
+		if !strings.Contains(task.Stdout.(*syncBuffer).String(), "testapp got interrupt") {
+			t.Errorf("exit %+v without testapp saying it got SIGINT:\n%s", exit, task.Stdout)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after SIGINT")
 	}
 }

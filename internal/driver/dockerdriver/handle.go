@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/drover-org/drover/internal/driver"
 )
@@ -165,6 +167,16 @@ func (h *handle) Stop(ctx context.Context, grace time.Duration) (driver.Exit, er
 	case <-ctx.Done():
 		return driver.Exit{}, ctx.Err()
 	}
+}
+
+// Signal sends sig to the container's main process.
+func (h *handle) Signal(sig syscall.Signal) error {
+	name := unix.SignalName(sig)
+	if name == "" {
+		return fmt.Errorf("signal %d has no name", int(sig))
+	}
+	_, err := h.d.c.ContainerKill(context.Background(), h.id, client.ContainerKillOptions{Signal: name})
+	return err
 }
 
 // Exec runs cmd in the container and returns its exit code and its

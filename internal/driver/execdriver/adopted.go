@@ -143,6 +143,16 @@ func (h *adoptedHandle) Stop(ctx context.Context, grace time.Duration) (driver.E
 	return stopGroup(ctx, h.pid, grace, h.exited, &h.exit)
 }
 
+// Signal sends sig to the task's process group.
+func (h *adoptedHandle) Signal(sig syscall.Signal) error {
+	select {
+	case <-h.exited:
+		return errors.New("the task has exited")
+	default:
+	}
+	return syscall.Kill(-h.pid, sig)
+}
+
 func (h *adoptedHandle) waitLoop() {
 	h.waitExit()
 	e := driver.Exit{Time: time.Now(), Code: -1, Unknown: true}

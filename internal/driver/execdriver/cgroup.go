@@ -166,9 +166,14 @@ func (s *cgroupSetup) manager(name string, r spec.Resources) (cgroups.Manager, e
 func (s *cgroupSetup) resources(r spec.Resources) *cgroups.Resources {
 	res := &cgroups.Resources{}
 	if r.MemoryMB > 0 {
-		res.Memory = int64(r.MemoryMB) << 20
+		res.Memory = int64(r.MemoryLimitMB()) << 20
 		if s.swap || s.v2 {
 			res.MemorySwap = res.Memory
+		}
+		if r.MemoryMaxMB > r.MemoryMB {
+			// memory_max: the hard limit above; what is reserved is
+			// what the kernel reclaims down to under pressure.
+			res.MemoryReservation = int64(r.MemoryMB) << 20
 		}
 	}
 	if r.CPU > 0 {
@@ -245,6 +250,14 @@ func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
 			err = writeCgroupFiles(mem.dir, name, []string{files[1], files[0]}, limit)
 		}
 		if err != nil {
+			return err
+		}
+		// A reused cgroup may hold a soft limit from before: always set.
+		soft := "-1"
+		if res.MemoryReservation > 0 {
+			soft = strconv.FormatInt(res.MemoryReservation, 10)
+		}
+		if err := writeCgroupFiles(mem.dir, name, []string{"memory.soft_limit_in_bytes"}, soft); err != nil {
 			return err
 		}
 	}

@@ -420,3 +420,24 @@ func BenchmarkStart(b *testing.B) {
 		})
 	}
 }
+
+// TestExecMemoryMaxIsTheHardLimit: with memory_max, the task's hard memory
+// limit is memory_max and what it reserves (memory) its soft limit.
+func TestExecMemoryMaxIsTheHardLimit(t *testing.T) {
+	d := isolatingDriver(t)
+	h, _ := startTask(t, d, spec.Resources{CPU: 100, MemoryMB: 32, MemoryMaxMB: 96}, "sleep", "30")
+	hard := memoryLimitFile(t, d, h.PID())
+	soft := filepath.Join(filepath.Dir(hard), "memory.soft_limit_in_bytes")
+	if d.Isolation() == execdriver.IsolationV2 {
+		soft = filepath.Join(filepath.Dir(hard), "memory.low")
+	}
+	for file, want := range map[string]int{hard: 96 << 20, soft: 32 << 20} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); got != strconv.Itoa(want) {
+			t.Errorf("%s = %s, want %d", file, got, want)
+		}
+	}
+}

@@ -282,11 +282,13 @@ func checkDir(dir string) error {
 func credential(name string) (*syscall.Credential, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
+		// A user that is not there will not appear by starting again:
+		// the task fails at once (ErrNoRetry).
 		if _, numErr := strconv.ParseUint(name, 10, 32); numErr != nil {
-			return nil, fmt.Errorf("user %q: %w", name, err)
+			return nil, fmt.Errorf("user %q does not exist on this node (%v); create it, or change the task's user: %w", name, err, driver.ErrNoRetry)
 		}
 		if u, err = user.LookupId(name); err != nil {
-			return nil, fmt.Errorf("user %q: no user has that uid (%w)", name, err)
+			return nil, fmt.Errorf("user %q: no user has that uid on this node (%v); create it, or change the task's user: %w", name, err, driver.ErrNoRetry)
 		}
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
@@ -489,6 +491,16 @@ func (h *handle) waitLoop(stdout, stderr *pipe) {
 // group is signalled even after the leader exits, so no child is left behind.
 func (h *handle) Stop(ctx context.Context, grace time.Duration) (driver.Exit, error) {
 	return stopGroup(ctx, h.cmd.Process.Pid, grace, h.exited, &h.exit)
+}
+
+// Signal sends sig to the task's process group.
+func (h *handle) Signal(sig syscall.Signal) error {
+	select {
+	case <-h.exited:
+		return errors.New("the task has exited")
+	default:
+	}
+	return syscall.Kill(-h.cmd.Process.Pid, sig)
 }
 
 func signalName(s syscall.Signal) string {

@@ -2,6 +2,7 @@ package execdriver_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/user"
 	"strconv"
@@ -96,8 +97,8 @@ func TestUserRootAsRootNeedsNoChange(t *testing.T) {
 func TestUserErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ user, want string }{
-		{"no-such-user-drover", `user "no-such-user-drover": user: unknown user no-such-user-drover`},
-		{"4000000000", `user "4000000000": no user has that uid (user: unknown userid 4000000000)`},
+		{"no-such-user-drover", `user "no-such-user-drover" does not exist on this node (user: unknown user no-such-user-drover); create it, or change the task's user: not retried`},
+		{"4000000000", `user "4000000000": no user has that uid on this node (user: unknown userid 4000000000); create it, or change the task's user: not retried`},
 	}
 	if os.Geteuid() != 0 {
 		cases = append(cases, struct{ user, want string }{"root",
@@ -110,6 +111,10 @@ func TestUserErrors(t *testing.T) {
 		})
 		if err == nil || err.Error() != c.want {
 			t.Errorf("Start as %q: error %v, want %q", c.user, err, c.want)
+		}
+		// Starting again would fail the same way: no restarts.
+		if c.user != "root" && !errors.Is(err, driver.ErrNoRetry) {
+			t.Errorf("Start as %q: error is not ErrNoRetry", c.user)
 		}
 	}
 }

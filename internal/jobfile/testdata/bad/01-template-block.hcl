@@ -15,7 +15,7 @@ job "web" {
 
       template {
         data        = "port = 8080"
-        destination = "local/server.conf"
+        destination = "/etc/server.conf"
       }
     }
   }
