@@ -395,7 +395,7 @@ func init() {
 		template artifact migrate
 		vault volume volume_mount lifecycle logs scaling
 		periodic parameterized multiregion ephemeral_disk dispatch_payload identity
-		csi_plugin consul connect device variable variables locals numa
+		csi_plugin consul connect device numa
 		action schedule secret ui sidecar_service sidecar_task dns
 		region all_at_once vault_token consul_token leader
 		shutdown_delay kill_signal stop_after_client_disconnect
