@@ -202,6 +202,9 @@ type hclDecoder struct {
 	bodies map[int]*hclsyntax.Body
 	// secret holds the fields whose value came from a sensitive variable.
 	secret map[string]bool
+	// inputFailed says a variable or local has no value, which was
+	// reported: what is made from one has no known value.
+	inputFailed bool
 }
 
 func (d *hclDecoder) errAt(r hcl.Range, format string, args ...any) {

@@ -69,7 +69,9 @@ func (d *hclDecoder) eval(a *hcl.Attribute, field string) (cty.Value, bool) {
 		return cty.NilVal, false
 	}
 	if !v.IsWhollyKnown() {
-		d.errAt(a.Expr.Range(), "%s has no known value; write a literal value", a.Name)
+		if !d.inputFailed { // else it was made from what is reported
+			d.errAt(a.Expr.Range(), "%s has no known value; write a literal value", a.Name)
+		}
 		d.c.markReported(field)
 		return cty.NilVal, false
 	}

@@ -47,6 +47,8 @@ type variable struct {
 	val       cty.Value // cty.NilVal until it has a value
 	sensitive bool
 	checks    []check
+	// bad says a value it was given was reported as wrong.
+	bad bool
 }
 
 // check is one validation block of a variable.
@@ -109,8 +111,12 @@ func (d *hclDecoder) inputs(decls, locals []item) {
 	values := map[string]cty.Value{}
 	for _, v := range order {
 		if v.val == cty.NilVal {
-			d.errAt(v.at, "variable %q has no value: set it with -var %s=VALUE, in a -var-file, or with NOMAD_VAR_%s in the environment; or give it a default", v.name, v.name, v.name)
+			d.inputFailed = true
 			values[v.name] = cty.DynamicVal
+			if v.bad {
+				continue
+			}
+			d.errAt(v.at, "variable %q has no value: set it with -var %s=VALUE, in a -var-file, or with NOMAD_VAR_%s in the environment; or give it a default", v.name, v.name, v.name)
 			continue
 		}
 		if v.sensitive {
@@ -188,7 +194,9 @@ func (d *hclDecoder) variableBlock(b *hcl.Block) *variable {
 		}
 	}
 	if def != nil {
-		if val, ok := d.constant(def.Expr, "default"); ok && !val.IsNull() {
+		if val, ok := d.constant(def.Expr, "default"); !ok {
+			v.bad = true
+		} else if !val.IsNull() {
 			v.val = d.convert(val, v, def.Expr.Range(), "its default")
 		}
 	}
@@ -198,16 +206,16 @@ func (d *hclDecoder) variableBlock(b *hcl.Block) *variable {
 // constant evaluates an expression that may use functions but no
 // variables: a default, a var file's value.
 func (d *hclDecoder) constant(expr hcl.Expression, what string) (cty.Value, bool) {
+	v, diags := expr.Value(&hcl.EvalContext{Functions: d.ctx.Functions})
+	if !diags.HasErrors() {
+		return v, true
+	}
 	for _, tr := range expr.Variables() {
 		d.errAt(tr.SourceRange(), "%s cannot refer to %s: write a value", what, traversalText(tr))
 		return cty.NilVal, false
 	}
-	v, diags := expr.Value(&hcl.EvalContext{Functions: d.ctx.Functions})
-	if diags.HasErrors() {
-		d.diags(diags)
-		return cty.NilVal, false
-	}
-	return v, true
+	d.diags(diags)
+	return cty.NilVal, false
 }
 
 // convert converts val to v's type, applying the type's defaults, or
@@ -219,6 +227,7 @@ func (d *hclDecoder) convert(val cty.Value, v *variable, r hcl.Range, from strin
 	out, err := convert.Convert(val, v.typ)
 	if err != nil {
 		d.errAt(r, "variable %q must be %s; %s is not: %v", v.name, typeexpr.TypeString(v.typ), from, err)
+		v.bad = true
 		return cty.NilVal
 	}
 	return out
@@ -274,10 +283,12 @@ func (d *hclDecoder) setText(v *variable, text string, at pos, from string) {
 		expr, diags := hclsyntax.ParseExpression([]byte(text), from, hcl.InitialPos)
 		if diags.HasErrors() {
 			d.c.add(at, "", "%s: variable %q is %s, and %q is not an HCL value of that type", from, v.name, typeexpr.TypeString(v.typ), text)
+			v.bad = true
 			return
 		}
 		var ok bool
 		if val, ok = d.constant(expr, from); !ok {
+			v.bad = true
 			return
 		}
 	}
@@ -287,6 +298,7 @@ func (d *hclDecoder) setText(v *variable, text string, at pos, from string) {
 	out, err := convert.Convert(val, v.typ)
 	if err != nil {
 		d.c.add(at, "", "%s: variable %q must be %s: %v", from, v.name, typeexpr.TypeString(v.typ), err)
+		v.bad = true
 		return
 	}
 	v.val = out
@@ -404,12 +416,14 @@ func (d *hclDecoder) locals(blocks []item) {
 				values[name] = v
 			} else {
 				values[name] = cty.DynamicVal
+				d.inputFailed = true
 			}
 		}
 		if !progress {
 			for _, name := range names {
 				if !done[name] {
 					d.errAt(exprs[name].NameRange, "local %q refers to itself through other locals; break the cycle", name)
+					d.inputFailed = true
 					done[name] = true
 					values[name] = cty.DynamicVal
 				}
@@ -475,20 +489,22 @@ func traversalText(tr hcl.Traversal) string {
 }
 
 // evalExpr evaluates expr with the file's variables, locals and
-// functions. A value made from a sensitive variable comes back unmarked,
-// and sensitive says so.
+// functions. When that fails for a reference to something the file does
+// not declare, the problem says what to declare (refsOK); else it is
+// hcl's. (A reference is not checked before: the type in convert(x,
+// string) reads as one.)
 func (d *hclDecoder) evalExpr(expr hcl.Expression, what string) (cty.Value, bool) {
+	v, diags := expr.Value(d.ctx)
+	if !diags.HasErrors() {
+		return v, true
+	}
 	if !d.refsOK(expr, what) {
 		return cty.NilVal, false
 	}
-	v, diags := expr.Value(d.ctx)
-	if diags.HasErrors() {
-		for _, dg := range diags {
-			if dg.Severity == hcl.DiagError {
-				d.c.add(rangePos(dg.Subject), "", "%s: %s", what, diagMessage(d.c, dg))
-			}
+	for _, dg := range diags {
+		if dg.Severity == hcl.DiagError {
+			d.c.add(rangePos(dg.Subject), "", "%s: %s", what, diagMessage(d.c, dg))
 		}
-		return cty.NilVal, false
 	}
-	return v, true
+	return cty.NilVal, false
 }
