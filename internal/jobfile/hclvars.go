@@ -236,13 +236,13 @@ func (d *hclDecoder) convert(val cty.Value, v *variable, r hcl.Range, from strin
 // assign gives the declared variables their values from the environment,
 // the var files and the -var arguments, in that order.
 func (d *hclDecoder) assign(vars map[string]*variable) {
-	cli := pos{file: "-var"}
+	cli := pos{file: "command line"}
 	for _, prefix := range []string{"NOMAD_VAR_", "DROVER_VAR_"} {
 		for _, kv := range d.opts.Environ {
 			name, val, _ := strings.Cut(kv, "=")
 			name, ok := strings.CutPrefix(name, prefix)
 			if v := vars[name]; ok && v != nil {
-				d.setText(v, val, pos{file: prefix + name}, "the environment's "+prefix+name)
+				d.setText(v, val, pos{file: "environment"}, prefix+name)
 			}
 		}
 	}

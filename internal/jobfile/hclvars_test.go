@@ -115,14 +115,14 @@ func TestVariablesTakeValuesInNomadsOrder(t *testing.T) {
 		o    Options
 		want []string
 	}{
-		{Options{Vars: []string{"colour=red"}}, []string{`-var: -var colour=red: the job file declares no variable "colour" (it has count, dcs, debug, image_tag)`}},
-		{Options{Vars: []string{"count"}}, []string{`-var: -var "count" is not NAME=VALUE`}},
-		{Options{Vars: []string{"count=lots"}}, []string{`-var: -var count=lots: variable "count" must be number`}},
-		{Options{Vars: []string{"dcs=[1,"}}, []string{`-var: -var dcs=[1,: variable "dcs" is list(string), and "[1," is not an HCL value of that type`}},
+		{Options{Vars: []string{"colour=red"}}, []string{`command line: -var colour=red: the job file declares no variable "colour" (it has count, dcs, debug, image_tag)`}},
+		{Options{Vars: []string{"count"}}, []string{`command line: -var "count" is not NAME=VALUE`}},
+		{Options{Vars: []string{"count=lots"}}, []string{`command line: -var count=lots: variable "count" must be number`}},
+		{Options{Vars: []string{"dcs=[1,"}}, []string{`command line: -var dcs=[1,: variable "dcs" is list(string), and "[1," is not an HCL value of that type`}},
 		{Options{VarFiles: []string{filepath.Join(dir, "unknown.hcl")}}, []string{filepath.Join(dir, "unknown.hcl") + `:1:1: the job file declares no variable "colour"`}},
 		{Options{VarFiles: []string{filepath.Join(dir, "wrongtyp.hcl")}}, []string{filepath.Join(dir, "wrongtyp.hcl") + `:1:9: variable "count" must be number; the value in`}},
 		{Options{VarFiles: []string{filepath.Join(dir, "missing.hcl")}}, []string{"-var-file: reading -var-file: open "}},
-		{Options{Environ: []string{"NOMAD_VAR_count=x"}}, []string{`NOMAD_VAR_count: the environment's NOMAD_VAR_count: variable "count" must be number`}},
+		{Options{Environ: []string{"NOMAD_VAR_count=x"}}, []string{`environment: NOMAD_VAR_count: variable "count" must be number`}},
 	} {
 		_, _, err := DecodeFileWith(job, tc.o)
 		if err == nil {
