@@ -1,0 +1,109 @@
+package jobfile
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The job of testdata/good/nomad-api.json, in Nomad's API form as `nomad
+// job run -output` prints it, is the job this HCL file says.
+const nomadAPITwin = `
+job "api-form" {
+  priority    = 60
+  datacenters = ["dc1"]
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+  }
+  update {
+    max_parallel     = 1
+    min_healthy_time = "10s"
+    healthy_deadline = "5m"
+    auto_revert      = true
+  }
+  group "cache" {
+    count = 2
+    restart {
+      interval = "30m"
+      attempts = 2
+      delay    = "15s"
+      mode     = "fail"
+    }
+    network {
+      port "admin" { static = 19999 }
+      port "db" { to = 6379 }
+    }
+    meta { team = "storage" }
+    task "redis" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600", "--alloc=${NOMAD_ALLOC_ID}"]
+      }
+      env { PORT = "${NOMAD_PORT_db}" }
+      service {
+        name = "cache-db"
+        tags = ["primary"]
+        port = "db"
+        check {
+          name     = "alive"
+          type     = "tcp"
+          port     = "db"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+      kill_timeout = "7s"
+    }
+  }
+}
+`
+
+func TestNomadAPIFormIsTheSameJob(t *testing.T) {
+	fromAPI, err := decodeTestFile(t, "testdata/good/nomad-api.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromHCL, err := Decode("twin.hcl", []byte(nomadAPITwin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(fromHCL, fromAPI); d != "" {
+		t.Errorf("the API form differs from the HCL (-hcl +api):\n%s", d)
+	}
+	// The server's API takes it too, and a bare job without "Job".
+	src, err := os.ReadFile("testdata/good/nomad-api.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeJSONBody(src); err != nil {
+		t.Errorf("DecodeJSONBody: %v", err)
+	}
+	bare := `{"ID": "bare", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "exec", "Config": {"command": "/bin/true"}}]}]}`
+	j, err := Decode("-", []byte(bare))
+	if err != nil || j.Name != "bare" || j.Groups[0].Tasks[0].Config.Command != "/bin/true" {
+		t.Errorf("bare API job: %+v, %v", j, err)
+	}
+	// Every renamed field names a field that exists.
+	for key := range apiRenamed {
+		typ, field, _ := strings.Cut(key, ".")
+		found := false
+		for _, s := range schemas {
+			if s.typ.Name() == typ {
+				if _, ok := s.typ.FieldByName(field); ok {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("apiRenamed names %s, which no spec struct has", key)
+		}
+	}
+}
