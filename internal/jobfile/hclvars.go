@@ -257,7 +257,7 @@ func (d *hclDecoder) assign(vars map[string]*variable) {
 		case vars[name] == nil:
 			d.c.add(cli, "", "-var %s: the job file declares no variable %q (%s); declare it with variable %q { type = string } at the top level", arg, name, declaredList(vars), name)
 		default:
-			d.setText(vars[name], val, cli, "-var "+arg)
+			d.setText(vars[name], val, cli, "-var "+name)
 		}
 	}
 }
@@ -281,13 +281,14 @@ func (d *hclDecoder) setText(v *variable, text string, at pos, from string) {
 	val := cty.StringVal(text)
 	if v.typ != cty.String && v.typ != cty.DynamicPseudoType && !v.typ.IsPrimitiveType() {
 		expr, diags := hclsyntax.ParseExpression([]byte(text), from, hcl.InitialPos)
-		if diags.HasErrors() {
-			d.c.add(at, "", "%s: variable %q is %s, and %q is not an HCL value of that type", from, v.name, typeexpr.TypeString(v.typ), text)
-			v.bad = true
-			return
+		if !diags.HasErrors() {
+			val, diags = expr.Value(&hcl.EvalContext{Functions: d.ctx.Functions})
 		}
-		var ok bool
-		if val, ok = d.constant(expr, from); !ok {
+		if diags.HasErrors() {
+			if v.sensitive {
+				text = "its value"
+			}
+			d.c.add(at, "", "%s: variable %q is %s, and %q is not an HCL value of that type", from, v.name, typeexpr.TypeString(v.typ), text)
 			v.bad = true
 			return
 		}

@@ -117,8 +117,8 @@ func TestVariablesTakeValuesInNomadsOrder(t *testing.T) {
 	}{
 		{Options{Vars: []string{"colour=red"}}, []string{`command line: -var colour=red: the job file declares no variable "colour" (it has count, dcs, debug, image_tag)`}},
 		{Options{Vars: []string{"count"}}, []string{`command line: -var "count" is not NAME=VALUE`}},
-		{Options{Vars: []string{"count=lots"}}, []string{`command line: -var count=lots: variable "count" must be number`}},
-		{Options{Vars: []string{"dcs=[1,"}}, []string{`command line: -var dcs=[1,: variable "dcs" is list(string), and "[1," is not an HCL value of that type`}},
+		{Options{Vars: []string{"count=lots"}}, []string{`command line: -var count: variable "count" must be number`}},
+		{Options{Vars: []string{"dcs=[1,"}}, []string{`command line: -var dcs: variable "dcs" is list(string), and "[1," is not an HCL value of that type`}},
 		{Options{VarFiles: []string{filepath.Join(dir, "unknown.hcl")}}, []string{filepath.Join(dir, "unknown.hcl") + `:1:1: the job file declares no variable "colour"`}},
 		{Options{VarFiles: []string{filepath.Join(dir, "wrongtyp.hcl")}}, []string{filepath.Join(dir, "wrongtyp.hcl") + `:1:9: variable "count" must be number; the value in`}},
 		{Options{VarFiles: []string{filepath.Join(dir, "missing.hcl")}}, []string{"-var-file: reading -var-file: open "}},
@@ -306,5 +306,39 @@ job "dyn" {
 	}
 	if !slices.Equal(cons, []string{"${meta.slot}=worker-1", "${meta.slot}=worker-2"}) {
 		t.Errorf("constraints %q", cons)
+	}
+}
+
+// A sensitive variable's value is not printed by the problems it causes.
+func TestSensitiveValuesAreNotPrinted(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"job.hcl": `
+variable "pw" {
+  type      = list(string)
+  sensitive = true
+}
+variable "pin" {
+  sensitive = true
+  default   = "hunter2"
+}
+job "s" {
+  group "g" {
+    count = var.pin
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`})
+	_, _, err := DecodeFileWith(filepath.Join(dir, "job.hcl"), Options{Vars: []string{"pw=hunter2"}})
+	if err == nil {
+		t.Fatal("decoded")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("the sensitive value is printed:\n%v", err)
+	}
+	for _, want := range []string{`command line: -var pw: variable "pw" is list(string), and "its value" is not`, "job.hcl:12:13: count must be a number, got a string from a sensitive variable"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
 	}
 }
