@@ -25,7 +25,7 @@ job "api-form" {
     auto_revert      = true
   }
   group "cache" {
-    count = 2
+    count = 1
     restart {
       interval = "30m"
       attempts = 2
@@ -40,8 +40,8 @@ job "api-form" {
     task "redis" {
       driver = "raw_exec"
       config {
-        command = "/bin/sleep"
-        args    = ["3600", "--alloc=${NOMAD_ALLOC_ID}"]
+        command = "/bin/sh"
+        args    = ["-c", "sleep 3600", "redis", "--alloc=${NOMAD_ALLOC_ID}"]
       }
       env { PORT = "${NOMAD_PORT_db}" }
       service {

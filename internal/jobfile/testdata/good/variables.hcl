@@ -71,8 +71,8 @@ job "variables" {
     task "server" {
       driver = "raw_exec"
       config {
-        command = "/bin/sleep"
-        args    = concat(["3600"], local.flags, ["--alloc=${NOMAD_ALLOC_ID}", "--host=${attr.unique.hostname}"])
+        command = "/bin/sh"
+        args    = concat(["-c", "sleep 3600", "cache"], local.flags, ["--alloc=${NOMAD_ALLOC_ID}", "--host=${attr.unique.hostname}"])
       }
       env {
         NAME  = local.name
