@@ -10,7 +10,8 @@ import (
 
 // Job files in Nomad's HCL2 language (variables set with -var, locals,
 // functions, dynamic blocks, runtime references beside them) and in
-// Nomad's JSON API form run to a verdict through drover run, and the
+// Nomad's JSON API form (also as `nomad job inspect` prints it) run to a
+// verdict through drover run, and the
 // agent interpolates the runtime references the decoder kept as written.
 func TestNomadLanguageFilesRun(t *testing.T) {
 	d := startDev(t, t.TempDir())
@@ -52,6 +53,15 @@ func TestNomadLanguageFilesRun(t *testing.T) {
 	out, errOut, code = d.cli("", "run", "--detach", "../jobfile/testdata/good/nomad-api.json")
 	if code != 0 || !strings.Contains(out, "unchanged") {
 		t.Errorf("nomad-api.json again: exit %d, want unchanged\n%s%s", code, out, errOut)
+	}
+	// What `nomad job inspect` prints, run as a batch job to completion.
+	out, errOut, code = d.cli("", "run", "../jobfile/testdata/good/nomad-inspect.json")
+	if code != 0 || !strings.Contains(out, "1/1 instances completed") {
+		t.Errorf("run nomad-inspect.json: exit %d\n%s%s", code, out, errOut)
+	}
+	logs, _, _ := d.cli("", "logs", "nightly-report/render")
+	if !strings.Contains(logs, "report for nightly-report") {
+		t.Errorf("logs of nightly-report: %q", logs)
 	}
 	for _, job := range []string{"variables", "api-form"} {
 		if _, errOut, code := d.cli("", "stop", job); code != 0 {

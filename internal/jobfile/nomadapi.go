@@ -1,7 +1,9 @@
 package jobfile
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,14 +44,64 @@ var apiRenamed = map[string]string{
 }
 
 // apiDefaults are values of Nomad API fields drover does not have that
-// mean what drover does anyway, by "Type.Key": `nomad job run -output`
-// writes them out.
+// mean what drover does anyway, as JSON, by "Type.Key": `nomad job run
+// -output` and `nomad job inspect` write them out. An object matches
+// when its fields that are not zero do.
 var apiDefaults = map[string]string{
-	"Job.Region":          "global",
-	"Network.Mode":        "host",
-	"Port.HostNetwork":    "default",
-	"Service.Provider":    "nomad",
-	"Service.AddressMode": "auto",
+	"Job.Region":             `"global"`,
+	"Network.Mode":           `"host"`,
+	"Port.HostNetwork":       `"default"`,
+	"Service.Provider":       `"consul"`,
+	"Service.AddressMode":    `"auto"`,
+	"Service.OnUpdate":       `"require_healthy"`,
+	"Check.AddressMode":      `"host"`,
+	"Check.OnUpdate":         `"require_healthy"`,
+	"UpdateStrategy.Stagger": `30000000000`,
+	// A job without an update block: Nomad's job-level placeholder.
+	"Job.Update":          `{"Stagger": 30000000000, "MaxParallel": 1}`,
+	"Group.EphemeralDisk": `{"SizeMB": 300}`,
+	"Group.Migrate":       `{"MaxParallel": 1, "HealthCheck": "checks", "MinHealthyTime": 10000000000, "HealthyDeadline": 300000000000}`,
+	"Group.Consul":        `{"Cluster": "default"}`,
+	"Task.LogConfig":      `{"MaxFiles": 10, "MaxFileSizeMB": 10}`,
+}
+
+// apiServerSet are the fields of a Nomad job that its servers set, which
+// `nomad job inspect` prints: a job read back is submitted without them,
+// as drover's own server-owned fields (those HCL does not write) are.
+var apiServerSet = map[string]bool{
+	"Status": true, "StatusDescription": true, "CreateIndex": true, "JobModifyIndex": true,
+	"Stable": true, "NomadTokenID": true, "Dispatched": true, "ParentID": true, "VersionTag": true,
+}
+
+// isDefault reports whether v is Nomad's default for the field key of a
+// struct of type typ.
+func isDefault(typ, key string, v *jnode) bool {
+	d, ok := apiDefaults[typ+"."+key]
+	if !ok {
+		return false
+	}
+	var want, got any
+	if json.Unmarshal([]byte(d), &want) != nil || json.Unmarshal(v.appendJSON(nil), &got) != nil {
+		return false
+	}
+	return reflect.DeepEqual(nonZero(want), nonZero(got))
+}
+
+// nonZero drops an object's zero-valued fields, nested.
+func nonZero(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, e := range m {
+		if e = nonZero(e); e != nil && e != false && e != float64(0) && e != "" {
+			if em, ok := e.(map[string]any); !ok || len(em) > 0 {
+				out[k] = e
+			}
+		}
+	}
+	return out
 }
 
 // isNomadAPI reports whether root is a job in Nomad's API form: wrapped
@@ -97,8 +149,8 @@ func (k *jchecker) apiObject(n *jnode, s *schema, path string) {
 		field := path + "." + key
 		f := byAPI[key]
 		switch {
-		case v.kind == 'z':
-			continue // Nomad's unset
+		case v.kind == 'z', v.zeroish() && (f == nil || f.kind == kObject && f.obj != configTree):
+			continue // Nomad's unset: null, or an object of zero values
 		case s == jobTree && key == "Name":
 			// Nomad's Name defaults to the ID; drover has one name.
 			if id := keyValue(n, "ID"); v.kind == 's' && id != nil && id.kind == 's' && id.text != v.text {
@@ -107,8 +159,10 @@ func (k *jchecker) apiObject(n *jnode, s *schema, path string) {
 				keep(byAPI["ID"].json, n.koffs[i], v)
 			}
 			continue
-		case f == nil:
-			if v.zeroish() || apiDefaults[s.typ.Name()+"."+key] == v.text && v.kind == 's' {
+		case f != nil && f.hcl == "" && !f.label, f == nil && apiServerSet[key] && s == jobTree:
+			continue // set by a server: not the job's to say
+		case f == nil || isDefault(s.typ.Name(), key, v):
+			if v.zeroish() || isDefault(s.typ.Name(), key, v) {
 				continue
 			}
 			mean := ""
@@ -196,9 +250,16 @@ func keyValue(n *jnode, key string) *jnode {
 }
 
 // zeroish reports whether n is what Nomad writes for a field left unset:
-// null, false, 0, "", [] or {}.
+// null, false, 0, "", [], {} or an object of such.
 func (n *jnode) zeroish() bool {
 	switch n.kind {
+	case 'o':
+		for _, v := range n.vals {
+			if !v.zeroish() {
+				return false
+			}
+		}
+		return true
 	case 'z':
 		return true
 	case 'b':

@@ -107,3 +107,35 @@ func TestNomadAPIFormIsTheSameJob(t *testing.T) {
 		}
 	}
 }
+
+// What `nomad job inspect` prints, server-set fields and Nomad's defaults
+// included, is taken as the job it describes.
+func TestNomadInspectOutputIsAJob(t *testing.T) {
+	j, err := decodeTestFile(t, "testdata/good/nomad-inspect.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := j.Groups[0]
+	task := g.Tasks[0]
+	if j.Name != "nightly-report" || j.Type != "batch" || j.Update != nil || j.Meta["owner"] != "data" || j.Version != 0 {
+		t.Errorf("job: %+v", j)
+	}
+	if r := task.Restart; r == nil || *r.Attempts != 3 || r.Interval.String() != "24h0m0s" || r.Mode != "fail" {
+		t.Errorf("restart: %+v", task.Restart)
+	}
+	if r := g.Reschedule; r == nil || *r.Attempts != 1 || r.DelayFunction != "constant" || r.Delay.String() != "5s" {
+		t.Errorf("reschedule: %+v", g.Reschedule)
+	}
+	if task.Config.Args[0] != "report for ${NOMAD_JOB_NAME}" || task.Resources.MemoryMB != 300 {
+		t.Errorf("task: %+v", task)
+	}
+	// Not a default: refused.
+	src, err := os.ReadFile("testdata/good/nomad-inspect.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Decode("x.json", []byte(strings.Replace(string(src), `"MaxFiles": 10`, `"MaxFiles": 3`, 1)))
+	if err == nil || !strings.Contains(err.Error(), "LogConfig is not something drover takes yet") {
+		t.Errorf("a LogConfig that is not Nomad's default: %v", err)
+	}
+}
