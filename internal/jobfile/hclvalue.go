@@ -15,10 +15,11 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Attribute values are literals: they are evaluated without an
-// EvalContext, and an expression that needs one (a variable, a function
-// call) is reported before evaluation, with a message that says so rather
-// than HCL's "variables not allowed".
+// Attribute values are evaluated with the file's variables (var.NAME),
+// locals (local.NAME) and functions (hclvars.go, hclfuncs.go). The
+// runtime references the agent interpolates are made text first, so that
+// they are never taken for HCL variables; a reference to anything else
+// the file does not declare is reported with what to declare (refsOK).
 
 // runtimeRef is what the agent interpolates when a task starts
 // (spec.TaskRuntime.Interpolate): ${NOMAD_*} and ${DROVER_*} variables,
