@@ -207,7 +207,11 @@ func (d *hclDecoder) items(body hcl.Body) []item {
 			body = dynblock.Expand(sb, d.ctx)
 		}
 		content, _, diags := body.PartialContent(contentSchema(syn))
-		d.diags(diags)
+		if !d.inputFailed {
+			// else a for_each or label may be unknown for a variable
+			// already reported; the rest shows once it has a value
+			d.diags(diags)
+		}
 		for _, a := range content.Attributes {
 			out = append(out, item{name: a.Name, attr: a})
 		}
