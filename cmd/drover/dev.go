@@ -28,6 +28,7 @@ func newDevCmd() *cobra.Command {
 	var docker dockerdriver.Config
 	var tlsF tlsFlags
 	var aclOn bool
+	var vars jobVars
 	cmd := &cobra.Command{
 		Use:   "dev [FILE...]",
 		Short: "Run a server, an agent and an embedded etcd in one process, and submit FILEs",
@@ -54,7 +55,7 @@ it, jobs and their instances survive a restart.`,
 			var jobs []*spec.Job
 			var note client.Local // for the CLI on this machine
 			for _, path := range args {
-				job, err := readJob(path, cmd.InOrStdin(), cmd.ErrOrStderr())
+				job, err := readJob(path, cmd.InOrStdin(), cmd.ErrOrStderr(), vars.options())
 				if err != nil {
 					return &exitError{code: exitFailure, err: err}
 				}
@@ -231,6 +232,7 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.Flags().DurationVar(&nodeTTL, "node-ttl", server.DefaultNodeTTL, "a node without a heartbeat this long is down and its work is placed elsewhere")
 	memory.add(cmd.Flags())
+	vars.add(cmd)
 	ports.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "127.0.0.1:8600", "serve the service catalog over DNS (UDP and TCP) here; \"\" for none (the default port, Consul's, is skipped with a warning when taken)")
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")

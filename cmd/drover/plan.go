@@ -17,6 +17,7 @@ import (
 
 func newPlanCmd(g *globals) *cobra.Command {
 	var without []string
+	var vars jobVars
 	cmd := &cobra.Command{
 		Use:   "plan [FILE|-] [--without NODE...]",
 		Short: "Show what submitting a job, or losing nodes, would do, without doing it",
@@ -64,7 +65,7 @@ placed (as drover run's 2).`,
 				}
 				return planVerdict(err, p.Fits())
 			}
-			job, err := readJob(file, cmd.InOrStdin(), cmd.ErrOrStderr())
+			job, err := readJob(file, cmd.InOrStdin(), cmd.ErrOrStderr(), vars.options())
 			if err == nil {
 				err = g.jobNamespace(job)
 			}
@@ -87,6 +88,7 @@ placed (as drover run's 2).`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&without, "without", nil, "plan as if these nodes (names or IDs) were down")
+	vars.add(cmd)
 	return outputs(cmd, documents...)
 }
 

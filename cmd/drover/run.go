@@ -21,6 +21,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	var timeout time.Duration
 	var checkIndex int64
 	var minHealthy time.Duration
+	var vars jobVars
 	cmd := &cobra.Command{
 		Use:   "run FILE|-",
 		Short: "Submit a job and follow it until it runs, completes or fails",
@@ -37,10 +38,11 @@ be placed now (the reasons are printed; it stays registered and is placed as
 soon as room appears).`,
 		Example: `  drover run examples/hello.hcl
   drover run --detach examples/batch.hcl
+  drover run -var count=3 -var-file prod.hcl job.nomad
   drover status hello -o json | drover run -`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := readJob(args[0], cmd.InOrStdin(), cmd.ErrOrStderr())
+			job, err := readJob(args[0], cmd.InOrStdin(), cmd.ErrOrStderr(), vars.options())
 			if err == nil {
 				err = g.jobNamespace(job)
 			}
@@ -74,6 +76,7 @@ soon as room appears).`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to follow before giving up (the job keeps going)")
 	cmd.Flags().Int64Var(&checkIndex, "check-index", 0, "refuse to submit unless the stored job's modify index is this (0: no check)")
 	cmd.Flags().DurationVar(&minHealthy, "min-healthy-time", 5*time.Second, "a service counts as running once every instance has stayed up this long")
+	vars.add(cmd)
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -13,19 +14,20 @@ import (
 )
 
 func newValidateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var vars jobVars
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check job files without a server",
 		Long: fmt.Sprintf(`Validate decodes each job file (HCL, JSON, YAML, or a fleet .service unit: see docs/fleet.md) and checks it, printing
 every problem with its file:line:col, and warns of constraints, affinities and spreads on node attributes
 drover's agents do not publish (docs/nomad.md lists those they do). It needs no server, and applies the server's limits: a file over %d KiB, nested
 deeper than %d levels, or whose job would be a record over %d KiB is not valid.`, inputlimit.MaxBytes>>10, inputlimit.MaxDepth, registry.MaxRecordBytes>>10),
-		Example: "  drover validate examples/hello.hcl\n  cat job.json | drover validate -",
+		Example: "  drover validate examples/hello.hcl\n  drover validate -var image=redis:7 -var-file prod.hcl job.nomad\n  cat job.json | drover validate -",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, path := range args {
-				job, err := readJob(path, cmd.InOrStdin(), cmd.ErrOrStderr())
+				job, err := readJob(path, cmd.InOrStdin(), cmd.ErrOrStderr(), vars.options())
 				if err != nil {
 					bad++
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
@@ -47,6 +49,8 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 			return nil
 		},
 	}
+	vars.add(cmd)
+	return cmd
 }
 
 // What the warnings of validate and plan say of an attribute that no
@@ -76,8 +80,8 @@ func attributeWarnings(job *spec.Job, has func(name string) bool, why string) []
 // file (inputlimit), and the job must fit in one registry record. What the
 // file asks that drover does otherwise (a fleet unit's ExecReload=) is
 // printed to warnings, valid file or not.
-func readJob(path string, stdin io.Reader, warnings io.Writer) (*spec.Job, error) {
-	job, warns, err := decodeJob(path, stdin)
+func readJob(path string, stdin io.Reader, warnings io.Writer, vars jobfile.Options) (*spec.Job, error) {
+	job, warns, err := decodeJob(path, stdin, vars)
 	for _, w := range warns {
 		fmt.Fprintf(warnings, "warning: %s\n", w)
 	}
@@ -90,18 +94,32 @@ func readJob(path string, stdin io.Reader, warnings io.Writer) (*spec.Job, error
 	return job, nil
 }
 
-func decodeJob(path string, stdin io.Reader) (*spec.Job, spec.Problems, error) {
+func decodeJob(path string, stdin io.Reader, vars jobfile.Options) (*spec.Job, spec.Problems, error) {
 	if path == "-" {
 		// One byte more than the limit: enough for Decode to refuse.
 		b, err := io.ReadAll(io.LimitReader(stdin, inputlimit.MaxBytes+1))
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading stdin: %w", err)
 		}
-		return jobfile.DecodeWarn("<stdin>", b)
+		return jobfile.DecodeWith("<stdin>", b, vars)
 	}
 	// DecodeFileWarn says when the file is missing; for a fleet unit such
 	// as web@1.service it also looks for the template web@.service.
-	return jobfile.DecodeFileWarn(path)
+	return jobfile.DecodeFileWith(path, vars)
+}
+
+// jobVars are the -var and -var-file flags of the commands that read job
+// files: the values of an HCL job file's variable blocks.
+type jobVars struct{ vars, files []string }
+
+func (v *jobVars) add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&v.vars, "var", nil, "set a variable of an HCL job file: NAME=VALUE (repeatable; NOMAD_VAR_NAME or DROVER_VAR_NAME in the environment also set it)")
+	cmd.Flags().StringArrayVar(&v.files, "var-file", nil, "read variables from a file of NAME = value lines (HCL, or JSON for .json; repeatable)")
+}
+
+// options are the flags and the environment, for the decoder.
+func (v *jobVars) options() jobfile.Options {
+	return jobfile.Options{Vars: v.vars, VarFiles: v.files, Environ: os.Environ()}
 }
 
 func displayName(path string) string {

@@ -142,3 +142,49 @@ func TestValidateWarnsOfUnpublishedAttributes(t *testing.T) {
 		t.Errorf("exit %d, output:\n%s\nwant exit 0 and:\n%s", code, out, want)
 	}
 }
+
+// TestValidateTakesVariables: -var and -var-file (Nomad's one-dash
+// spelling too) and NOMAD_VAR_ set an HCL file's variables; a missing
+// one is named with its line and what to do.
+func TestValidateTakesVariables(t *testing.T) {
+	job := writeFile(t, "job.nomad", `variable "count" {
+  type = number
+}
+variable "cmd" {
+  default = "/bin/true"
+}
+job "vars" {
+  group "g" {
+    count = var.count
+    task "t" {
+      driver = "exec"
+      config { command = var.cmd }
+    }
+  }
+}
+`)
+	varFile := writeFile(t, "prod.hcl", "count = 4\n")
+	out, code := runDrover(t, "", "validate", "-var", "count=3", job)
+	if code != 0 || !strings.Contains(out, `valid service job "vars": 1 group(s), 3 instance(s)`) {
+		t.Errorf("-var: exit %d\n%s", code, out)
+	}
+	out, code = runDrover(t, "", "validate", "-var-file="+varFile, job)
+	if code != 0 || !strings.Contains(out, "4 instance(s)") {
+		t.Errorf("-var-file: exit %d\n%s", code, out)
+	}
+	t.Setenv("NOMAD_VAR_count", "5")
+	out, code = runDrover(t, "", "validate", job)
+	if code != 0 || !strings.Contains(out, "5 instance(s)") {
+		t.Errorf("NOMAD_VAR_count: exit %d\n%s", code, out)
+	}
+	t.Setenv("NOMAD_VAR_count", "")
+	out, code = runDrover(t, "", "validate", job)
+	if code != exitFailure || !strings.Contains(out, `environment: NOMAD_VAR_count: variable "count" must be number`) {
+		t.Errorf("an empty NOMAD_VAR_count: exit %d\n%s", code, out)
+	}
+	os.Unsetenv("NOMAD_VAR_count")
+	out, code = runDrover(t, "", "validate", job)
+	if code != exitFailure || !strings.Contains(out, job+`:1:10: variable "count" has no value: set it with -var count=VALUE`) {
+		t.Errorf("no value: exit %d\n%s", code, out)
+	}
+}

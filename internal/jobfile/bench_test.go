@@ -44,3 +44,18 @@ func BenchmarkDecodeGoodFiles(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeLarge decodes the large files the linear-time test and
+// the fuzz seeds hold: a 100k-element HCL list of the wrong type (100k
+// problems) and a one-line JSON job of 100k groups.
+func BenchmarkDecodeLarge(b *testing.B) {
+	hcl := "job \"web\" {\n  datacenters = [" + strings.Repeat("0,", 100000-1) + "0]\n}\n"
+	json := `{"name":"web","groups":[` + strings.Repeat("{},", 100000-1) + "{}]}"
+	for _, c := range []struct{ name, file, src string }{{"hcl-list-100k", "f.hcl", hcl}, {"json-groups-100k", "f.json", json}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				Decode(c.file, []byte(c.src))
+			}
+		})
+	}
+}

@@ -39,19 +39,40 @@ func Decode(filename string, src []byte) (*spec.Job, error) {
 // that drover accepts but does otherwise than asked (a systemd key it
 // ignores), each with its position, whether or not the file is valid.
 func DecodeWarn(filename string, src []byte) (*spec.Job, spec.Problems, error) {
+	return DecodeWith(filename, src, Options{})
+}
+
+// DecodeWith is DecodeWarn for an HCL file whose variables take values
+// from o (-var, -var-file, the environment). Its filesystem functions
+// (file("x")) read paths relative to filename's folder. Only HCL files
+// have variables: o's -var and -var-file on another format are a problem.
+func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problems, error) {
 	name := filename
+	dir := filepath.Dir(filename)
 	if name == "-" || name == "" {
-		name = "<stdin>"
+		name, dir = "<stdin>", "."
 	}
-	noWarnings := func(job *spec.Job, err error) (*spec.Job, spec.Problems, error) { return job, nil, err }
+	hclFile := func() (*spec.Job, spec.Problems, error) {
+		job, err := decodeHCL(name, src, o, dir)
+		return job, nil, err
+	}
+	noWarnings := func(job *spec.Job, err error) (*spec.Job, spec.Problems, error) {
+		if err == nil && o.given() {
+			return nil, nil, spec.Problems{{Pos: name, Message: "-var and -var-file set the variables of HCL job files; this file is not HCL, so remove them"}}
+		}
+		return job, nil, err
+	}
 	switch strings.ToLower(filepath.Ext(filename)) {
 	case ".hcl", ".nomad":
-		return noWarnings(decodeHCL(name, src))
+		return hclFile()
 	case ".json":
 		return noWarnings(decodeJSON(name, src, true))
 	case ".yaml", ".yml":
 		return noWarnings(decodeYAML(name, src))
 	case unitSuffix:
+		if o.given() {
+			return noWarnings(nil, nil)
+		}
 		return decodeUnit(name, parseUnitName(filepath.Base(filename)), src)
 	}
 	trimmed := bytes.TrimSpace(src)
@@ -61,7 +82,7 @@ func DecodeWarn(filename string, src []byte) (*spec.Job, spec.Problems, error) {
 	case trimmed[0] == '{':
 		return noWarnings(decodeJSON(name, src, true))
 	case looksLikeHCL(name, src):
-		return noWarnings(decodeHCL(name, src))
+		return hclFile()
 	}
 	return noWarnings(decodeYAML(name, src))
 }
@@ -76,14 +97,20 @@ func DecodeFile(path string) (*spec.Job, error) {
 
 // DecodeFileWarn is DecodeFile that also returns the warnings (DecodeWarn).
 func DecodeFileWarn(path string) (*spec.Job, spec.Problems, error) {
-	if strings.ToLower(filepath.Ext(path)) == unitSuffix {
+	return DecodeFileWith(path, Options{})
+}
+
+// DecodeFileWith is DecodeFileWarn for an HCL file whose variables take
+// values from o (DecodeWith).
+func DecodeFileWith(path string, o Options) (*spec.Job, spec.Problems, error) {
+	if strings.ToLower(filepath.Ext(path)) == unitSuffix && !o.given() {
 		return decodeUnitFile(path)
 	}
 	src, err := readFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading job file %s: %w", path, err)
 	}
-	return DecodeWarn(path, src)
+	return DecodeWith(path, src, o)
 }
 
 // readFile reads path up to one byte past inputlimit.MaxBytes: enough for
@@ -121,7 +148,12 @@ func DecodeJSONBody(src []byte) (*spec.Job, error) {
 }
 
 // pos is a place in a file; line 0 means unknown, col 0 means "the line".
-type pos struct{ line, col int }
+// file, when set, names the place instead of the file being decoded: a
+// -var argument, a variable in the environment.
+type pos struct {
+	line, col int
+	file      string
+}
 
 // located is a problem before its position is rendered, kept apart so that
 // problems sort by line and column rather than by text.
@@ -175,6 +207,13 @@ func (c *collector) suppressed(field string) bool {
 
 func (c *collector) render(at pos) string {
 	switch {
+	case at.file != "" && at.file == c.file:
+		at.file = ""
+		return c.render(at)
+	case at.file != "" && at.line == 0:
+		return at.file
+	case at.file != "":
+		return fmt.Sprintf("%s:%d:%d", at.file, at.line, at.col)
 	case at.line == 0:
 		// The file is still worth naming when the place in it is not
 		// known (YAML loses positions on its way to JSON).

@@ -11,9 +11,17 @@
 //     "unknown", so a real Nomad file fails with a list of what to remove.
 //     What a config block may hold depends on the task's driver
 //     (spec.ConfigKeyRefusal says why a key is refused).
+//     An HCL file may declare variable, variables and locals blocks, set
+//     from outside by Options (-var, -var-file, NOMAD_VAR_x), call the
+//     functions of Nomad's job language (hclfuncs.go) and use dynamic
+//     blocks (hcl's dynblock, expanded as the walker reads each body);
+//     runtime references such as ${NOMAD_ALLOC_ID} stay as written
+//     (keepRuntimeRefs). Quoted numbers and bools convert as Nomad's do.
 //   - JSON (.json): the spec structs' own JSON, strictly (unknown fields and
 //     wrong types are errors), either a Job or the JobStatus wrapper that
-//     `drover status JOB -o json` prints, of which only "job" is used.
+//     `drover status JOB -o json` prints, of which only "job" is used; or
+//     Nomad's API form {"Job": {"ID", "TaskGroups", ...}} (nomadapi.go),
+//     rewritten into the same keys through the same schema.
 //   - YAML (.yaml, .yml): converted to JSON and read like JSON. YAML syntax
 //     errors keep their line; other YAML problems carry field paths only.
 //   - fleet systemd units (.service) with an [X-Fleet] section, parsed with

@@ -51,7 +51,9 @@ func (s bodySchema) names() []string {
 }
 
 // topSchema is what a job file holds.
-var topSchema = bodySchema{members: map[string]member{"job": asBlock | repeated}}
+var topSchema = bodySchema{members: map[string]member{
+	"job": asBlock | repeated, "variable": asBlock | repeated, "variables": asBlock | repeated, "locals": asBlock | repeated,
+}}
 
 // configSchema is what a config block may hold for driver: the keys it
 // reads, and the other drivers' keys refused with the reason. With no
@@ -106,7 +108,9 @@ func looksLikeHCL(name string, src []byte) bool {
 	return false
 }
 
-func decodeHCL(name string, src []byte) (*spec.Job, error) {
+// decodeHCL decodes an HCL job file; its variables take their values
+// from o, and its filesystem functions read paths relative to dir.
+func decodeHCL(name string, src []byte, o Options, dir string) (*spec.Job, error) {
 	c := newCollector(name)
 	if err := inputlimit.HCL(src); err != nil {
 		addLimit(c, err, true)
@@ -135,7 +139,13 @@ func decodeHCL(name string, src []byte) (*spec.Job, error) {
 		return nil, failed(c)
 	}
 	keepRuntimeRefs(body, src)
-	d := &hclDecoder{c: c, at: positions{}}
+	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
+	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+		if b, ok := n.(*hclsyntax.Body); ok {
+			d.bodies[b.MissingItemRange().Start.Byte] = b
+		}
+		return nil
+	})
 	job := d.file(body)
 	if job == nil {
 		return nil, failed(c)
@@ -155,7 +165,7 @@ func rangePos(r *hcl.Range) pos {
 	if r == nil {
 		return pos{}
 	}
-	return pos{line: r.Start.Line, col: r.Start.Column}
+	return pos{line: r.Start.Line, col: r.Start.Column, file: r.Filename}
 }
 
 // redefined reads the attribute name and first position out of HCL's
@@ -179,8 +189,22 @@ func diagMessage(c *collector, dg *hcl.Diagnostic) string {
 // hclDecoder walks an HCL job file into a spec.Job, reporting every problem
 // and remembering where each field was written.
 type hclDecoder struct {
-	c  *collector
-	at positions
+	c    *collector
+	at   positions
+	opts Options
+	// ctx is what expressions are evaluated with: var, local and the
+	// functions.
+	ctx *hcl.EvalContext
+	// declared are the file's variables, localNames its locals.
+	declared   map[string]*variable
+	localNames map[string]*hcl.Attribute
+	// bodies are the file's bodies by where each starts (syntaxOf).
+	bodies map[int]*hclsyntax.Body
+	// secret holds the fields whose value came from a sensitive variable.
+	secret map[string]bool
+	// inputFailed says a variable or local has no value, which was
+	// reported: what is made from one has no known value.
+	inputFailed bool
 }
 
 func (d *hclDecoder) errAt(r hcl.Range, format string, args ...any) {
@@ -198,8 +222,8 @@ func (d *hclDecoder) where(r hcl.Range) string {
 // item is one attribute or block of a body.
 type item struct {
 	name  string
-	attr  *hclsyntax.Attribute
-	block *hclsyntax.Block
+	attr  *hcl.Attribute
+	block *hcl.Block
 }
 
 func (it item) nameRange() hcl.Range {
@@ -217,15 +241,8 @@ func (it item) nameRange() hcl.Range {
 // does not add "needs a driver" to `did you mean "driver"?`. A name s allows once but that is
 // written twice is reported and dropped, except repeated blocks (a
 // group's tasks, a job's constraints).
-func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string) []item {
-	var all []item
-	for name, a := range body.Attributes {
-		all = append(all, item{name: name, attr: a})
-	}
-	for _, b := range body.Blocks {
-		all = append(all, item{name: b.Type, block: b})
-	}
-	slices.SortFunc(all, func(a, b item) int { return a.nameRange().Start.Byte - b.nameRange().Start.Byte })
+func (d *hclDecoder) content(body hcl.Body, s bodySchema, in, path string) []item {
+	all := d.items(body)
 
 	var out []item
 	first := map[string]item{}
@@ -259,8 +276,8 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 			d.errAt(it.nameRange(), "%s blocks are not supported yet%s", it.name, insteadHint(it.name))
 		case unsupported[it.name] || slices.Contains(s.unsupported, it.name):
 			d.errAt(it.nameRange(), "%s is not supported yet %s%s", it.name, in, insteadHint(it.name))
-		case it.name == "job":
-			d.errAt(it.nameRange(), "job blocks belong at the top level of the file, not %s", in)
+		case topSchema.members[it.name] != 0:
+			d.errAt(it.nameRange(), "%s blocks belong at the top level of the file, not %s", it.name, in)
 		case it.name == s.label:
 			d.errAt(it.nameRange(), "%s is this block's label: write %s", it.name, s.labelExample)
 		case homeOf(it.name, isBlock) != "":
@@ -281,7 +298,7 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 
 // label returns the label of a labelled block (a job's name, a port's
 // label), recording its position as field.
-func (d *hclDecoder) label(b *hclsyntax.Block, field string) string {
+func (d *hclDecoder) label(b *hcl.Block, field string) string {
 	l := labelled[b.Type]
 	if len(b.Labels) == 0 {
 		d.errAt(b.TypeRange, "%s block needs a %s: %s", b.Type, l.what, l.example)
@@ -301,7 +318,7 @@ func (d *hclDecoder) label(b *hclsyntax.Block, field string) string {
 }
 
 // noLabels reports labels on a block that takes none.
-func (d *hclDecoder) noLabels(b *hclsyntax.Block) {
+func (d *hclDecoder) noLabels(b *hcl.Block) {
 	if len(b.Labels) > 0 {
 		d.errAt(b.LabelRanges[0], "%s blocks take no labels; write %s { ... }", b.Type, b.Type)
 	}
@@ -313,9 +330,21 @@ func (d *hclDecoder) file(body *hclsyntax.Body) *spec.Job {
 		return nil
 	}
 	before := len(d.c.problems)
+	var jobs, decls, locals []item
+	for _, it := range d.content(body, topSchema, "at the top level", "") {
+		switch it.name {
+		case "job":
+			jobs = append(jobs, it)
+		case "locals":
+			locals = append(locals, it)
+		default:
+			decls = append(decls, it)
+		}
+	}
+	d.inputs(decls, locals)
 	var job *spec.Job
 	var first hcl.Range
-	for _, it := range d.content(body, topSchema, "at the top level", "") {
+	for _, it := range jobs {
 		if job != nil {
 			d.errAt(it.block.TypeRange, "only one job block is allowed per file; the first is at %s", d.where(first))
 			continue
@@ -333,10 +362,13 @@ func (d *hclDecoder) file(body *hclsyntax.Body) *spec.Job {
 // targetText reads a string that may interpolate node targets, such as
 // "${attr.cpu.count}" (keepRuntimeRefs keeps them as written). A number
 // is read as its text (value = 3), as Nomad does.
-func (d *hclDecoder) targetText(a *hclsyntax.Attribute, field string) (string, bool) {
-	if e, ok := a.Expr.(*hclsyntax.LiteralValueExpr); ok && e.Val.Type() == cty.Number {
-		d.mark(field, a.Expr.Range())
-		return e.Val.AsBigFloat().Text('f', -1), true
+func (d *hclDecoder) targetText(a *hcl.Attribute, field string) (string, bool) {
+	v, ok := d.eval(a, field)
+	if !ok {
+		return "", false
 	}
-	return d.str(a, field)
+	if !v.IsNull() && v.Type() == cty.Number {
+		return v.AsBigFloat().Text('f', -1), true
+	}
+	return d.strOf(a, field, v)
 }

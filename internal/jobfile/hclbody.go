@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/dynblock"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -22,7 +24,7 @@ type owner struct{ typ, name string }
 // block decodes b into v, a struct whose schema is s, at field path path,
 // recording where each field was written. of is the block around b that
 // names it, and many says whether b may repeat there.
-func (d *hclDecoder) block(b *hclsyntax.Block, s *schema, v reflect.Value, path string, of owner, many bool) {
+func (d *hclDecoder) block(b *hcl.Block, s *schema, v reflect.Value, path string, of owner, many bool) {
 	d.mark(path, b.TypeRange)
 	var in string
 	if s.label != nil {
@@ -103,7 +105,7 @@ func (d *hclDecoder) fill(items []item, s *schema, v reflect.Value, path, typ st
 
 // scalar reads an attribute of one value as f's kind says into fv, a
 // string, int, bool or duration field or a pointer to one.
-func (d *hclDecoder) scalar(a *hclsyntax.Attribute, f *fieldSchema, field string, fv reflect.Value) {
+func (d *hclDecoder) scalar(a *hcl.Attribute, f *fieldSchema, field string, fv reflect.Value) {
 	set := func() reflect.Value {
 		if fv.Kind() == reflect.Pointer {
 			fv.Set(reflect.New(fv.Type().Elem()))
@@ -159,7 +161,7 @@ func settable(fv reflect.Value) reflect.Value {
 // any key of any of them. For a driver it does not have, the keys are not
 // checked (they depend on the driver, and the driver itself is already
 // reported), but command and args are still read.
-func (d *hclDecoder) config(b *hclsyntax.Block, path, driver string, task owner, v reflect.Value) {
+func (d *hclDecoder) config(b *hcl.Block, path, driver string, task owner, v reflect.Value) {
 	d.mark(path, b.TypeRange)
 	d.noLabels(b)
 	var items []item
@@ -169,11 +171,106 @@ func (d *hclDecoder) config(b *hclsyntax.Block, path, driver string, task owner,
 	case driver == "":
 		items = d.content(b.Body, configSchema(driver), "in the config block", path)
 	default:
-		for _, name := range []string{"command", "args"} {
-			if a, ok := b.Body.Attributes[name]; ok {
-				items = append(items, item{name: name, attr: a})
+		for _, it := range d.items(b.Body) {
+			if it.attr != nil && (it.name == "command" || it.name == "args") {
+				items = append(items, it)
 			}
 		}
 	}
 	d.fill(items, configTree, v, path, "config", task)
+}
+
+// items returns every attribute and block of body in file order, with its
+// dynamic blocks expanded (hcl's dynblock) into the blocks they make. A
+// body under a dynamic block is one of dynblock's, which hands out its
+// content only for a schema; the schema asked for is every name its
+// syntax holds (syntaxOf), so that names the job language does not have
+// still reach content to be reported.
+func (d *hclDecoder) items(body hcl.Body) []item {
+	syn := d.syntaxOf(body)
+	if syn == nil {
+		d.c.add(rangePos(body.MissingItemRange().Ptr()), "", "internal error: no syntax for an HCL body of type %T", body)
+		return nil
+	}
+	var out []item
+	sb, plain := body.(*hclsyntax.Body)
+	dynamic := slices.ContainsFunc(syn.Blocks, func(b *hclsyntax.Block) bool { return b.Type == "dynamic" })
+	if plain && !dynamic {
+		for _, a := range sb.Attributes {
+			out = append(out, item{name: a.Name, attr: a.AsHCLAttribute()})
+		}
+		for _, b := range sb.Blocks {
+			out = append(out, item{name: b.Type, block: b.AsHCLBlock()})
+		}
+	} else {
+		if plain {
+			body = dynblock.Expand(sb, d.ctx)
+		}
+		content, _, diags := body.PartialContent(contentSchema(syn))
+		if !d.inputFailed {
+			// else a for_each or label may be unknown for a variable
+			// already reported; the rest shows once it has a value
+			d.diags(diags)
+		}
+		for _, a := range content.Attributes {
+			out = append(out, item{name: a.Name, attr: a})
+		}
+		for _, b := range content.Blocks {
+			out = append(out, item{name: b.Type, block: b})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b item) int { return a.nameRange().Start.Byte - b.nameRange().Start.Byte })
+	return out
+}
+
+// contentSchema asks for every attribute and block syn holds, a dynamic
+// block by the type of the blocks it makes. A block type takes as many
+// labels as its first block written out has, else as the job language's
+// block of that type takes.
+func contentSchema(syn *hclsyntax.Body) *hcl.BodySchema {
+	s := &hcl.BodySchema{}
+	for name := range syn.Attributes {
+		s.Attributes = append(s.Attributes, hcl.AttributeSchema{Name: name})
+	}
+	seen := map[string]bool{}
+	add := func(typ string, labels int) {
+		if !seen[typ] {
+			seen[typ] = true
+			s.Blocks = append(s.Blocks, hcl.BlockHeaderSchema{Type: typ, LabelNames: make([]string, labels)})
+		}
+	}
+	for _, b := range syn.Blocks {
+		if b.Type != "dynamic" {
+			add(b.Type, len(b.Labels))
+		}
+	}
+	for _, b := range syn.Blocks {
+		if b.Type == "dynamic" && len(b.Labels) > 0 { // hcl reports one without
+			n := 0
+			if labelled[b.Labels[0]].what != "" {
+				n = 1
+			}
+			add(b.Labels[0], n)
+		}
+	}
+	return s
+}
+
+// syntaxOf is the syntax of body: itself, or for one of dynblock's bodies
+// the syntax body it wraps (a block a dynamic block makes has the dynamic
+// block's content for its body), found by where that body starts.
+func (d *hclDecoder) syntaxOf(body hcl.Body) *hclsyntax.Body {
+	if sb, ok := body.(*hclsyntax.Body); ok {
+		return sb
+	}
+	return d.bodies[body.MissingItemRange().Start.Byte]
+}
+
+// diags reports hcl's error diagnostics as problems.
+func (d *hclDecoder) diags(diags hcl.Diagnostics) {
+	for _, dg := range diags {
+		if dg.Severity == hcl.DiagError {
+			d.c.add(rangePos(dg.Subject), "", "%s", diagMessage(d.c, dg))
+		}
+	}
 }

@@ -10,14 +10,16 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// Attribute values are literals: they are evaluated without an
-// EvalContext, and an expression that needs one (a variable, a function
-// call) is reported before evaluation, with a message that says so rather
-// than HCL's "variables not allowed".
+// Attribute values are evaluated with the file's variables (var.NAME),
+// locals (local.NAME) and functions (hclvars.go, hclfuncs.go). The
+// runtime references the agent interpolates are made text first, so that
+// they are never taken for HCL variables; a reference to anything else
+// the file does not declare is reported with what to declare (refsOK).
 
 // runtimeRef is what the agent interpolates when a task starts
 // (spec.TaskRuntime.Interpolate): ${NOMAD_*} and ${DROVER_*} variables,
@@ -57,73 +59,26 @@ func keepRuntimeRefs(body *hclsyntax.Body, src []byte) {
 	})
 }
 
-// dynamicPart returns the range of the first variable reference or function
-// call in expr, whether it is interpolated into a string ("${NOMAD_...}"),
-// and whether there is one.
-func dynamicPart(expr hclsyntax.Expression) (hcl.Range, bool, bool) {
-	// A bare key in an object constructor ({ owner = "x" }) parses as a
-	// variable reference wrapped in a key expression; it is a literal.
-	keys := map[hclsyntax.Node]bool{}
-	interpolated := map[hclsyntax.Node]bool{}
-	hclsyntax.VisitAll(expr, func(n hclsyntax.Node) hcl.Diagnostics {
-		switch n := n.(type) {
-		case *hclsyntax.ObjectConsKeyExpr:
-			if !n.ForceNonLiteral && hcl.ExprAsKeyword(n.Wrapped) != "" {
-				keys[n.Wrapped] = true
-			}
-		case *hclsyntax.TemplateExpr:
-			for _, p := range n.Parts {
-				interpolated[p] = true
-			}
-		case *hclsyntax.TemplateWrapExpr:
-			interpolated[n.Wrapped] = true
-		}
-		return nil
-	})
-	var found hclsyntax.Node
-	hclsyntax.VisitAll(expr, func(n hclsyntax.Node) hcl.Diagnostics {
-		if found != nil || keys[n] {
-			return nil
-		}
-		switch n.(type) {
-		case *hclsyntax.ScopeTraversalExpr, *hclsyntax.FunctionCallExpr:
-			found = n
-		}
-		return nil
-	})
-	if found == nil {
-		return hcl.Range{}, false, false
-	}
-	return found.Range(), interpolated[found], true
-}
-
 // eval returns the value of a, recording its position as field. On failure
-// it reports why and marks field as reported.
-func (d *hclDecoder) eval(a *hclsyntax.Attribute, field string) (cty.Value, bool) {
+// it reports why and marks field as reported. A value made from a
+// sensitive variable comes back unmarked, its field in d.secret.
+func (d *hclDecoder) eval(a *hcl.Attribute, field string) (cty.Value, bool) {
 	d.mark(field, a.Expr.Range())
-	if r, template, ok := dynamicPart(a.Expr); ok {
-		msg := "variables and functions are not supported yet; write a literal value for " + a.Name
-		if template {
-			msg += ` (the agent interpolates ${NOMAD_*}, ${attr.*}, ${node.*}, ${meta.*} and ${env.*} when the task starts; to pass other "${...}" on as text, write "$${...}")`
-		}
-		d.errAt(r, "%s", msg)
-		d.c.markReported(field)
-		return cty.NilVal, false
-	}
-	v, diags := a.Expr.Value(nil)
-	if diags.HasErrors() {
-		for _, dg := range diags {
-			if dg.Severity == hcl.DiagError {
-				d.c.add(rangePos(dg.Subject), "", "%s: %s", a.Name, diagMessage(d.c, dg))
-			}
-		}
+	v, ok := d.evalExpr(a.Expr, a.Name)
+	if !ok {
 		d.c.markReported(field)
 		return cty.NilVal, false
 	}
 	if !v.IsWhollyKnown() {
-		d.errAt(a.Expr.Range(), "%s has no known value; write a literal value", a.Name)
+		if !d.inputFailed { // else it was made from what is reported
+			d.errAt(a.Expr.Range(), "%s has no known value; write a literal value", a.Name)
+		}
 		d.c.markReported(field)
 		return cty.NilVal, false
+	}
+	if v.ContainsMarked() {
+		v, _ = v.UnmarkDeep()
+		d.secret[field] = true
 	}
 	return v, true
 }
@@ -149,20 +104,26 @@ func typeName(v cty.Value) string {
 	return t.FriendlyName()
 }
 
-func (d *hclDecoder) wrongType(a *hclsyntax.Attribute, field, want string, v cty.Value) {
+func (d *hclDecoder) wrongType(a *hcl.Attribute, field, want string, v cty.Value) {
 	got := typeName(v)
-	if got == "string" {
+	if got == "string" && d.secret[field] {
+		got = "a string from a sensitive variable"
+	} else if got == "string" {
 		got = fmt.Sprintf("string %q", v.AsString())
 	}
 	d.errAt(a.Expr.Range(), "%s must be %s, got %s", a.Name, want, got)
 	d.c.markReported(field)
 }
 
-func (d *hclDecoder) str(a *hclsyntax.Attribute, field string) (string, bool) {
+func (d *hclDecoder) str(a *hcl.Attribute, field string) (string, bool) {
 	v, ok := d.eval(a, field)
 	if !ok {
 		return "", false
 	}
+	return d.strOf(a, field, v)
+}
+
+func (d *hclDecoder) strOf(a *hcl.Attribute, field string, v cty.Value) (string, bool) {
 	if v.IsNull() || v.Type() != cty.String {
 		d.wrongType(a, field, "a string", v)
 		return "", false
@@ -172,10 +133,14 @@ func (d *hclDecoder) str(a *hclsyntax.Attribute, field string) (string, bool) {
 
 // int accepts whole numbers that fit in 32 bits, whatever int's size, so that
 // a job file means the same on every platform.
-func (d *hclDecoder) int(a *hclsyntax.Attribute, field string) (int, bool) {
+func (d *hclDecoder) int(a *hcl.Attribute, field string) (int, bool) {
 	v, ok := d.eval(a, field)
 	if !ok {
 		return 0, false
+	}
+	// A quoted number ("3") is a number, as Nomad converts it.
+	if n, err := convert.Convert(v, cty.Number); err == nil && !v.IsNull() && v.Type() == cty.String {
+		v = n
 	}
 	if v.IsNull() || v.Type() != cty.Number {
 		d.wrongType(a, field, "a number", v)
@@ -196,10 +161,14 @@ func (d *hclDecoder) int(a *hclsyntax.Attribute, field string) (int, bool) {
 	return int(n), true
 }
 
-func (d *hclDecoder) bool(a *hclsyntax.Attribute, field string) (bool, bool) {
+func (d *hclDecoder) bool(a *hcl.Attribute, field string) (bool, bool) {
 	v, ok := d.eval(a, field)
 	if !ok {
 		return false, false
+	}
+	// A quoted bool ("true") is a bool, as Nomad converts it.
+	if b, err := convert.Convert(v, cty.Bool); err == nil && !v.IsNull() && v.Type() == cty.String {
+		v = b
 	}
 	if v.IsNull() || v.Type() != cty.Bool {
 		d.wrongType(a, field, "true or false", v)
@@ -208,7 +177,7 @@ func (d *hclDecoder) bool(a *hclsyntax.Attribute, field string) (bool, bool) {
 	return v.True(), true
 }
 
-func (d *hclDecoder) duration(a *hclsyntax.Attribute, field string) (spec.Duration, bool) {
+func (d *hclDecoder) duration(a *hcl.Attribute, field string) (spec.Duration, bool) {
 	v, ok := d.eval(a, field)
 	if !ok {
 		return 0, false
@@ -226,7 +195,7 @@ func (d *hclDecoder) duration(a *hclsyntax.Attribute, field string) (spec.Durati
 	return dur, true
 }
 
-func (d *hclDecoder) stringList(a *hclsyntax.Attribute, field string) []string {
+func (d *hclDecoder) stringList(a *hcl.Attribute, field string) []string {
 	v, ok := d.eval(a, field)
 	if !ok {
 		return nil
@@ -237,7 +206,7 @@ func (d *hclDecoder) stringList(a *hclsyntax.Attribute, field string) []string {
 		return nil
 	}
 	var elems []hclsyntax.Expression
-	if tuple, ok := a.Expr.(*hclsyntax.TupleConsExpr); ok {
+	if tuple, ok := hcl.UnwrapExpression(a.Expr).(*hclsyntax.TupleConsExpr); ok {
 		elems = tuple.Exprs
 	}
 	out := []string{}
@@ -291,11 +260,13 @@ func (d *hclDecoder) stringMap(it item, field string) map[string]string {
 	b := it.block
 	d.mark(field, b.TypeRange)
 	d.noLabels(b)
-	for _, nb := range b.Body.Blocks {
-		d.errAt(nb.TypeRange, "%s blocks hold only key = \"value\" lines; found a block %q", it.name, nb.Type)
-		d.c.markReported(field)
-	}
-	for key, a := range b.Body.Attributes {
+	for _, in := range d.items(b.Body) {
+		if in.block != nil {
+			d.errAt(in.block.TypeRange, "%s blocks hold only key = \"value\" lines; found a block %q", it.name, in.block.Type)
+			d.c.markReported(field)
+			continue
+		}
+		key, a := in.name, in.attr
 		v, ok := d.eval(a, field)
 		if !ok {
 			continue

@@ -492,7 +492,11 @@ func decodeTree(root *jnode, k *jchecker) (*spec.Job, error) {
 		return nil, failed(c)
 	}
 	jobNode := root
-	if slices.Contains(root.keys, "job") {
+	if isNomadAPI(root) {
+		if jobNode = k.fromNomadAPI(root); jobNode == nil {
+			return nil, failed(c)
+		}
+	} else if slices.Contains(root.keys, "job") {
 		// A JobStatus: check its own keys, then use only the job, with
 		// paths relative to it as validation's are.
 		k.object(root, statusTree, "")

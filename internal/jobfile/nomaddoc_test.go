@@ -14,6 +14,8 @@ import (
 // row's first cell names blocks, then after a colon what they hold
 // (`restart`: `attempts`, `mode`); a row covers each of its blocks
 // wherever written, `block.name`, and the blocks' names after the colon.
+// The top-level blocks (variable, variables, locals) and what a variable
+// block holds need rows too, as does dynamic.
 func TestNomadDocNamesTheSchema(t *testing.T) {
 	b, err := os.ReadFile("../../docs/nomad.md")
 	if err != nil {
@@ -73,6 +75,17 @@ func TestNomadDocNamesTheSchema(t *testing.T) {
 		}
 	}
 	visit("job", jobTree)
+	// The top level's blocks, what a variable block holds, and dynamic.
+	for name := range topSchema.members {
+		need("", name)
+	}
+	for name := range variableSchema.members {
+		need("variable", name)
+	}
+	for name := range validationSchema.members {
+		need("validation", name)
+	}
+	need("", "dynamic")
 	if len(missing) > 0 {
 		t.Errorf("docs/nomad.md has no row for %d of the job language's names; add them:\n%s", len(missing), strings.Join(missing, "\n"))
 	}

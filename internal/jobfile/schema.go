@@ -40,6 +40,7 @@ const (
 // fieldSchema is one field of a spec struct, as job files write it.
 type fieldSchema struct {
 	json  string // its JSON key
+	api   string // its key in Nomad's JSON API form (nomadapi.go)
 	hcl   string // its HCL name; "" when HCL does not write it
 	label bool   // in HCL, the label of the struct's block
 	index int    // its index in the struct
@@ -143,6 +144,7 @@ func schemaOf(t reflect.Type) *schema {
 		k, obj := kindOf(sf.Type)
 		f := &fieldSchema{json: name, index: i, kind: k, obj: obj, note: notes[t.Name()+"."+name]}
 		f.hcl, f.label = hclName(sf, name)
+		f.api = cmp.Or(apiRenamed[t.Name()+"."+sf.Name], sf.Name)
 		if f.hcl != "" && (k == kUint || k == kTime) {
 			panic(fmt.Sprintf("jobfile: HCL has no way to write %s.%s; tag it hcl:\"-\"", t.Name(), sf.Name))
 		}
@@ -395,7 +397,7 @@ func init() {
 		artifact
 		vault volume volume_mount logs scaling
 		periodic parameterized multiregion dispatch_payload identity
-		csi_plugin consul connect device variable variables locals numa
+		csi_plugin consul connect device numa
 		action schedule secret ui sidecar_service sidecar_task dns
 		region all_at_once vault_token consul_token
 		stop_after_client_disconnect

@@ -1,6 +1,6 @@
 job "web" {
   group "api" {
-    count = "3"
+    count = "three"
     task "server" {
       driver = "exec"
       config { command = "/bin/sleep" }

@@ -1,0 +1,141 @@
+package jobfile
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The job of testdata/good/nomad-api.json, in Nomad's API form as `nomad
+// job run -output` prints it, is the job this HCL file says.
+const nomadAPITwin = `
+job "api-form" {
+  priority    = 60
+  datacenters = ["dc1"]
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+  }
+  update {
+    max_parallel     = 1
+    min_healthy_time = "10s"
+    healthy_deadline = "5m"
+    auto_revert      = true
+  }
+  group "cache" {
+    count = 1
+    restart {
+      interval = "30m"
+      attempts = 2
+      delay    = "15s"
+      mode     = "fail"
+    }
+    network {
+      port "admin" { static = 19999 }
+      port "db" { to = 6379 }
+    }
+    meta { team = "storage" }
+    task "redis" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "sleep 3600", "redis", "--alloc=${NOMAD_ALLOC_ID}"]
+      }
+      env { PORT = "${NOMAD_PORT_db}" }
+      service {
+        name = "cache-db"
+        tags = ["primary"]
+        port = "db"
+        check {
+          name     = "alive"
+          type     = "tcp"
+          port     = "db"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+      kill_timeout = "7s"
+    }
+  }
+}
+`
+
+func TestNomadAPIFormIsTheSameJob(t *testing.T) {
+	fromAPI, err := decodeTestFile(t, "testdata/good/nomad-api.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromHCL, err := Decode("twin.hcl", []byte(nomadAPITwin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(fromHCL, fromAPI); d != "" {
+		t.Errorf("the API form differs from the HCL (-hcl +api):\n%s", d)
+	}
+	// The server's API takes it too, and a bare job without "Job".
+	src, err := os.ReadFile("testdata/good/nomad-api.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeJSONBody(src); err != nil {
+		t.Errorf("DecodeJSONBody: %v", err)
+	}
+	bare := `{"ID": "bare", "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Driver": "exec", "Config": {"command": "/bin/true"}}]}]}`
+	j, err := Decode("-", []byte(bare))
+	if err != nil || j.Name != "bare" || j.Groups[0].Tasks[0].Config.Command != "/bin/true" {
+		t.Errorf("bare API job: %+v, %v", j, err)
+	}
+	// Every renamed field names a field that exists.
+	for key := range apiRenamed {
+		typ, field, _ := strings.Cut(key, ".")
+		found := false
+		for _, s := range schemas {
+			if s.typ.Name() == typ {
+				if _, ok := s.typ.FieldByName(field); ok {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("apiRenamed names %s, which no spec struct has", key)
+		}
+	}
+}
+
+// What `nomad job inspect` prints, server-set fields and Nomad's defaults
+// included, is taken as the job it describes.
+func TestNomadInspectOutputIsAJob(t *testing.T) {
+	j, err := decodeTestFile(t, "testdata/good/nomad-inspect.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := j.Groups[0]
+	task := g.Tasks[0]
+	if j.Name != "nightly-report" || j.Type != "batch" || j.Update != nil || j.Meta["owner"] != "data" || j.Version != 0 {
+		t.Errorf("job: %+v", j)
+	}
+	if r := task.Restart; r == nil || *r.Attempts != 3 || r.Interval.String() != "24h0m0s" || r.Mode != "fail" {
+		t.Errorf("restart: %+v", task.Restart)
+	}
+	if r := g.Reschedule; r == nil || *r.Attempts != 1 || r.DelayFunction != "constant" || r.Delay.String() != "5s" {
+		t.Errorf("reschedule: %+v", g.Reschedule)
+	}
+	if task.Config.Args[0] != "report for ${NOMAD_JOB_NAME}" || task.Resources.MemoryMB != 300 {
+		t.Errorf("task: %+v", task)
+	}
+	// Not a default: refused.
+	src, err := os.ReadFile("testdata/good/nomad-inspect.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Decode("x.json", []byte(strings.Replace(string(src), `"MaxFiles": 10`, `"MaxFiles": 3`, 1)))
+	if err == nil || !strings.Contains(err.Error(), "LogConfig is not something drover takes yet") {
+		t.Errorf("a LogConfig that is not Nomad's default: %v", err)
+	}
+}
