@@ -41,6 +41,12 @@ var apiRenamed = map[string]string{
 	"Port.Static":                "Value",
 	"Check.Restart":              "CheckRestart",
 	"DisconnectPolicy.StopAfter": "StopOnClientAfter",
+	"Template.Data":              "EmbeddedTmpl",
+	"Template.Source":            "SourcePath",
+	"Template.Destination":       "DestPath",
+	"Template.Env":               "Envvars",
+	"Template.LeftDelimiter":     "LeftDelim",
+	"Template.RightDelimiter":    "RightDelim",
 }
 
 // apiDefaults are values of Nomad API fields drover does not have that
