@@ -49,7 +49,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 				for _, j := range jobs {
 					s := j.Summary
 					t.row(j.Name, string(j.Type), strconv.Itoa(j.Priority), strconv.FormatUint(j.Version, 10),
-						string(s.State), fmt.Sprintf("%d/%d", s.Running+s.Complete, s.Desired), dash(s.Reason))
+						string(s.State), s.Progress, dash(s.Reason))
 				}
 				t.flush()
 				return nil

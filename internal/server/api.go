@@ -74,6 +74,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/services/{name}", accessToken, s.getService},
 		{"GET /v1/events", accessToken, s.listEvents},
 	}
+	rs = append(rs, s.uiRoutes()...)
 	return append(rs, s.aclRoutes()...)
 }
 

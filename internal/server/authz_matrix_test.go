@@ -127,6 +127,11 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/services":                      {ruleList, "GET", "/v1/services", "", false},
 		"GET /v1/services/{name}":               {ruleList, "GET", "/v1/services/nothing", "", true},
 		"GET /v1/events":                        {ruleList, "GET", "/v1/events", "", false},
+		"POST /v1/ui/login-codes":               {ruleAnyToken, "POST", "/v1/ui/login-codes", "", false},
+		// A code that was never issued: a 400 that says to get a new link.
+		"POST /v1/ui/session":   {ruleOpen, "POST", "/v1/ui/session", `{"code":"nope"}`, true},
+		"DELETE /v1/ui/session": {ruleOpen, "DELETE", "/v1/ui/session", "", false},
+		"GET /v1/ui/whoami":     {ruleAnyToken, "GET", "/v1/ui/whoami", "", false},
 		// Bootstrap is open and works once: the fixture did it, so every
 		// identity gets a 409 (which is not a 401/403).
 		"POST /v1/acl/bootstrap":           {ruleOpen, "POST", "/v1/acl/bootstrap", "", true},

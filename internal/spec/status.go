@@ -1,5 +1,7 @@
 package spec
 
+import "strconv"
+
 // JobState is a job's overall state as the user sees it.
 type JobState string
 
@@ -27,10 +29,19 @@ type JobSummary struct {
 	Complete int      `json:"complete"`
 	Failed   int      `json:"failed"`
 	Lost     int      `json:"lost"`
+	// Progress is "running and complete / desired", as drover status's
+	// RUNNING column and the web UI show it (SetProgress writes it).
+	Progress string `json:"progress,omitempty"`
 	// Reason says why the state is not the one wanted, in words, when it is
 	// not obvious: "web.api[2] failed: exit code 1 after 2 restarts",
 	// "1 instance of group api waiting for room: 0/1 nodes fit: ...".
 	Reason string `json:"reason,omitempty"`
+}
+
+// SetProgress writes Progress from the counts: the one place the
+// CLI's and the UI's "2/2" comes from.
+func (s *JobSummary) SetProgress() {
+	s.Progress = strconv.Itoa(s.Running+s.Complete) + "/" + strconv.Itoa(s.Desired)
 }
 
 // JobStatus is a job as `drover status JOB -o json` prints it: the job, its
