@@ -95,6 +95,7 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"DELETE /v1/jobs/{name}":            {ruleSubmit, "DELETE", "/v1/jobs/stopme", "", false},
 		"GET /v1/jobs/{name}/allocations":   {ruleRead, "GET", "/v1/jobs/web/allocations", "", false},
 		"GET /v1/jobs/{name}/versions":      {ruleRead, "GET", "/v1/jobs/web/versions", "", false},
+		"GET /v1/jobs/{name}/diff":          {ruleRead, "GET", "/v1/jobs/web/diff?from=1&to=2", "", false},
 		"POST /v1/jobs/{name}/revert":       {ruleSubmit, "POST", "/v1/jobs/web/revert", `{"version":1}`, false},
 		"POST /v1/jobs/{name}/restart":      {ruleSubmit, "POST", "/v1/jobs/web/restart", "", false},
 		"GET /v1/jobs/{name}/deployments":   {ruleRead, "GET", "/v1/jobs/web/deployments", "", false},

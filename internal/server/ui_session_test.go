@@ -125,3 +125,28 @@ func TestUILoginSession(t *testing.T) {
 		t.Errorf("the cookie after logout: %d %s, want 401 saying how to log in again", r2.StatusCode, b)
 	}
 }
+
+// TestJobDiff: GET /v1/jobs/{name}/diff lists what changed between two
+// versions, as drover history does; a version that does not exist is a 404
+// that says where the versions are.
+func TestJobDiff(t *testing.T) {
+	f := newAuthFixture(t)
+	st, body := f.call("read-only", "GET", "/v1/jobs/web/diff?from=1&to=2", "")
+	var d spec.JobDiff
+	if err := json.Unmarshal([]byte(body), &d); st != 200 || err != nil {
+		t.Fatalf("diff: %d %s", st, body)
+	}
+	if d.From != 1 || d.To != 2 || len(d.Changes) != 1 || d.Changes[0].String() != `~ meta.m: "1" -> "2"` {
+		t.Errorf("diff 1 -> 2: %+v", d)
+	}
+	// Without to: the current version (2); from itself: nothing.
+	if st, body := f.call("read-only", "GET", "/v1/jobs/web/diff?from=2", ""); st != 200 || !strings.Contains(body, `"changes":[]`) {
+		t.Errorf("diff 2 -> current: %d %s", st, body)
+	}
+	if st, body := f.call("read-only", "GET", "/v1/jobs/web/diff?from=9", ""); st != 404 || !strings.Contains(body, "drover history web") {
+		t.Errorf("diff from a missing version: %d %s", st, body)
+	}
+	if st, body := f.call("read-only", "GET", "/v1/jobs/web/diff?from=x", ""); st != 400 {
+		t.Errorf("diff from x: %d %s", st, body)
+	}
+}
