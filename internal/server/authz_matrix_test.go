@@ -18,6 +18,7 @@ import (
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/ui"
 )
 
 // The endpoint x identity matrix. A real server (embedded etcd, ACLs on,
@@ -568,6 +569,7 @@ func TestBrowserWithoutCertificate(t *testing.T) {
 	}{
 		{"GET", "/ui/", "", 200, "<title>drover</title>"},
 		{"GET", "/ui/app.js", "", 200, "followEvents"},
+		{"GET", "/ui/html.js", "", 200, "export function html"},
 		{"GET", "/", "", 200, "<title>drover</title>"}, // redirected to /ui/
 		{"GET", "/livez", "", 200, "ok"},
 		{"GET", "/v1/jobs", "", 401, "needs an ACL token"},
@@ -588,7 +590,7 @@ func TestBrowserWithoutCertificate(t *testing.T) {
 		csp = resp.Header.Get("Content-Security-Policy")
 		resp.Body.Close()
 	}
-	if !strings.Contains(csp, "default-src 'self'") {
+	if csp != ui.ContentSecurityPolicy || !strings.Contains(csp, "script-src 'self'") {
 		t.Errorf("the UI's Content-Security-Policy is %q", csp)
 	}
 }
