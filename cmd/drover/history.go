@@ -108,4 +108,3 @@ func historyDeployment(d *spec.Deployment) string {
 	}
 	return string(d.Status)
 }
-

@@ -117,4 +117,3 @@ func TestFlattenDuplicateNamesByIndex(t *testing.T) {
 		t.Errorf("flattenJSON (-want +got):\n%s", d)
 	}
 }
-
