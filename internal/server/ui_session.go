@@ -141,6 +141,15 @@ func (s *Server) uiRoutes() []route {
 // uiCreateLoginCode is POST /v1/ui/login-codes: a login code for the
 // request's own token.
 func (s *Server) uiCreateLoginCode(w http.ResponseWriter, r *http.Request) error {
+	// No body, or {}: it is read all the same, so that one that never
+	// arrives is a 408 as everywhere else.
+	body, err := httpapi.ReadBody(w, r)
+	if err != nil {
+		return err
+	}
+	if b := strings.TrimSpace(string(body)); b != "" && b != "{}" {
+		return httpapi.BadRequest("POST /v1/ui/login-codes takes no body: the code is for the request's own token")
+	}
 	code := s.UILoginCode(identityOf(r).secret)
 	return httpapi.WriteJSON(w, 0, spec.UILoginCode{Code: code, Expires: time.Now().Add(uiCodeTTL).UTC()})
 }

@@ -53,17 +53,21 @@ const nsQuery = (sep) => (ns ? `${sep}namespace=${enc(ns)}` : "");
 // ---- actions: each a button that asks before it acts, or a disabled one
 // that says why ----
 
-const actions = new Map();
+// actions are the buttons on the page now; building, those of the page
+// being drawn, which replace them when it is shown.
+// denied holds why the page's disabled buttons are, said once above them.
+let actions = new Map(), building = new Map(), denied = new Set();
 let actionSeq = 0;
 
 // action renders a button. confirm is the question (a string, or a
 // function of the page's inputs); run does it and returns what to say.
 function action(label, { allowed = true, reason = "", confirm, run, danger = false }) {
   if (!allowed) {
-    return html`<span class="action-off"><button type="button" disabled title="${reason}">${label}</button><small class="why">${reason}</small></span>`;
+    denied.add(reason);
+    return html`<button type="button" disabled title="${reason}">${label}</button>`;
   }
   const id = "a" + ++actionSeq;
-  actions.set(id, { confirm, run, label });
+  building.set(id, { confirm, run, label });
   return html`<button type="button" class="${danger ? "danger" : ""}" data-action="${id}">${label}</button>`;
 }
 
@@ -95,10 +99,16 @@ document.getElementById("confirm-form").addEventListener("submit", async (ev) =>
   } catch (e) {
     say(e.message, true);
   }
+  // What was typed for the action is used: the page may redraw now.
+  if (document.activeElement && main.contains(document.activeElement)) document.activeElement.blur();
   render();
 });
 
+// say shows what an action did until the user goes to another page (an
+// action that goes elsewhere itself, as a purge, keeps it).
+let flashHash = "";
 function say(msg, bad) {
+  flashHash = location.hash;
   flash.textContent = msg || "";
   flash.className = bad ? "flash error" : "flash ok";
   flash.hidden = !msg;
@@ -391,7 +401,7 @@ function route() {
   return { view: views[view] ? view : "jobs", args, params };
 }
 
-let rendering = false, again = false;
+let rendering = false, again = false, lastHTML = "";
 async function render() {
   if (!me) return showLogin();
   if (rendering) { again = true; return; }
@@ -399,18 +409,26 @@ async function render() {
   const { view, args, params } = route();
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", view.startsWith(a.dataset.nav.replace(/s$/, ""))));
   try {
-    actions.clear();
-    const out = String(await views[view](args[0], args[1], params));
+    building = new Map();
+    actionSeq = 0;
+    denied = new Set();
+    let out = String(await views[view](args[0], args[1], params));
+    if (denied.size) out = String(html`<p class="why" id="denied">Some actions are disabled: ${[...denied].join("; ")}.</p>`) + out;
     // An open log or an input being typed into is not redrawn under the user.
     const typing = document.activeElement && main.contains(document.activeElement) && ["INPUT", "SELECT"].includes(document.activeElement.tagName);
     const key = location.hash;
+    if (main.dataset.key === key && out === lastHTML) { actions = building; return; }
     if (main.dataset.key === key && (document.getElementById("logs") || typing || dialog.open)) return;
     main.innerHTML = out;
+    lastHTML = out;
+    actions = building;
     main.dataset.key = key;
   } catch (e) {
     if (e instanceof APIError && e.status === 401) { me = null; showLogin(); return; }
     main.innerHTML = String(html`<p class="error">${e.message}</p>`);
     main.dataset.key = "";
+    lastHTML = "";
+    actions = new Map();
   } finally {
     rendering = false;
     if (again) { again = false; setTimeout(render, 0); }
@@ -490,6 +508,7 @@ function showLogin() {
     ${loginError ? html`<p class="error" id="login-error">${loginError}</p>` : ""}
   </section>`);
   main.dataset.key = "";
+  lastHTML = "";
 }
 
 async function whoami() {
@@ -524,7 +543,7 @@ document.getElementById("logout").addEventListener("click", async () => {
 window.addEventListener("hashchange", () => {
   if (location.hash.startsWith("#login=")) { start(); return; }
   if (logAbort && route().view !== "allocs") logAbort.abort();
-  say("", false);
+  if (location.hash !== flashHash) say("", false);
   render();
 });
 
