@@ -32,6 +32,18 @@ func latencyFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	}
 }
 
+// latencyPutEvery paces the baseline put that runs beside each rate's
+// submissions: 20 a second, a small share of the writes they cause.
+const latencyPutEvery = 50 * time.Millisecond
+
+// ratio is a / b, 0 when b is 0.
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
 // latencyRates are the submit rates, jobs per second.
 var latencyRates = []int{1, 50}
 
@@ -76,7 +88,15 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The same baseline during the run: a paced put beside the
+		// submissions meets the same disk, fsyncs and machine as they do
+		// (other processes' writes stall an fsync too).
+		pctx, stopPuts := context.WithCancel(ctx)
+		during := make(chan []time.Duration, 1)
+		go func() { during <- c.pacedPuts(pctx, latencyPutEvery) }()
 		assigned, seen, accepted, err := latencyRun(ctx, c, rate, d, res)
+		stopPuts()
+		putsDuring := <-during
 		if err != nil {
 			return nil, err
 		}
@@ -114,6 +134,9 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		addRow(rep, "  of them over 25 ms", fmt.Sprint(slow), "")
 		addRow(rep, "  every pass: count, mean snapshot wait", fmt.Sprintf("%d, %s", allPasses, ms(snapMean)), "")
 		addRow(rep, "  etcd writes per job (until running)", fmt.Sprint(writesPerJob), "")
+		addRow(rep, "  plain etcd put during the run p50", ms(pct(putsDuring, 50)), "")
+		addRow(rep, "  plain etcd put during the run p99", ms(pct(putsDuring, 99)), "")
+		addRow(rep, "  assigned p99 / that put's p99", fmt.Sprintf("%.2f", ratio(pct(assigned, 99), pct(putsDuring, 99))), "")
 		key := fmt.Sprintf("rate_%d_", rate)
 		rep.set(key+"jobs", len(assigned))
 		rep.set(key+"accepted_p50_ms", pct(accepted, 50))
@@ -129,6 +152,9 @@ func latency(agents int, nodeTTL, d time.Duration) (*report, error) {
 		rep.set(key+"seen_p50_ms", pct(seen, 50))
 		rep.set(key+"seen_p99_ms", pct(seen, 99))
 		rep.set(key+"seen_max_ms", pct(seen, 100))
+		rep.set(key+"put_during_p50_ms", pct(putsDuring, 50))
+		rep.set(key+"put_during_p99_ms", pct(putsDuring, 99))
+		rep.set(key+"assigned_p99_to_put_p99", round2(ratio(pct(assigned, 99), pct(putsDuring, 99))))
 	}
 	addRow(rep, "baseline: plain etcd put p50 (1 in flight)", ms(pct(puts, 50)), "")
 	addRow(rep, "baseline: plain etcd put p99 (1 in flight)", ms(pct(puts, 99)), "")

@@ -455,6 +455,37 @@ func (c *simCluster) putLoop(ctx context.Context, d time.Duration, inflight int)
 	return lat, firstErr
 }
 
+// pacedPuts puts a 1 KiB value through etcd's JSON gateway every
+// interval, one at a time, until ctx ends, and returns each put's
+// latency: the etcd floor under whatever else runs at the same time. A
+// put that fails is left out (the run it measures reports its own).
+func (c *simCluster) pacedPuts(ctx context.Context, every time.Duration) []time.Duration {
+	url := c.emb.Endpoints()[0] + "/v3/kv/put"
+	value := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 1024))
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var lat []time.Duration
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return lat
+		case <-tick.C:
+		}
+		key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "/drover-bench-baseline/paced/%d", i%100))
+		t := time.Now()
+		resp, err := hc.Post(url, "application/json", strings.NewReader(`{"key":"`+key+`","value":"`+value+`"}`))
+		if err != nil {
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			lat = append(lat, time.Since(t))
+		}
+	}
+}
+
 // pct is the nearest-rank percentile p (0..100) of d; 0 when d is empty.
 func pct(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {

@@ -190,3 +190,6 @@ func later(a, b time.Time) time.Time {
 }
 
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+
+// round2 rounds x to two decimals.
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }

@@ -35,7 +35,7 @@ management token.`,
 }
 
 func newACLBootstrapCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "bootstrap",
 		Short: "Make the cluster's first management token (once)",
 		Long: `Bootstrap asks the servers for the first management token. It works once per
@@ -53,14 +53,14 @@ narrower tokens for people and tools with "drover acl token create".`,
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), t)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), t)
 			}
 			printToken(cmd, t)
 			fmt.Fprintln(cmd.ErrOrStderr(), "This is a management token: it may do everything. Its secret is shown only now.\nUse it with: export DROVER_TOKEN=<secret>")
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func printToken(cmd *cobra.Command, t *spec.ACLToken) {
@@ -93,8 +93,8 @@ func newACLTokenCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), t)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), t)
 			}
 			printToken(cmd, t)
 			return nil
@@ -104,11 +104,11 @@ func newACLTokenCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&typ, "type", spec.TokenClient, "client (may do what its policies grant) or management (may do everything)")
 	cmd.Flags().StringSliceVar(&policies, "policy", nil, "policy to attach; repeat or comma-separate")
 	cmd.MarkFlagRequired("name")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 func newACLTokenListCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
@@ -122,8 +122,8 @@ func newACLTokenListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), ts)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), ts)
 			}
 			t := newTable(cmd.OutOrStdout(), "NAME", "TYPE", "POLICIES", "ACCESSOR ID", "CREATED")
 			for _, tok := range ts {
@@ -132,7 +132,7 @@ func newACLTokenListCmd(g *globals) *cobra.Command {
 			t.flush()
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func newACLTokenDeleteCmd(g *globals) *cobra.Command {
@@ -157,7 +157,7 @@ func newACLTokenDeleteCmd(g *globals) *cobra.Command {
 }
 
 func newACLTokenSelfCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "self",
 		Short: "Show the token in use",
 		Args:  cobra.NoArgs,
@@ -171,13 +171,13 @@ func newACLTokenSelfCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), t)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), t)
 			}
 			printToken(cmd, t)
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func newACLPolicyApplyCmd(g *globals) *cobra.Command {
@@ -229,7 +229,7 @@ Tokens that carry the policy get the change within a second.`,
 }
 
 func newACLPolicyListCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "list",
 		Short: "List policies",
 		Args:  cobra.NoArgs,
@@ -243,8 +243,8 @@ func newACLPolicyListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), ps)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), ps)
 			}
 			t := newTable(cmd.OutOrStdout(), "NAME", "DESCRIPTION")
 			for _, p := range ps {
@@ -253,11 +253,11 @@ func newACLPolicyListCmd(g *globals) *cobra.Command {
 			t.flush()
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func newACLPolicyReadCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "read NAME",
 		Short: "Print a policy's rules",
 		Args:  cobra.ExactArgs(1),
@@ -271,8 +271,8 @@ func newACLPolicyReadCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), p)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), p)
 			}
 			fmt.Fprint(cmd.OutOrStdout(), p.Rules)
 			if !strings.HasSuffix(p.Rules, "\n") {
@@ -280,7 +280,7 @@ func newACLPolicyReadCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func newACLPolicyDeleteCmd(g *globals) *cobra.Command {

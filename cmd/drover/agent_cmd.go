@@ -14,13 +14,15 @@ import (
 	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
+	"github.com/drover-org/drover/internal/flagfile"
 	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/spec"
 )
 
 func newAgentCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, name, networkIP, datacenter, nodeClass, nodePool string
-	var meta, driverNames, serverAddrs []string
+	var driverNames, serverAddrs []string
+	var meta map[string]string
 	var docker dockerdriver.Config
 	var ports portFlags
 	var tlsF tlsFlags
@@ -47,10 +49,6 @@ running.`,
 			}
 			if networkIP != "" && net.ParseIP(networkIP) == nil {
 				return fmt.Errorf("--network-ip %q is not an IP address; give the address this node's ports are reached at, such as 10.0.0.5", networkIP)
-			}
-			m, err := parseMeta(meta)
-			if err != nil {
-				return err
 			}
 			drv, err := drivers(driverNames, docker, log)
 			if err != nil {
@@ -79,7 +77,7 @@ running.`,
 				return err
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: tlsF.scheme() + ln.Addr().String(),
-				NetworkIP: networkIP, Meta: m, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true,
+				NetworkIP: networkIP, Meta: meta, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true,
 				MinDynamicPort: ports.min, MaxDynamicPort: ports.max})
 			if err != nil {
 				return err
@@ -105,12 +103,12 @@ running.`,
 	ports.add(cmd.Flags())
 	cmd.Flags().StringVar(&networkIP, "network-ip", "", "IP address tasks' ports are reached at (default: the --http-addr host if it is an IP, else the first IPv4 address of an interface)")
 	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
-	cmd.Flags().StringArrayVar(&meta, "meta", nil, "node metadata key=value (repeatable)")
+	cmd.Flags().Var(flagfile.NewStringMap(&meta), "meta", "node metadata key=value (repeatable)")
 	cmd.Flags().StringVar(&datacenter, "datacenter", spec.DefaultDatacenter, "this node's datacenter: jobs name the datacenters they run in")
 	cmd.Flags().StringVar(&nodeClass, "node-class", "", "this node's class, for constraints on ${node.class}")
 	cmd.Flags().StringVar(&nodePool, "node-pool", spec.DefaultNodePool, "this node's pool: only jobs of this pool (or of pool \"all\") run here")
 	cmd.Flags().StringSliceVar(&driverNames, "drivers", []string{"exec", "raw_exec"}, "task drivers to offer; docker is offered besides when its daemon answers")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	dockerFlags(cmd.Flags(), &docker)
-	return cmd
+	return withConfigFiles(cmd)
 }

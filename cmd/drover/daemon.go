@@ -146,19 +146,3 @@ func nodeName() string {
 	}
 	return s
 }
-
-// parseMeta reads --meta k=v flags.
-func parseMeta(kvs []string) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	m := map[string]string{}
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--meta %q: want key=value", kv)
-		}
-		m[k] = v
-	}
-	return m, nil
-}

@@ -36,7 +36,7 @@ deployment ID or a unique prefix of at least 4 characters.`,
 }
 
 func newDeploymentStatusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "status [JOB|ID]",
 		Short: "List recent deployments, or show one deployment's progress per group",
 		Example: `  drover deployment status
@@ -57,19 +57,19 @@ func newDeploymentStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(out, d)
+			if g.output != "table" {
+				return g.print(out, d)
 			}
 			printDeployment(out, d, time.Now())
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 // newDeploymentListCmd is Nomad's name for what deployment status does
 // without an argument.
 func newDeploymentListCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "list",
 		Short: "List recent deployments (as deployment status without an argument)",
 		Args:  cobra.NoArgs,
@@ -81,7 +81,7 @@ func newDeploymentListCmd(g *globals) *cobra.Command {
 			defer cancel()
 			return g.listDeployments(ctx, c, cmd.OutOrStdout())
 		},
-	}
+	}, documents...)
 }
 
 func (g *globals) listDeployments(ctx context.Context, c *client.Client, out io.Writer) error {
@@ -89,8 +89,8 @@ func (g *globals) listDeployments(ctx context.Context, c *client.Client, out io.
 	if err != nil {
 		return err
 	}
-	if g.output == "json" {
-		return printJSON(out, ds)
+	if g.output != "table" {
+		return g.print(out, ds)
 	}
 	printDeploymentList(out, ds)
 	return nil

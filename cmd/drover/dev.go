@@ -236,7 +236,7 @@ it, jobs and their instances survive a restart.`,
 	dockerFlags(cmd.Flags(), &docker)
 	tlsF.add(cmd.Flags(), "where dev keeps its certificates (default DATA-DIR/tls; made when missing)")
 	cmd.Flags().BoolVar(&aclOn, "acl", true, "require an ACL token on operator requests (dev makes a management token for the CLI here)")
-	return cmd
+	return withConfigFiles(cmd)
 }
 
 // waitNodeReady waits until some node is registered and ready, at most

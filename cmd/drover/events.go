@@ -32,9 +32,6 @@ With -f it goes on printing new events as they happen, until Ctrl-C; with
 		Example: "  drover events --since 1h\n  drover events -f --job web\n  drover events --topic node,leader -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(); err != nil {
-				return err
-			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -72,7 +69,7 @@ With -f it goes on printing new events as they happen, until Ctrl-C; with
 	cmd.Flags().StringVar(&o.Job, "job", "", "only this job's events")
 	cmd.Flags().StringVar(&o.Node, "node", "", "only this node's events (by name)")
 	cmd.Flags().Int64Var(&o.After, "index", 0, "only events after this index (the last one seen)")
-	return cmd
+	return outputs(cmd, "json")
 }
 
 // printEvent writes one event: a line of text, or of JSON.

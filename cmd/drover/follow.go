@@ -246,7 +246,18 @@ func placementFailure(out io.Writer, st *spec.JobStatus) error {
 	for _, f := range st.Failures {
 		lines = append(lines, "  "+failureLine(f))
 	}
-	fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as a node can take it (drover stop %s withdraws it).\n",
-		j.Name, strings.Join(lines, "\n"), j.Name)
+	never := true
+	for _, f := range st.Failures {
+		never = never && f.Never()
+	}
+	if never {
+		// Waiting for room would be waiting forever: no node there is
+		// could take it even empty.
+		fmt.Fprintf(out, "Job %q cannot be placed on any node there is:\n%s\nNo current node could ever run it as written: change the job (drover plan shows the fit), or add a node that has what it needs. It stays registered until then (drover stop %s withdraws it).\n",
+			j.Name, strings.Join(lines, "\n"), j.Name)
+	} else {
+		fmt.Fprintf(out, "Job %q cannot be placed now:\n%s\nIt stays registered and is placed as soon as a node can take it (drover stop %s withdraws it).\n",
+			j.Name, strings.Join(lines, "\n"), j.Name)
+	}
 	return &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
 }

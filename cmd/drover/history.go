@@ -41,8 +41,8 @@ Groups, tasks, services and checks are named by name: groups[api].count.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(out, versions)
+			if g.output != "table" {
+				return g.print(out, versions)
 			}
 			deps, _, err := c.JobDeployments(ctx, args[0], nil)
 			if err != nil {
@@ -53,7 +53,7 @@ Groups, tasks, services and checks are named by name: groups[api].count.`,
 		},
 	}
 	cmd.Flags().BoolVar(&noDiff, "no-diff", false, "list the versions without what each changed")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 // printHistory renders versions (newest first) with their deployments'

@@ -3,8 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,39 +22,129 @@ import (
 
 func newLogsCmd(g *globals) *cobra.Command {
 	var f logFlags
+	var allocID string
 	cmd := &cobra.Command{
-		Use:   "logs JOB[/TASK]",
+		Use:   "logs JOB[INDEX][/TASK]",
 		Short: "Print a job's task output, by name; no allocation ID needed",
 		Long: `Logs prints the output of a job's tasks. With several instances (or tasks),
 each line is prefixed with [instance/task]. It shows the running instances, or,
-when none runs, the latest instance of each index.`,
+when none runs, the latest instance of each index.
+
+One instance: its index after the job's name (web[2], or web.api[2] with the
+group, as status names it), or its ID (or a unique prefix) with --alloc.
+
+With -o json each line is a JSON object of its own: the instance's ID and
+name, the task, the stream (stdout or stderr) and the line.`,
 		Example: `  drover logs hello
-  drover logs hello/greeter -f
-  drover logs report --stderr --tail 20`,
-		Args: cobra.ExactArgs(1),
+  drover logs hello[1]/greeter -f
+  drover logs --alloc 3f2a9c1e
+  drover logs report --stderr --tail 20 -o json`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && allocID == "" {
+				return fmt.Errorf("name a job (drover logs web, web[2] for one instance, web/task for one task) or an instance (--alloc ID)")
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			jobName, task, _ := strings.Cut(args[0], "/")
+			f.json = g.output == "json"
 			ctx := cmd.Context()
-			st, _, err := c.Job(ctx, jobName, nil)
+			target := ""
+			if len(args) == 1 {
+				target = args[0]
+			}
+			streams, err := logStreams(ctx, c, target, allocID)
 			if err != nil {
 				return err
-			}
-			streams := logTargets(st.Allocations, task)
-			if len(streams) == 0 {
-				if task != "" {
-					return fmt.Errorf("job %q has no instance with a task %q", jobName, task)
-				}
-				return fmt.Errorf("job %q has no instances yet; see drover status %s", jobName, jobName)
 			}
 			return f.print(ctx, c, cmd.OutOrStdout(), streams)
 		},
 	}
+	cmd.Flags().StringVar(&allocID, "alloc", "", "one instance, by its ID or a unique prefix (drover status JOB lists them)")
 	f.register(cmd)
-	return cmd
+	return outputs(cmd, "json")
+}
+
+// logStreams are the streams drover logs prints for target (JOB,
+// JOB[INDEX] or JOB.GROUP[INDEX], each with an optional /TASK) and
+// allocID (an instance's ID or prefix, or "").
+func logStreams(ctx context.Context, c *client.Client, target, allocID string) ([]logStream, error) {
+	name, task, _ := strings.Cut(target, "/")
+	if allocID != "" {
+		rctx, cancel := context.WithTimeout(ctx, readTimeout)
+		a, err := c.Alloc(rctx, allocID)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if name != "" && name != a.Job && name != a.Name {
+			return nil, fmt.Errorf("instance %s is %s, of job %q, not of %q", short(a.ID), a.Name, a.Job, name)
+		}
+		streams := logTargets([]*spec.Alloc{a}, task)
+		if len(streams) == 0 {
+			return nil, fmt.Errorf("instance %s (%s) has no task %q", short(a.ID), a.Name, task)
+		}
+		return streams, nil
+	}
+	job, index, hasIndex, err := parseInstance(name)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	st, _, err := c.Job(rctx, job, nil)
+	group := ""
+	if err != nil && hasIndex && strings.Contains(job, ".") && client.IsStatus(err, http.StatusNotFound) {
+		// web.api[2]: the job is what comes before the group.
+		j, g := job[:strings.LastIndexByte(job, '.')], job[strings.LastIndexByte(job, '.')+1:]
+		if st2, _, err2 := c.Job(rctx, j, nil); err2 == nil {
+			st, job, group, err = st2, j, g, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	allocs := st.Allocations
+	if hasIndex {
+		allocs = nil
+		groups := map[string]bool{}
+		for _, a := range st.Allocations {
+			if a.Index == index && (group == "" || a.Group == group) {
+				allocs = append(allocs, a)
+				groups[a.Group] = true
+			}
+		}
+		if len(allocs) == 0 {
+			return nil, fmt.Errorf("job %q has no instance %s; drover status %s lists them", job, name, job)
+		}
+		if len(groups) > 1 {
+			return nil, fmt.Errorf("job %q has an instance [%d] in each of groups %s: name one, such as %s.%s[%d]", job, index,
+				strings.Join(slices.Sorted(maps.Keys(groups)), ", "), job, allocs[0].Group, index)
+		}
+	}
+	streams := logTargets(allocs, task)
+	if len(streams) == 0 {
+		if task != "" {
+			return nil, fmt.Errorf("job %q has no instance with a task %q", job, task)
+		}
+		return nil, fmt.Errorf("job %q has no instances yet; see drover status %s", job, job)
+	}
+	return streams, nil
+}
+
+// parseInstance splits "web[2]" into the job (or job.group) and the
+// index; a name without brackets is a job.
+func parseInstance(s string) (name string, index int, ok bool, err error) {
+	open := strings.IndexByte(s, '[')
+	if open < 0 {
+		return s, 0, false, nil
+	}
+	n, convErr := strconv.Atoi(strings.TrimSuffix(s[open+1:], "]"))
+	if !strings.HasSuffix(s, "]") || convErr != nil || n < 0 || open == 0 {
+		return "", 0, false, fmt.Errorf("%q: want JOB, JOB[INDEX] or JOB.GROUP[INDEX], such as web[0]", s)
+	}
+	return s[:open], n, true, nil
 }
 
 // logFlags are the flags of drover logs and drover alloc logs.
@@ -57,6 +152,8 @@ type logFlags struct {
 	follow, stderr bool
 	tail           int
 	since          time.Duration
+	// json prints each line as a logLine (-o json).
+	json bool
 }
 
 func (f *logFlags) register(cmd *cobra.Command) {
@@ -75,16 +172,13 @@ func (f *logFlags) print(ctx context.Context, c *client.Client, w io.Writer, str
 	}
 	opts := client.LogOptions{Stderr: f.stderr, Tail: f.tail, Follow: f.follow, Since: f.since}
 	if len(streams) == 1 {
-		opts.Task = streams[0].task
-		return copyLog(ctx, c, streams[0].alloc.ID, opts, out, "")
+		return f.copy(ctx, c, streams[0], opts, out, false)
 	}
 	// Several streams: without -f print them one after the other;
 	// with -f interleave them line by line.
 	if !f.follow {
 		for _, s := range streams {
-			o := opts
-			o.Task = s.task
-			if err := copyLog(ctx, c, s.alloc.ID, o, out, s.prefix()); err != nil {
+			if err := f.copy(ctx, c, s, opts, out, true); err != nil {
 				return err
 			}
 		}
@@ -96,9 +190,7 @@ func (f *logFlags) print(ctx context.Context, c *client.Client, w io.Writer, str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := opts
-			o.Task = s.task
-			errs <- copyLog(ctx, c, s.alloc.ID, o, out, s.prefix())
+			errs <- f.copy(ctx, c, s, opts, out, true)
 		}()
 	}
 	wg.Wait()
@@ -150,23 +242,47 @@ func logTargets(allocs []*spec.Alloc, task string) []logStream {
 	return out
 }
 
-func copyLog(ctx context.Context, c *client.Client, allocID string, o client.LogOptions, out io.Writer, prefix string) error {
-	rc, err := c.Logs(ctx, allocID, o)
+// logLine is one line of -o json: the scripting shape of a log line.
+type logLine struct {
+	AllocID  string `json:"alloc_id"`
+	Instance string `json:"instance"`
+	Task     string `json:"task"`
+	Stream   string `json:"stream"`
+	Line     string `json:"line"`
+}
+
+// copy copies one stream's output to out: as it is, each line prefixed
+// with [instance/task] (prefixed), or each line as a logLine (-o json).
+func (f *logFlags) copy(ctx context.Context, c *client.Client, s logStream, o client.LogOptions, out io.Writer, prefixed bool) error {
+	o.Task = s.task
+	rc, err := c.Logs(ctx, s.alloc.ID, o)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if prefix == "" {
+	if !prefixed && !f.json {
 		_, err := io.Copy(out, rc)
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
+	stream := "stdout"
+	if o.Stderr {
+		stream = "stderr"
+	}
 	sc := bufio.NewScanner(rc)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		fmt.Fprintf(out, "%s%s\n", prefix, sc.Bytes())
+		if f.json {
+			b, err := json.Marshal(logLine{AllocID: s.alloc.ID, Instance: s.alloc.Name, Task: s.task, Stream: stream, Line: sc.Text()})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s\n", b)
+			continue
+		}
+		fmt.Fprintf(out, "%s%s\n", s.prefix(), sc.Bytes())
 	}
 	if ctx.Err() != nil {
 		return nil

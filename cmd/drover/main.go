@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -54,6 +55,9 @@ type globals struct {
 	output  string
 	tlsDir  string
 	token   string
+	// The TLS files one by one (each wins over --tls-dir's), and the name
+	// the server's certificate must carry.
+	caCert, clientCert, clientKey, tlsServerName string
 	// namespace is --namespace or $DROVER_NAMESPACE: the namespace of a
 	// submitted job that names none, and the filter of job lists.
 	namespace string
@@ -105,11 +109,18 @@ Then, in another terminal:         drover status hello`,
 			return cmd.Help()
 		},
 		// Args: refuseUnknownCommands sets it, as on every command with subcommands.
+		// -o is taken or refused before any command runs.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkOutput(cmd, g.output) },
 	}
+	outputs(root, documents...) // drover --version -o json
 	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version (as drover version does)")
-	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or "+client.DefaultAddress+")")
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format for read commands: table or json")
+	root.PersistentFlags().StringVar(&g.address, "address", "", "server address, or a comma-separated list to fail over between (default $DROVER_ADDR or https://"+client.DefaultAddress+"; an address without a scheme is https)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table; json or yaml for the commands that print what they read (status, ps, nodes, ...; logs and events: json, one object per line); others refuse them")
 	root.PersistentFlags().StringVar(&g.tlsDir, "tls-dir", "", "directory with ca.pem, cli.pem and cli-key.pem from drover tls init (default $DROVER_TLS_DIR, or what a drover dev on this machine left)")
+	root.PersistentFlags().StringVar(&g.caCert, "ca-cert", "", "PEM file of the CA that signed the servers' certificates, the cluster's ca.pem (default $DROVER_CACERT; wins over --tls-dir's)")
+	root.PersistentFlags().StringVar(&g.clientCert, "client-cert", "", "PEM client certificate to present, such as cli.pem (default $DROVER_CLIENT_CERT; with --client-key)")
+	root.PersistentFlags().StringVar(&g.clientKey, "client-key", "", "PEM private key of --client-cert (default $DROVER_CLIENT_KEY)")
+	root.PersistentFlags().StringVar(&g.tlsServerName, "tls-server-name", "", "the name the server's certificate must carry (default $DROVER_TLS_SERVER_NAME, else "+pki.ServerName+", which drover's server certificates carry)")
 	root.PersistentFlags().StringVar(&g.namespace, "namespace", "", "namespace of a submitted job whose file names none, and of job lists (default $DROVER_NAMESPACE; lists: every namespace the token may read)")
 	root.PersistentFlags().StringVar(&g.token, "token", "", "ACL token (default $DROVER_TOKEN, or a drover dev's own token on this machine)")
 	root.AddCommand(
@@ -117,7 +128,7 @@ Then, in another terminal:         drover status hello`,
 		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g), newVersionCmd(g),
-		newJobCmd(g), newAllocCmd(g), newUICmd(g),
+		newJobCmd(g), newAllocCmd(g), newOperatorCmd(g), newUICmd(g),
 	)
 	root.InitDefaultCompletionCmd()
 	refuseUnknownCommands(root)
@@ -125,10 +136,13 @@ Then, in another terminal:         drover status hello`,
 }
 
 // clientConfig is where the CLI finds the cluster and its credentials:
-// flags, then DROVER_ADDR, DROVER_TLS_DIR and DROVER_TOKEN, then what a
-// drover dev on this machine left for its address.
+// flags, then the environment (DROVER_ADDR, DROVER_TLS_DIR, DROVER_CACERT,
+// DROVER_CLIENT_CERT, DROVER_CLIENT_KEY, DROVER_TLS_SERVER_NAME,
+// DROVER_TOKEN), then what a drover dev on this machine left for its
+// address.
 func (g *globals) clientConfig() client.Config {
-	return client.Config{Addresses: client.SplitAddrs(g.address), TLSDir: g.tlsDir, Token: g.token}.Resolve()
+	return client.Config{Addresses: client.SplitAddrs(g.address), TLSDir: g.tlsDir, Token: g.token,
+		CACert: g.caCert, ClientCert: g.clientCert, ClientKey: g.clientKey, ServerName: g.tlsServerName}.Resolve()
 }
 
 // client returns an API client for clientConfig; a comma-separated list
@@ -137,12 +151,9 @@ func (g *globals) client() (*client.Client, error) {
 	return g.clientConfig().Client()
 }
 
-// readCommand is the start of every read command: a valid -o, a client,
-// and a context that bounds the call.
+// readCommand is the start of every read command: a client, and a
+// context that bounds the call (root has checked -o already).
 func (g *globals) readCommand(cmd *cobra.Command) (context.Context, context.CancelFunc, *client.Client, error) {
-	if err := g.checkOutput(); err != nil {
-		return nil, nil, nil, err
-	}
 	c, err := g.client()
 	if err != nil {
 		return nil, nil, nil, err
@@ -153,11 +164,3 @@ func (g *globals) readCommand(cmd *cobra.Command) (context.Context, context.Canc
 
 // readTimeout bounds a read command's calls: every wait has a timeout.
 const readTimeout = 30 * time.Second
-
-func (g *globals) checkOutput() error {
-	switch g.output {
-	case "table", "json":
-		return nil
-	}
-	return fmt.Errorf("unknown output format %q: use -o table or -o json", g.output)
-}

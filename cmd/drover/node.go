@@ -29,7 +29,7 @@ func newNodeCmd(g *globals) *cobra.Command {
 }
 
 func newNodeEligibilityCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "eligibility NODE on|off",
 		Short: "Let the scheduler place new work on a machine, or not",
 		Long: `Eligibility says whether the scheduler places new instances on the node.
@@ -57,13 +57,13 @@ cannot be made eligible: end its drain (drover node drain --disable NODE).`,
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), n)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), n)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), eligibilityLine(n))
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 // eligibilityLine says what a node's eligibility now means.
@@ -119,6 +119,9 @@ going: drover nodes).`,
 			if deadline < 0 || timeout < 0 {
 				return errors.New("--deadline and --timeout must not be negative")
 			}
+			if g.output != "table" && !disable && !detach {
+				return fmt.Errorf("-o %s goes with --detach or --disable (it prints the node); a drain that is followed prints a line per change", g.output)
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -130,8 +133,8 @@ going: drover nodes).`,
 			if err != nil {
 				return err
 			}
-			if g.output == "json" && (disable || detach) {
-				return printJSON(out, n)
+			if g.output != "table" && (disable || detach) {
+				return g.print(out, n)
 			}
 			if disable {
 				fmt.Fprintln(out, eligibilityLine(n))
@@ -156,7 +159,7 @@ going: drover nodes).`,
 	cmd.Flags().BoolVar(&disable, "disable", false, "end the node's drain; the node is eligible again")
 	cmd.Flags().BoolVar(&keepIneligible, "keep-ineligible", false, "with --disable: leave the node ineligible for new work")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop following after this long (0: until drained or the deadline; the drain keeps going)")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 // drainStartLine says that a node is draining, and until when.

@@ -18,7 +18,7 @@ import (
 )
 
 func newNodesCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "nodes [NODE]",
 		Short: "List machines with their status, drivers and what is allocated on them, or show one",
 		Long: `Nodes lists the machines. Given NODE (a node ID, a unique ID prefix or a
@@ -38,8 +38,8 @@ ${meta.<key>}.`,
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					return printJSON(cmd.OutOrStdout(), n)
+				if g.output != "table" {
+					return g.print(cmd.OutOrStdout(), n)
 				}
 				printNode(cmd.OutOrStdout(), n)
 				return nil
@@ -48,8 +48,8 @@ ${meta.<key>}.`,
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), nodes)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), nodes)
 			}
 			if len(nodes) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "No nodes. Start one with drover agent, or use drover dev.")
@@ -97,7 +97,7 @@ ${meta.<key>}.`,
 			t.flush()
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 // printNode shows one node: who and where it is, what it holds, and what

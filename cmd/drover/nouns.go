@@ -31,7 +31,7 @@ func newJobCmd(g *globals) *cobra.Command {
 
 // newJobInspectCmd prints the job's current spec as the API stores it.
 func newJobInspectCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "inspect JOB",
 		Short: "Print the job's current spec as JSON (drover history JOB lists its versions)",
 		Args:  cobra.ExactArgs(1),
@@ -45,9 +45,9 @@ func newJobInspectCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), st.Job)
+			return g.print(cmd.OutOrStdout(), st.Job)
 		},
-	}
+	}, documents...)
 }
 
 func newAllocCmd(g *globals) *cobra.Command {
@@ -64,7 +64,7 @@ func newAllocCmd(g *globals) *cobra.Command {
 }
 
 func newAllocStatusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "status ALLOC",
 		Short: "Show one instance, by ID or prefix (drover status JOB shows them all)",
 		Args:  cobra.ExactArgs(1),
@@ -79,14 +79,14 @@ func newAllocStatusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if g.output == "json" {
-				return printJSON(out, a)
+			if g.output != "table" {
+				return g.print(out, a)
 			}
 			printAllocTable(out, []*spec.Alloc{a}, time.Now(), true)
 			fmt.Fprintf(out, "\nIts job, with events and pending reasons: drover status %s\n", a.Job)
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func newAllocLogsCmd(g *globals) *cobra.Command {
@@ -101,23 +101,20 @@ func newAllocLogsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			a, err := c.Alloc(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			task := ""
 			if len(args) == 2 {
 				task = args[1]
 			}
-			streams := logTargets([]*spec.Alloc{a}, task)
-			if len(streams) == 0 {
-				return fmt.Errorf("instance %s (%s) has no task %q", short(a.ID), a.Name, task)
+			f.json = g.output == "json"
+			streams, err := logStreams(ctx, c, "/"+task, args[0])
+			if err != nil {
+				return err
 			}
 			return f.print(ctx, c, cmd.OutOrStdout(), streams)
 		},
 	}
 	f.register(cmd)
-	return cmd
+	return outputs(cmd, "json")
 }
 
 func newAllocExecCmd(g *globals) *cobra.Command {

@@ -57,8 +57,8 @@ placed (as drover run's 2).`,
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					err = printJSON(out, p)
+				if g.output != "table" {
+					err = g.print(out, p)
 				} else {
 					printNodeLossPlan(out, p)
 				}
@@ -78,8 +78,8 @@ placed (as drover run's 2).`,
 			if err := warnUnmatched(ctx, cmd.ErrOrStderr(), c, job, file); err != nil {
 				return err
 			}
-			if g.output == "json" {
-				err = printJSON(out, p)
+			if g.output != "table" {
+				err = g.print(out, p)
 			} else {
 				printJobPlan(out, p, file)
 			}
@@ -87,7 +87,7 @@ placed (as drover run's 2).`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&without, "without", nil, "plan as if these nodes (names or IDs) were down")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 // warnUnmatched warns of each node attribute or meta key the job reads

@@ -51,11 +51,11 @@ func TestPlanArgs(t *testing.T) {
 }
 
 func TestPrintJobPlan(t *testing.T) {
-	p := &spec.JobPlan{Job: "web", CheckIndex: 42, Version: 3, Diff: []string{"groups[0].count: 2 -> 3"}, Without: []string{"n1"},
+	p := &spec.JobPlan{Job: "web", CheckIndex: 42, Version: 3, Diff: []string{"~ groups[g].count: 2 -> 3"}, Without: []string{"n1"},
 		PlanChanges: spec.PlanChanges{
 			Create: []spec.PlannedAlloc{{Name: "web.g[2]", Node: "n2", NodeID: "n2", FromNode: "n1", Reason: "replaces alloc 1234abcd lost with node n1"}},
 			Stop:   []spec.PlannedAlloc{{Name: "web.g[2]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
-			Update: []spec.PlannedAlloc{{Name: "web.g[0]", AllocID: "a", Node: "n2", NodeID: "n2", Reason: "version 2 -> 3; its tasks are unchanged, so it keeps running"}},
+			Update: []spec.PlannedAlloc{{Name: "web.g[0]", AllocID: "a", Node: "n2", NodeID: "n2", Reason: "keeps running as version 2: its tasks are the same in version 3"}},
 			Keep:   []spec.PlannedAlloc{{Name: "web.g[1]", AllocID: "b", Node: "n2", NodeID: "n2"}},
 			Evict:  []spec.PlannedAlloc{{Name: "low.g[0]", AllocID: "c", Node: "n2", NodeID: "n2", Reason: "preempted by web.g[2] (priority 80, this job 10)"}},
 			Failures: []spec.PlacementFailure{{Group: "g", Missing: 1, NodesEvaluated: 2,
@@ -65,13 +65,13 @@ func TestPrintJobPlan(t *testing.T) {
 	var b strings.Builder
 	printJobPlan(&b, p, "web.hcl")
 	want := `~ Job "web" (would be version 3)
-    groups[0].count: 2 -> 3
+    ~ groups[g].count: 2 -> 3
   as if these nodes were down: n1
 
    INSTANCE  NODE      REASON
 +  web.g[2]  n1 -> n2  replaces alloc 1234abcd lost with node n1
 -  web.g[2]  n1        node n1 is down (no heartbeat)
-~  web.g[0]  n2        version 2 -> 3; its tasks are unchanged, so it keeps running
+~  web.g[0]  n2        keeps running as version 2: its tasks are the same in version 3
 !  low.g[0]  n2        preempted by web.g[2] (priority 80, this job 10)
   and 1 instance(s) unchanged
 ✗ 1 instance(s) of group g would not be placed: 0/2 nodes fit: memory exhausted on 2 (need 900 MB, most free 512 MB)

@@ -36,11 +36,11 @@ func newPsCmd(g *globals) *cobra.Command {
 				}
 				allocs = live
 			}
-			if g.output == "json" {
+			if g.output != "table" {
 				if allocs == nil {
 					allocs = []*spec.Alloc{}
 				}
-				return printJSON(cmd.OutOrStdout(), allocs)
+				return g.print(cmd.OutOrStdout(), allocs)
 			}
 			if len(allocs) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "No instances running. drover ps --all shows finished ones too.")
@@ -52,5 +52,5 @@ func newPsCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "include finished instances")
 	cmd.Flags().StringVar(&job, "job", "", "only this job's instances")
-	return cmd
+	return outputs(cmd, documents...)
 }

@@ -163,7 +163,7 @@ func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now ti
 			if a.Status != nil {
 				desc = a.Status.Description
 			}
-			return true, 0, &exitError{code: exitFailure, err: fmt.Errorf("job %q: instance %s failed: %s (drover logs %s --stderr)", j.Name, a.Name, dash(desc), j.Name)}
+			return true, 0, &exitError{code: exitFailure, err: fmt.Errorf("job %q: instance %s failed: %s (%s)", j.Name, a.Name, dash(desc), failureHint(j.Name, a))}
 		}
 	}
 	switch s.State {
@@ -189,6 +189,20 @@ func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now ti
 		return true, 0, nil
 	}
 	return false, 0, nil
+}
+
+// failureHint is the command that shows more of why instance a of job
+// failed: its tasks' output when one ran, else its events (a task that
+// never started wrote nothing).
+func failureHint(job string, a *spec.Alloc) string {
+	if a.Status != nil {
+		for _, ts := range a.Status.Tasks {
+			if !ts.StartedAt.IsZero() {
+				return "drover logs " + job + " --stderr"
+			}
+		}
+	}
+	return "it never started; drover status " + job + " shows its events"
 }
 
 // untilHealthy is how long until every running instance has been up

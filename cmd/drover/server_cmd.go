@@ -137,7 +137,7 @@ first one. docs/security.md has the details.`,
 	cmd.Flags().BoolVar(&apiOnly, "api-only", false, "serve the API but never lead (for a server whose embedded etcd others use)")
 	cmd.Flags().DurationVar(&leaderTTL, "leader-ttl", server.DefaultLeaderTTL, "leader election lease TTL")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	return cmd
+	return withConfigFiles(cmd)
 }
 
 // memoryFlags are the server's memory-pressure and event-history

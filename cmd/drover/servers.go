@@ -28,7 +28,7 @@ type serversOutput struct {
 }
 
 func newServersCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "servers",
 		Short: "Show which server leads, and which of the given servers answer",
 		Long: `Servers asks each address in --address (or $DROVER_ADDR; a comma-separated
@@ -37,9 +37,6 @@ the addresses it was given, whether each answers, and the leader's --name.`,
 		Example: "  drover servers --address 10.0.0.1:4646,10.0.0.2:4646,10.0.0.3:4646\n  drover servers -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(); err != nil {
-				return err
-			}
 			cfg := g.clientConfig()
 			addrs := cfg.Addresses
 			if len(addrs) == 0 {
@@ -63,8 +60,8 @@ the addresses it was given, whether each answers, and the leader's --name.`,
 					break
 				}
 			}
-			if g.output == "json" {
-				return printJSON(cmd.OutOrStdout(), out)
+			if g.output != "table" {
+				return g.print(cmd.OutOrStdout(), out)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Leader: %s\n\n", dash(out.Leader))
@@ -82,7 +79,7 @@ the addresses it was given, whether each answers, and the leader's --name.`,
 			}
 			return nil
 		},
-	}
+	}, documents...)
 }
 
 func probeServer(ctx context.Context, cfg client.Config) serverProbe {

@@ -35,26 +35,26 @@ with each check's latest output to say why.`,
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					return printJSON(out, sums)
+				if g.output != "table" {
+					return g.print(out, sums)
 				}
 				printServices(out, sums)
 				return nil
 			}
 			// The table reads every instance, to say how many are not shown.
-			ins, _, err := c.Service(ctx, args[0], all || g.output != "json", nil)
+			ins, _, err := c.Service(ctx, args[0], all || g.output == "table", nil)
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(out, ins)
+			if g.output != "table" {
+				return g.print(out, ins)
 			}
 			printInstances(out, args[0], ins, all)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "include pending and unhealthy instances")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 func printServices(out io.Writer, sums []spec.ServiceSummary) {

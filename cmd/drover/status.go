@@ -36,8 +36,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if g.output == "json" {
-					return printJSON(out, jobs)
+				if g.output != "table" {
+					return g.print(out, jobs)
 				}
 				leader, _ := c.Leader(ctx)
 				fmt.Fprintf(out, "Server %s, leader %s\n\n", c.Address(), dash(leader))
@@ -45,11 +45,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(out, "No jobs. Run one: drover run examples/hello.hcl")
 					return nil
 				}
-				t := newTable(out, "NAME", "TYPE", "PRIORITY", "VERSION", "STATUS", "RUNNING", "REASON")
+				t := newTable(out, "NAME", "TYPE", "PRIORITY", "VERSION", "STATUS", "INSTANCES", "REASON")
 				for _, j := range jobs {
 					s := j.Summary
 					t.row(j.Name, string(j.Type), strconv.Itoa(j.Priority), strconv.FormatUint(j.Version, 10),
-						string(s.State), s.Progress, dash(s.Reason))
+						string(s.State), s.Progress(), dash(s.Reason))
 				}
 				t.flush()
 				return nil
@@ -58,8 +58,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(out, st)
+			if g.output != "table" {
+				return g.print(out, st)
 			}
 			// The latest deployment, if the job has one; a job without is
 			// a 404, which says nothing more.
@@ -69,7 +69,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&events, "events", 10, "how many recent task events to show")
-	return cmd
+	return outputs(cmd, documents...)
 }
 
 // printJobStatus renders one job for people: what it is, where each
@@ -184,10 +184,7 @@ func printAllocTable(w io.Writer, allocs []*spec.Alloc, now time.Time, withJob b
 		if a.DesiredStatus == spec.DesiredStop && a.DesiredReason != "" {
 			desired += " (" + a.DesiredReason + ")"
 		}
-		state := string(a.ClientStatusOr())
-		if a.Status != nil && a.Status.Description != "" && a.ClientStatusOr() == spec.ClientFailed {
-			state += ": " + a.Status.Description
-		}
+		state := instanceState(a, now)
 		if a.NodeDown && !a.Terminal() {
 			state = "lost (node down; last reported " + state + ")"
 		}
@@ -195,6 +192,58 @@ func printAllocTable(w io.Writer, allocs []*spec.Alloc, now time.Time, withJob b
 			strconv.FormatUint(a.JobVersion, 10), age(now, a.CreateTime))
 	}
 	t.flush()
+}
+
+// tableCut is the most of a failure's description a table shows; the
+// whole of it is in `drover status JOB` (its Why line) and in -o json.
+const tableCut = 60
+
+// instanceState is an instance's STATE in tables: its client status, a
+// failure's description (cut to tableCut), or, while a task that died
+// waits to start again, when and which attempt.
+func instanceState(a *spec.Alloc, now time.Time) string {
+	state := string(a.ClientStatusOr())
+	if a.Status == nil {
+		return state
+	}
+	if a.ClientStatusOr() == spec.ClientFailed && a.Status.Description != "" {
+		return state + ": " + cut(a.Status.Description, tableCut)
+	}
+	if a.Terminal() {
+		return state
+	}
+	names := make([]string, 0, len(a.Status.Tasks))
+	for name := range a.Status.Tasks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ts := a.Status.Tasks[name]
+		if ts.State != spec.TaskPending || ts.RestartAt.IsZero() {
+			continue
+		}
+		when := "restarting now"
+		if left := ts.RestartAt.Sub(now).Round(time.Second); left > 0 {
+			when = "restarting in " + left.String()
+		}
+		if len(a.Status.Tasks) > 1 {
+			when = name + " " + when
+		}
+		if ts.RestartAttempt > 0 {
+			return fmt.Sprintf("%s (attempt %d of %d)", when, ts.RestartAttempt, ts.RestartAttempts)
+		}
+		return fmt.Sprintf("%s (%d restarts used; waiting for the interval)", when, ts.RestartAttempts)
+	}
+	return state
+}
+
+// cut shortens s to at most n runes, ending in "…" when it did.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 type event struct {

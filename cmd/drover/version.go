@@ -15,8 +15,13 @@ import (
 //	go build -ldflags "-X main.version=v1.2.0" ./cmd/drover
 //
 // Without it drover says what the Go toolchain embedded, and "devel" for a
-// build from a working tree.
-var version string
+// build from a working tree. dist/release.sh stamps commit, commitDate
+// and modified too (from git), which win over what the toolchain
+// recorded: it records nothing in a git worktree or with -buildvcs=false.
+var version, commit, commitDate, modified string
+
+// stamp is what a build stamped with -ldflags -X.
+type stamp struct{ version, commit, commitDate, modified string }
 
 // etcdClientModule is the module whose version `drover version` reports:
 // the client servers speak to etcd with.
@@ -41,8 +46,21 @@ type versionInfo struct {
 }
 
 // buildVersion reads what the toolchain embedded in the binary (bi is nil
-// when it embedded nothing); stamped, when set, is main.version.
-func buildVersion(bi *debug.BuildInfo, stamped string) versionInfo {
+// when it embedded nothing) and what was stamped, which wins.
+func buildVersion(bi *debug.BuildInfo, st stamp) versionInfo {
+	v := buildInfoVersion(bi, st.version)
+	if st.commit != "" {
+		v.Commit, v.Modified = st.commit, st.modified == "true"
+	}
+	if st.commitDate != "" {
+		v.CommitDate = st.commitDate
+	}
+	return v
+}
+
+// buildInfoVersion is what the toolchain embedded; stamped, when set, is
+// main.version.
+func buildInfoVersion(bi *debug.BuildInfo, stamped string) versionInfo {
 	v := versionInfo{Version: stamped, Commit: unknown, CommitDate: unknown, GoVersion: unknown, EtcdClient: unknown}
 	if bi == nil {
 		if v.Version == "" {
@@ -101,20 +119,17 @@ func (v versionInfo) print(w io.Writer) {
 
 // printVersion is `drover version`, `drover --version` and `drover -v`.
 func (g *globals) printVersion(cmd *cobra.Command) error {
-	if err := g.checkOutput(); err != nil {
-		return err
-	}
 	bi, _ := debug.ReadBuildInfo()
-	v := buildVersion(bi, version)
-	if g.output == "json" {
-		return printJSON(cmd.OutOrStdout(), v)
+	v := buildVersion(bi, stamp{version, commit, commitDate, modified})
+	if g.output != "table" {
+		return g.print(cmd.OutOrStdout(), v)
 	}
 	v.print(cmd.OutOrStdout())
 	return nil
 }
 
 func newVersionCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return outputs(&cobra.Command{
 		Use:   "version",
 		Short: "Print drover's version, git commit, build date, Go and etcd client versions",
 		Long: `Version prints what the binary carries: the release it was stamped with
@@ -124,5 +139,5 @@ as the Go toolchain recorded them ("unknown" when it did not, as for a
 build outside a git checkout); and the Go and etcd client versions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.printVersion(cmd) },
-	}
+	}, documents...)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"testing"
 
@@ -42,8 +43,12 @@ func TestVersionCommands(t *testing.T) {
 	if out, code := runDrover(t, "", "-v", "-o", "json"); code != 0 || !strings.Contains(out, `"etcd_client_version"`) {
 		t.Errorf("drover -v -o json: exit %d\n%s", code, out)
 	}
-	if out, code := runDrover(t, "", "version", "-o", "yaml"); code != exitFailure || !strings.Contains(out, "use -o table or -o json") {
-		t.Errorf("drover version -o yaml: exit %d\n%s", code, out)
+	var y versionInfo
+	if out, code := runDrover(t, "", "version", "-o", "yaml"); code != 0 || yaml.Unmarshal([]byte(out), &y) != nil || y != v {
+		t.Errorf("drover version -o yaml: exit %d, %+v\n%s", code, y, out)
+	}
+	if out, code := runDrover(t, "", "version", "-o", "xml"); code != exitFailure || !strings.Contains(out, `unknown output format "xml": use -o table, -o json or -o yaml`) {
+		t.Errorf("drover version -o xml: exit %d\n%s", code, out)
 	}
 }
 
@@ -68,12 +73,23 @@ func TestBuildVersion(t *testing.T) {
 			versionInfo{"v1.3.0", "88f2bb0c0ffee", true, "2026-01-02T15:04:05Z", "go1.26.8", "v3.7.3"}},
 	} {
 		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: tc.main}, Deps: deps, Settings: vcs}
-		if d := cmp.Diff(tc.want, buildVersion(bi, tc.stamped)); d != "" {
+		if d := cmp.Diff(tc.want, buildVersion(bi, stamp{version: tc.stamped})); d != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, d)
 		}
 	}
-	if d := cmp.Diff(versionInfo{"devel", unknown, false, unknown, unknown, unknown}, buildVersion(nil, "")); d != "" {
+	if d := cmp.Diff(versionInfo{"devel", unknown, false, unknown, unknown, unknown}, buildVersion(nil, stamp{})); d != "" {
 		t.Errorf("no build info (-want +got):\n%s", d)
+	}
+	// dist/release.sh stamps the commit: it wins over the toolchain's
+	// record, and stands alone where there is none (a git worktree).
+	rel := stamp{"v1.4.0", "c0ffee1234", "2026-03-04T05:06:07Z", "false"}
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Deps: deps, Settings: vcs}
+	if d := cmp.Diff(versionInfo{"v1.4.0", "c0ffee1234", false, "2026-03-04T05:06:07Z", "go1.26.8", "v3.7.3"}, buildVersion(bi, rel)); d != "" {
+		t.Errorf("stamped over vcs (-want +got):\n%s", d)
+	}
+	bi.Settings = nil
+	if d := cmp.Diff(versionInfo{"v1.4.0", "c0ffee1234", false, "2026-03-04T05:06:07Z", "go1.26.8", "v3.7.3"}, buildVersion(bi, rel)); d != "" {
+		t.Errorf("stamped without vcs (-want +got):\n%s", d)
 	}
 }
 

@@ -244,6 +244,7 @@ func (ar *allocRunner) taskDead(task string, failed bool, typ spec.EventType, ms
 			ts.AddEvent(spec.TaskEvent{Time: time.Now().UTC(), Type: typ, Message: msg})
 		}
 		ts.State, ts.Failed, ts.PID = spec.TaskDead, failed, 0
+		ts.RestartAt, ts.RestartAttempt, ts.RestartAttempts = time.Time{}, 0, 0
 		if ts.FinishedAt.IsZero() {
 			ts.FinishedAt = time.Now().UTC()
 		}

@@ -193,7 +193,7 @@ func TestFailingPrestartFailsTask(t *testing.T) {
 	want := []string{
 		"Received: task received by node node-1",
 		`Driver Failure: prestart command 2 of 3 (sh -c "exit 3") failed: exit code 3`,
-		`Not Restarting: wait failed: prestart command 2 of 3 (sh -c "exit 3") failed: exit code 3; exceeded 0 restarts within 1m0s`,
+		`Not Restarting: start failed: prestart command 2 of 3 (sh -c "exit 3") failed: exit code 3; exceeded 0 restarts within 1m0s`,
 	}
 	if got := eventLines(ts); !slices.Equal(got, want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -112,8 +112,10 @@ func (tr *taskRunner) run(ctx context.Context) {
 		switch {
 		case len(window) < policy.Allowed():
 			wait = policy.Delay.Std()
+			attempt := len(window) + 1
 			tr.ar.taskEvent(name, spec.EventRestarting,
-				fmt.Sprintf("%s; restarting in %s (restart %d of %d within %s)", why, wait, len(window)+1, policy.Allowed(), policy.Interval), nil)
+				fmt.Sprintf("%s; restarting in %s (restart %d of %d within %s)", why, wait, attempt, policy.Allowed(), policy.Interval),
+				restartDue(now.Add(wait), attempt, policy.Allowed()))
 		case policy.Mode == spec.RestartDelay && policy.Allowed() > 0:
 			wait = window[0].Add(policy.Interval.Std()).Sub(now)
 			if wait < policy.Delay.Std() {
@@ -121,7 +123,8 @@ func (tr *taskRunner) run(ctx context.Context) {
 			}
 			window = window[:0]
 			tr.ar.taskEvent(name, spec.EventRestarting,
-				fmt.Sprintf("%s; %d restarts used within %s, waiting %s for the interval to pass", why, policy.Allowed(), policy.Interval, wait.Round(time.Second)), nil)
+				fmt.Sprintf("%s; %d restarts used within %s, waiting %s for the interval to pass", why, policy.Allowed(), policy.Interval, wait.Round(time.Second)),
+				restartDue(now.Add(wait), 0, policy.Allowed()))
 		default:
 			tr.ar.taskDead(name, true, spec.EventNotRestart,
 				fmt.Sprintf("%s; exceeded %d restarts within %s", why, policy.Allowed(), policy.Interval))
@@ -144,6 +147,14 @@ func (tr *taskRunner) run(ctx context.Context) {
 	}
 }
 
+// restartDue records in a task's state when it starts again, and which
+// attempt that is of how many: status shows it from the moment it died.
+func restartDue(at time.Time, attempt, of int) func(*spec.TaskState) {
+	return func(ts *spec.TaskState) {
+		ts.RestartAt, ts.RestartAttempt, ts.RestartAttempts = at.UTC(), attempt, of
+	}
+}
+
 // runOnce starts the task and waits for it to exit or be stopped. stopped
 // is true when the task is finished for good because a stop was asked.
 func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
@@ -157,7 +168,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	stdout, stderr, err := tr.openLogs()
 	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot open log files: "+err.Error(), nil)
-		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+		return driver.Exit{Code: -1, StartErr: err, Time: time.Now()}, false
 	}
 	defer closeAll(stdout, stderr)
 
@@ -183,7 +194,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		if err != nil {
 			tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
 			tr.poststop(stdout, stderr)
-			return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+			return driver.Exit{Code: -1, StartErr: err, Time: time.Now()}, false
 		}
 	}
 	h, err := tr.start(ctx, spec.Command{Command: cfg.Command, Args: cfg.Args}, false, stdout, stderr)
@@ -196,7 +207,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	if err != nil {
 		tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
 		tr.poststop(stdout, stderr)
-		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+		return driver.Exit{Code: -1, StartErr: err, Time: time.Now()}, false
 	}
 	started := time.Now()
 	tr.ar.agent.setHandle(tr.ar.alloc.ID, name, h, true)
@@ -210,6 +221,7 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	tr.ar.taskEvent(name, spec.EventStarted, msg, func(ts *spec.TaskState) {
 		ts.State, ts.PID, ts.StartedAt, ts.ExitCode = spec.TaskRunning, h.PID(), started, nil
+		ts.RestartAt, ts.RestartAttempt, ts.RestartAttempts = time.Time{}, 0, 0
 		ts.ContainerID = containerID(h)
 		ts.Checks = checks.states()
 	})
@@ -492,7 +504,7 @@ func (tr *taskRunner) runAdopted(ctx context.Context) (driver.Exit, bool) {
 		// Its output cannot be kept: stop it rather than let it block.
 		tr.ar.agent.removeLeft(tr.leftOf(p))
 		tr.ar.taskEvent(name, spec.EventDriverFail, "cannot open log files: "+err.Error(), nil)
-		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+		return driver.Exit{Code: -1, StartErr: err, Time: time.Now()}, false
 	}
 	defer closeAll(stdout, stderr)
 	var h driver.Handle

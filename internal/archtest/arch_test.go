@@ -44,14 +44,14 @@ var clockAndChance = map[string][]string{
 // builds their image through the same API. etcd's client has a second
 // owner, chaos, the fault-injection harness: it reads etcd directly, as
 // evidence drover does not produce, and writes keys of its own there as a
-// shared etcd's other users do. HCL has three: job files and ACL policies
-// are both written in it, and inputlimit lexes both before they are
-// parsed.
+// shared etcd's other users do. HCL has four: job files, ACL policies and
+// the daemons' config files (flagfile) are written in it, and inputlimit
+// lexes them before they are parsed.
 var owners = map[string][]string{
 	"go.etcd.io/":                       {"internal/registry", "internal/chaos"},
 	"github.com/moby/moby/":             {"internal/driver/dockerdriver", "internal/dockertest"},
 	"github.com/docker/docker/":         {"internal/driver/dockerdriver", "internal/dockertest"},
-	"github.com/hashicorp/hcl/v2":       {"internal/jobfile", "internal/acl", "internal/inputlimit"},
+	"github.com/hashicorp/hcl/v2":       {"internal/jobfile", "internal/acl", "internal/flagfile", "internal/inputlimit"},
 	"github.com/miekg/dns":              {"internal/dns"},
 	"github.com/opencontainers/cgroups": {"internal/driver/execdriver"},
 }

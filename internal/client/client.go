@@ -43,6 +43,10 @@ type Client struct {
 	nodeSecret atomic.Pointer[string]
 	// token is the ACL token's secret sent with every request, or "".
 	token string
+	// caGiven says TLS verifies servers with a CA of the caller's
+	// (caFile, when known), not the system's; for errors.
+	caGiven bool
+	caFile  string
 }
 
 // Options configure a client beyond its addresses.
@@ -53,6 +57,8 @@ type Options struct {
 	TLS *tls.Config
 	// Token is the ACL token's secret, sent in TokenHeader.
 	Token string
+	// CAFile names the CA file TLS verifies servers with, for errors.
+	CAFile string
 }
 
 // TokenHeader carries an ACL token's secret.
@@ -106,7 +112,8 @@ func NewWithOptions(addrs []string, o Options) (*Client, error) {
 	if h1.TLSClientConfig != nil {
 		h1.TLSClientConfig.NextProtos = []string{"http/1.1"} // Clone copied tr's h2
 	}
-	c := &Client{base: bases[0], bases: bases, upgrades: &http.Client{Transport: h1}, token: o.Token}
+	c := &Client{base: bases[0], bases: bases, upgrades: &http.Client{Transport: h1}, token: o.Token,
+		caGiven: o.TLS != nil && o.TLS.RootCAs != nil, caFile: o.CAFile}
 	c.hc.Store(&http.Client{Transport: tr})
 	if o.TLS != nil {
 		c.h2 = tr
@@ -266,7 +273,7 @@ func errorOf(resp *http.Response, what string) *Error {
 	if json.Unmarshal(b, &e.APIError) != nil || e.APIError.Error == "" {
 		e.APIError.Error = fmt.Sprintf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(b)))
 		if strings.Contains(string(b), "HTTP request to an HTTPS server") {
-			e.APIError.Error += " (the server speaks TLS: use an https:// address and give its CA with --tls-dir or DROVER_TLS_DIR)"
+			e.APIError.Error += " (the server speaks TLS: use an https:// address and give its CA with --ca-cert or DROVER_CACERT, or --tls-dir or DROVER_TLS_DIR)"
 		}
 	}
 	return e
@@ -275,7 +282,7 @@ func errorOf(resp *http.Response, what string) *Error {
 // unreachable is the error of a request no server answered, with what to
 // do about it.
 func (c *Client) unreachable(err error) error {
-	return fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, hintFor(err))
+	return fmt.Errorf("cannot reach the drover server at %s: %w%s", c.where(), err, c.hintFor(err))
 }
 
 func unwrapURL(err error) error {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,34 +16,59 @@ import (
 
 // Config is how the CLI finds and proves itself to a cluster: the server
 // addresses, a TLS directory (ca.pem, cli.pem, cli-key.pem as drover tls
-// init writes them) and an ACL token.
+// init writes them) or the files one by one, and an ACL token.
 type Config struct {
 	Addresses []string
 	TLSDir    string
-	Token     string
+	// CACert, ClientCert and ClientKey are PEM files; each one given wins
+	// over TLSDir's.
+	CACert, ClientCert, ClientKey string
+	// ServerName is the name the server's certificate must carry
+	// (default pki.ServerName, what drover's server certificates carry).
+	ServerName string
+	Token      string
 }
 
+// Environment variables Resolve reads, as Nomad's CLI has them.
+const (
+	EnvAddr          = "DROVER_ADDR"
+	EnvTLSDir        = "DROVER_TLS_DIR"
+	EnvCACert        = "DROVER_CACERT"
+	EnvClientCert    = "DROVER_CLIENT_CERT"
+	EnvClientKey     = "DROVER_CLIENT_KEY"
+	EnvTLSServerName = "DROVER_TLS_SERVER_NAME"
+	EnvToken         = "DROVER_TOKEN"
+)
+
 // Resolve fills what c leaves empty from the environment (DROVER_ADDR,
-// DROVER_TLS_DIR, DROVER_TOKEN), then from the record a drover dev on
-// this machine left for its address (WriteLocal): so the CLI works against
-// a dev with no setup.
+// DROVER_TLS_DIR, DROVER_CACERT, DROVER_CLIENT_CERT, DROVER_CLIENT_KEY,
+// DROVER_TLS_SERVER_NAME, DROVER_TOKEN), then from the record a drover dev
+// on this machine left for its address (WriteLocal): so the CLI works
+// against a dev with no setup.
 func (c Config) Resolve() Config {
 	if len(c.Addresses) == 0 {
-		c.Addresses = SplitAddrs(os.Getenv("DROVER_ADDR"))
+		c.Addresses = SplitAddrs(os.Getenv(EnvAddr))
 	}
-	if c.TLSDir == "" {
-		c.TLSDir = os.Getenv("DROVER_TLS_DIR")
+	for _, f := range []struct {
+		v   *string
+		env string
+	}{{&c.TLSDir, EnvTLSDir}, {&c.CACert, EnvCACert}, {&c.ClientCert, EnvClientCert}, {&c.ClientKey, EnvClientKey}, {&c.ServerName, EnvTLSServerName}} {
+		if *f.v == "" {
+			*f.v = os.Getenv(f.env)
+		}
 	}
 	if c.Token == "" {
-		c.Token = strings.TrimSpace(os.Getenv("DROVER_TOKEN"))
+		c.Token = strings.TrimSpace(os.Getenv(EnvToken))
 	}
-	if c.TLSDir == "" || c.Token == "" {
+	// A dev's certificates only when no TLS file was named at all.
+	noTLS := c.TLSDir == "" && c.CACert == "" && c.ClientCert == "" && c.ClientKey == ""
+	if noTLS || c.Token == "" {
 		first := DefaultAddress
 		if len(c.Addresses) > 0 {
 			first = c.Addresses[0]
 		}
 		if l, err := ReadLocal(first); err == nil {
-			if c.TLSDir == "" {
+			if noTLS {
 				c.TLSDir = l.TLSDir
 			}
 			if c.Token == "" && l.TokenFile != "" {
@@ -56,23 +82,59 @@ func (c Config) Resolve() Config {
 }
 
 // Client returns a client for c as it is (call Resolve first for the
-// environment's defaults). With a TLS directory, addresses without a
-// scheme are https and the client presents cli.pem.
+// environment's defaults). Addresses without a scheme are https, as
+// servers serve by default (an http:// address reaches one run with
+// --tls=false); with no address, https://DefaultAddress. The client
+// verifies servers with the CA (TLSDir's ca.pem, or CACert), else with
+// the system's CAs, and presents the client certificate when one is given.
 func (c Config) Client() (*Client, error) {
-	var o Options
-	o.Token = c.Token
+	o := Options{Token: c.Token}
+	var f pki.Files
 	if c.TLSDir != "" {
-		f := pki.DirFiles(c.TLSDir, pki.RoleCLI)
-		if err := f.Check(); err != nil {
-			return nil, fmt.Errorf("the TLS directory %s (--tls-dir or DROVER_TLS_DIR) is not usable: %w", c.TLSDir, err)
+		f = pki.DirFiles(c.TLSDir, pki.RoleCLI)
+	}
+	from := "--tls-dir or " + EnvTLSDir
+	for _, x := range []struct {
+		to     *string
+		v, how string
+	}{{&f.CA, c.CACert, "--ca-cert or " + EnvCACert}, {&f.Cert, c.ClientCert, "--client-cert or " + EnvClientCert}, {&f.Key, c.ClientKey, "--client-key or " + EnvClientKey}} {
+		if x.v != "" {
+			*x.to, from = x.v, x.how
 		}
-		cfg, err := pki.ClientConfig(f, pki.ServerName)
+	}
+	name := c.ServerName
+	if name == "" {
+		name = pki.ServerName
+	}
+	switch {
+	case f.CA != "":
+		if err := f.Check(); err != nil {
+			if c.TLSDir != "" && f.CA == pki.DirFiles(c.TLSDir, pki.RoleCLI).CA {
+				return nil, fmt.Errorf("the TLS directory %s (--tls-dir or %s) is not usable: %w", c.TLSDir, EnvTLSDir, err)
+			}
+			return nil, fmt.Errorf("the TLS files (%s) are not usable: %w", from, err)
+		}
+		cfg, err := pki.ClientConfig(f, name)
 		if err != nil {
 			return nil, err
 		}
-		o.TLS = cfg
+		o.TLS, o.CAFile = cfg, f.CA
+	case f.Cert != "" || f.Key != "":
+		return nil, fmt.Errorf("a client certificate needs the CA that signed the servers' certificates too: give --ca-cert or %s (the cluster's ca.pem)", EnvCACert)
+	case c.ServerName != "":
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
 	}
-	return NewWithOptions(c.Addresses, o)
+	addrs := make([]string, 0, max(1, len(c.Addresses)))
+	for _, a := range c.Addresses {
+		if a = strings.TrimSpace(a); a != "" && !strings.Contains(a, "://") {
+			a = "https://" + a
+		}
+		addrs = append(addrs, a)
+	}
+	if len(c.Addresses) == 0 {
+		addrs = append(addrs, "https://"+DefaultAddress)
+	}
+	return NewWithOptions(addrs, o)
 }
 
 // Local is what a drover dev leaves for the CLI on the same machine: where

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/drover-org/drover/internal/pki"
 )
 
 // SplitAddrs splits comma-separated addresses (as --servers, --address and
@@ -148,17 +152,29 @@ func (c *Client) Rotate() string {
 }
 
 // hintFor says what to do about a failure to reach a server.
-func hintFor(err error) string {
-	msg := err.Error()
+func (c *Client) hintFor(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var alert tls.AlertError
 	switch {
-	case strings.Contains(msg, "certificate required"):
-		return " (the server wants a client certificate: give --tls-dir or DROVER_TLS_DIR, a directory with ca.pem, cli.pem and cli-key.pem from drover tls init)"
-	case strings.Contains(msg, "unknown authority"):
+	case errors.As(err, &alert) && alert == certificateRequired:
+		return " (the server wants a client certificate: give --tls-dir or DROVER_TLS_DIR, a directory with ca.pem, cli.pem and cli-key.pem from drover tls init, or --client-cert and --client-key)"
+	case errors.As(err, &unknownCA) && !c.caGiven:
+		return " (no CA was given, and the server's certificate is not signed by one this system trusts: give the cluster's ca.pem with --ca-cert or DROVER_CACERT, or --tls-dir or DROVER_TLS_DIR)"
+	case errors.As(err, &unknownCA) && c.caFile != "":
+		return fmt.Sprintf(" (the server's certificate is not signed by the CA in %s: check --ca-cert, --tls-dir, DROVER_CACERT or DROVER_TLS_DIR)", c.caFile)
+	case errors.As(err, &unknownCA):
 		return " (the server's certificate is not signed by the CA you gave: check --tls-dir or DROVER_TLS_DIR)"
-	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+	case errors.As(err, &hostname):
+		return fmt.Sprintf(" (the server's certificate is not for %q: drover's carry %s; set --tls-server-name or DROVER_TLS_SERVER_NAME to the name it carries)", hostname.Host, pki.ServerName)
+	// net/http says this in text only: it has no type for it.
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return " (that server speaks plain HTTP: use an http:// address)"
-	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+	case errors.As(err, new(*tls.CertificateVerificationError)) || errors.As(err, new(tls.RecordHeaderError)) || errors.As(err, &alert):
 		return " (a TLS problem: check --tls-dir or DROVER_TLS_DIR)"
 	}
 	return " (is it running? set --address or DROVER_ADDR)"
 }
+
+// certificateRequired is TLS 1.3's alert for a missing client certificate.
+const certificateRequired tls.AlertError = 116

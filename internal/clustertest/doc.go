@@ -1,13 +1,15 @@
 // Package clustertest runs drover as a real cluster of processes and breaks
 // it: leader SIGKILL, leader SIGSTOP past its TTL, clean leader shutdown,
-// an agent's server going away, and every server down at once.
+// an agent's server going away, and every server down at once; and it
+// restores s1's embedded etcd from a snapshot under the running agents
+// (TestSnapshotRestoreEmbedded).
 //
 // Its tests build the drover binary and start, per test, in their own
 // temporary directory:
 //
 //	s1   drover server --data-dir D --api-only, carrying the embedded etcd
-//	     (--etcd-client-addr/--etcd-peer-addr 127.0.0.1:0, parsed from its
-//	     "embedded etcd at URL" line)
+//	     (--etcd-client-addr 127.0.0.1:0, parsed from its "embedded etcd
+//	     at URL" line; --etcd-peer-addr a free port chosen once)
 //	s2   drover server --etcd-endpoints <s1's etcd>
 //	s3   drover server --etcd-endpoints <s1's etcd>
 //	aN   drover agent --servers <all three> --data-dir D --http-addr 127.0.0.1:0

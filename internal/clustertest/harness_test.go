@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +145,18 @@ type cluster struct {
 	servers []*proc // s1, s2, s3
 	agents  []*proc
 	nodeIDs map[string]string // agent name -> node ID
+	s1Peer  string            // s1's embedded etcd's peer address
+}
+
+// freeAddr is a free 127.0.0.1:port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func addrOr(a string) string {
@@ -162,13 +175,14 @@ func startCluster(t *testing.T, agents int) *cluster {
 	t.Cleanup(c.cleanup)
 	ttl := leaderTTL.String()
 	s1 := &proc{t: t, c: c, name: "s1", out: &syncBuffer{}}
+	c.s1Peer = freeAddr(t) // fixed: a restore gives the member its peer URL
 	s1.args = func() []string {
 		etcdAddr := "127.0.0.1:0"
 		if s1.etcd != "" {
 			etcdAddr = strings.TrimPrefix(s1.etcd, "http://") // same endpoint across restarts
 		}
 		return []string{"server", "--name", "s1", "--api-only", "--data-dir", filepath.Join(c.dir, "s1"),
-			"--http-addr", addrOr(s1.httpAddr), "--etcd-client-addr", etcdAddr, "--etcd-peer-addr", "127.0.0.1:0",
+			"--http-addr", addrOr(s1.httpAddr), "--etcd-client-addr", etcdAddr, "--etcd-peer-addr", c.s1Peer,
 			"--leader-ttl", ttl, "--tls-dir", c.tlsDir}
 	}
 	s1.start()

@@ -198,6 +198,10 @@ type Exit struct {
 	Code   int    // exit status, or -1 when killed by a signal
 	Signal string // the signal's name when killed by one
 	Err    error  // set when the driver could not wait for the task
+	// StartErr is set when the task could not be started at all (its
+	// command is missing, a prestart command failed, its log files could
+	// not be opened): it never ran. Code is then -1.
+	StartErr error
 	// Unknown is set when the task ended but how could not be observed:
 	// a process adopted after an agent restart is not the agent's child,
 	// so its exit status is gone unless it was still a zombie when seen.
@@ -211,11 +215,13 @@ type Exit struct {
 
 // Successful reports a clean exit with status 0.
 func (e Exit) Successful() bool {
-	return e.Err == nil && !e.Unknown && e.Signal == "" && e.Code == 0
+	return e.Err == nil && e.StartErr == nil && !e.Unknown && e.Signal == "" && e.Code == 0
 }
 
 func (e Exit) String() string {
 	switch {
+	case e.StartErr != nil:
+		return "start failed: " + e.StartErr.Error()
 	case e.Err != nil:
 		return "wait failed: " + e.Err.Error()
 	case e.Unknown:

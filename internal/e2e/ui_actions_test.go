@@ -118,7 +118,7 @@ func canaryJob(t *testing.T, version string) string {
 // its outcome back through the API: scale, the diff of the new version,
 // revert, rolling restart, promote and fail a deployment, eligibility and
 // drain of the node, stop and purge. Then the namespace choice, a finished
-// batch job's count (the CLI's 2/2), a purged job's events kept apart, and
+// batch job's count (the CLI's 2/2 complete), a purged job's events kept apart, and
 // a read-only token seeing the actions disabled with the reason. With
 // DROVER_UI_SCREENSHOTS=DIR it saves the pages docs/ui.md shows.
 func TestWebUIActions(t *testing.T) {
@@ -183,7 +183,7 @@ func TestWebUIActions(t *testing.T) {
 		if v == "1" {
 			eventually(t, "canary version 1 running", func() (bool, string) {
 				st := job("canary")
-				return st.Summary.Running == 2, st.Summary.Progress
+				return st.Summary.Running == 2, st.Summary.Shown
 			})
 		}
 	}
@@ -250,17 +250,17 @@ func TestWebUIActions(t *testing.T) {
 			cliLine = l
 		}
 	}
-	if !strings.Contains(cliLine, " 2/2 ") {
+	if !strings.Contains(cliLine, " 2/2 complete ") {
 		t.Fatalf("drover status shows batchy as %q", cliLine)
 	}
 	b.step("batch job page", b.open("#/jobs/batchy"), chromedp.WaitVisible(`#progress`), chromedp.Text(`#progress`, &text))
-	if text != "2/2" || job("batchy").Summary.Progress != "2/2" {
-		t.Errorf("a finished batch job shows %q on its page (API %q); drover status: %q", text, job("batchy").Summary.Progress, cliLine)
+	if text != "2/2 complete" || job("batchy").Summary.Shown != text {
+		t.Errorf("a finished batch job shows %q on its page (API %q); drover status: %q", text, job("batchy").Summary.Shown, cliLine)
 	}
 	b.step("jobs page", b.open("#/jobs"), chromedp.WaitVisible(`a[href="#/jobs/batchy"]`),
 		chromedp.Evaluate(`document.querySelector('main td a[href="#/jobs/batchy"]').closest("tr").querySelector(".progress").textContent`, &text))
-	if text != "2/2" {
-		t.Errorf("the jobs page shows batchy as %q, want 2/2", text)
+	if text != "2/2 complete" {
+		t.Errorf("the jobs page shows batchy as %q, want 2/2 complete, as drover status", text)
 	}
 
 	// A job purged and submitted again: its page shows the new job's

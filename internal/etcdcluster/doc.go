@@ -25,6 +25,14 @@
 //     answer in time and what to check, also when the member left answers
 //     in gRPC's words (etcd 3.4: code Unknown, "context deadline
 //     exceeded").
+//   - TestSnapshotRestoreOnDebianEtcd saves a snapshot with drover
+//     operator snapshot save, deletes every member's data, restores each
+//     member with drover operator snapshot restore and finds the job (and
+//     its processes) back, and the job submitted after the snapshot gone.
+//   - TestOperationsGuideThreeHosts follows docs/operations.md on
+//     127.N.0.1-3: certificates, etcd with TLS, servers and agents from
+//     the guide's config files, ACL bootstrap, a rolling restart, backup
+//     and restore.
 //
 // Without an etcd binary (/usr/bin/etcd, or etcd in PATH) the tests skip,
 // except when CI=true, where they fail: .ci/run installs etcd-server.

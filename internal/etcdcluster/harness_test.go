@@ -204,6 +204,19 @@ type etcdMember struct {
 	name      string
 	clientURL string
 	peerURL   string
+	dataDir   string
+}
+
+// args are the member's flags for its name, data directory, URLs and
+// logging; the initial cluster's and TLS's are the caller's.
+func (m *etcdMember) args() []string {
+	return []string{
+		"--name", m.name,
+		"--data-dir", m.dataDir,
+		"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
+		"--listen-peer-urls", m.peerURL, "--initial-advertise-peer-urls", m.peerURL,
+		"--logger", "zap", "--log-level", "warn",
+	}
 }
 
 // etcdCluster is a running three-member etcd cluster.
@@ -256,16 +269,10 @@ func startEtcdAttempt(t *testing.T, n int, certs *certFiles, attempt int) *etcdC
 	token := fmt.Sprintf("drover-test-%d-%d-%d", os.Getpid(), clusterSeq.Add(1), time.Now().UnixNano())
 	dir := t.TempDir()
 	for _, m := range ec.members {
-		args := []string{
-			"--name", m.name,
-			"--data-dir", filepath.Join(dir, m.name),
-			"--listen-client-urls", m.clientURL, "--advertise-client-urls", m.clientURL,
-			"--listen-peer-urls", m.peerURL, "--initial-advertise-peer-urls", m.peerURL,
-			"--initial-cluster", strings.Join(initial, ","),
+		m.dataDir = filepath.Join(dir, m.name)
+		args := append(m.args(), "--initial-cluster", strings.Join(initial, ","),
 			"--initial-cluster-state", "new",
-			"--initial-cluster-token", token,
-			"--logger", "zap", "--log-level", "warn",
-		}
+			"--initial-cluster-token", token)
 		if certs != nil {
 			args = append(args, "--cert-file", certs.ServerCert, "--key-file", certs.ServerKey,
 				"--trusted-ca-file", certs.CA, "--client-cert-auth")

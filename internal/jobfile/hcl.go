@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/suggest"
 )
 
 // member says how a name may appear in an HCL body.
@@ -269,8 +270,8 @@ func (d *hclDecoder) content(body *hclsyntax.Body, s bodySchema, in, path string
 			if isBlock {
 				kind = "block"
 			}
-			d.errAt(it.nameRange(), "unknown %s %q %s; %s", kind, it.name, in, hint(it.name, s.names()))
-			if sug := suggest(it.name, s.names()); sug != "" && labelled[sug].example == "" {
+			d.errAt(it.nameRange(), "unknown %s %q %s; %s", kind, it.name, in, suggest.Hint(it.name, s.names()))
+			if sug := suggest.Closest(it.name, s.names()); sug != "" && labelled[sug].example == "" {
 				d.c.markReported(join(path, sug))
 			}
 		}

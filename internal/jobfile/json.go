@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/suggest"
 )
 
 // JSON is read in two passes. The first builds a tree that remembers where
@@ -274,10 +275,10 @@ func (k *jchecker) object(n *jnode, s *schema, path string) {
 		first, dup := seen[key]
 		switch {
 		case !ok:
-			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, hint(key, s.jsonNames))
+			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, suggest.Hint(key, s.jsonNames))
 			// A likely typo of a field stands in for it: "needs a
 			// driver" would only repeat `did you mean "driver"?`.
-			if sug := suggest(key, s.jsonNames); sug != "" {
+			if sug := suggest.Closest(key, s.jsonNames); sug != "" {
 				k.c.markReported(join(path, sug))
 			}
 			continue
@@ -429,8 +430,8 @@ func (k *jchecker) configObject(v *jnode, field, driver string) {
 			if driver != "" {
 				forDriver = " for the " + driver + " driver"
 			}
-			k.fail(&jnode{off: v.koffs[i]}, kf, "unknown config key %q%s; %s", key, forDriver, hint(key, names))
-			if sug := suggest(key, names); sug != "" {
+			k.fail(&jnode{off: v.koffs[i]}, kf, "unknown config key %q%s; %s", key, forDriver, suggest.Hint(key, names))
+			if sug := suggest.Closest(key, names); sug != "" {
 				k.c.markReported(join(field, sug))
 			}
 			continue

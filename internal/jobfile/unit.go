@@ -24,6 +24,7 @@ import (
 
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/suggest"
 )
 
 const unitSuffix = ".service"
@@ -387,7 +388,7 @@ func (d *unitDecoder) unsupported(o unitOption, known []string) {
 		d.c.warn(o.at, "%s= in [%s]: %s", o.key, o.section, why)
 		return
 	}
-	if s := suggest(o.key, known); s != "" {
+	if s := suggest.Closest(o.key, known); s != "" {
 		d.add(o.at, "unknown key %s= in [%s]; did you mean %s=?", o.key, o.section, s)
 		return
 	}

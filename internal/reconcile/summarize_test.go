@@ -152,9 +152,9 @@ func TestSummarize(t *testing.T) {
 				mk("b", jobs, "work", 1, 2, spec.ClientComplete),
 			},
 			sched: bsched,
-			// 2/2, as drover status and the web UI show it: complete
-			// instances count (the UI once showed 0/2).
-			want: spec.JobSummary{State: spec.JobComplete, Desired: 2, Complete: 2, Progress: "2/2"},
+			// 2/2 complete, as drover status and the web UI show it (the
+			// UI once showed 0/2).
+			want: spec.JobSummary{State: spec.JobComplete, Desired: 2, Complete: 2, Shown: "2/2 complete"},
 		},
 		{
 			name: "batch running: the rest is done",
@@ -290,7 +290,7 @@ func TestSummarize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Summarize(tt.job, tt.allocs, tt.nodes, tt.sched)
-			if tt.want.Progress == "" {
+			if tt.want.Shown == "" {
 				tt.want.SetProgress()
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -18,6 +18,9 @@ import (
 // Defaults for an embedded member.
 const (
 	DefaultEmbeddedName = "drover"
+	// defaultEmbeddedPeerAddr is where an embedded member listens for
+	// peers unless told otherwise.
+	defaultEmbeddedPeerAddr = "127.0.0.1:2380"
 	// DefaultAutoCompactionRetention keeps this much history (periodic
 	// compaction). Watchers further behind than this re-list (KindResync).
 	DefaultAutoCompactionRetention = "10m"
@@ -85,7 +88,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		cfg.ClientAddr = "127.0.0.1:2379"
 	}
 	if cfg.PeerAddr == "" {
-		cfg.PeerAddr = "127.0.0.1:2380"
+		cfg.PeerAddr = defaultEmbeddedPeerAddr
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -113,7 +116,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	ec.ListenPeerUrls = []url.URL{*peerURL}
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
-	ec.InitialClusterToken = "drover-" + cfg.Name
+	ec.InitialClusterToken = embeddedClusterToken(cfg.Name)
 	ec.ClusterState = embed.ClusterStateFlagNew // ignored when DataDir already holds a member
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = cfg.AutoCompactionRetention
@@ -153,6 +156,10 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		"client_url", clientURL.String(), "peer_url", peerURL.String())
 	return emb, nil
 }
+
+// embeddedClusterToken is the cluster token of an embedded member named
+// name: what it starts with and what a restore for it gives.
+func embeddedClusterToken(name string) string { return "drover-" + name }
 
 // listenURL turns host:port into http://host:port, choosing a free port for
 // port 0.

@@ -397,7 +397,7 @@ func (l *Leader) PutJob(ctx context.Context, job *spec.Job, checkIndex int64, wh
 	if modRev != checkIndex {
 		return nil, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 	}
-	next, same := nextVersion(cur, job, r.now())
+	next, same := NextVersion(cur, job, r.now())
 	if same {
 		return cur, nil
 	}

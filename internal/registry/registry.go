@@ -163,6 +163,21 @@ func specBytes(j *spec.Job) []byte {
 // ModifyIndex to equal it (ErrConflict otherwise). A job of that name in
 // another namespace is a *JobNamespaceError.
 func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) (stored *spec.Job, changed bool, err error) {
+	return r.putJob(ctx, job, checkIndex, false, nil)
+}
+
+// PutJobOver is PutJob for a caller whose copy of the registry (the
+// server's store) holds seen for the job, nil when it holds none: its
+// first attempt writes over seen without reading etcd, one round trip
+// instead of two. The transaction's comparison of the job's mod revision
+// with seen's makes that safe; whatever seen cannot decide alone (the
+// write lost that comparison, the namespace or checkIndex differ, the
+// spec is the same) is decided again on a read of etcd, as PutJob does.
+func (r *Registry) PutJobOver(ctx context.Context, job *spec.Job, checkIndex int64, seen *spec.Job) (stored *spec.Job, changed bool, err error) {
+	return r.putJob(ctx, job, checkIndex, true, seen)
+}
+
+func (r *Registry) putJob(ctx context.Context, job *spec.Job, checkIndex int64, hinted bool, seen *spec.Job) (stored *spec.Job, changed bool, err error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
 	if job == nil {
@@ -172,8 +187,21 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 	if err != nil {
 		return nil, false, err
 	}
-	for range casAttempts {
-		cur, modRev, err := r.getJob(ctx, key)
+	for attempt := range casAttempts {
+		var cur *spec.Job
+		var modRev int64
+		if fast := hinted && attempt == 0; fast {
+			cur = seen
+			if cur != nil {
+				modRev = cur.ModifyIndex
+			}
+			if !seenDecides(cur, modRev, job, checkIndex) {
+				hinted = false
+				cur, modRev, err = r.getJob(ctx, key)
+			}
+		} else {
+			cur, modRev, err = r.getJob(ctx, key)
+		}
 		if err != nil {
 			return nil, false, err
 		}
@@ -186,7 +214,7 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 		if checkIndex > 0 && modRev != checkIndex {
 			return nil, false, &CheckIndexError{Job: job.Name, CheckIndex: checkIndex, ModifyIndex: modRev}
 		}
-		next, sameSpec := nextVersion(cur, job, r.now())
+		next, sameSpec := NextVersion(cur, job, r.now())
 		if sameSpec && !cur.Stopped {
 			return cur, false, nil
 		}
@@ -207,12 +235,27 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 	return nil, false, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", job.Name, ErrConflict)
 }
 
-// nextVersion is the job that storing job over cur (nil: none) writes,
+// seenDecides says whether a write over cur (a caller's copy, at modRev)
+// can go ahead without reading etcd: only a write, since the transaction
+// then proves cur current. A refusal or an "unchanged" answer read from a
+// copy that may be behind could be wrong, so those are read again.
+func seenDecides(cur *spec.Job, modRev int64, job *spec.Job, checkIndex int64) bool {
+	if cur != nil && spec.NamespaceOf(cur.Namespace) != spec.NamespaceOf(job.Namespace) {
+		return false
+	}
+	if checkIndex > 0 && modRev != checkIndex {
+		return false
+	}
+	return cur == nil || cur.Stopped || !bytes.Equal(specBytes(cur), specBytes(job))
+}
+
+// NextVersion is the job that storing job over cur (nil: none) writes,
 // stamped now: version 1 for a new job, cur's version for cur's spec
 // (same), else the next one. A restart in progress goes on across
 // versions. It is the one place a job's version is decided: for
-// submissions (PutJob) and the leader's reverts (Leader.PutJob).
-func nextVersion(cur, job *spec.Job, now time.Time) (next *spec.Job, same bool) {
+// submissions (PutJob), the leader's reverts (Leader.PutJob) and the
+// version `drover plan` predicts.
+func NextVersion(cur, job *spec.Job, now time.Time) (next *spec.Job, same bool) {
 	next = job.SpecOnly()
 	next.Version = 1
 	next.SubmitTime = now.UTC()

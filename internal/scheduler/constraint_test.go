@@ -280,11 +280,11 @@ func TestConstraintPlacement(t *testing.T) {
 			want: Result{Failures: []Failure{{Job: "web", Requests: rackReqs, PlacementFailure: spec.PlacementFailure{
 				Group: "api", Missing: 1, NodesEvaluated: 10, Dimensions: []spec.DimensionFailure{
 					{Dimension: "constraint ${meta.rack} set_contains_any r1,r2", Nodes: 6},
-					{Dimension: "memory", Nodes: 4, Need: 2048, MostFree: 1024, Unit: "MB"},
+					{Dimension: "memory", Nodes: 4, Need: 2048, MostFree: 1024, Largest: 1024, Unit: "MB"},
 				},
 				Hints: []string{"fits on 1 node if memory <= 1024 MB", "fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
 			}}}},
-			wantText: []string{"0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory exhausted on 4 (need 2048 MB, most free 1024 MB); hint: fits on 1 node if memory <= 1024 MB; hint: fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
+			wantText: []string{"0/10 nodes fit: constraint ${meta.rack} set_contains_any r1,r2 not met on 6; memory too small on 4 (need 2048 MB, the largest has 1024 MB in all); hint: fits on 1 node if memory <= 1024 MB; hint: fits on 6 nodes without constraint ${meta.rack} set_contains_any r1,r2"},
 		},
 		{
 			name: "status, driver, constraints, resources in that order",
@@ -310,11 +310,11 @@ func TestConstraintPlacement(t *testing.T) {
 					{Dimension: "status", Nodes: 1},
 					{Dimension: "driver exec", Nodes: 1},
 					{Dimension: "constraint ${meta.rack} set_contains_any r1,r2", Nodes: 1},
-					{Dimension: "memory", Nodes: 1, Need: 2048, MostFree: 1024, Unit: "MB"},
+					{Dimension: "memory", Nodes: 1, Need: 2048, MostFree: 1024, Largest: 1024, Unit: "MB"},
 				},
 				Hints: []string{"fits on 1 node if memory <= 1024 MB", "fits on 1 node without constraint ${meta.rack} set_contains_any r1,r2"},
 			}}}},
-			wantText: []string{"0/4 nodes fit: not ready on 1; missing driver exec on 1; constraint ${meta.rack} set_contains_any r1,r2 not met on 1; memory exhausted on 1 (need 2048 MB, most free 1024 MB); hint: fits on 1 node if memory <= 1024 MB; hint: fits on 1 node without constraint ${meta.rack} set_contains_any r1,r2"},
+			wantText: []string{"0/4 nodes fit: not ready on 1; missing driver exec on 1; constraint ${meta.rack} set_contains_any r1,r2 not met on 1; memory too small on 1 (need 2048 MB, the largest has 1024 MB in all); hint: fits on 1 node if memory <= 1024 MB; hint: fits on 1 node without constraint ${meta.rack} set_contains_any r1,r2"},
 		},
 		{
 			name: "groups sharing a constraint see each other's load",

@@ -20,7 +20,9 @@ import (
 // several drivers counts under each, a node that fails several
 // constraints counts under each, and a node short of several resources
 // counts under each. MostFree is the largest free amount among the nodes
-// that are short in that dimension, so it always reads as less than Need.
+// that are short in that dimension, so it always reads as less than Need;
+// Largest, set only when Need is more than it, is the largest total among
+// them: none of them could take the group even empty.
 //
 // Hints come from the nodes that fail exactly one thing: "fits on 3 nodes
 // if memory <= 512 MB" (the most free memory among nodes that have enough
@@ -42,6 +44,7 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 		name, unit  string
 		need        func(spec.Resources) int
 		nodes, most int
+		largest     int // the largest total among the nodes counted
 		only        int // nodes short of this dimension alone
 		onlyMost    int
 	}
@@ -110,6 +113,7 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 			if failedRules == 0 && len(taken) == 0 && !dynShort {
 				d.nodes++
 				d.most = max(d.most, d.need(free))
+				d.largest = max(d.largest, d.need(n.node.Resources))
 			}
 		}
 		switch {
@@ -165,7 +169,11 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	}
 	for _, d := range dims {
 		if d.nodes > 0 {
-			add(spec.DimensionFailure{Dimension: d.name, Nodes: d.nodes, Need: d.need(gr.need), MostFree: d.most, Unit: d.unit})
+			df := spec.DimensionFailure{Dimension: d.name, Nodes: d.nodes, Need: d.need(gr.need), MostFree: d.most, Unit: d.unit}
+			if df.Need > d.largest {
+				df.Largest = d.largest // none of them could take it even empty
+			}
+			add(df)
 		}
 	}
 	for _, d := range dims {
@@ -228,6 +236,12 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 			if o := &out.Dimensions[i]; o.Dimension == d.Dimension {
 				o.Nodes += d.Nodes
 				o.MostFree = max(o.MostFree, d.MostFree)
+				// Too large only if too large for both sets of nodes.
+				if o.Largest > 0 && d.Largest > 0 {
+					o.Largest = max(o.Largest, d.Largest)
+				} else {
+					o.Largest = 0
+				}
 				found = true
 			}
 		}

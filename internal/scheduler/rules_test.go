@@ -79,7 +79,7 @@ func TestPinned(t *testing.T) {
 	if diff := cmp.Diff([]string{"n1"}, nodesOf(res)); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
-	want := "0/2 nodes fit: 1 pinned node(s) not registered; not ready on 1; cpu exhausted on 1 (need 500 MHz, most free 400 MHz); hint: fits on 1 node if cpu <= 400 MHz"
+	want := "0/2 nodes fit: 1 pinned node(s) not registered; not ready on 1; cpu too small on 1 (need 500 MHz, the largest has 400 MHz in all); hint: fits on 1 node if cpu <= 400 MHz"
 	if len(res.Failures) != 1 || res.Failures[0].Missing != 3 || res.Failures[0].String() != want {
 		t.Errorf("failures %+v\nwant one with 3 missing: %s", res.Failures, want)
 	}

@@ -257,11 +257,11 @@ func TestPlace(t *testing.T) {
 			want: Result{Failures: []Failure{{
 				Job: "web", Requests: bothReqs,
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
-					{Dimension: "cpu", Nodes: 2, Need: 1000, MostFree: 800, Unit: "MHz"},
-					{Dimension: "memory", Nodes: 2, Need: 1000, MostFree: 600, Unit: "MB"},
+					{Dimension: "cpu", Nodes: 2, Need: 1000, MostFree: 800, Largest: 800, Unit: "MHz"},
+					{Dimension: "memory", Nodes: 2, Need: 1000, MostFree: 600, Largest: 600, Unit: "MB"},
 				}, Hints: []string{"fits on 1 node if cpu <= 800 MHz", "fits on 1 node if memory <= 600 MB"}},
 			}}},
-			wantText: []string{"0/3 nodes fit: cpu exhausted on 2 (need 1000 MHz, most free 800 MHz); memory exhausted on 2 (need 1000 MB, most free 600 MB); hint: fits on 1 node if cpu <= 800 MHz; hint: fits on 1 node if memory <= 600 MB"},
+			wantText: []string{"0/3 nodes fit: cpu too small on 2 (need 1000 MHz, the largest has 800 MHz in all); memory too small on 2 (need 1000 MB, the largest has 600 MB in all); hint: fits on 1 node if cpu <= 800 MHz; hint: fits on 1 node if memory <= 600 MB"},
 		},
 		{
 			name: "not-ready node is skipped even when idle",
@@ -279,10 +279,10 @@ func TestPlace(t *testing.T) {
 				Job: "web", Requests: nrReqs,
 				PlacementFailure: spec.PlacementFailure{Group: "api", Missing: 1, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
 					{Dimension: "status", Nodes: 2},
-					{Dimension: "memory", Nodes: 1, Need: 128, MostFree: 100, Unit: "MB"},
+					{Dimension: "memory", Nodes: 1, Need: 128, MostFree: 100, Largest: 100, Unit: "MB"},
 				}, Hints: []string{"fits on 1 node if memory <= 100 MB"}},
 			}}},
-			wantText: []string{"0/3 nodes fit: not ready on 2; memory exhausted on 1 (need 128 MB, most free 100 MB); hint: fits on 1 node if memory <= 100 MB"},
+			wantText: []string{"0/3 nodes fit: not ready on 2; memory too small on 1 (need 128 MB, the largest has 100 MB in all); hint: fits on 1 node if memory <= 100 MB"},
 		},
 		{
 			name: "zero nodes",
@@ -392,11 +392,11 @@ func TestPlace(t *testing.T) {
 					Job: "web", Requests: big,
 					PlacementFailure: spec.PlacementFailure{Group: "big", Missing: 2, NodesEvaluated: 3, Dimensions: []spec.DimensionFailure{
 						{Dimension: "driver exec", Nodes: 1},
-						{Dimension: "cpu", Nodes: 2, Need: 8000, Unit: "MHz"},
+						{Dimension: "cpu", Nodes: 2, Need: 8000, Largest: 4000, Unit: "MHz"},
 					}},
 				}},
 			},
-			wantText: []string{"0/3 nodes fit: missing driver exec on 1; cpu exhausted on 2 (need 8000 MHz, most free 0 MHz)"},
+			wantText: []string{"0/3 nodes fit: missing driver exec on 1; cpu too small on 2 (need 8000 MHz, the largest has 4000 MHz in all)"},
 		},
 	}
 	for _, tt := range tests {

@@ -141,7 +141,13 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.allow(r, job.Namespace, acl.Submit); err != nil {
 		return err
 	}
-	stored, changed, err := s.reg.PutJob(registry.WithActor(r.Context(), s.who(r)), job, check)
+	// The store's copy of the job lets the write skip reading etcd (one
+	// round trip, not two); the registry reads etcd when that copy is behind.
+	ss, err := s.read(r.Context())
+	if err != nil {
+		return err
+	}
+	stored, changed, err := s.reg.PutJobOver(registry.WithActor(r.Context(), s.who(r)), job, check, ss.Job(job.Name))
 	if taken := (*registry.JobNamespaceError)(nil); errors.As(err, &taken) {
 		return s.namespaceTaken(r, taken)
 	}

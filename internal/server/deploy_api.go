@@ -325,9 +325,5 @@ func (s *Server) jobDiff(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	changes := spec.Changes(from, to)
-	if changes == nil {
-		changes = []spec.Change{}
-	}
-	return httpapi.WriteJSON(w, 0, spec.JobDiff{From: from.Version, To: to.Version, Changes: changes})
+	return httpapi.WriteJSON(w, 0, spec.NewJobDiff(from, to))
 }

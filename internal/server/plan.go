@@ -2,12 +2,9 @@ package server
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
+	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -155,7 +153,7 @@ func jobPlan(snap *planner.Input, job *spec.Job, down []*spec.Node, diff bool, n
 			stored = j
 		}
 	}
-	cand := candidate(stored, job)
+	cand := candidate(stored, job, now)
 	with := *snap
 	with.Jobs = slices.DeleteFunc(slices.Clone(snap.Jobs), func(j *spec.Job) bool { return j.Name == job.Name })
 	with.Jobs = append(with.Jobs, cand)
@@ -176,15 +174,8 @@ func jobPlan(snap *planner.Input, job *spec.Job, down []*spec.Node, diff bool, n
 }
 
 // candidate is job as PutJob would store it over stored.
-func candidate(stored, job *spec.Job) *spec.Job {
-	c := job.SpecOnly()
-	c.Version = 1
-	if stored != nil {
-		c.Version = stored.Version
-		if !reflect.DeepEqual(mustJSON(stored.SpecOnly()), mustJSON(job.SpecOnly())) {
-			c.Version++
-		}
-	}
+func candidate(stored, job *spec.Job, now time.Time) *spec.Job {
+	c, _ := registry.NextVersion(stored, job, now)
 	return c
 }
 
@@ -266,7 +257,9 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d planner.Decisi
 			continue
 		}
 		if changed && a.JobVersion != j.Version {
-			c.Update = append(c.Update, existing(a, fmt.Sprintf("version %d -> %d; its tasks are unchanged, so it keeps running", a.JobVersion, j.Version)))
+			// Nothing is written for it: it stays the alloc of its version,
+			// as drover ps and status go on showing.
+			c.Update = append(c.Update, existing(a, fmt.Sprintf("keeps running as version %d: its tasks are the same in version %d", a.JobVersion, j.Version)))
 		} else {
 			c.Keep = append(c.Keep, existing(a, ""))
 		}
@@ -289,95 +282,19 @@ func changesOf(j *spec.Job, changed bool, allocs []*spec.Alloc, d planner.Decisi
 }
 
 // specDiff lists the fields that differ between the operator-written parts
-// of two versions of a job, one line each: "groups[0].count: 2 -> 3". It
-// walks their JSON, so that the paths are the ones a job file and the
-// validation problems use. Lists of objects (groups, tasks, constraints)
-// are compared item by item; other lists as a whole.
+// of two versions of a job, one line each, as `drover history` shows them
+// (spec.Changes): "~ groups[web].count: 2 -> 3".
 func specDiff(from, to *spec.Job) []string {
 	var out []string
-	diffValue("", mustJSON(from.SpecOnly()), mustJSON(to.SpecOnly()), &out)
+	for _, c := range spec.Changes(from, to) {
+		out = append(out, c.String())
+	}
+	if len(out) == 0 && from.Version != to.Version {
+		// Same fields, in another order: a new version all the same.
+		out = append(out, "~ groups, tasks or other named lists in another order (no field changed)")
+	}
 	if from.Stopped {
-		out = append(out, "stopped: true -> false (submitting starts the job again)")
-	}
-	return out
-}
-
-func diffValue(path string, a, b any, out *[]string) {
-	switch x := a.(type) {
-	case map[string]any:
-		if y, ok := b.(map[string]any); ok {
-			keys := make([]string, 0, len(x)+len(y))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			for k := range y {
-				if _, ok := x[k]; !ok {
-					keys = append(keys, k)
-				}
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				p := k
-				if path != "" {
-					p = path + "." + k
-				}
-				diffValue(p, x[k], y[k], out)
-			}
-			return
-		}
-	case []any:
-		if y, ok := b.([]any); ok && allObjects(x) && allObjects(y) {
-			for i := range max(len(x), len(y)) {
-				diffValue(fmt.Sprintf("%s[%d]", path, i), at(x, i), at(y, i), out)
-			}
-			return
-		}
-	}
-	if !reflect.DeepEqual(a, b) {
-		*out = append(*out, fmt.Sprintf("%s: %s -> %s", path, show(a), show(b)))
-	}
-}
-
-func allObjects(l []any) bool {
-	for _, v := range l {
-		if _, ok := v.(map[string]any); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func at(l []any, i int) any {
-	if i < len(l) {
-		return l[i]
-	}
-	return nil
-}
-
-// maxShown bounds one side of a diff line: an added group is shown by its
-// start, enough to recognise it; its fields are in the job file.
-const maxShown = 120
-
-func show(v any) string {
-	if v == nil {
-		return "(none)"
-	}
-	b, _ := json.Marshal(v)
-	if s := []rune(string(b)); len(s) > maxShown {
-		return string(s[:maxShown]) + "..."
-	}
-	return string(b)
-}
-
-// mustJSON is v as generic JSON values (maps, lists, strings, float64s).
-func mustJSON(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("server: does not marshal: " + err.Error())
-	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		panic("server: does not unmarshal: " + err.Error())
+		out = append(out, "~ stopped: true -> false (submitting starts the job again)")
 	}
 	return out
 }

@@ -148,7 +148,7 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 		t.Fatalf("plan: %d %s", status, body)
 	}
 	want = spec.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex,
-		Diff: []string{`groups[0].count: 2 -> 3`, `groups[0].tasks[0].config.args: ["a"] -> ["a","b"]`},
+		Diff: []string{`~ groups[g].count: 2 -> 3`, `~ groups[g].tasks[t].config.args: ["a"] -> ["a","b"]`},
 		PlanChanges: spec.PlanChanges{
 			Create: []spec.PlannedAlloc{
 				{Name: "web.g[0]", Node: "n1", NodeID: "n1", FromNode: "n1", Reason: "job updated to version 2"},
@@ -167,7 +167,7 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 	// A count change only: the running instances stay, updated in place.
 	p = spec.JobPlan{}
 	call(t, "POST", hs.URL+"/v1/jobs/plan?diff=0", jobWith(3, 10), &p)
-	update := "version 1 -> 2; its tasks are unchanged, so it keeps running"
+	update := "keeps running as version 1: its tasks are the same in version 2"
 	want = spec.JobPlan{Job: "web", Version: 2, CheckIndex: sub.Job.ModifyIndex, PlanChanges: spec.PlanChanges{
 		Create: []spec.PlannedAlloc{{Name: "web.g[2]", Node: "n1", NodeID: "n1", Reason: "new instance"}},
 		Update: []spec.PlannedAlloc{
@@ -209,7 +209,7 @@ func TestPlanSaysWhyAJobDoesNotFit(t *testing.T) {
 		t.Fatalf("want one failure and nothing created, got %+v", p)
 	}
 	f := p.Failures[0]
-	if f.Group != "g" || f.Missing != 2 || f.String() != "0/1 nodes fit: memory exhausted on 1 (need 2000 MB, most free 1000 MB); hint: fits on 1 node if memory <= 1000 MB" {
+	if f.Group != "g" || f.Missing != 2 || f.String() != "0/1 nodes fit: memory too small on 1 (need 2000 MB, the largest has 1000 MB in all); hint: fits on 1 node if memory <= 1000 MB" {
 		t.Fatalf("failure %+v: %s", f, f.String())
 	}
 	if after, _ := reg.Revision(context.Background()); after != before {

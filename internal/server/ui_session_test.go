@@ -136,7 +136,7 @@ func TestJobDiff(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &d); st != 200 || err != nil {
 		t.Fatalf("diff: %d %s", st, body)
 	}
-	if d.From != 1 || d.To != 2 || len(d.Changes) != 1 || d.Changes[0].String() != `~ meta.m: "1" -> "2"` {
+	if d.From != 1 || d.To != 2 || len(d.Changes) != 1 || d.Changes[0].Line != `~ meta.m: "1" -> "2"` || d.Changes[0].Op != "~" {
 		t.Errorf("diff 1 -> 2: %+v", d)
 	}
 	// Without to: the current version (2); from itself: nothing.

@@ -142,7 +142,14 @@ type TaskState struct {
 	ExitCode   *int          `json:"exit_code,omitempty"`
 	StartedAt  time.Time     `json:"started_at,omitzero"`
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
-	Events     []TaskEvent   `json:"events,omitempty"`
+	// RestartAt is when a task that died starts again under its restart
+	// policy, set from the moment it died until it starts; RestartAttempt
+	// is that start's number within the policy's interval, of
+	// RestartAttempts allowed (0 when waiting for the interval to pass).
+	RestartAt       time.Time   `json:"restart_at,omitzero"`
+	RestartAttempt  int         `json:"restart_attempt,omitempty"`
+	RestartAttempts int         `json:"restart_attempts,omitempty"`
+	Events          []TaskEvent `json:"events,omitempty"`
 	// Checks are the task's services' checks, in job file order.
 	Checks []CheckState `json:"checks,omitempty"`
 	// ContainerID is the docker container running the task.

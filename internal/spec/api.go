@@ -120,8 +120,9 @@ type PlanChanges struct {
 	// Stop includes the job's own instances evicted by other jobs, with
 	// the eviction's reason.
 	Stop []PlannedAlloc `json:"stop,omitempty"`
-	// Update are instances that keep running, unchanged, under the new
-	// version: their tasks are the same.
+	// Update are instances that keep running, unchanged and still of
+	// their own version (nothing is written for them), because their tasks
+	// are the same in the new version.
 	Update []PlannedAlloc `json:"update,omitempty"`
 	// Keep are instances the pass leaves as they are.
 	Keep []PlannedAlloc `json:"keep,omitempty"`

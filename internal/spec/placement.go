@@ -62,10 +62,42 @@ type DimensionFailure struct {
 	// <attribute> <operator> <value>" (the parts that are set).
 	Dimension string `json:"dimension"`
 	Nodes     int    `json:"nodes"`
-	// Need and MostFree are set for resource dimensions, in Unit.
+	// Need and MostFree are set for resource dimensions, in Unit: what
+	// one instance needs and the most any of these nodes has free.
+	// Largest is set only when none of them could take it even empty:
+	// the most any of them has in all, less than Need.
 	Need     int    `json:"need,omitempty"`
 	MostFree int    `json:"most_free,omitempty"`
+	Largest  int    `json:"largest,omitempty"`
 	Unit     string `json:"unit,omitempty"`
+}
+
+// TooLarge says the nodes were ruled out because one instance needs more
+// of a resource than any of them has in all, free or not.
+func (d DimensionFailure) TooLarge() bool { return d.Unit != "" && d.Largest > 0 }
+
+// permanent says the nodes counted are ruled out whatever runs on them:
+// they lack a driver, are outside the job's datacenters or pool, or are
+// too small. Constraints are not counted here: some (distinct_hosts,
+// conflicts) depend on what else is placed.
+func (d DimensionFailure) permanent() bool {
+	return d.TooLarge() || strings.HasPrefix(d.Dimension, "driver ") ||
+		strings.HasPrefix(d.Dimension, DimensionDatacenter) || strings.HasPrefix(d.Dimension, DimensionNodePool)
+}
+
+// Never says that no node there is now could take an instance, whatever
+// else ran or stopped: each node was ruled out for a permanent reason.
+// Only a new node, or a change of the job, helps.
+func (f PlacementFailure) Never() bool {
+	if f.NodesEvaluated == 0 || len(f.Dimensions) == 0 {
+		return false
+	}
+	for _, d := range f.Dimensions {
+		if !d.permanent() {
+			return false
+		}
+	}
+	return true
 }
 
 // Dimensions of the nodes a job does not run on whatever they hold
@@ -94,6 +126,8 @@ func (d DimensionFailure) String() string {
 		return fmt.Sprintf("dynamic ports exhausted on %d", d.Nodes)
 	case d.Dimension == "conflict":
 		return fmt.Sprintf("conflicts with a job already there on %d", d.Nodes)
+	case d.TooLarge():
+		return fmt.Sprintf("%s too small on %d (need %d %s, the largest has %d %s in all)", d.Dimension, d.Nodes, d.Need, d.Unit, d.Largest, d.Unit)
 	case d.Unit != "":
 		return fmt.Sprintf("%s exhausted on %d (need %d %s, most free %d %s)", d.Dimension, d.Nodes, d.Need, d.Unit, d.MostFree, d.Unit)
 	}

@@ -1,6 +1,6 @@
 package spec
 
-import "strconv"
+import "fmt"
 
 // JobState is a job's overall state as the user sees it.
 type JobState string
@@ -29,20 +29,41 @@ type JobSummary struct {
 	Complete int      `json:"complete"`
 	Failed   int      `json:"failed"`
 	Lost     int      `json:"lost"`
-	// Progress is "running and complete / desired", as drover status's
-	// RUNNING column and the web UI show it (SetProgress writes it).
-	Progress string `json:"progress,omitempty"`
+	// Shown is Progress() in the API's answers, for the web UI, which
+	// shows the counts as drover status does (SetProgress writes it).
+	Shown string `json:"progress,omitempty"`
 	// Reason says why the state is not the one wanted, in words, when it is
 	// not obvious: "web.api[2] failed: exit code 1 after 2 restarts",
 	// "1 instance of group api waiting for room: 0/1 nodes fit: ...".
 	Reason string `json:"reason,omitempty"`
 }
 
-// SetProgress writes Progress from the counts: the one place the
-// CLI's and the UI's "2/2" comes from.
-func (s *JobSummary) SetProgress() {
-	s.Progress = strconv.Itoa(s.Running+s.Complete) + "/" + strconv.Itoa(s.Desired)
+// Progress is the summary's instance counts as the job list shows them,
+// one place for every view: "3/3 running", "2/2 complete" (a batch job
+// done), "1/2 running, 1 complete", "2/3 running, 1 failed".
+func (s JobSummary) Progress() string {
+	if s.Running == 0 && s.Complete > 0 {
+		out := fmt.Sprintf("%d/%d complete", s.Complete, s.Desired)
+		if s.Failed > 0 {
+			out += fmt.Sprintf(", %d failed", s.Failed)
+		}
+		return out
+	}
+	out := fmt.Sprintf("%d/%d running", s.Running, s.Desired)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{s.Complete, "complete"}, {s.Failed, "failed"}, {s.Lost, "lost"}} {
+		if c.n > 0 {
+			out += fmt.Sprintf(", %d %s", c.n, c.what)
+		}
+	}
+	return out
 }
+
+// SetProgress writes Shown: Progress() for the API's readers that are not
+// Go (the web UI).
+func (s *JobSummary) SetProgress() { s.Shown = s.Progress() }
 
 // JobStatus is a job as `drover status JOB -o json` prints it: the job, its
 // summary, why anything is pending, and its allocations. `drover run -`

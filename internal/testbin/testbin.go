@@ -234,3 +234,39 @@ func (b *SyncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Block is a fenced code block of a markdown file.
+type Block struct {
+	// Lang is what follows the opening fence ("sh", "hcl").
+	Lang string
+	// Text is the block's lines, each less the indentation of a block
+	// nested in a list (three spaces).
+	Text string
+	// Line is the opening fence's line number.
+	Line int
+	// Section is the heading (## ...) the block is under.
+	Section string
+}
+
+// CodeBlocks are the fenced code blocks of a markdown text: what the
+// tests that follow a document's instructions read.
+func CodeBlocks(md string) []Block {
+	var out []Block
+	var cur *Block
+	section := ""
+	for i, line := range strings.Split(md, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			cur = &Block{Lang: strings.TrimPrefix(trimmed, "```"), Line: i + 1, Section: section}
+		case cur != nil && trimmed == "```":
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			cur.Text += strings.TrimPrefix(line, "   ") + "\n"
+		case strings.HasPrefix(line, "## "):
+			section = strings.TrimPrefix(line, "## ")
+		}
+	}
+	return out
+}

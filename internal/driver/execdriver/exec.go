@@ -155,6 +155,12 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		if derr := checkDir(t.Dir); derr != nil {
 			return nil, fmt.Errorf("start %s: %w", t.Command, derr)
 		}
+		if errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES) {
+			// Not a program this node can run (a text file without #!, a
+			// binary of another architecture) or not allowed: the same
+			// again next time.
+			return nil, fmt.Errorf("start %s: %w: %w", t.Command, err, driver.ErrNoRetry)
+		}
 		return nil, fmt.Errorf("start %s: %w", t.Command, err)
 	}
 	// The child has its copies; close ours so that EOF arrives when it exits.
@@ -219,8 +225,16 @@ func lookPath(command string, env []string) (string, error) {
 		return "", errors.New("no command")
 	}
 	if strings.Contains(command, "/") {
-		if _, err := os.Stat(command); err != nil {
+		fi, err := os.Stat(command)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("command %s does not exist on this node (%w; %w)", command, err, driver.ErrNoRetry)
+		case err != nil:
 			return "", fmt.Errorf("command %s: %w", command, err)
+		case fi.IsDir():
+			return "", fmt.Errorf("command %s is a directory: %w", command, driver.ErrNoRetry)
+		case fi.Mode()&0o111 == 0:
+			return "", fmt.Errorf("command %s is not executable (mode %v): %w", command, fi.Mode().Perm(), driver.ErrNoRetry)
 		}
 		return command, nil
 	}
@@ -236,7 +250,7 @@ func lookPath(command string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("command %q not found in PATH %s", command, pathEnv)
+	return "", fmt.Errorf("command %q not found in PATH %s: %w", command, pathEnv, driver.ErrNoRetry)
 }
 
 // checkDir says what is wrong with a working directory, after a failed

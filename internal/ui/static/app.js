@@ -125,7 +125,7 @@ const views = {
     const shown = jobs.filter((j) => jobFilter === "all" || (j.stopped ? "stopped" : j.summary.state) === jobFilter);
     return html`<h1>Jobs <small>${jobs.length}${ns ? ` in ${ns}` : ""}</small></h1>
       <div class="filters">${states.map((s) => html`<button type="button" data-filter="${s}" class="${s === jobFilter ? "on" : ""}">${s}</button>`)}</div>
-      ${table(["Name", "Namespace", "Type", "Version", "Status", "Running", "Why"],
+      ${table(["Name", "Namespace", "Type", "Version", "Status", "Instances", "Why"],
         shown.map((j) => [td(link(`#/jobs/${enc(j.name)}`, j.name)), td(j.namespace), td(j.type),
           td(j.version, "num"), td(status(j.stopped ? "stopped" : j.summary.state)),
           td(j.summary.progress, "num progress"), td(j.summary.reason || "")]),
@@ -180,7 +180,7 @@ const views = {
       ${bar}
       <div class="grid">
         <div class="card">Status<b>${status(stopped ? "stopped" : s.state)}</b></div>
-        <div class="card">Running<b id="progress">${s.progress}</b></div>
+        <div class="card">Instances<b id="progress">${s.progress}</b></div>
         <div class="card">Pending<b>${s.pending}</b></div>
         <div class="card">Failed<b>${s.failed}</b></div>
         <div class="card">Lost<b>${s.lost}</b></div>

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// historyJob is a small valid service job; edit the copy it returns.
-func historyJob() *Job {
+// diffJob is a small valid service job; edit the copy it returns.
+func diffJob() *Job {
 	return &Job{Name: "web", Type: JobService, Priority: 50, Groups: []*Group{{
 		Name: "api", Count: 2,
 		Tasks: []*Task{{
@@ -19,7 +19,7 @@ func historyJob() *Job {
 	}}}
 }
 
-func intp(n int) *int { return &n }
+func diffIntp(n int) *int { return &n }
 
 func TestSpecChanges(t *testing.T) {
 	cases := []struct {
@@ -34,7 +34,7 @@ func TestSpecChanges(t *testing.T) {
 		{"a task's args", func(j *Job) { j.Groups[0].Tasks[0].Config.Args = []string{"-v2"} },
 			[]string{`~ groups[api].tasks[server].config.args: ["-v1"] -> ["-v2"]`}},
 		{"an update block added", func(j *Job) {
-			j.Groups[0].Update = &UpdateStrategy{Canary: intp(1), MinHealthyTime: Duration(2 * time.Second)}
+			j.Groups[0].Update = &UpdateStrategy{Canary: diffIntp(1), MinHealthyTime: Duration(2 * time.Second)}
 		}, []string{
 			`+ groups[api].update.canary: 1`,
 			`+ groups[api].update.min_healthy_time: "2s"`,
@@ -78,14 +78,14 @@ func TestSpecChanges(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			from, to := historyJob(), historyJob()
+			from, to := diffJob(), diffJob()
 			c.edit(to)
 			var got []string
 			for _, ch := range Changes(from, to) {
 				got = append(got, ch.String())
 			}
 			if d := cmp.Diff(c.want, got); d != "" {
-				t.Errorf("Changes (-want +got):\n%s", d)
+				t.Errorf("specChanges (-want +got):\n%s", d)
 			}
 			// The other way round, every + is a - and every ~ turns around.
 			var back []string
@@ -100,9 +100,9 @@ func TestSpecChanges(t *testing.T) {
 }
 
 func TestSpecChangesReorderIsNoChange(t *testing.T) {
-	from := historyJob()
+	from := diffJob()
 	from.Groups = append(from.Groups, &Group{Name: "worker", Count: 1, Tasks: []*Task{{Name: "w", Driver: "exec", Config: TaskConfig{Command: "w"}}}})
-	to := historyJob()
+	to := diffJob()
 	to.Groups = []*Group{from.Groups[1], to.Groups[0]}
 	if ch := Changes(from, to); len(ch) != 0 {
 		t.Errorf("reordering groups: %v, want no change", ch)
@@ -115,5 +115,24 @@ func TestFlattenDuplicateNamesByIndex(t *testing.T) {
 	want := map[string]string{`l[0].name`: `"a"`, `l[1].name`: `"a"`, `l[2]`: `{}`}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("flattenJSON (-want +got):\n%s", d)
+	}
+}
+
+func TestSummaryProgress(t *testing.T) {
+	for _, tc := range []struct {
+		s    JobSummary
+		want string
+	}{
+		{JobSummary{Desired: 3, Running: 3}, "3/3 running"},
+		{JobSummary{Desired: 2, Complete: 2}, "2/2 complete"},
+		{JobSummary{Desired: 2, Running: 1, Complete: 1}, "1/2 running, 1 complete"},
+		{JobSummary{Desired: 3, Running: 2, Failed: 1}, "2/3 running, 1 failed"},
+		{JobSummary{Desired: 2, Complete: 1, Failed: 1}, "1/2 complete, 1 failed"},
+		{JobSummary{Desired: 2, Running: 1, Lost: 1}, "1/2 running, 1 lost"},
+		{JobSummary{Desired: 1}, "0/1 running"},
+	} {
+		if got := tc.s.Progress(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)
+		}
 	}
 }

@@ -1,4 +1,7 @@
-package jobfile
+// Package suggest finds the name a user most likely meant when they typed
+// one that does not exist: the did-you-mean of job files, config files and
+// anything else that refuses an unknown name.
+package suggest
 
 import (
 	"fmt"
@@ -6,10 +9,10 @@ import (
 	"strings"
 )
 
-// suggest returns the candidate closest to name when it is close enough to be
+// Closest returns the candidate closest to name when it is close enough to be
 // a likely typo, or "". "Close enough" is an edit distance of at most 2, and
 // less than half the name, so that short names do not match everything.
-func suggest(name string, candidates []string) string {
+func Closest(name string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
 		d := editDistance(strings.ToLower(name), strings.ToLower(c))
@@ -20,10 +23,10 @@ func suggest(name string, candidates []string) string {
 	return best
 }
 
-// hint is the end of an "unknown name" message: a did-you-mean when one
+// Hint is the end of an "unknown name" message: a did-you-mean when one
 // candidate is close, else the list of what is allowed.
-func hint(name string, candidates []string) string {
-	if s := suggest(name, candidates); s != "" {
+func Hint(name string, candidates []string) string {
+	if s := Closest(name, candidates); s != "" {
 		return fmt.Sprintf("did you mean %q?", s)
 	}
 	if len(candidates) == 0 {
