@@ -182,11 +182,9 @@ it, jobs and their instances survive a restart.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "drover dev: API at %s, data in %s\n", addr, dataDir)
 			fmt.Fprintf(out, "  export DROVER_ADDR=%s\n", addr)
-			if aclOn {
-				fmt.Fprintf(out, "  web UI: %s/ui/ (its token is in %s)\n", addr, note.TokenFile)
-			} else {
-				fmt.Fprintf(out, "  web UI: %s/ui/\n", addr)
-			}
+			// A one-time login link for dev's own token: opening it logs
+			// the browser in; drover ui prints another.
+			fmt.Fprintf(out, "  web UI: %s (one-time login link; drover ui prints another)\n", client.UILoginLink(addr, srv.UILoginCode(op.Token)))
 			for _, job := range jobs {
 				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				res, err := opc.SubmitJob(sctx, job, 0)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,31 +30,26 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// TestWebUIInARealBrowser drives the embedded UI in headless chromium
-// against a real drover dev: the jobs page loads with the token, a job
-// submitted through the CLI appears without a reload (the page follows
-// the event stream), the nodes page shows the node by name with its
-// resources, an instance's page streams its live logs, and the events page
-// lists the placements. With DROVER_UI_SCREENSHOT=FILE it saves the jobs
-// page as a PNG (the README's).
-func TestWebUIInARealBrowser(t *testing.T) {
-	browser := chromium(t)
-	dir := t.TempDir()
-	d := startDev(t, dir, "../../examples/hello.hcl")
-	tok, err := os.ReadFile(filepath.Join(dir, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
+// browser is a headless chromium with one tab, for one test.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	d   *devProc
+}
+
+// newBrowser starts chromium for d's UI; it stops with the test.
+func newBrowser(t *testing.T, d *devProc) *browser {
+	t.Helper()
+	path := chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
+		chromedp.ExecPath(path),
 		chromedp.NoSandbox,                               // CI runs as root
 		chromedp.Flag("ignore-certificate-errors", true), // dev's own CA
 		chromedp.WindowSize(1280, 800),
 	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	defer cancel()
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(func() { cancelC(); cancelA() })
 	// The page's script errors and console lines go to the test's log.
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch ev := ev.(type) {
@@ -68,32 +64,104 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	// The first Run starts the browser; its context must not time out
 	// (chromedp stops the browser with it). Steps get their own timeouts.
 	if err := chromedp.Run(ctx); err != nil {
-		t.Fatalf("starting %s: %v", browser, err)
+		t.Fatalf("starting %s: %v", path, err)
 	}
+	return &browser{t: t, ctx: ctx, d: d}
+}
 
-	ui := d.addr + "/ui/"
-	step := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// step runs actions within 30 s, or fails the test saying what the page
+// showed.
+func (b *browser) step(what string, actions ...chromedp.Action) {
+	b.t.Helper()
+	sctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Run(sctx, actions...); err != nil {
+		var body string
+		dctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer cancel()
-		if err := chromedp.Run(sctx, actions...); err != nil {
-			// Say what the page showed.
-			var body string
-			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			chromedp.Run(dctx, chromedp.Evaluate(`document.body.innerText`, &body))
-			t.Fatalf("%s: %v\npage:\n%.3000s\n--- dev's output:\n%s", what, err, body, d.out)
-		}
+		chromedp.Run(dctx, chromedp.Evaluate(`document.body.innerText`, &body))
+		b.t.Fatalf("%s: %v\npage:\n%.3000s\n--- dev's output:\n%.3000s", what, err, body, b.d.out)
 	}
+}
+
+// text is main's text once it contains want (within 20 s).
+func (b *browser) waitText(what, want string) string {
+	b.t.Helper()
 	var text string
-	step("open the UI and give it the token",
+	b.step(what, chromedp.Poll(`document.querySelector("main") && document.querySelector("main").innerText.includes(`+jsString(want)+`)`, nil,
+		chromedp.WithPollingTimeout(20*time.Second)), chromedp.Text(`main`, &text))
+	return text
+}
+
+// screenshot saves the page as docs/NAME.png when DROVER_UI_SCREENSHOTS
+// names the docs directory (docs/ui.md shows them).
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	dir := os.Getenv("DROVER_UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	var png []byte // quality 100: PNG
+	b.step("screenshot "+name, chromedp.Sleep(500*time.Millisecond), chromedp.FullScreenshot(&png, 100))
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// loginLink finds the one-time link drover dev printed.
+var loginLink = regexp.MustCompile(`web UI: (https://\S+/ui/#login=[0-9a-f]+)`)
+
+func devLoginLink(t *testing.T, d *devProc) string {
+	t.Helper()
+	m := loginLink.FindStringSubmatch(d.out.String())
+	if m == nil {
+		t.Fatalf("drover dev printed no login link:\n%s", d.out)
+	}
+	return m[1]
+}
+
+// TestWebUIInARealBrowser drives the embedded UI in headless chromium
+// against a real drover dev: before a login the page says how to log in
+// and shows no error; dev's one-time link logs in (and works only once);
+// a job submitted through the CLI appears without a reload (the page
+// follows the event stream); the nodes page shows the node by name with
+// its resources, an instance's page streams its live logs, and the events
+// page lists the placements. With DROVER_UI_SCREENSHOT=FILE it saves the
+// jobs page as a PNG (the README's).
+func TestWebUIInARealBrowser(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir, "../../examples/hello.hcl")
+	b := newBrowser(t, d)
+	ui := d.addr + "/ui/"
+	link := devLoginLink(t, d)
+
+	var errors int
+	var text string
+	b.step("open the UI before a login",
 		chromedp.Navigate(ui),
-		chromedp.WaitVisible(`#token`),
-		chromedp.SendKeys(`#token`, strings.TrimSpace(string(tok))),
-		chromedp.Click(`#login-form button[type=submit]`),
+		chromedp.WaitVisible(`#login`),
+		chromedp.Text(`#login`, &text),
+		chromedp.Evaluate(`document.querySelectorAll(".error").length`, &errors))
+	if errors != 0 || !strings.Contains(text, "drover ui") {
+		t.Errorf("before a login the page shows %d errors; it says:\n%s", errors, text)
+	}
+	b.step("open dev's login link",
+		chromedp.Navigate(link),
 		chromedp.WaitVisible(`a[href="#/jobs/hello"]`),
 		chromedp.WaitVisible(`#live.on`), // the event stream is open
-	)
+		chromedp.Text(`#who`, &text),
+		chromedp.Location(&ui))
+	if text != "dev (management)" {
+		t.Errorf("logged in as %q, want dev (management)", text)
+	}
+	if strings.Contains(ui, "login=") {
+		t.Errorf("the login code stays in the address bar: %s", ui)
+	}
+	ui = d.addr + "/ui/"
 
 	// A job submitted through the CLI appears with no reload.
 	file := sleepJob(t, "fromcli", "")
@@ -101,11 +169,11 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	if _, stderr, code := d.cli("", "run", "--detach", file); code != 0 {
 		t.Fatalf("drover run: %s", stderr)
 	}
-	step("see the CLI's job appear", chromedp.WaitVisible(`a[href="#/jobs/fromcli"]`))
+	b.step("see the CLI's job appear", chromedp.WaitVisible(`a[href="#/jobs/fromcli"]`))
 	t.Logf("job submitted through the CLI -> shown on the open page: %s", time.Since(submitted).Round(time.Millisecond))
 	if path := os.Getenv("DROVER_UI_SCREENSHOT"); path != "" {
 		var png []byte // quality 100: PNG
-		step("screenshot", chromedp.Navigate(ui+"#/jobs/hello"), chromedp.WaitVisible(`a[href^="#/allocs/"]`),
+		b.step("screenshot", chromedp.Navigate(ui+"#/jobs/hello"), chromedp.WaitVisible(`a[href^="#/allocs/"]`),
 			chromedp.Sleep(time.Second), chromedp.FullScreenshot(&png, 100))
 		if err := os.WriteFile(path, png, 0o644); err != nil {
 			t.Fatal(err)
@@ -113,12 +181,8 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	}
 
 	host, _ := os.Hostname()
-	// The page changes after the hash does: wait for the nodes table's
-	// own header, not any table (the jobs page's may still be there).
-	step("nodes page", chromedp.Navigate(ui+"#/nodes"),
-		chromedp.Poll(`document.querySelector("main") && document.querySelector("main").innerText.toLowerCase().includes("cpu mhz")`, nil,
-			chromedp.WithPollingTimeout(20*time.Second)),
-		chromedp.Text(`main`, &text))
+	b.step("nodes page", chromedp.Navigate(ui+"#/nodes"))
+	text = b.waitText("nodes page", "Nodes")
 	for _, want := range []string{"cpu mhz", "ready", "exec"} {
 		if !strings.Contains(strings.ToLower(text), want) {
 			t.Errorf("nodes page lacks %q:\n%s", want, text)
@@ -128,7 +192,7 @@ func TestWebUIInARealBrowser(t *testing.T) {
 		t.Errorf("nodes page does not name the node %q:\n%s", host, text)
 	}
 
-	step("an instance's live logs",
+	b.step("an instance's live logs",
 		chromedp.Navigate(ui+"#/jobs/hello"),
 		chromedp.WaitVisible(`a[href^="#/allocs/"]`),
 		chromedp.Click(`a[href^="#/allocs/"]`),
@@ -136,10 +200,19 @@ func TestWebUIInARealBrowser(t *testing.T) {
 		chromedp.Poll(`document.getElementById("logs") && document.getElementById("logs").textContent.includes("hello from")`, nil, chromedp.WithPollingTimeout(20*time.Second)),
 	)
 
-	step("events page", chromedp.Navigate(ui+"#/events"), chromedp.WaitVisible(`#event-table`), chromedp.Text(`#event-table`, &text))
+	b.step("events page", chromedp.Navigate(ui+"#/events"), chromedp.WaitVisible(`#event-table`), chromedp.Text(`#event-table`, &text))
 	for _, want := range []string{"Placed", "hello.hello[0]", "fromcli"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("events page lacks %q", want)
 		}
+	}
+
+	// Log out: the login screen again, and the session is gone on the
+	// server (the API refuses the browser), so dev's used link cannot
+	// bring it back.
+	b.step("log out", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`))
+	b.step("the used link again", chromedp.Navigate(link), chromedp.WaitVisible(`#login-error`), chromedp.Text(`#login-error`, &text))
+	if !strings.Contains(text, "used already") {
+		t.Errorf("the used link says %q", text)
 	}
 }

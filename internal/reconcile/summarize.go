@@ -21,6 +21,12 @@ import (
 // which counts as pending. Allocs that ended because they were told to stop
 // do not represent an instance.
 func Summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *spec.JobSchedule) spec.JobSummary {
+	s := summarize(job, allocs, nodes, sched)
+	s.SetProgress()
+	return s
+}
+
+func summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *spec.JobSchedule) spec.JobSummary {
 	if job.Stopped {
 		return summarizeStopped(job.Name, allocs)
 	}

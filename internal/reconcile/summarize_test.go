@@ -152,7 +152,9 @@ func TestSummarize(t *testing.T) {
 				mk("b", jobs, "work", 1, 2, spec.ClientComplete),
 			},
 			sched: bsched,
-			want:  spec.JobSummary{State: spec.JobComplete, Desired: 2, Complete: 2},
+			// 2/2 complete, as drover status and the web UI show it (the
+			// UI once showed 0/2).
+			want: spec.JobSummary{State: spec.JobComplete, Desired: 2, Complete: 2, Shown: "2/2 complete"},
 		},
 		{
 			name: "batch running: the rest is done",
@@ -288,6 +290,9 @@ func TestSummarize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Summarize(tt.job, tt.allocs, tt.nodes, tt.sched)
+			if tt.want.Shown == "" {
+				tt.want.SetProgress()
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Summarize() mismatch (-want +got):\n%s", diff)
 			}

@@ -43,6 +43,7 @@ func (s *Server) routeTable() []route {
 		{"DELETE /v1/jobs/{name}", accessToken, s.stopJob},
 		{"GET /v1/jobs/{name}/allocations", accessToken, s.jobAllocs},
 		{"GET /v1/jobs/{name}/versions", accessToken, s.jobVersions},
+		{"GET /v1/jobs/{name}/diff", accessToken, s.jobDiff},
 		{"POST /v1/jobs/{name}/revert", accessToken, s.revertJob},
 		{"POST /v1/jobs/{name}/restart", accessToken, s.restartJob},
 		{"GET /v1/jobs/{name}/deployments", accessToken, s.jobDeployments},
@@ -74,6 +75,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/services/{name}", accessCatalog, s.getService},
 		{"GET /v1/events", accessToken, s.listEvents},
 	}
+	rs = append(rs, s.uiRoutes()...)
 	return append(rs, s.aclRoutes()...)
 }
 

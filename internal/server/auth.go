@@ -60,6 +60,8 @@ type identity struct {
 	// acl is what the token may do; nil when ACLs are off (all allowed).
 	acl   *acl.ACL
 	token *spec.ACLToken
+	// secret is the token's, from a header or the web UI's session.
+	secret string
 }
 
 type identityKey struct{}
@@ -88,7 +90,7 @@ func (s *Server) authorize(r *http.Request, a access) (*http.Request, func(), er
 	if err != nil || identityOf(r).token == nil {
 		return r, func() {}, err
 	}
-	r, stop := s.watchRevocation(r, tokenOf(r))
+	r, stop := s.watchRevocation(r, identityOf(r).secret)
 	return r, stop, nil
 }
 
@@ -113,6 +115,15 @@ func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error)
 	if s.cfg.ACL {
 		secret := tokenOf(r)
 		if secret == "" {
+			sessionSecret, ok, err := s.uiSessionSecret(r)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				secret = sessionSecret
+			}
+		}
+		if secret == "" {
 			return nil, unauthorized("%s %s needs an ACL token: set DROVER_TOKEN or --token (drover acl bootstrap makes the first, a management token)", r.Method, r.URL.Path)
 		}
 		tok, rules, err := s.resolveToken(r.Context(), secret)
@@ -122,7 +133,7 @@ func (s *Server) authorizeOnce(r *http.Request, a access) (*http.Request, error)
 		if err != nil {
 			return nil, err
 		}
-		id.acl, id.token = rules, tok
+		id.acl, id.token, id.secret = rules, tok, secret
 		switch {
 		case a == accessManagement && !rules.IsManagement():
 			return nil, forbidden("%s %s needs a management token; token %q is not one", r.Method, r.URL.Path, tok.Name)

@@ -18,6 +18,7 @@ import (
 	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/ui"
 )
 
 // The endpoint x identity matrix. A real server (embedded etcd, ACLs on,
@@ -98,6 +99,7 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"DELETE /v1/jobs/{name}":            {ruleSubmit, "DELETE", "/v1/jobs/stopme", "", false},
 		"GET /v1/jobs/{name}/allocations":   {ruleRead, "GET", "/v1/jobs/web/allocations", "", false},
 		"GET /v1/jobs/{name}/versions":      {ruleRead, "GET", "/v1/jobs/web/versions", "", false},
+		"GET /v1/jobs/{name}/diff":          {ruleRead, "GET", "/v1/jobs/web/diff?from=1&to=2", "", false},
 		"POST /v1/jobs/{name}/revert":       {ruleSubmit, "POST", "/v1/jobs/web/revert", `{"version":1}`, false},
 		"POST /v1/jobs/{name}/restart":      {ruleSubmit, "POST", "/v1/jobs/web/restart", "", false},
 		"GET /v1/jobs/{name}/deployments":   {ruleRead, "GET", "/v1/jobs/web/deployments", "", false},
@@ -130,6 +132,11 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/services":                      {ruleCatalog, "GET", "/v1/services", "", false},
 		"GET /v1/services/{name}":               {ruleCatalog, "GET", "/v1/services/nothing", "", true},
 		"GET /v1/events":                        {ruleList, "GET", "/v1/events", "", false},
+		"POST /v1/ui/login-codes":               {ruleAnyToken, "POST", "/v1/ui/login-codes", "", false},
+		// A code that was never issued: a 400 that says to get a new link.
+		"POST /v1/ui/session":   {ruleOpen, "POST", "/v1/ui/session", `{"code":"nope"}`, true},
+		"DELETE /v1/ui/session": {ruleOpen, "DELETE", "/v1/ui/session", "", false},
+		"GET /v1/ui/whoami":     {ruleAnyToken, "GET", "/v1/ui/whoami", "", false},
 		// Bootstrap is open and works once: the fixture did it, so every
 		// identity gets a 409 (which is not a 401/403).
 		"POST /v1/acl/bootstrap":           {ruleOpen, "POST", "/v1/acl/bootstrap", "", true},
@@ -565,6 +572,7 @@ func TestBrowserWithoutCertificate(t *testing.T) {
 	}{
 		{"GET", "/ui/", "", 200, "<title>drover</title>"},
 		{"GET", "/ui/app.js", "", 200, "followEvents"},
+		{"GET", "/ui/html.js", "", 200, "export function html"},
 		{"GET", "/", "", 200, "<title>drover</title>"}, // redirected to /ui/
 		{"GET", "/livez", "", 200, "ok"},
 		{"GET", "/v1/jobs", "", 401, "needs an ACL token"},
@@ -585,7 +593,7 @@ func TestBrowserWithoutCertificate(t *testing.T) {
 		csp = resp.Header.Get("Content-Security-Policy")
 		resp.Body.Close()
 	}
-	if !strings.Contains(csp, "default-src 'self'") {
+	if csp != ui.ContentSecurityPolicy || !strings.Contains(csp, "script-src 'self'") {
 		t.Errorf("the UI's Content-Security-Policy is %q", csp)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -280,4 +281,49 @@ func hasCanaries(d *spec.Deployment) bool {
 		}
 	}
 	return false
+}
+
+// jobDiff is GET /v1/jobs/{name}/diff?from=A&to=B: the fields of the spec
+// that differ from version A to version B (spec.Changes, as drover history
+// lists them). Without to, the current version.
+func (s *Server) jobDiff(w http.ResponseWriter, r *http.Request) error {
+	name, err := s.jobName(r, acl.Read)
+	if err != nil {
+		return err
+	}
+	vs, err := s.reg.JobVersions(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if len(vs) == 0 {
+		return httpapi.NotFound("no job named %q; see drover status for the jobs there are", name)
+	}
+	pick := func(key string, dflt *spec.Job) (*spec.Job, error) {
+		v := r.URL.Query().Get(key)
+		if v == "" {
+			if dflt == nil {
+				return nil, httpapi.BadRequest("%s is missing: GET /v1/jobs/%s/diff?from=VERSION[&to=VERSION]", key, name)
+			}
+			return dflt, nil
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, httpapi.BadRequest("%s must be a version number, got %q", key, v)
+		}
+		for _, j := range vs {
+			if j.Version == n {
+				return j, nil
+			}
+		}
+		return nil, httpapi.NotFound("job %q has no version %d; drover history %s lists its versions", name, n, name)
+	}
+	from, err := pick("from", nil)
+	if err != nil {
+		return err
+	}
+	to, err := pick("to", vs[len(vs)-1])
+	if err != nil {
+		return err
+	}
+	return httpapi.WriteJSON(w, 0, spec.NewJobDiff(from, to))
 }

@@ -149,6 +149,8 @@ type Server struct {
 	metrics    *metrics.Server
 	gatherers  []prometheus.Gatherer
 	readyExtra []metrics.Check
+	// ui holds the web UI's login codes and sessions.
+	ui *uiSessions
 }
 
 // New returns a server; Handler serves its API and Run starts its loops.
@@ -177,7 +179,7 @@ func New(cfg Config) *Server {
 	// cannot, and a server makes few calls to any one agent.
 	tr.Protocols = new(http.Protocols)
 	tr.Protocols.SetHTTP1(true)
-	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}, state: state.New()}
+	s := &Server{cfg: cfg, reg: cfg.Registry, log: cfg.Logger, hub: newHub(0), agentHTTP: &http.Client{Transport: tr}, state: state.New(), ui: newUISessions()}
 	s.metrics = s.newMetrics()
 	s.loop = leader.New(leader.Config{
 		ID: cfg.ID, LeaderTTL: cfg.LeaderTTL, Resync: cfg.Resync, NodeTTL: cfg.NodeTTL, NodeGrace: cfg.NodeGrace, Policy: s.movePolicy(),

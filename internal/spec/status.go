@@ -29,6 +29,9 @@ type JobSummary struct {
 	Complete int      `json:"complete"`
 	Failed   int      `json:"failed"`
 	Lost     int      `json:"lost"`
+	// Shown is Progress() in the API's answers, for the web UI, which
+	// shows the counts as drover status does (SetProgress writes it).
+	Shown string `json:"progress,omitempty"`
 	// Reason says why the state is not the one wanted, in words, when it is
 	// not obvious: "web.api[2] failed: exit code 1 after 2 restarts",
 	// "1 instance of group api waiting for room: 0/1 nodes fit: ...".
@@ -57,6 +60,10 @@ func (s JobSummary) Progress() string {
 	}
 	return out
 }
+
+// SetProgress writes Shown: Progress() for the API's readers that are not
+// Go (the web UI).
+func (s *JobSummary) SetProgress() { s.Shown = s.Progress() }
 
 // JobStatus is a job as `drover status JOB -o json` prints it: the job, its
 // summary, why anything is pending, and its allocations. `drover run -`

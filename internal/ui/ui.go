@@ -1,8 +1,8 @@
 // Package ui is drover's web UI: static files embedded in the binary and
-// served at /ui/, no build step. The page is plain HTML and JavaScript that
-// reads the same /v1 API as the CLI, with the operator's ACL token (kept
-// in the browser's localStorage), and stays current by following
-// GET /v1/events.
+// served at /ui/, no build step (docs/ui.md says why). The page is plain
+// HTML and JavaScript modules that read the same /v1 API as the CLI, with
+// the session cookie a login link gives (internal/server's ui_session.go),
+// and stay current by following GET /v1/events.
 package ui
 
 import (
@@ -14,6 +14,12 @@ import (
 //go:embed static
 var static embed.FS
 
+// ContentSecurityPolicy is the UI's: it runs only its own scripts, talks
+// only to this server, and is framed by no one. Inline style attributes
+// (the usage bars' widths) are the one inline thing allowed.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self' data:; " +
+	"style-src 'self' 'unsafe-inline'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
 // Handler serves the UI under /ui/.
 func Handler() http.Handler {
 	sub, err := fs.Sub(static, "static")
@@ -23,8 +29,7 @@ func Handler() http.Handler {
 	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		// The page runs only its own script and talks only to this server.
-		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")

@@ -1,65 +1,117 @@
-// drover's web UI: one page, hash routes, the /v1 API with the operator's
-// token, and a followed event stream that redraws the page when the
-// cluster changes. Plain JavaScript: no build step, nothing fetched from
-// elsewhere.
-"use strict";
+// drover's web UI: one page, hash routes, the /v1 API with the session
+// cookie, and a followed event stream that redraws the page when the
+// cluster changes. Plain JavaScript modules, no build step, nothing fetched
+// from elsewhere (docs/ui.md says why).
+import { html } from "./html.js";
+import { api, APIError, enc } from "./api.js";
 
 const main = document.getElementById("main");
 const live = document.getElementById("live");
-let token = localStorage.getItem("drover-token") || "";
+const flash = document.getElementById("flash");
 
-// ---- API ----
+// me is GET /v1/ui/whoami's answer: who is logged in and what they may do
+// where; null before a login.
+let me = null;
+let loginError = "";
+// ns is the namespace the lists show; "" is every one the token may read.
+let ns = localStorage.getItem("drover-namespace") || "";
 
-class APIError extends Error {
-  constructor(status, msg) { super(msg); this.status = status; }
+// ---- what the user may do ----
+
+function can(namespace, capability) {
+  const n = me?.namespaces.find((x) => x.name === (namespace || "default"));
+  return !!n && n.capabilities.includes(capability);
 }
-
-async function api(path) {
-  const resp = await fetch(path, { headers: { "X-Drover-Token": token } });
-  if (resp.status === 401 || (resp.status === 403 && (await peekUnknownToken(resp)))) {
-    askToken("That token is not accepted: " + resp.status);
-    throw new APIError(resp.status, "no usable token");
-  }
-  if (!resp.ok) {
-    let msg = resp.statusText;
-    try { msg = (await resp.json()).error || msg; } catch (e) { /* not JSON */ }
-    throw new APIError(resp.status, msg);
-  }
-  return resp.json();
-}
-
-async function peekUnknownToken(resp) {
-  try {
-    const body = await resp.clone().json();
-    return /not known/.test(body.error || "");
-  } catch (e) { return false; }
-}
+const canNode = (capability) => (me?.node || []).includes(capability);
+const nsReason = (namespace, capability) =>
+  `token "${me?.token}" may not ${capability} in namespace "${namespace || "default"}": a policy with namespace "${namespace || "default"}" { capabilities = ["${capability}"] } grants it`;
+const nodeReason = (capability) => `token "${me?.token}" may not ${capability} nodes: a policy with node { capabilities = ["${capability}"] } grants it`;
 
 // ---- helpers ----
 
-function esc(s) {
-  return String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-}
-const status = (s) => `<span class="status ${esc(s)}">${esc(s)}</span>`;
-const short = (id) => esc(String(id || "").slice(0, 8));
+const status = (s) => html`<span class="status ${s}">${s}</span>`;
+const short = (id) => String(id || "").slice(0, 8);
 const when = (t) => (t && !t.startsWith("0001") ? new Date(t).toLocaleString() : "-");
-const link = (href, text) => `<a href="${esc(href)}">${esc(text)}</a>`;
-function table(head, rows, empty) {
-  if (!rows.length) return `<p class="muted">${esc(empty)}</p>`;
-  return `<table><thead><tr>${head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr></thead><tbody>${rows.map((r) => `<tr>${r.join("")}</tr>`).join("")}</tbody></table>`;
+const link = (href, text) => html`<a href="${href}">${text}</a>`;
+const nodeLink = (id, name) => (id ? link(`#/nodes/${enc(id)}`, name || short(id)) : "-");
+function table(head, rows, empty, cls = "") {
+  if (!rows.length) return html`<p class="muted">${empty}</p>`;
+  return html`<table class="${cls}"><thead><tr>${head.map((h) => html`<th>${h}</th>`)}</tr></thead><tbody>${rows.map((r) => html`<tr>${r}</tr>`)}</tbody></table>`;
 }
-const td = (html, cls) => `<td${cls ? ` class="${cls}"` : ""}>${html}</td>`;
+const td = (v, cls) => html`<td class="${cls || ""}">${v}</td>`;
 function bar(alloc, used, total) {
-  const p = (x) => (total > 0 ? Math.min(100, (100 * x) / total) : 0);
-  return `<div class="bar"><span class="alloc" style="width:${p(alloc)}%"></span><span class="used" style="width:${p(used)}%"></span></div>`;
+  const p = (x) => (total > 0 ? Math.min(100, (100 * x) / total).toFixed(1) : 0);
+  return html`<div class="bar"><span class="alloc" style="width:${p(alloc)}%"></span><span class="used" style="width:${p(used)}%"></span></div>`;
 }
-
 function allocStatus(a) {
   if (a.node_down && !["complete", "failed"].includes(a.status?.client_status)) return "lost";
   return a.status?.client_status || "pending";
 }
-function restarts(a) {
-  return Object.values(a.status?.tasks || {}).reduce((n, t) => n + (t.restarts || 0), 0);
+const restarts = (a) => Object.values(a.status?.tasks || {}).reduce((n, t) => n + (t.restarts || 0), 0);
+const nsQuery = (sep) => (ns ? `${sep}namespace=${enc(ns)}` : "");
+
+// ---- actions: each a button that asks before it acts, or a disabled one
+// that says why ----
+
+// actions are the buttons on the page now; building, those of the page
+// being drawn, which replace them when it is shown.
+// denied holds why the page's disabled buttons are, said once above them.
+let actions = new Map(), building = new Map(), denied = new Set();
+let actionSeq = 0;
+
+// action renders a button. confirm is the question (a string, or a
+// function of the page's inputs); run does it and returns what to say.
+function action(label, { allowed = true, reason = "", confirm, run, danger = false }) {
+  if (!allowed) {
+    denied.add(reason);
+    return html`<button type="button" disabled title="${reason}">${label}</button>`;
+  }
+  const id = "a" + ++actionSeq;
+  building.set(id, { confirm, run, label });
+  return html`<button type="button" class="${danger ? "danger" : ""}" data-action="${id}">${label}</button>`;
+}
+
+const dialog = document.getElementById("confirm");
+let pending = null;
+main.addEventListener("click", (ev) => {
+  const b = ev.target.closest("[data-action]");
+  if (b) {
+    const a = actions.get(b.dataset.action);
+    if (!a) return;
+    pending = a;
+    document.getElementById("confirm-text").textContent = typeof a.confirm === "function" ? a.confirm() : a.confirm;
+    document.getElementById("confirm-ok").textContent = a.label;
+    dialog.showModal();
+    return;
+  }
+  const f = ev.target.closest("[data-filter]");
+  if (f) { jobFilter = f.dataset.filter; render(); }
+});
+document.getElementById("confirm-cancel").addEventListener("click", () => { pending = null; dialog.close(); });
+document.getElementById("confirm-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const a = pending;
+  pending = null;
+  dialog.close();
+  if (!a) return;
+  try {
+    say(await a.run(), false);
+  } catch (e) {
+    say(e.message, true);
+  }
+  // What was typed for the action is used: the page may redraw now.
+  if (document.activeElement && main.contains(document.activeElement)) document.activeElement.blur();
+  render();
+});
+
+// say shows what an action did until the user goes to another page (an
+// action that goes elsewhere itself, as a purge, keeps it).
+let flashHash = "";
+function say(msg, bad) {
+  flashHash = location.hash;
+  flash.textContent = msg || "";
+  flash.className = bad ? "flash error" : "flash ok";
+  flash.hidden = !msg;
 }
 
 // ---- views ----
@@ -68,95 +120,237 @@ let jobFilter = "all";
 
 const views = {
   async jobs() {
-    const jobs = await api("/v1/jobs");
+    const jobs = await api(`/v1/jobs${nsQuery("?")}`);
     const states = ["all", "running", "pending", "failed", "complete", "stopped"];
     const shown = jobs.filter((j) => jobFilter === "all" || (j.stopped ? "stopped" : j.summary.state) === jobFilter);
-    return `<h1>Jobs <small>${jobs.length}</small></h1>
-      <div class="filters">${states.map((s) => `<button type="button" data-filter="${s}" class="${s === jobFilter ? "on" : ""}">${s}</button>`).join("")}</div>
-      ${table(["Name", "Namespace", "Type", "Version", "Status", "Running", "Why"],
-        shown.map((j) => [td(link(`#/jobs/${encodeURIComponent(j.name)}`, j.name)), td(esc(j.namespace)), td(esc(j.type)),
-          td(esc(j.version), "num"), td(status(j.stopped ? "stopped" : j.summary.state)),
-          td(`${j.summary.running}/${j.summary.desired}`, "num"), td(esc(j.summary.reason || ""))]),
+    return html`<h1>Jobs <small>${jobs.length}${ns ? ` in ${ns}` : ""}</small></h1>
+      <div class="filters">${states.map((s) => html`<button type="button" data-filter="${s}" class="${s === jobFilter ? "on" : ""}">${s}</button>`)}</div>
+      ${table(["Name", "Namespace", "Type", "Version", "Status", "Instances", "Why"],
+        shown.map((j) => [td(link(`#/jobs/${enc(j.name)}`, j.name)), td(j.namespace), td(j.type),
+          td(j.version, "num"), td(status(j.stopped ? "stopped" : j.summary.state)),
+          td(j.summary.progress, "num progress"), td(j.summary.reason || "")]),
         jobFilter === "all" ? "No jobs yet: drover run FILE submits one." : `No ${jobFilter} jobs.`)}`;
   },
 
-  async job(name) {
-    const enc = encodeURIComponent(name);
+  async job(name, sub, params) {
+    if (sub === "definition") return jobDefinition(name);
+    if (sub === "diff") return jobDiff(name, params);
+    const e = enc(name);
     const [st, versions, events, dep] = await Promise.all([
-      api(`/v1/jobs/${enc}`), api(`/v1/jobs/${enc}/versions`),
-      api(`/v1/events?job=${enc}&since=24h`), api(`/v1/jobs/${enc}/deployment`).catch(() => null)]);
+      api(`/v1/jobs/${e}`), api(`/v1/jobs/${e}/versions`),
+      api(`/v1/events?job=${e}&since=168h`), api(`/v1/jobs/${e}/deployment`).catch(() => null)]);
     const j = st.job, s = st.summary;
-    let depHTML = `<p class="muted">No deployment: the job has no update block.</p>`;
+    const submit = can(j.namespace, "submit");
+    const why = nsReason(j.namespace, "submit");
+    const stopped = j.stopped;
+    const bar = html`<div class="actions">
+      ${stopped ? "" : action("Restart", { allowed: submit, reason: why, confirm: `Replace every instance of ${name}, a batch at a time?`,
+        run: async () => { await api(`/v1/jobs/${e}/restart`, { method: "POST" }); return `Restart of ${name} requested.`; } })}
+      ${stopped ? "" : action("Stop", { allowed: submit, reason: why, danger: true, confirm: `Stop job ${name}? Its instances get SIGTERM.`,
+        run: async () => { await api(`/v1/jobs/${e}`, { method: "DELETE" }); return `Job ${name} stopped.`; } })}
+      ${action(stopped ? "Purge" : "Stop and purge", { allowed: submit, reason: why, danger: true,
+        confirm: `Stop job ${name} and forget it (its versions and deployments)?`,
+        run: async () => { await api(`/v1/jobs/${e}?purge=true`, { method: "DELETE" }); location.hash = "#/jobs"; return `Job ${name} purged.`; } })}
+      ${link(`#/jobs/${e}/definition`, "Definition")}
+    </div>`;
+
+    // A job purged and submitted again keeps its name: the history before
+    // the last purge belongs to the earlier job and is shown apart.
+    const lastPurge = events.filter((ev) => ev.topic === "job" && ev.type === "Purged").reduce((m, ev) => Math.max(m, ev.index), 0);
+    const mine = events.filter((ev) => ev.index > lastPurge);
+    const earlier = events.length - mine.length;
+
+    let depHTML = html`<p class="muted">No deployment: the job has no update block.</p>`;
     if (dep) {
-      depHTML = `<p>${status(dep.status)} version ${esc(dep.job_version)} <span class="id">${short(dep.id)}</span> ${esc(dep.description || "")}</p>` +
-        table(["Group", "Desired", "Placed", "Healthy", "Unhealthy", "Canaries"],
-          Object.entries(dep.groups || {}).map(([g, d]) => [td(esc(g)), td(d.desired, "num"), td(d.placed, "num"), td(d.healthy, "num"),
-            td(d.unhealthy, "num"), td(d.desired_canaries || 0, "num")]), "");
+      const running = dep.status === "running";
+      const canaries = Object.values(dep.groups || {}).some((g) => g.desired_canaries > 0 && !g.promoted);
+      depHTML = html`<p>${status(dep.status)} version ${dep.job_version} <span class="id">${short(dep.id)}</span> ${dep.description || ""}</p>
+        ${table(["Group", "Desired", "Placed", "Healthy", "Unhealthy", "Canaries"],
+          Object.entries(dep.groups || {}).map(([g, d]) => [td(g), td(d.desired, "num"), td(d.placed, "num"), td(d.healthy, "num"),
+            td(d.unhealthy, "num"), td(d.desired_canaries || 0, "num")]), "")}
+        <div class="actions">
+        ${running && canaries ? action("Promote", { allowed: submit, reason: why, confirm: `Promote the canaries of ${name} version ${dep.job_version}: replace the rest of the old version?`,
+          run: async () => { await api(`/v1/deployments/${enc(dep.id)}/promote`, { method: "POST" }); return `Deployment ${short(dep.id)} promoted.`; } }) : ""}
+        ${running ? action("Fail", { allowed: submit, reason: why, danger: true, confirm: `Fail the deployment of ${name} version ${dep.job_version}? With auto_revert the job goes back to its last stable version.`,
+          run: async () => { await api(`/v1/deployments/${enc(dep.id)}/fail`, { method: "POST" }); return `Deployment ${short(dep.id)} failed.`; } }) : ""}
+        </div>`;
     }
-    return `<h1>${esc(j.name)} <small>${esc(j.namespace)} · ${esc(j.type)} · version ${esc(j.version)}</small></h1>
+    const groups = j.type === "system" ? [] : j.groups;
+    return html`<h1>${j.name} <small>${j.namespace} · ${j.type} · version ${j.version}</small></h1>
+      ${bar}
       <div class="grid">
-        <div class="card">Status<b>${status(j.stopped ? "stopped" : s.state)}</b></div>
-        <div class="card">Running<b>${s.running}/${s.desired}</b></div>
+        <div class="card">Status<b>${status(stopped ? "stopped" : s.state)}</b></div>
+        <div class="card">Instances<b id="progress">${s.progress}</b></div>
         <div class="card">Pending<b>${s.pending}</b></div>
         <div class="card">Failed<b>${s.failed}</b></div>
         <div class="card">Lost<b>${s.lost}</b></div>
       </div>
-      ${s.reason ? `<p class="error">${esc(s.reason)}</p>` : ""}
+      ${s.reason ? html`<p class="reason">${s.reason}</p>` : ""}
+      ${groups.length && !stopped ? html`<h2>Groups</h2>${table(["Group", "Count", "Scale to"], groups.map((g) => [td(g.name), td(g.count, "num"),
+        td(html`<input type="number" min="0" max="10000" value="${g.count}" id="scale-${g.name}" aria-label="count of group ${g.name}">
+          ${action("Scale", { allowed: submit, reason: why,
+            confirm: () => `Scale group ${g.name} of ${name} from ${g.count} to ${scaleInput(g.name)}? This submits a new version.`,
+            run: () => scale(name, g.name, scaleInput(g.name)) })}`)]), "")}` : ""}
       <h2>Instances</h2>
       ${table(["Instance", "ID", "Node", "Status", "Desired", "Version", "Restarts", "Created"],
         st.allocations.slice().sort((a, b) => a.name.localeCompare(b.name)).map((a) => [
-          td(link(`#/allocs/${a.id}`, a.name)), td(`<span class="id">${short(a.id)}</span>`), td(esc(a.node_name)),
-          td(status(allocStatus(a))), td(esc(a.desired_status)), td(esc(a.job_version), "num"), td(restarts(a), "num"), td(when(a.create_time))]),
+          td(link(`#/allocs/${a.id}`, a.name)), td(html`<span class="id">${short(a.id)}</span>`), td(nodeLink(a.node_id, a.node_name)),
+          td(status(allocStatus(a))), td(a.desired_status), td(a.job_version, "num"), td(restarts(a), "num"), td(when(a.create_time))]),
         "No instances.")}
       <h2>Deployment</h2>${depHTML}
       <h2>Versions</h2>
-      ${table(["Version", "Submitted", "Stopped"], versions.map((v) => [td(esc(v.version), "num"), td(when(v.submit_time)), td(v.stopped ? "yes" : "")]), "")}
-      <h2>Events</h2>${eventTable(events.slice(-50).reverse())}`;
+      ${table(["Version", "Submitted", "", ""], versions.map((v) => [td(v.version, "num"), td(when(v.submit_time)),
+        td(v.version === j.version ? html`<span class="muted">current</span>` : link(`#/jobs/${e}/diff?from=${v.version}&to=${j.version}`, `diff to ${j.version}`)),
+        td(v.version === j.version ? "" : action(`Revert to ${v.version}`, { allowed: submit, reason: why,
+          confirm: `Submit version ${v.version}'s spec of ${name} again, as its next version?`,
+          run: async () => { const r = await api(`/v1/jobs/${e}/revert`, { method: "POST", body: { version: v.version } });
+            return `Job ${name} reverted to version ${v.version}: now version ${r.job.version}.`; } }))]), "")}
+      <h2>Events</h2>${eventTable(mine.slice(-50).reverse())}
+      ${earlier ? html`<p class="muted" id="earlier">${earlier} earlier events belong to a purged job of the same name: ${link(`#/events?job=${e}`, "all events of the name")}.</p>` : ""}`;
   },
 
   async nodes() {
     const [nodes, allocs] = await Promise.all([api("/v1/nodes"), api("/v1/allocations")]);
-    const used = {};
-    for (const a of allocs) {
-      if (a.desired_status !== "run" || ["complete", "failed"].includes(a.status?.client_status)) continue;
-      const u = (used[a.node_id] ||= { cpu: 0, memory: 0, n: 0 });
-      u.cpu += a.resources.cpu; u.memory += a.resources.memory; u.n++;
-    }
-    return `<h1>Nodes <small>${nodes.length}</small></h1>` + table(
+    const used = allocatedByNode(allocs);
+    return html`<h1>Nodes <small>${nodes.length}</small></h1>` + table(
       ["Name", "ID", "Status", "Drivers", "CPU MHz: allocated / used / total", "Memory MB: allocated / used / total", "Instances"],
       nodes.map((n) => {
         const a = used[n.id] || { cpu: 0, memory: 0, n: 0 };
         const u = n.usage?.tasks || { cpu: 0, memory: 0 };
-        let st = n.status;
-        if (n.status === "ready" && n.drain) st = "draining";
-        else if (n.status === "ready" && n.ineligible) st = "ineligible";
-        return [td(`<b>${esc(n.name)}</b>`), td(`<span class="id">${short(n.id)}</span>`), td(status(st)), td(esc((n.drivers || []).join(", "))),
-          td(`${a.cpu} / ${u.cpu} / ${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num"),
-          td(`${a.memory} / ${u.memory} / ${n.resources.memory}${bar(a.memory, u.memory, n.resources.memory)}`, "num"),
+        return [td(html`<b>${nodeLink(n.id, n.name)}</b>`), td(html`<span class="id">${short(n.id)}</span>`), td(status(nodeState(n))), td((n.drivers || []).join(", ")),
+          td(html`${a.cpu} / ${u.cpu} / ${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num"),
+          td(html`${a.memory} / ${u.memory} / ${n.resources.memory}${bar(a.memory, u.memory, n.resources.memory)}`, "num"),
           td(a.n, "num")];
       }), "No nodes: start an agent (drover agent) or drover dev.");
   },
 
+  async node(id) {
+    const [n, allocs] = await Promise.all([api(`/v1/nodes/${enc(id)}`), api(`/v1/allocations?node=${enc(id)}`)]);
+    const a = allocatedByNode(allocs)[n.id] || { cpu: 0, memory: 0, n: 0 };
+    const u = n.usage?.tasks || { cpu: 0, memory: 0 };
+    const write = canNode("write");
+    const why = nodeReason("write");
+    const draining = !!n.drain;
+    const kv = (o) => table(["Name", "Value"], Object.keys(o || {}).sort().map((k) => [td(k), td(o[k])]), "None.", "kv");
+    return html`<h1>${n.name} <small><span class="id">${n.id}</span></small></h1>
+      <div class="grid">
+        <div class="card">Status<b>${status(nodeState(n))}</b></div>
+        <div class="card">Scheduling<b id="eligibility">${n.ineligible ? "ineligible" : "eligible"}</b></div>
+        <div class="card">Drain<b id="drain-state">${draining ? (n.drain.deadline ? `until ${when(n.drain.deadline)}` : "no deadline") : "none"}</b></div>
+        <div class="card">Instances<b>${a.n}</b></div>
+      </div>
+      <div class="actions">
+        ${draining
+          ? action("End drain", { allowed: write, reason: why, confirm: `End the drain of ${n.name}? It becomes eligible for new work.`,
+              run: async () => { await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body: { enable: false } }); return `Drain of ${n.name} ended.`; } })
+          : html`<label>deadline <input id="drain-deadline" placeholder="e.g. 1h (none: wait for all)" size="18"></label>
+              ${action("Drain", { allowed: write, reason: why, danger: true,
+                confirm: () => `Drain ${n.name}: move its ${a.n} instances elsewhere${drainDeadline() ? ", within " + drainDeadline() : ""}, and take it out of scheduling?`,
+                run: async () => { const body = { enable: true }; if (drainDeadline()) body.deadline = drainDeadline();
+                  await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body }); return `Drain of ${n.name} started.`; } })}`}
+        ${draining ? "" : n.ineligible
+          ? action("Make eligible", { allowed: write, reason: why, confirm: `Let the scheduler place new work on ${n.name}?`,
+              run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: true } }); return `${n.name} is eligible.`; } })
+          : action("Make ineligible", { allowed: write, reason: why, confirm: `Take ${n.name} out of scheduling? What runs there keeps running.`,
+              run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: false } }); return `${n.name} is ineligible.`; } })}
+      </div>
+      <h2>Resources</h2>
+      ${table(["", "Allocated", "Used", "Total"], [
+        [td("CPU MHz"), td(a.cpu, "num"), td(u.cpu, "num"), td(html`${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num")],
+        [td("Memory MB"), td(a.memory, "num"), td(u.memory, "num"), td(html`${n.resources.memory}${bar(a.memory, u.memory, n.resources.memory)}`, "num")]], "")}
+      <p>Address ${n.address || "-"} · datacenter ${n.datacenter || "-"} · class ${n.node_class || "-"} · pool ${n.node_pool || "-"} · registered ${when(n.register_time)}</p>
+      <h2>Drivers</h2><p id="drivers">${(n.drivers || []).map((d) => html`<span class="status">${d}</span> `)}</p>
+      <h2>Instances</h2>
+      ${table(["Instance", "Job", "Status", "Desired", "CPU", "Memory"], allocs.filter((x) => !ns || x.namespace === ns).map((x) => [
+        td(link(`#/allocs/${x.id}`, x.name)), td(link(`#/jobs/${enc(x.job)}`, x.job)), td(status(allocStatus(x))), td(x.desired_status),
+        td(x.resources.cpu, "num"), td(x.resources.memory, "num")]), "None.")}
+      <h2>Attributes</h2>${kv(n.attributes)}
+      ${n.meta ? html`<h2>Meta</h2>${kv(n.meta)}` : ""}`;
+  },
+
   async allocs(id) {
-    const a = await api(`/v1/allocations/${encodeURIComponent(id)}`);
+    const a = await api(`/v1/allocations/${enc(id)}`);
     const tasks = a.tasks.map((t) => t.name);
     const task = new URLSearchParams(location.hash.split("?")[1] || "").get("task") || tasks[0];
     const ts = a.status?.tasks?.[task] || {};
     setTimeout(() => followLogs(a.id, task), 0);
-    return `<h1>${esc(a.name)} <small><span class="id">${esc(a.id)}</span></small></h1>
-      <p>${status(allocStatus(a))} on node <b>${esc(a.node_name)}</b> · job ${link(`#/jobs/${encodeURIComponent(a.job)}`, a.job)} version ${esc(a.job_version)}
-        · ${esc(a.status?.description || a.desired_reason || "")}</p>
-      <div class="filters">${tasks.map((t) => `<a href="#/allocs/${esc(a.id)}?task=${encodeURIComponent(t)}"><button type="button" class="${t === task ? "on" : ""}">${esc(t)}</button></a>`).join("")}</div>
-      <p class="muted">Task ${esc(task)}: ${esc(ts.state || "pending")}, ${ts.restarts || 0} restarts${ts.pid ? ", pid " + esc(ts.pid) : ""}</p>
+    return html`<h1>${a.name} <small><span class="id">${a.id}</span></small></h1>
+      <p>${status(allocStatus(a))} on node ${nodeLink(a.node_id, a.node_name)} · job ${link(`#/jobs/${enc(a.job)}`, a.job)} version ${a.job_version}
+        · ${a.status?.description || a.desired_reason || ""}</p>
+      <div class="filters">${tasks.map((t) => html`<a href="#/allocs/${a.id}?task=${enc(t)}"><button type="button" class="${t === task ? "on" : ""}">${t}</button></a>`)}</div>
+      <p class="muted">Task ${task}: ${ts.state || "pending"}, ${ts.restarts || 0} restarts${ts.pid ? ", pid " + ts.pid : ""}</p>
       <h2>Live logs <small class="muted">stdout</small></h2><pre class="logs" id="logs"></pre>
-      <h2>Task events</h2>${table(["Time", "Type", "Message"], (ts.events || []).slice().reverse().map((e) => [td(when(e.time)), td(esc(e.type)), td(esc(e.message || ""))]), "None yet.")}`;
+      <h2>Task events</h2>${table(["Time", "Type", "Message"], (ts.events || []).slice().reverse().map((e) => [td(when(e.time)), td(e.type), td(e.message || "")]), "None yet.")}`;
   },
 
-  async events() {
-    const evs = await api("/v1/events?since=24h");
-    return `<h1>Events <small>live</small></h1><div id="event-table">${eventTable(evs.slice(-200).reverse())}</div>`;
+  async events(_, __, params) {
+    const job = params.get("job");
+    const evs = await api(`/v1/events?since=24h${job ? "&job=" + enc(job) : ""}${nsQuery("&")}`);
+    return html`<h1>Events <small>${job ? `of the name ${job}, ` : ""}live</small></h1><div id="event-table">${eventTable(evs.slice(-200).reverse())}</div>`;
   },
 };
+
+function nodeState(n) {
+  if (n.status === "ready" && n.drain) return "draining";
+  if (n.status === "ready" && n.ineligible) return "ineligible";
+  return n.status;
+}
+
+function allocatedByNode(allocs) {
+  const used = {};
+  for (const a of allocs) {
+    if (a.desired_status !== "run" || ["complete", "failed"].includes(a.status?.client_status)) continue;
+    const u = (used[a.node_id] ||= { cpu: 0, memory: 0, n: 0 });
+    u.cpu += a.resources.cpu; u.memory += a.resources.memory; u.n++;
+  }
+  return used;
+}
+
+const scaleInput = (group) => Number(document.getElementById(`scale-${group}`)?.value);
+const drainDeadline = () => (document.getElementById("drain-deadline")?.value || "").trim();
+
+// scale submits the job again with one group's count changed, refused
+// (409) if the job changed since it was read.
+async function scale(name, group, count) {
+  if (!Number.isInteger(count) || count < 0) throw new Error(`the count must be a whole number of 0 or more, not ${count}`);
+  const st = await api(`/v1/jobs/${enc(name)}`);
+  const g = st.job.groups.find((x) => x.name === group);
+  if (!g) throw new Error(`job ${name} has no group ${group} any more`);
+  g.count = count;
+  const r = await api(`/v1/jobs?check_index=${st.job.modify_index}`, { method: "POST", body: st.job });
+  return `Group ${group} of ${name} scaled to ${count}: version ${r.job.version}.`;
+}
+
+// The spec as submitted: the fields the server keeps are left out.
+const serverFields = ["version", "stopped", "submit_time", "modify_index", "restart_requested"];
+async function jobDefinition(name) {
+  const st = await api(`/v1/jobs/${enc(name)}`);
+  const spec = Object.fromEntries(Object.entries(st.job).filter(([k]) => !serverFields.includes(k)));
+  return html`<h1>${name} <small>definition · version ${st.job.version}</small></h1>
+    <p>${link(`#/jobs/${enc(name)}`, "back to the job")} · JSON, as <code>drover job inspect ${name}</code> prints it; <code>drover run</code> takes it back.</p>
+    <pre class="code" id="definition">${JSON.stringify(spec, null, 2)}</pre>`;
+}
+
+async function jobDiff(name, params) {
+  const versions = await api(`/v1/jobs/${enc(name)}/versions`);
+  const newest = versions[0].version;
+  const from = params.get("from") || String(versions[Math.min(1, versions.length - 1)].version);
+  const to = params.get("to") || String(newest);
+  const d = await api(`/v1/jobs/${enc(name)}/diff?from=${enc(from)}&to=${enc(to)}`);
+  const pick = (id, cur) => html`<select id="${id}">${versions.map((v) => html`<option value="${v.version}" ${String(v.version) === cur ? html`selected` : ""}>version ${v.version}</option>`)}</select>`;
+  return html`<h1>${name} <small>changes from version ${d.from} to ${d.to}</small></h1>
+    <p>${link(`#/jobs/${enc(name)}`, "back to the job")}</p>
+    <form id="diff-form" class="actions">from ${pick("diff-from", from)} to ${pick("diff-to", to)} <button type="submit">Compare</button></form>
+    ${d.changes.length
+      ? html`<pre class="code diff" id="diff">${d.changes.map((c) => html`<span class="op${c.op === "+" ? "add" : c.op === "-" ? "del" : "mod"}">${c.op} ${c.path}: ${c.op === "+" ? c.to : c.op === "-" ? c.from : `${c.from} -> ${c.to}`}</span>\n`)}</pre>`
+      : html`<p class="muted" id="diff">No change to the spec.</p>`}`;
+}
+main.addEventListener("submit", (ev) => {
+  if (ev.target.id !== "diff-form") return;
+  ev.preventDefault();
+  const [name] = route().args;
+  location.hash = `#/jobs/${enc(name)}/diff?from=${enc(document.getElementById("diff-from").value)}&to=${enc(document.getElementById("diff-to").value)}`;
+});
 
 function eventTable(evs) {
   return table(["Time", "Topic", "Type", "Subject", "Message"], evs.map(eventRow), "No events.");
@@ -165,8 +359,8 @@ function eventRow(e) {
   let subject = e.job || "";
   if (e.alloc) subject = e.alloc + (e.task ? "/" + e.task : "");
   if (e.topic === "node") subject = e.node;
-  const subj = e.alloc_id ? link(`#/allocs/${e.alloc_id}`, subject) : e.job ? link(`#/jobs/${encodeURIComponent(e.job)}`, subject) : esc(subject);
-  return [td(when(e.time)), td(esc(e.topic)), td(esc(e.type)), td(subj), td(esc(e.message || ""))];
+  const subj = e.alloc_id ? link(`#/allocs/${e.alloc_id}`, subject) : e.job ? link(`#/jobs/${enc(e.job)}`, subject) : subject;
+  return [td(when(e.time)), td(e.topic), td(e.type), td(subj), td(e.message || "")];
 }
 
 // ---- logs ----
@@ -178,8 +372,7 @@ async function followLogs(id, task) {
   const pre = document.getElementById("logs");
   if (!pre) return;
   try {
-    const resp = await fetch(`/v1/allocations/${encodeURIComponent(id)}/logs?task=${encodeURIComponent(task)}&follow=true&tail=200`,
-      { headers: { "X-Drover-Token": token }, signal: logAbort.signal });
+    const resp = await fetch(`/v1/allocations/${enc(id)}/logs?task=${enc(task)}&follow=true&tail=200`, { signal: logAbort.signal });
     if (!resp.ok) { pre.textContent = `(${resp.status}) ` + (await resp.text()); return; }
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
@@ -198,28 +391,44 @@ async function followLogs(id, task) {
 
 // ---- routing and rendering ----
 
+// route reads #/VIEW/ARG/SUB?QUERY.
 function route() {
-  const [path] = location.hash.replace(/^#\/?/, "").split("?");
-  const [view, ...rest] = path.split("/");
-  const arg = decodeURIComponent(rest.join("/"));
-  if (view === "jobs" && arg) return { view: "job", arg }; // #/jobs/NAME
-  return { view: views[view] ? view : "jobs", arg };
+  const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
+  const [view, ...args] = path.split("/").map(decodeURIComponent);
+  const params = new URLSearchParams(query || "");
+  if (view === "jobs" && args[0]) return { view: "job", args, params };
+  if (view === "nodes" && args[0]) return { view: "node", args, params };
+  return { view: views[view] ? view : "jobs", args, params };
 }
 
-let rendering = false, again = false;
+let rendering = false, again = false, lastHTML = "";
 async function render() {
+  if (!me) return showLogin();
   if (rendering) { again = true; return; }
   rendering = true;
-  const { view, arg } = route();
-  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === view || (view === "job" && a.dataset.nav === "jobs")));
+  const { view, args, params } = route();
+  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", view.startsWith(a.dataset.nav.replace(/s$/, ""))));
   try {
-    const html = await views[view](arg);
-    if (view !== "allocs" || !document.getElementById("logs") || main.dataset.alloc !== arg) {
-      main.innerHTML = html;
-      main.dataset.alloc = view === "allocs" ? arg : "";
-    }
+    building = new Map();
+    actionSeq = 0;
+    denied = new Set();
+    let out = String(await views[view](args[0], args[1], params));
+    if (denied.size) out = String(html`<p class="why" id="denied">Some actions are disabled: ${[...denied].join("; ")}.</p>`) + out;
+    // An open log or an input being typed into is not redrawn under the user.
+    const typing = document.activeElement && main.contains(document.activeElement) && ["INPUT", "SELECT"].includes(document.activeElement.tagName);
+    const key = location.hash;
+    if (main.dataset.key === key && out === lastHTML) { actions = building; return; }
+    if (main.dataset.key === key && (document.getElementById("logs") || typing || dialog.open)) return;
+    main.innerHTML = out;
+    lastHTML = out;
+    actions = building;
+    main.dataset.key = key;
   } catch (e) {
-    if (!(e instanceof APIError && e.status === 401)) main.innerHTML = `<p class="error">${esc(e.message)}</p>`;
+    if (e instanceof APIError && e.status === 401) { me = null; showLogin(); return; }
+    main.innerHTML = String(html`<p class="error">${e.message}</p>`);
+    main.dataset.key = "";
+    lastHTML = "";
+    actions = new Map();
   } finally {
     rendering = false;
     if (again) { again = false; setTimeout(render, 0); }
@@ -233,16 +442,21 @@ function redrawSoon() {
   redrawTimer = setTimeout(() => { redrawTimer = null; render(); }, 300);
 }
 
-// ---- the event stream: server-sent events read with fetch, so that the
-// token goes in a header, never in a URL ----
+// ---- the event stream: server-sent events read with fetch ----
 
-let lastIndex = 0, streamAbort = null;
+let lastIndex = 0, streamAbort = null, streaming = false;
 async function followEvents() {
-  for (;;) {
+  if (streaming) return;
+  streaming = true;
+  try { await streamEvents(); } finally { streaming = false; }
+}
+async function streamEvents() {
+  while (me) {
     streamAbort = new AbortController();
     try {
-      const resp = await fetch(`/v1/events?follow=true&index=${lastIndex}&since=1m`, { headers: { "X-Drover-Token": token }, signal: streamAbort.signal });
-      if (!resp.ok) throw new Error("events: " + resp.status); // 401: the page's prompt asks for a token
+      const resp = await fetch(`/v1/events?follow=true&index=${lastIndex}&since=1m`, { signal: streamAbort.signal });
+      if (resp.status === 401) { me = null; showLogin(); return; }
+      if (!resp.ok) throw new Error("events: " + resp.status);
       live.textContent = "● live"; live.classList.add("on");
       const reader = resp.body.getReader();
       const dec = new TextDecoder();
@@ -262,41 +476,94 @@ async function followEvents() {
         }
       }
     } catch (e) { /* reconnect below */ }
+    if (!me) return;
     live.textContent = "○ reconnecting"; live.classList.remove("on");
     await new Promise((r) => setTimeout(r, 2000));
   }
 }
 
 function onEvent(e) {
-  const { view } = route();
-  if (view === "events") {
+  const { view, params } = route();
+  if (view === "events" && !params.get("job") && (!ns || e.namespace === ns || !e.namespace)) {
     const tbody = document.querySelector("#event-table tbody");
-    if (tbody) { tbody.insertAdjacentHTML("afterbegin", `<tr>${eventRow(e).join("")}</tr>`); return; }
+    if (tbody) { tbody.insertAdjacentHTML("afterbegin", String(html`<tr>${eventRow(e)}</tr>`)); return; }
   }
   redrawSoon();
 }
 
-// ---- token ----
+// ---- login, who is logged in, namespace ----
 
-const dialog = document.getElementById("login");
-function askToken(msg) {
-  document.getElementById("login-error").textContent = msg || "";
-  if (!dialog.open) dialog.showModal();
-}
-document.getElementById("login-form").addEventListener("submit", () => {
-  token = document.getElementById("token").value.trim();
-  localStorage.setItem("drover-token", token);
+const who = document.getElementById("who");
+const nsSelect = document.getElementById("namespace");
+
+function showLogin() {
+  document.body.classList.add("out");
   if (streamAbort) streamAbort.abort();
+  main.innerHTML = String(html`<section class="login" id="login">
+    <h1>Log in to drover</h1>
+    <p>On a machine where the <code>drover</code> CLI works, run</p>
+    <pre class="code">drover ui</pre>
+    <p>and open the link it prints: it logs this browser in with the CLI's token, once.
+      <code>drover dev</code> prints such a link when it starts.</p>
+    ${loginError ? html`<p class="error" id="login-error">${loginError}</p>` : ""}
+  </section>`);
+  main.dataset.key = "";
+  lastHTML = "";
+}
+
+async function whoami() {
+  try {
+    me = await api("/v1/ui/whoami");
+  } catch (e) {
+    if (!(e instanceof APIError) || (e.status !== 401 && e.status !== 403)) throw e;
+    me = null;
+  }
+  if (!me) return;
+  document.body.classList.remove("out");
+  who.textContent = me.acl ? `${me.token}${me.management ? " (management)" : ""}` : "ACLs off";
+  const names = me.namespaces.map((n) => n.name);
+  if (ns && !names.includes(ns)) ns = "";
+  nsSelect.innerHTML = String(html`<option value="">all namespaces</option>${names.map((n) => html`<option value="${n}" ${n === ns ? html`selected` : ""}>${n}</option>`)}`);
+}
+
+nsSelect.addEventListener("change", () => {
+  ns = nsSelect.value;
+  localStorage.setItem("drover-namespace", ns);
   render();
 });
-document.getElementById("logout").addEventListener("click", () => askToken(""));
-main.addEventListener("click", (ev) => {
-  const f = ev.target.closest("[data-filter]");
-  if (f) { jobFilter = f.dataset.filter; render(); }
-});
-window.addEventListener("hashchange", () => { if (logAbort && route().view !== "allocs") logAbort.abort(); render(); });
 
-// No prompt up front: a server with ACLs off needs no token, and one with
-// them answers 401, which opens the prompt.
-render();
-followEvents();
+document.getElementById("logout").addEventListener("click", async () => {
+  try { await api("/v1/ui/session", { method: "DELETE" }); } catch (e) { /* logged out either way */ }
+  me = null;
+  loginError = "";
+  say("", false);
+  showLogin();
+});
+
+window.addEventListener("hashchange", () => {
+  if (location.hash.startsWith("#login=")) { start(); return; }
+  if (logAbort && route().view !== "allocs") logAbort.abort();
+  if (location.hash !== flashHash) say("", false);
+  render();
+});
+
+// A login link is ADDRESS/ui/#login=CODE: the code is traded for a session
+// cookie and leaves the address bar at once. Without one, a page that has
+// no session shows how to log in; nothing is red before the user acts.
+async function start() {
+  loginError = "";
+  const m = location.hash.match(/^#login=([0-9a-f]+)$/);
+  if (m) {
+    history.replaceState(null, "", location.pathname + "#/jobs");
+    try {
+      await api("/v1/ui/session", { method: "POST", body: { code: m[1] } });
+    } catch (e) {
+      loginError = e.message;
+    }
+  }
+  await whoami();
+  if (!me) return showLogin();
+  render();
+  followEvents();
+}
+start();
