@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-org/drover/internal/httpapi"
 )
@@ -55,7 +56,13 @@ func TestCredentialsChangedThroughAnotherServer(t *testing.T) {
 	f.mustOK(t, "PUT", "/v1/acl/policies/temp", `{"rules":"namespace \"*\" { capabilities = [\"read\"] }"}`)
 	body := f.mustOK(t, "POST", "/v1/acl/tokens", `{"name":"temp","policies":["temp"]}`)
 	secret, accessor := field(t, body, "secret_id"), field(t, body, "accessor_id")
-	want("a token made through the first server", call("GET", "/v1/jobs/web?consistent", TokenHeader, secret), 200)
+	// The second server answers 503 until it has read the registry once.
+	first := call("GET", "/v1/jobs/web?consistent", TokenHeader, secret)
+	for deadline := time.Now().Add(10 * time.Second); first == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		first = call("GET", "/v1/jobs/web?consistent", TokenHeader, secret)
+	}
+	want("a token made through the first server", first, 200)
 
 	f.mustOK(t, "DELETE", "/v1/acl/policies/temp", "")
 	want("right after its only policy was deleted", call("GET", "/v1/jobs/web?consistent", TokenHeader, secret), 403)
