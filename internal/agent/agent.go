@@ -67,9 +67,9 @@ type Config struct {
 	// MinDynamicPort and MaxDynamicPort bound the node's dynamic ports; 0:
 	// spec.DynamicPortMin and spec.DynamicPortMax.
 	MinDynamicPort, MaxDynamicPort int
-	// DirPool is how many alloc and task directory trees the agent keeps
-	// made ahead for starts to take (dirpool.go): 0 is the default (128),
-	// a negative number none.
+	// DirPool is at most how many alloc directory trees, and how many
+	// task directory trees, the agent keeps made ahead for starts to take
+	// (dirpool.go): 0 is the default (512), a negative number none.
 	DirPool int
 }
 

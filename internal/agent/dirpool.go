@@ -22,28 +22,42 @@ import (
 // with a single rename(2) into place: one pool of alloc trees (the alloc's
 // directory with its shared alloc/), one of task trees.
 //
-// An entry is one alloc's or one task's and no other's: it is handed out
-// once, through a channel, and moved out of the pool by a rename that
-// fails if anything is already at the destination. An entry is offered
-// only once its tree is complete; the pool's directory, <data dir>/dirpool,
-// is emptied when the agent starts, so that trees half made by an agent
-// that died are never used. A file system that cannot rename without
-// replacing (RENAME_NOREPLACE), or an allocs directory on another file
-// system, turns the pool off: starts make their directories as before.
+// Each tree is made in a slot, a directory of its own under
+// <data dir>/dirpool, so that a start's rename and the thread making the
+// next tree lock no directory in common (a thread of low priority holding
+// a lock a start waits for would make the start wait on the priority).
+// An emptied slot is filled again.
+//
+// A tree is one alloc's or one task's and no other's: it is handed out
+// once, through a channel, and moved out of its slot by a rename that
+// fails if anything is already at the destination. A tree is offered only
+// once it is complete; the pool's directory is emptied when the agent
+// starts, so that trees half made by an agent that died are never used. A
+// file system that cannot rename without replacing (RENAME_NOREPLACE), or
+// an allocs directory on another file system, turns the pool off: starts
+// make their directories as before.
+//
+// A pool keeps minDirPool trees ready at first; each start that finds it
+// empty raises that by one, up to its size: a node keeps ready as many
+// trees as its largest burst of starts needed.
 const (
 	dirPoolDirName = "dirpool"
-	// defaultDirPool is how many trees of each kind are kept ready: a
-	// job's burst of starts on one node up to this size takes no mkdir.
-	// Each tree is a few directories (16 to 20 KiB on ext4).
-	defaultDirPool = 128
+	slotTreeName   = "tree"
+	// defaultDirPool is a pool's size: a burst of this many starts on one
+	// node takes no mkdir. A tree is a few directories, 16 to 20 KiB on
+	// ext4.
+	defaultDirPool = 512
+	minDirPool     = 32
 )
 
 // dirPool is one kind of ready trees.
 type dirPool struct {
-	kind string // "alloc" or "task": entries' names, and messages
+	kind string // "alloc" or "task": slots' names, and messages
 	// build makes the tree at dir, dir included.
 	build func(dir string) error
-	ready chan string
+	ready chan string // slots holding a whole tree
+	free  chan string // slots emptied by a take
+	want  atomic.Int64
 	off   *atomic.Bool // shared by the agent's pools
 	kick  chan<- struct{}
 	taken atomic.Int64 // trees handed out
@@ -57,38 +71,53 @@ func (p *dirPool) take(dst string) bool {
 	if p == nil || p.off.Load() {
 		return false
 	}
-	var src string
+	var slot string
 	select {
-	case src = <-p.ready:
+	case slot = <-p.ready:
 	default:
+		if p.want.Load() < int64(cap(p.ready)) {
+			p.want.Add(1)
+		}
 		p.refill()
 		return false
 	}
-	p.refill()
-	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(slot, slotTreeName), unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
 	if err == nil {
 		p.taken.Add(1)
+		p.release(slot)
+		p.refill()
 		return true
 	}
-	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
-		// The entry is still whole: offer it again.
-		select {
-		case p.ready <- src:
-		default:
-			os.RemoveAll(src)
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.ENOENT) {
+		// dst exists, or its parent is gone (the alloc's directory removed
+		// under a start): the tree, still whole, is offered again. Or the
+		// tree itself is gone (removed by hand): the slot is filled anew.
+		if _, serr := os.Lstat(filepath.Join(slot, slotTreeName)); serr != nil {
+			p.release(slot)
+			p.refill()
+			return false
 		}
-		return false
-	}
-	if errors.Is(err, unix.ENOENT) {
-		// dst's parent is gone (the alloc's directory removed under a
-		// start), or someone removed the entry: nothing to give back.
+		select {
+		case p.ready <- slot:
+		default:
+			os.RemoveAll(slot)
+		}
 		return false
 	}
 	// EXDEV, EINVAL (no RENAME_NOREPLACE here) or worse: stop using the
 	// pool rather than fail starts.
 	p.off.Store(true)
-	os.RemoveAll(src)
+	os.RemoveAll(slot)
 	return false
+}
+
+// release gives an empty slot back to be filled.
+func (p *dirPool) release(slot string) {
+	select {
+	case p.free <- slot:
+	default:
+		os.Remove(slot)
+	}
 }
 
 func (p *dirPool) refill() {
@@ -97,6 +126,9 @@ func (p *dirPool) refill() {
 	default:
 	}
 }
+
+// short is how many trees the pool lacks.
+func (p *dirPool) short() int64 { return p.want.Load() - int64(len(p.ready)) }
 
 // dirPools are the agent's pools and the goroutine that fills them.
 type dirPools struct {
@@ -109,14 +141,18 @@ type dirPools struct {
 }
 
 // newDirPools prepares pools of size trees each under dataDir; nil when
-// size is 0.
+// size is 0 or less.
 func newDirPools(dataDir string, size int, allocTree, taskTree func(string) error) *dirPools {
 	if size <= 0 {
 		return nil
 	}
 	ps := &dirPools{dir: filepath.Join(dataDir, dirPoolDirName), kick: make(chan struct{}, 1)}
-	ps.alloc = &dirPool{kind: "alloc", build: allocTree, ready: make(chan string, size), off: &ps.off, kick: ps.kick}
-	ps.task = &dirPool{kind: "task", build: taskTree, ready: make(chan string, size), off: &ps.off, kick: ps.kick}
+	mk := func(kind string, build func(string) error) *dirPool {
+		p := &dirPool{kind: kind, build: build, ready: make(chan string, size), free: make(chan string, size), off: &ps.off, kick: ps.kick}
+		p.want.Store(int64(min(size, minDirPool)))
+		return p
+	}
+	ps.alloc, ps.task = mk("alloc", allocTree), mk("task", taskTree)
 	return ps
 }
 
@@ -176,27 +212,35 @@ func (ps *dirPools) reset() error {
 	return os.Mkdir(ps.dir, 0o700)
 }
 
-// fillOne adds one tree to the emptier pool, and reports whether both
-// were full already.
+// fillOne adds one tree to the pool that lacks more, and reports whether
+// either lacked any.
 func (ps *dirPools) fillOne() (bool, error) {
 	p := ps.alloc
-	if len(ps.task.ready) < len(p.ready) {
+	if ps.task.short() > p.short() {
 		p = ps.task
 	}
-	if len(p.ready) == cap(p.ready) {
+	if p.short() <= 0 {
 		return false, nil
 	}
-	ps.seq++
-	dir := filepath.Join(ps.dir, p.kind+"-"+strconv.FormatUint(ps.seq, 10))
-	if err := p.build(dir); err != nil {
-		os.RemoveAll(dir)
-		return false, fmt.Errorf("%s tree %s: %w", p.kind, dir, err)
+	var slot string
+	select {
+	case slot = <-p.free:
+	default:
+		ps.seq++
+		slot = filepath.Join(ps.dir, p.kind+"-"+strconv.FormatUint(ps.seq, 10))
+		if err := os.Mkdir(slot, 0o700); err != nil {
+			return false, err
+		}
+	}
+	if err := p.build(filepath.Join(slot, slotTreeName)); err != nil {
+		os.RemoveAll(slot)
+		return false, fmt.Errorf("%s tree in %s: %w", p.kind, slot, err)
 	}
 	select {
-	case p.ready <- dir:
+	case p.ready <- slot:
 	default:
-		// A take gave an entry back meanwhile.
-		os.RemoveAll(dir)
+		// A take gave a tree back meanwhile.
+		os.RemoveAll(slot)
 	}
 	return true, nil
 }

@@ -30,9 +30,9 @@ func startPools(t *testing.T, dataDir string, size int, alloc, task func(string)
 func waitFull(t *testing.T, ps *dirPools) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(ps.alloc.ready) < cap(ps.alloc.ready) || len(ps.task.ready) < cap(ps.task.ready) {
+	for ps.alloc.short() > 0 || ps.task.short() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("pools not full after 30s: %d alloc and %d task trees of %d", len(ps.alloc.ready), len(ps.task.ready), cap(ps.alloc.ready))
+			t.Fatalf("pools not full after 30s: %d alloc and %d task trees of %d", len(ps.alloc.ready), len(ps.task.ready), ps.alloc.want.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -111,12 +111,18 @@ func TestDirPoolGivesEachTreeOnce(t *testing.T) {
 			t.Fatalf("taken tree at %s is not whole: tmp/ %v, %v", dst, tmp, err)
 		}
 	}
-	left, err := os.ReadDir(ps.dir)
+	slots, err := os.ReadDir(ps.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(len(got)+len(left)) != built.Load() {
-		t.Errorf("%d trees built, %d taken and %d left in the pool", built.Load(), len(got), len(left))
+	left := 0 // slots holding a tree
+	for _, s := range slots {
+		if _, err := os.Stat(filepath.Join(ps.dir, s.Name(), slotTreeName)); err == nil {
+			left++
+		}
+	}
+	if int64(len(got)+left) != built.Load() {
+		t.Errorf("%d trees built, %d taken and %d left in the pool", built.Load(), len(got), left)
 	}
 }
 
@@ -178,7 +184,7 @@ func TestDirPoolStartsOverAfterCrash(t *testing.T) {
 	ps, _ := startPools(t, dataDir, 2, makeAllocTree, makeTaskTree)
 	var ready []string
 	for _, p := range []*dirPool{ps.alloc, ps.task} {
-		for range cap(p.ready) {
+		for range len(p.ready) {
 			d := <-p.ready
 			ready = append(ready, filepath.Base(d))
 			p.ready <- d
@@ -214,6 +220,31 @@ func TestDirPoolStartsOverAfterCrash(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(allocDst, d)); err != nil {
 			t.Errorf("taken trees lack %s: %v", d, err)
 		}
+	}
+}
+
+// TestDirPoolGrowsWithMisses: a pool keeps minDirPool trees ready at
+// first, and one more for each start that found it empty, up to its size.
+func TestDirPoolGrowsWithMisses(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	ps := newDirPools(dataDir, minDirPool+5, makeAllocTree, makeTaskTree) // not run: no tree is made
+	if got := ps.alloc.want.Load(); got != minDirPool {
+		t.Fatalf("a new pool wants %d trees, want %d", got, minDirPool)
+	}
+	for i := range 10 {
+		if ps.alloc.take(filepath.Join(dataDir, strconv.Itoa(i))) {
+			t.Fatal("an empty pool gave a tree")
+		}
+	}
+	if got := ps.alloc.want.Load(); got != minDirPool+5 {
+		t.Errorf("after 10 misses the pool wants %d trees, want its size %d", got, minDirPool+5)
+	}
+	if got := ps.task.want.Load(); got != minDirPool {
+		t.Errorf("the task pool, never asked, wants %d trees, want %d", got, minDirPool)
+	}
+	if newDirPools(dataDir, -1, makeAllocTree, makeTaskTree) != nil {
+		t.Error("a pool of negative size exists")
 	}
 }
 
