@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,7 +40,8 @@ import (
 //
 // A pool keeps minDirPool trees ready at first; each start that finds it
 // empty raises that by one, up to its size: a node keeps ready as many
-// trees as its largest burst of starts needed.
+// trees as its largest burst of starts needed. The trees are made once
+// the starts are quiet (dirPoolQuiet).
 const (
 	dirPoolDirName = "dirpool"
 	slotTreeName   = "tree"
@@ -48,6 +50,10 @@ const (
 	// ext4.
 	defaultDirPool = 512
 	minDirPool     = 32
+	// dirPoolQuiet is how long after a start asked for a tree the pools
+	// are filled again: a burst of starts is done with the mkdirs it
+	// could not avoid before the trees for the next one are made.
+	dirPoolQuiet = 50 * time.Millisecond
 )
 
 // dirPool is one kind of ready trees.
@@ -61,6 +67,9 @@ type dirPool struct {
 	off   *atomic.Bool // shared by the agent's pools
 	kick  chan<- struct{}
 	taken atomic.Int64 // trees handed out
+	// lastUse is when a start last asked this pool or the other for a
+	// tree, in Unix nanoseconds (dirPoolQuiet).
+	lastUse *atomic.Int64
 }
 
 // take moves a ready tree to dst, which must not exist, and reports
@@ -71,6 +80,7 @@ func (p *dirPool) take(dst string) bool {
 	if p == nil || p.off.Load() {
 		return false
 	}
+	p.lastUse.Store(time.Now().UnixNano())
 	var slot string
 	select {
 	case slot = <-p.ready:
@@ -135,6 +145,7 @@ type dirPools struct {
 	dir         string
 	alloc, task *dirPool
 	off         atomic.Bool
+	lastUse     atomic.Int64
 	kick        chan struct{}
 	seq         uint64
 	done        sync.WaitGroup
@@ -148,7 +159,7 @@ func newDirPools(dataDir string, size int, allocTree, taskTree func(string) erro
 	}
 	ps := &dirPools{dir: filepath.Join(dataDir, dirPoolDirName), kick: make(chan struct{}, 1)}
 	mk := func(kind string, build func(string) error) *dirPool {
-		p := &dirPool{kind: kind, build: build, ready: make(chan string, size), free: make(chan string, size), off: &ps.off, kick: ps.kick}
+		p := &dirPool{kind: kind, build: build, ready: make(chan string, size), free: make(chan string, size), off: &ps.off, kick: ps.kick, lastUse: &ps.lastUse}
 		p.want.Store(int64(min(size, minDirPool)))
 		return p
 	}
@@ -180,6 +191,12 @@ func (ps *dirPools) run(ctx context.Context, log func(msg string, args ...any)) 
 			return
 		}
 		for ctx.Err() == nil && !ps.off.Load() {
+			// Not while starts are asking: a tree made then competes with
+			// them for the CPU and the file system's journal.
+			if wait := dirPoolQuiet - time.Since(time.Unix(0, ps.lastUse.Load())); wait > 0 {
+				sleep(ctx, wait)
+				continue
+			}
 			made, err := ps.fillOne()
 			if err != nil {
 				ps.off.Store(true)

@@ -83,7 +83,11 @@ func TestDirPoolGivesEachTreeOnce(t *testing.T) {
 						mu.Unlock()
 					}
 				}
-				time.Sleep(time.Millisecond) // let the filler make some more
+				if j%10 == 9 {
+					// Quiet for longer than dirPoolQuiet: the filler
+					// makes more trees while others take.
+					time.Sleep(2 * dirPoolQuiet)
+				}
 			}
 		}()
 	}
