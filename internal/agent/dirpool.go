@@ -50,9 +50,12 @@ const (
 	// ext4.
 	defaultDirPool = 512
 	minDirPool     = 32
-	// dirPoolQuiet is how long after a start asked for a tree the pools
-	// are filled again: a burst of starts is done with the mkdirs it
-	// could not avoid before the trees for the next one are made.
+	// dirPoolQuiet is how long after a start asked for a tree, or ended,
+	// the pools are filled again: a burst of starts is done with the
+	// mkdirs it could not avoid, and with its forks, before the trees for
+	// the next one are made. (A burst asks for all its trees at once: its
+	// alloc runners make their directories before they queue for a start
+	// slot.)
 	dirPoolQuiet = 50 * time.Millisecond
 )
 
@@ -68,7 +71,7 @@ type dirPool struct {
 	kick  chan<- struct{}
 	taken atomic.Int64 // trees handed out
 	// lastUse is when a start last asked this pool or the other for a
-	// tree, in Unix nanoseconds (dirPoolQuiet).
+	// tree, or ended, in Unix nanoseconds (dirPoolQuiet).
 	lastUse *atomic.Int64
 }
 
@@ -260,6 +263,13 @@ func (ps *dirPools) fillOne() (bool, error) {
 		os.RemoveAll(slot)
 	}
 	return true, nil
+}
+
+// touch notes that a start ended: no tree is made for dirPoolQuiet.
+func (ps *dirPools) touch() {
+	if ps != nil {
+		ps.lastUse.Store(time.Now().UnixNano())
+	}
 }
 
 // allocPool and taskPool are nil (no pool) when ps is.
