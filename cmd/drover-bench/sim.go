@@ -224,6 +224,8 @@ func (c *simCluster) startAgent(name string) (*simAgent, error) {
 		// logs); the server's URL keeps the node's address well-formed.
 		Address: c.url,
 		Drivers: []driver.Driver{c.drv}, Client: cl, Logger: c.log.With("node", name),
+		// A thousand agents in one process: no directory trees made ahead.
+		DirPool: -1,
 	})
 	if err != nil {
 		return nil, err

@@ -67,6 +67,10 @@ type Config struct {
 	// MinDynamicPort and MaxDynamicPort bound the node's dynamic ports; 0:
 	// spec.DynamicPortMin and spec.DynamicPortMax.
 	MinDynamicPort, MaxDynamicPort int
+	// DirPool is at most how many alloc directory trees, and how many
+	// task directory trees, the agent keeps made ahead for starts to take
+	// (dirpool.go): 0 is the default (512), a negative number none.
+	DirPool int
 }
 
 // Agent runs one node.
@@ -108,6 +112,8 @@ type Agent struct {
 	// removing counts the removals of forgotten allocs' directories under
 	// way (removeDirs).
 	removing sync.WaitGroup
+	// dirPools hold directory trees made ahead (dirpool.go); nil: none.
+	dirPools *dirPools
 
 	repMu    sync.Mutex
 	repDirty map[string]*allocRunner // allocs whose status changed since last sent
@@ -155,6 +161,11 @@ func New(cfg Config) (*Agent, error) {
 		// hundred threads that then queue on the same kernel locks.
 		startSlots: make(chan struct{}, 2*runtime.NumCPU()),
 	}
+	pool := cfg.DirPool
+	if pool == 0 {
+		pool = defaultDirPool
+	}
+	a.dirPools = newDirPools(cfg.DataDir, pool, makeAllocTree, makeTaskTree)
 	a.metrics = metrics.NewAgent(a.metricsState)
 	for _, d := range cfg.Drivers {
 		a.drivers[d.Name()] = d
@@ -268,6 +279,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	go a.reportLoop(reportCtx)
+	poolCtx, stopPool := context.WithCancel(ctx)
+	defer a.dirPools.wait()
+	defer stopPool()
+	a.dirPools.run(poolCtx, a.log.Warn)
 	go a.heartbeatLoop(ctx)
 	go a.usage.run(ctx, a.reportUsage)
 	go a.fenceLoop(ctx)

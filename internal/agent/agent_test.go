@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -248,14 +250,38 @@ func TestStopJobSIGKILLsAfterKillTimeout(t *testing.T) {
 // can write to: the evidence for the runtime variables (drover's and
 // Nomad's), the interpolation of its args and env, and the directory
 // layout.
+// It runs twice: with the directories made at the start, and taken made
+// ahead from the agent's pool (dirpool.go); both must be the same layout,
+// mode for mode.
 func TestTaskEnvironment(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		pool int
+	}{{"made at start", -1}, {"taken from the pool", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testTaskEnvironment(t, tc.pool)
+		})
+	}
+}
+
+func testTaskEnvironment(t *testing.T, pool int) {
 	c := newCluster(t)
 	dataDir := t.TempDir()
 	ag := c.startAgentWith(agent.Config{
 		DataDir: dataDir, StopTasksOnExit: true, Meta: map[string]string{"rack": "r1"},
 		Drivers: []driver.Driver{execdriver.New("exec"), execdriver.New("raw_exec")},
+		DirPool: pool,
 	})
+	if pool > 0 {
+		// Two trees of each kind: wait for them, so that the start takes
+		// its directories from the pool.
+		waitFor(t, 30*time.Second, "the directory pool to fill", func() bool {
+			ready, _ := agent.DirPoolStats(ag.Agent)
+			return ready == 2*pool
+		})
+	}
 	script := `env
 echo "ARGS|$1|$2|$3|$4"
 echo "PWD|$(pwd -P)"
@@ -380,6 +406,71 @@ done`
 	if a.Name != "envjob.g[0]" {
 		t.Errorf("alloc name %q", a.Name)
 	}
+	checkAllocTree(t, allocDir, "show")
+	ready, taken := agent.DirPoolStats(ag.Agent)
+	if pool > 0 && taken != 2 {
+		t.Errorf("the start took %d trees from the pool, want 2 (the alloc's and the task's); %d ready", taken, ready)
+	}
+	if pool < 0 && ready+taken != 0 {
+		t.Errorf("with no pool, %d trees ready and %d taken", ready, taken)
+	}
+}
+
+// checkAllocTree checks the directories of an alloc of one task, and
+// their modes, against the layout (taskdir.go): the shared alloc/ with
+// logs/, data/ and tmp/; the task's local/, secrets/ (the agent's user
+// only) and tmp/; each tmp/ writable by all and sticky. The others are
+// 0o755 less the umask.
+func checkAllocTree(t *testing.T, allocDir, task string) {
+	t.Helper()
+	plain := 0o755 &^ umask(t)
+	want := map[string]os.FileMode{
+		".": os.ModeDir | plain, "alloc": os.ModeDir | plain,
+		"alloc/logs": os.ModeDir | plain, "alloc/data": os.ModeDir | plain,
+		"alloc/tmp": os.ModeDir | os.ModeSticky | 0o777,
+		task:        os.ModeDir | plain, task + "/local": os.ModeDir | plain,
+		task + "/secrets": os.ModeDir | 0o700, task + "/tmp": os.ModeDir | os.ModeSticky | 0o777,
+	}
+	got := map[string]os.FileMode{}
+	err := filepath.WalkDir(allocDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(allocDir, path)
+		got[rel] = fi.Mode()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("alloc directories and modes:\n%v\nwant:\n%v", got, want)
+	}
+}
+
+// umask is this process's, from /proc (reading it with umask(2) would
+// change it for the tests running beside).
+func umask(t *testing.T) os.FileMode {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				t.Fatalf("Umask line %q: %v", l, err)
+			}
+			return os.FileMode(m)
+		}
+	}
+	t.Fatal("no Umask line in /proc/self/status")
+	return 0
 }
 
 func TestJobEnvOverridesPath(t *testing.T) {

@@ -11,3 +11,13 @@ func SetUsageTiming(a *Agent, every, maxAge time.Duration) {
 
 // SinceContact is how long since a server last answered a.
 func SinceContact(a *Agent) time.Duration { return a.sinceContact() }
+
+// DirPoolStats is how many directory trees a's pools hold ready and have
+// handed out, alloc and task trees together (dirpool.go).
+func DirPoolStats(a *Agent) (ready, taken int) {
+	ps := a.dirPools
+	if ps == nil {
+		return 0, 0
+	}
+	return len(ps.alloc.ready) + len(ps.task.ready), int(ps.alloc.taken.Load() + ps.task.taken.Load())
+}

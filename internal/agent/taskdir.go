@@ -26,6 +26,7 @@ const (
 	localDirName   = "local"
 	secretsDirName = "secrets"
 	tmpDirName     = "tmp"
+	logsDirName    = "logs"
 )
 
 // Where a docker task sees its directories.
@@ -39,23 +40,39 @@ const (
 func (ar *allocRunner) sharedDir() string { return filepath.Join(ar.dir, sharedDirName) }
 
 // logDir holds the alloc's tasks' logs.
-func (ar *allocRunner) logDir() string { return filepath.Join(ar.dir, sharedDirName, "logs") }
+func (ar *allocRunner) logDir() string { return filepath.Join(ar.dir, sharedDirName, logsDirName) }
 
-// makeAllocDirs makes the alloc's directory and its shared alloc/; a
-// directory already there (an alloc started again after an agent restart)
-// is fine.
+// makeAllocDirs makes the alloc's directory and its shared alloc/, or
+// takes them made from the agent's pool (dirpool.go); a directory already
+// there (an alloc started again after an agent restart) is fine.
 func (ar *allocRunner) makeAllocDirs() error {
-	shared := ar.sharedDir()
-	return makeDirs(ar.dir, shared, ar.logDir(), filepath.Join(shared, "data"), filepath.Join(shared, tmpDirName))
+	if ar.agent.dirPools.allocPool().take(ar.dir) {
+		return nil
+	}
+	return makeAllocTree(ar.dir)
 }
 
-// makeTaskDirs makes the task's own directories.
+// makeTaskDirs makes the task's own directories, or takes them made.
 func (tr *taskRunner) makeTaskDirs() error {
-	if err := makeDirs(tr.dir, filepath.Join(tr.dir, localDirName), filepath.Join(tr.dir, tmpDirName)); err != nil {
+	if tr.ar.agent.dirPools.taskPool().take(tr.dir) {
+		return nil
+	}
+	return makeTaskTree(tr.dir)
+}
+
+// makeAllocTree makes an alloc's directory dir and its shared alloc/.
+func makeAllocTree(dir string) error {
+	shared := filepath.Join(dir, sharedDirName)
+	return makeDirs(dir, shared, filepath.Join(shared, logsDirName), filepath.Join(shared, "data"), filepath.Join(shared, tmpDirName))
+}
+
+// makeTaskTree makes a task's directory dir and the ones in it.
+func makeTaskTree(dir string) error {
+	if err := makeDirs(dir, filepath.Join(dir, localDirName), filepath.Join(dir, tmpDirName)); err != nil {
 		return err
 	}
 	// 0o700 needs no chmod: the umask only takes bits away.
-	if err := os.Mkdir(filepath.Join(tr.dir, secretsDirName), 0o700); err != nil && !os.IsExist(err) {
+	if err := os.Mkdir(filepath.Join(dir, secretsDirName), 0o700); err != nil && !os.IsExist(err) {
 		return err
 	}
 	return nil

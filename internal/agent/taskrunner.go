@@ -265,7 +265,10 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 		return nil, err
 	}
 	tr.ar.agent.startSlots <- struct{}{}
-	defer func() { <-tr.ar.agent.startSlots }()
+	defer func() {
+		<-tr.ar.agent.startSlots
+		tr.ar.agent.dirPools.touch()
+	}()
 	t, err := tr.driverTask(c, hook)
 	if err != nil {
 		return nil, err

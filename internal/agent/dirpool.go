@@ -1,0 +1,288 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Making an alloc's directories (taskdir.go) was the biggest part of a
+// start: nine mkdirs and two chmods, most of a millisecond of kernel time
+// each on ext4 (block and inode allocation), 38% of an agent's CPU while
+// it started hundreds of tasks. A dirPool makes those trees ahead of time,
+// in a background thread of the lowest CPU priority, and a start takes one
+// with a single rename(2) into place: one pool of alloc trees (the alloc's
+// directory with its shared alloc/), one of task trees.
+//
+// Each tree is made in a slot, a directory of its own under
+// <data dir>/dirpool, so that a start's rename and the thread making the
+// next tree lock no directory in common (a thread of low priority holding
+// a lock a start waits for would make the start wait on the priority).
+// An emptied slot is filled again.
+//
+// A tree is one alloc's or one task's and no other's: it is handed out
+// once, through a channel, and moved out of its slot by a rename that
+// fails if anything is already at the destination. A tree is offered only
+// once it is complete; the pool's directory is emptied when the agent
+// starts, so that trees half made by an agent that died are never used. A
+// file system that cannot rename without replacing (RENAME_NOREPLACE), or
+// an allocs directory on another file system, turns the pool off: starts
+// make their directories as before.
+//
+// A pool keeps minDirPool trees ready at first; each start that finds it
+// empty raises that by one, up to its size: a node keeps ready as many
+// trees as its largest burst of starts needed. The trees are made once
+// the starts are quiet (dirPoolQuiet).
+const (
+	dirPoolDirName = "dirpool"
+	slotTreeName   = "tree"
+	// defaultDirPool is a pool's size: a burst of this many starts on one
+	// node takes no mkdir. A tree is a few directories, 16 to 20 KiB on
+	// ext4.
+	defaultDirPool = 512
+	minDirPool     = 32
+	// dirPoolQuiet is how long after a start asked for a tree, or ended,
+	// the pools are filled again: a burst of starts is done with the
+	// mkdirs it could not avoid, and with its forks, before the trees for
+	// the next one are made. (A burst asks for all its trees at once: its
+	// alloc runners make their directories before they queue for a start
+	// slot.)
+	dirPoolQuiet = 50 * time.Millisecond
+)
+
+// dirPool is one kind of ready trees.
+type dirPool struct {
+	kind string // "alloc" or "task": slots' names, and messages
+	// build makes the tree at dir, dir included.
+	build func(dir string) error
+	ready chan string // slots holding a whole tree
+	free  chan string // slots emptied by a take
+	want  atomic.Int64
+	off   *atomic.Bool // shared by the agent's pools
+	kick  chan<- struct{}
+	taken atomic.Int64 // trees handed out
+	// lastUse is when a start last asked this pool or the other for a
+	// tree, or ended, in Unix nanoseconds (dirPoolQuiet).
+	lastUse *atomic.Int64
+}
+
+// take moves a ready tree to dst, which must not exist, and reports
+// whether it did; false means the caller makes dst itself (the pool is
+// empty or off, or dst exists: an alloc started again after an agent
+// restart).
+func (p *dirPool) take(dst string) bool {
+	if p == nil || p.off.Load() {
+		return false
+	}
+	p.lastUse.Store(time.Now().UnixNano())
+	var slot string
+	select {
+	case slot = <-p.ready:
+	default:
+		if p.want.Load() < int64(cap(p.ready)) {
+			p.want.Add(1)
+		}
+		p.refill()
+		return false
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(slot, slotTreeName), unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if err == nil {
+		p.taken.Add(1)
+		p.release(slot)
+		p.refill()
+		return true
+	}
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.ENOENT) {
+		// dst exists, or its parent is gone (the alloc's directory removed
+		// under a start): the tree, still whole, is offered again. Or the
+		// tree itself is gone (removed by hand): the slot is filled anew.
+		if _, serr := os.Lstat(filepath.Join(slot, slotTreeName)); serr != nil {
+			p.release(slot)
+			p.refill()
+			return false
+		}
+		select {
+		case p.ready <- slot:
+		default:
+			os.RemoveAll(slot)
+		}
+		return false
+	}
+	// EXDEV, EINVAL (no RENAME_NOREPLACE here) or worse: stop using the
+	// pool rather than fail starts.
+	p.off.Store(true)
+	os.RemoveAll(slot)
+	return false
+}
+
+// release gives an empty slot back to be filled.
+func (p *dirPool) release(slot string) {
+	select {
+	case p.free <- slot:
+	default:
+		os.Remove(slot)
+	}
+}
+
+func (p *dirPool) refill() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// short is how many trees the pool lacks.
+func (p *dirPool) short() int64 { return p.want.Load() - int64(len(p.ready)) }
+
+// dirPools are the agent's pools and the goroutine that fills them.
+type dirPools struct {
+	dir         string
+	alloc, task *dirPool
+	off         atomic.Bool
+	lastUse     atomic.Int64
+	kick        chan struct{}
+	seq         uint64
+	done        sync.WaitGroup
+}
+
+// newDirPools prepares pools of size trees each under dataDir; nil when
+// size is 0 or less.
+func newDirPools(dataDir string, size int, allocTree, taskTree func(string) error) *dirPools {
+	if size <= 0 {
+		return nil
+	}
+	ps := &dirPools{dir: filepath.Join(dataDir, dirPoolDirName), kick: make(chan struct{}, 1)}
+	mk := func(kind string, build func(string) error) *dirPool {
+		p := &dirPool{kind: kind, build: build, ready: make(chan string, size), free: make(chan string, size), off: &ps.off, kick: ps.kick, lastUse: &ps.lastUse}
+		p.want.Store(int64(min(size, minDirPool)))
+		return p
+	}
+	ps.alloc, ps.task = mk("alloc", allocTree), mk("task", taskTree)
+	return ps
+}
+
+// run starts the goroutine that empties the pool's directory of what an
+// earlier agent left, then keeps both pools full until ctx ends; wait
+// waits for it to be gone.
+func (ps *dirPools) run(ctx context.Context, log func(msg string, args ...any)) {
+	if ps == nil {
+		return
+	}
+	ps.done.Add(1)
+	go func() {
+		defer ps.done.Done()
+		// A thread of its own at the lowest priority: the trees are made
+		// with CPU the starts do not need. The thread ends with the
+		// goroutine (it stays locked), so no other goroutine inherits the
+		// priority.
+		runtime.LockOSThread()
+		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
+			log("cannot lower the directory pool's priority", "err", err)
+		}
+		if err := ps.reset(); err != nil {
+			ps.off.Store(true)
+			log("cannot prepare the directory pool; starts make their directories", "dir", ps.dir, "err", err)
+			return
+		}
+		for ctx.Err() == nil && !ps.off.Load() {
+			// Not while starts are asking: a tree made then competes with
+			// them for the CPU and the file system's journal.
+			if wait := dirPoolQuiet - time.Since(time.Unix(0, ps.lastUse.Load())); wait > 0 {
+				sleep(ctx, wait)
+				continue
+			}
+			made, err := ps.fillOne()
+			if err != nil {
+				ps.off.Store(true)
+				log("cannot make a directory tree ahead; starts make their directories", "dir", ps.dir, "err", err)
+				return
+			}
+			if made {
+				continue
+			}
+			select {
+			case <-ps.kick:
+			case <-ctx.Done():
+			}
+		}
+	}()
+}
+
+func (ps *dirPools) wait() {
+	if ps != nil {
+		ps.done.Wait()
+	}
+}
+
+// reset removes whatever is in the pool's directory (trees ready or half
+// made when an earlier agent stopped) and makes it anew.
+func (ps *dirPools) reset() error {
+	if err := os.RemoveAll(ps.dir); err != nil {
+		return err
+	}
+	return os.Mkdir(ps.dir, 0o700)
+}
+
+// fillOne adds one tree to the pool that lacks more, and reports whether
+// either lacked any.
+func (ps *dirPools) fillOne() (bool, error) {
+	p := ps.alloc
+	if ps.task.short() > p.short() {
+		p = ps.task
+	}
+	if p.short() <= 0 {
+		return false, nil
+	}
+	var slot string
+	select {
+	case slot = <-p.free:
+	default:
+		ps.seq++
+		slot = filepath.Join(ps.dir, p.kind+"-"+strconv.FormatUint(ps.seq, 10))
+		if err := os.Mkdir(slot, 0o700); err != nil {
+			return false, err
+		}
+	}
+	if err := p.build(filepath.Join(slot, slotTreeName)); err != nil {
+		os.RemoveAll(slot)
+		return false, fmt.Errorf("%s tree in %s: %w", p.kind, slot, err)
+	}
+	select {
+	case p.ready <- slot:
+	default:
+		// A take gave a tree back meanwhile.
+		os.RemoveAll(slot)
+	}
+	return true, nil
+}
+
+// touch notes that a start ended: no tree is made for dirPoolQuiet.
+func (ps *dirPools) touch() {
+	if ps != nil {
+		ps.lastUse.Store(time.Now().UnixNano())
+	}
+}
+
+// allocPool and taskPool are nil (no pool) when ps is.
+func (ps *dirPools) allocPool() *dirPool {
+	if ps == nil {
+		return nil
+	}
+	return ps.alloc
+}
+
+func (ps *dirPools) taskPool() *dirPool {
+	if ps == nil {
+		return nil
+	}
+	return ps.task
+}
