@@ -33,8 +33,22 @@ func taskEqual(a, b *spec.Task) bool {
 		a.Resources == b.Resources &&
 		restartEqual(a.Restart, b.Restart) &&
 		a.KillTimeout == b.KillTimeout &&
+		a.KillSignal == b.KillSignal &&
+		a.ShutdownDelay == b.ShutdownDelay &&
+		a.Leader == b.Leader &&
+		(a.Lifecycle == nil) == (b.Lifecycle == nil) && (a.Lifecycle == nil || *a.Lifecycle == *b.Lifecycle) &&
+		slices.EqualFunc(a.Templates, b.Templates, templateEqual) &&
 		maps.Equal(a.Meta, b.Meta) &&
 		slices.EqualFunc(a.Services, b.Services, serviceEqual)
+}
+
+// templateEqual: a changed template replaces the task's instances, as a
+// changed command does (the agent renders what it was given at start).
+func templateEqual(a, b *spec.Template) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // serviceEqual: a changed service or check replaces the task's instances,
