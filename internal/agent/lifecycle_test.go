@@ -34,7 +34,11 @@ func TestLifecycleHooksRunInOrder(t *testing.T) {
 		hook(shTask("init", "sleep 0.3; echo done > "+f("init")), spec.HookPrestart, false),
 		hook(shTask("side", "echo up > "+f("side")+"; exec sleep 1000"), spec.HookPrestart, true),
 		shTask("main", "test -f "+f("init")+" || exit 7; test -f "+f("side")+" || exit 7; echo up > "+f("main")+"; exec sleep 1000"),
-		hook(shTask("post", "test -f "+f("main")+" || exit 8; echo done > "+f("post")), spec.HookPoststart, false),
+		// main's process may not have written its file yet when post starts
+		// (poststart follows the main task's start, not its first line):
+		// post waits up to 5 s for it; the order itself is checked below
+		// on the agent's start times.
+		hook(shTask("post", "for i in $(seq 50); do test -f "+f("main")+" && break; sleep 0.1; done; test -f "+f("main")+" || exit 8; echo done > "+f("post")), spec.HookPoststart, false),
 		hook(shTask("cleanup", "test -f "+f("main")+" || exit 9; kill -0 $(cat "+f("mainpid")+") 2>/dev/null && exit 9; echo done > "+f("cleanup")), spec.HookPoststop, false),
 	}
 	for _, tk := range tasks {
