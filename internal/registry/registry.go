@@ -173,6 +173,9 @@ func (r *Registry) PutJob(ctx context.Context, job *spec.Job, checkIndex int64) 
 // with seen's makes that safe; whatever seen cannot decide alone (the
 // write lost that comparison, the namespace or checkIndex differ, the
 // spec is the same) is decided again on a read of etcd, as PutJob does.
+// So is a first write that fails or takes over fastWriteTimeout (an etcd
+// leader election): if it was applied after all, the read finds the job
+// written and the answer is "unchanged", never a second version.
 func (r *Registry) PutJobOver(ctx context.Context, job *spec.Job, checkIndex int64, seen *spec.Job) (stored *spec.Job, changed bool, err error) {
 	return r.putJob(ctx, job, checkIndex, true, seen)
 }
@@ -190,13 +193,14 @@ func (r *Registry) putJob(ctx context.Context, job *spec.Job, checkIndex int64, 
 	for attempt := range casAttempts {
 		var cur *spec.Job
 		var modRev int64
-		if fast := hinted && attempt == 0; fast {
+		fast := hinted && attempt == 0
+		if fast {
 			cur = seen
 			if cur != nil {
 				modRev = cur.ModifyIndex
 			}
 			if !seenDecides(cur, modRev, job, checkIndex) {
-				hinted = false
+				fast = false
 				cur, modRev, err = r.getJob(ctx, key)
 			}
 		} else {
@@ -222,7 +226,22 @@ func (r *Registry) putJob(ctx context.Context, job *spec.Job, checkIndex int64, 
 		if err != nil {
 			return nil, false, err
 		}
-		resp, err := r.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
+		tctx, cancelTxn := ctx, context.CancelFunc(func() {})
+		if fast {
+			// Unread, the write may meet an etcd leader election it would
+			// have waited out behind a read (a proposal to a leader that
+			// died is answered only at etcd's request timeout): bounded,
+			// and on failure decided again on a read, which waits for the
+			// new leader. The comparison keeps a late first write from
+			// being written twice.
+			tctx, cancelTxn = context.WithTimeout(ctx, fastWriteTimeout)
+		}
+		resp, err := r.cli.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
+		cancelTxn()
+		if err != nil && fast && ctx.Err() == nil {
+			r.log.Debug("job write over the store's copy failed; reading etcd and writing again", "job", job.Name, "err", err)
+			continue
+		}
 		if err != nil {
 			return nil, false, wrap("write job "+job.Name, err)
 		}
@@ -234,6 +253,12 @@ func (r *Registry) putJob(ctx context.Context, job *spec.Job, checkIndex int64, 
 	}
 	return nil, false, fmt.Errorf("registry: job %q keeps changing under concurrent writes: %w", job.Name, ErrConflict)
 }
+
+// fastWriteTimeout bounds PutJobOver's first write, made without a read:
+// well above a write's time on a loaded disk, well under the operation's
+// own timeout, so that a write lost to an etcd leader election leaves time
+// to read and write again.
+const fastWriteTimeout = 2 * time.Second
 
 // seenDecides says whether a write over cur (a caller's copy, at modRev)
 // can go ahead without reading etcd: only a write, since the transaction
