@@ -257,7 +257,29 @@ func sleepJob(name string, n int) *spec.Job {
 // their allocs are gone, so that no task outlives a scenario: agents leave
 // their tasks running when they exit.
 func stopAllJobs(ctx context.Context, c *client.Client) {
-	jobs, _, _ := c.Jobs(ctx, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	// A server just started again answers 503 until it has read the
+	// registry: ask until one answers, or nothing would be stopped.
+	jobs, _, err := c.Jobs(ctx, nil)
+	for err != nil && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		jobs, _, err = c.Jobs(ctx, nil)
+	}
+	// Stopped first, purged once their agents have stopped every task: a
+	// purge alone can leave no alloc to wait for while tasks still run.
+	for _, j := range jobs {
+		c.StopJob(ctx, j.Name, false)
+	}
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		allocs, _, err := c.Allocs(ctx, "", "", nil)
+		running := func(a *spec.Alloc) bool {
+			return !a.Terminal() && (a.Status != nil || a.DesiredStatus == spec.DesiredRun) // never reached an agent: nothing runs
+		}
+		if err == nil && !slices.ContainsFunc(allocs, running) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	for _, j := range jobs {
 		c.StopJob(ctx, j.Name, true)
 	}
