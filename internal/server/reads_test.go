@@ -45,6 +45,14 @@ func TestAPIReadsReadTheStore(t *testing.T) {
 	if err := follower.state.WaitRev(ctxTimeout(t, 10*time.Second), written); err != nil {
 		t.Fatal(err)
 	}
+	// Its API answers 503 until the mirror that filled the store is
+	// published, a moment after the store holds the revision.
+	for deadline := time.Now().Add(10 * time.Second); follower.mirror.Load() == nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower's mirror was not published within 10s of its store holding the registry")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 
 	paths := []string{"/v1/jobs/web", "/v1/jobs/web/allocations", "/v1/allocations", "/v1/allocations?job=web&node=n1",
 		"/v1/allocations/" + allocs["web.g[0]"].ID, "/v1/nodes", "/v1/nodes/n1", "/v1/nodes/n1/allocations",
