@@ -378,18 +378,32 @@ func inheritRestartPositions(job *spec.Job, at positions) {
 // (spec.Job.UpdateOf) where validation would never see it, and the file
 // would seem to ask for deployments it does not get. The message is the one
 // validation gives for the job's own block.
+//
+// A system job's update blocks, which Nomad takes, are warnings: drover
+// replaces its changed instances on every node at once, and Canonicalize
+// drops the blocks.
 func checkGroupUpdates(job *spec.Job, c *collector, at positions) {
 	if job.Type == "" || job.Type == spec.JobService {
 		return
+	}
+	if job.Type == spec.JobSystem && job.Update != nil {
+		c.warn(at.lookup("update"), "%s", systemUpdate)
 	}
 	for i, g := range job.Groups {
 		if g == nil || g.Update == nil {
 			continue
 		}
 		f := fmt.Sprintf("groups[%d].update", i)
+		if job.Type == spec.JobSystem {
+			c.warn(at.lookup(f), "%s", systemUpdate)
+			continue
+		}
 		c.add(at.lookup(f), f, "update applies to service jobs only; a %s job's changed instances are replaced at once", job.Type)
 	}
 }
+
+// systemUpdate is the warning for an update block in a system job.
+const systemUpdate = "update in a system job is accepted and not applied: drover replaces a system job's changed instances on every node at once, not max_parallel at a time"
 
 // inheritUpdatePositions points each group that has no update block of its
 // own at the job's, whose fields Canonicalize copied into it, so that a

@@ -33,6 +33,9 @@ type bodySchema struct {
 	// unsupported are Nomad names drover does not implement in this body
 	// only; the names unsupported everywhere are in the unsupported map.
 	unsupported []string
+	// warned are Nomad names this body takes and does nothing with, with
+	// the warning that says so (notHereIn).
+	warned map[string]string
 	// refused are names drover knows that this body does not take, with
 	// why and what to do instead (a docker key in an exec task's config).
 	refused map[string]string
@@ -279,6 +282,8 @@ func (d *hclDecoder) content(body hcl.Body, s bodySchema, in, path string) []ite
 			d.c.markReported(join(path, it.name))
 		case notHere[it.name] != "" && isBlock:
 			d.c.warn(rangePos(it.nameRange().Ptr()), "%s block %s: %s", it.name, in, notHere[it.name])
+		case s.warned[it.name] != "" && !isBlock:
+			d.c.warn(rangePos(it.nameRange().Ptr()), "%s %s: %s", it.name, in, s.warned[it.name])
 		case s.refused[it.name] != "":
 			d.errAt(it.nameRange(), "%s", s.refused[it.name])
 			d.c.markReported(join(path, it.name))

@@ -277,6 +277,9 @@ func (k *jchecker) object(n *jnode, s *schema, path string) {
 		case !ok && notHere[key] != "" && v.kind == 'o':
 			k.c.warn(k.pos(keyNode), "%s in %s: %s", key, s.what, notHere[key])
 			continue
+		case !ok && s.body.warned[key] != "":
+			k.c.warn(k.pos(keyNode), "%s in %s: %s", key, s.what, s.body.warned[key])
+			continue
 		case !ok:
 			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, suggest.Hint(key, s.jsonNames))
 			// A likely typo of a field stands in for it: "needs a

@@ -109,3 +109,56 @@ func TestBlocksDroverLacksWarn(t *testing.T) {
 		t.Errorf("JSON vault: %v, warnings %v", err, warns)
 	}
 }
+
+// TestSystemJobUpdateIsWarned: a system job's update blocks, job's and
+// group's, and an update's stagger are accepted with a warning each at
+// their line; the job keeps no update (its changed instances are replaced
+// at once), in HCL as through JSON.
+func TestSystemJobUpdateIsWarned(t *testing.T) {
+	src := `job "sys" {
+  type = "system"
+  update {
+    max_parallel = 1
+    stagger      = "10s"
+  }
+  group "g" {
+    update { max_parallel = 2 }
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+`
+	job, warns, err := DecodeWarn("sys.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Update != nil || job.Groups[0].Update != nil {
+		t.Errorf("a system job kept an update: job %+v, group %+v", job.Update, job.Groups[0].Update)
+	}
+	want := map[string]string{
+		"sys.hcl:3:3": "update in a system job is accepted and not applied",
+		"sys.hcl:5:5": "stagger in the update block of job \"sys\": drover paces a rollout by each batch's health",
+		"sys.hcl:8:5": "update in a system job is accepted and not applied",
+	}
+	for _, w := range warns {
+		if p, ok := want[w.Pos]; !ok || !strings.HasPrefix(w.Message, p) {
+			t.Errorf("unexpected warning %s: %s", w.Pos, w.Message)
+		}
+		delete(want, w.Pos)
+	}
+	for at, p := range want {
+		t.Errorf("no warning at %s (%s...)", at, p)
+	}
+
+	// A service job's stagger is a warning too; its update is kept.
+	job, warns, err = DecodeWarn("svc.json", []byte(`{"name": "svc", "update": {"max_parallel": 2, "stagger": "30s"},
+  "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "raw_exec", "config": {"command": "/bin/true"}}]}]}`))
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "stagger does nothing") {
+		t.Fatalf("service stagger: %v, warnings %v", err, warns)
+	}
+	if job.Groups[0].Update == nil || job.Groups[0].Update.Parallel() != 2 {
+		t.Errorf("the service job's update was not kept: %+v", job.Groups[0].Update)
+	}
+}

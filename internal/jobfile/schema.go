@@ -133,7 +133,7 @@ func schemaOf(t reflect.Type) *schema {
 		return s
 	}
 	s := &schema{what: structWhat(t), typ: t, byJSON: map[string]*fieldSchema{}, byHCL: map[string]*fieldSchema{},
-		body: bodySchema{members: map[string]member{}, unsupported: unsupportedIn[t.Name()]}}
+		body: bodySchema{members: map[string]member{}, unsupported: unsupportedIn[t.Name()], warned: notHereIn[t.Name()]}}
 	schemas[t] = s
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -413,8 +413,6 @@ var unsupportedIn = map[string][]string{
 	// Nomad's migrate block (an ephemeral_disk's migrate is taken).
 	"Job":   {"migrate"},
 	"Group": {"migrate"},
-	// stagger only paces Nomad's system jobs, and update is for services.
-	"UpdateStrategy": {"stagger"},
 	// Ports are reserved on the node's own address (Nomad's host mode):
 	// there are no other networks to pick. A docker task reaches its
 	// container's port through the port's to.
@@ -450,4 +448,11 @@ var notHere = map[string]string{
 	"connect":      "drover has no Consul Connect service mesh: no sidecar proxy runs and no upstream is bound to a local port; the service is registered in drover's catalog, reach the others by their drover DNS names or addresses",
 	"volume":       "drover attaches no volumes (host or CSI): nothing is mounted, so what the tasks write at a volume_mount's destination stays in the instance's directory and is lost with it",
 	"volume_mount": "drover attaches no volumes: nothing is mounted at destination, so what the task writes there is lost with the instance",
+}
+
+// notHereIn are Nomad attributes drover takes in the block of one struct
+// only, by the struct's name, and does nothing with: each is a warning
+// saying so.
+var notHereIn = map[string]map[string]string{
+	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
 }
