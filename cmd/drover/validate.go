@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +70,13 @@ func attributeWarnings(job *spec.Job, has func(name string) bool, why string) []
 	var out []string
 	for _, r := range job.NodeTargets() {
 		if !has(r.Name) {
-			out = append(out, fmt.Sprintf("warning: %s: ${%s} %s", r.Field, r.Name, why))
+			w := why
+			for _, sys := range []string{"consul", "vault"} {
+				if strings.HasPrefix(r.Name, "attr."+sys+".") {
+					w = fmt.Sprintf("is %s's, and drover works without %s (its own catalog, no secrets store): no node publishes it, so no node matches it but with != or is_not_set; remove the constraint", strings.ToUpper(sys[:1])+sys[1:], strings.ToUpper(sys[:1])+sys[1:])
+				}
+			}
+			out = append(out, fmt.Sprintf("warning: %s: ${%s} %s", r.Field, r.Name, w))
 		}
 	}
 	return out

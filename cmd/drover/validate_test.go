@@ -135,7 +135,7 @@ func TestValidateWarnsOfUnpublishedAttributes(t *testing.T) {
 `)
 	out, code := runValidate(t, "", path)
 	want := path + `: valid service job "attrs": 1 group(s), 1 instance(s)
-` + path + `: warning: constraints[1].attribute: ${attr.consul.version} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set
+` + path + `: warning: constraints[1].attribute: ${attr.consul.version} is Consul's, and drover works without Consul (its own catalog, no secrets store): no node publishes it, so no node matches it but with != or is_not_set; remove the constraint
 ` + path + `: warning: groups[0].tasks[0].constraints[1].attribute: ${attr.driver.podman} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set
 `
 	if code != 0 || out != want {

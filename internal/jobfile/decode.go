@@ -53,20 +53,22 @@ func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problem
 		name, dir = "<stdin>", "."
 	}
 	hclFile := func() (*spec.Job, spec.Problems, error) {
-		job, err := decodeHCL(name, src, o, dir)
-		return job, nil, err
+		return decodeHCL(name, src, o, dir)
+	}
+	notHCL := func(job *spec.Job, warns spec.Problems, err error) (*spec.Job, spec.Problems, error) {
+		if err == nil && o.given() {
+			return nil, warns, spec.Problems{{Pos: name, Message: "-var and -var-file set the variables of HCL job files; this file is not HCL, so remove them"}}
+		}
+		return job, warns, err
 	}
 	noWarnings := func(job *spec.Job, err error) (*spec.Job, spec.Problems, error) {
-		if err == nil && o.given() {
-			return nil, nil, spec.Problems{{Pos: name, Message: "-var and -var-file set the variables of HCL job files; this file is not HCL, so remove them"}}
-		}
-		return job, nil, err
+		return notHCL(job, nil, err)
 	}
 	switch strings.ToLower(filepath.Ext(filename)) {
 	case ".hcl", ".nomad":
 		return hclFile()
 	case ".json":
-		return noWarnings(decodeJSON(name, src, true))
+		return notHCL(decodeJSONWarn(name, src, true))
 	case ".yaml", ".yml":
 		return noWarnings(decodeYAML(name, src))
 	case unitSuffix:
@@ -80,7 +82,7 @@ func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problem
 	case len(trimmed) == 0:
 		return nil, nil, spec.Problems{{Pos: name, Message: "the job file is empty"}}
 	case trimmed[0] == '{':
-		return noWarnings(decodeJSON(name, src, true))
+		return notHCL(decodeJSONWarn(name, src, true))
 	case looksLikeHCL(name, src):
 		return hclFile()
 	}
@@ -311,7 +313,9 @@ func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 		}
 		for j, t := range g.Tasks {
 			if t != nil && t.Driver != "" && !slices.Contains(spec.KnownDrivers, t.Driver) {
-				c.markReported(fmt.Sprintf("groups[%d].tasks[%d].config", i, j))
+				tp := fmt.Sprintf("groups[%d].tasks[%d]", i, j)
+				c.markReported(tp + ".config")
+				c.warn(at.lookup(tp+".driver"), "%s", unknownDriver(t))
 			}
 		}
 	}
@@ -374,18 +378,32 @@ func inheritRestartPositions(job *spec.Job, at positions) {
 // (spec.Job.UpdateOf) where validation would never see it, and the file
 // would seem to ask for deployments it does not get. The message is the one
 // validation gives for the job's own block.
+//
+// A system job's update blocks, which Nomad takes, are warnings: drover
+// replaces its changed instances on every node at once, and Canonicalize
+// drops the blocks.
 func checkGroupUpdates(job *spec.Job, c *collector, at positions) {
 	if job.Type == "" || job.Type == spec.JobService {
 		return
+	}
+	if job.Type == spec.JobSystem && job.Update != nil {
+		c.warn(at.lookup("update"), "%s", systemUpdate)
 	}
 	for i, g := range job.Groups {
 		if g == nil || g.Update == nil {
 			continue
 		}
 		f := fmt.Sprintf("groups[%d].update", i)
+		if job.Type == spec.JobSystem {
+			c.warn(at.lookup(f), "%s", systemUpdate)
+			continue
+		}
 		c.add(at.lookup(f), f, "update applies to service jobs only; a %s job's changed instances are replaced at once", job.Type)
 	}
 }
+
+// systemUpdate is the warning for an update block in a system job.
+const systemUpdate = "update in a system job is accepted and not applied: drover replaces a system job's changed instances on every node at once, not max_parallel at a time"
 
 // inheritUpdatePositions points each group that has no update block of its
 // own at the job's, whose fields Canonicalize copied into it, so that a
@@ -420,4 +438,11 @@ func lineCol(src []byte, off int) pos {
 	line := 1 + bytes.Count(src[:off], []byte("\n"))
 	start := bytes.LastIndexByte(src[:off], '\n') + 1
 	return pos{line: line, col: 1 + len([]rune(string(src[start:off])))}
+}
+
+// unknownDriver is the warning for a task whose driver drover does not
+// have: the job is accepted, and never placed.
+func unknownDriver(t *spec.Task) string {
+	return fmt.Sprintf("task %q: drover has no %s driver (it has %s), so no node runs this task: the job is accepted and waits with \"no node has driver %s\"; its config is not checked. Port the task to one of drover's drivers to run it",
+		t.Name, t.Driver, strings.Join(spec.KnownDrivers, ", "), t.Driver)
 }

@@ -33,6 +33,9 @@ type bodySchema struct {
 	// unsupported are Nomad names drover does not implement in this body
 	// only; the names unsupported everywhere are in the unsupported map.
 	unsupported []string
+	// warned are Nomad names this body takes and does nothing with, with
+	// the warning that says so (notHereIn).
+	warned map[string]string
 	// refused are names drover knows that this body does not take, with
 	// why and what to do instead (a docker key in an exec task's config).
 	refused map[string]string
@@ -110,8 +113,16 @@ func looksLikeHCL(name string, src []byte) bool {
 
 // decodeHCL decodes an HCL job file; its variables take their values
 // from o, and its filesystem functions read paths relative to dir.
-func decodeHCL(name string, src []byte, o Options, dir string) (*spec.Job, error) {
+// What the file asks that drover does otherwise is returned as warnings,
+// valid file or not.
+func decodeHCL(name string, src []byte, o Options, dir string) (*spec.Job, spec.Problems, error) {
 	c := newCollector(name)
+	job, err := decodeHCLInto(c, src, o, dir)
+	return job, c.warningsResult(), err
+}
+
+func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, error) {
+	name := c.file
 	if err := inputlimit.HCL(src); err != nil {
 		addLimit(c, err, true)
 		return nil, failed(c)
@@ -269,6 +280,10 @@ func (d *hclDecoder) content(body hcl.Body, s bodySchema, in, path string) []ite
 		case m != 0:
 			d.errAt(it.nameRange(), "%s is a block; write %s { ... } without '='", it.name, it.name)
 			d.c.markReported(join(path, it.name))
+		case notHere[it.name] != "" && isBlock:
+			d.c.warn(rangePos(it.nameRange().Ptr()), "%s block %s: %s", it.name, in, notHere[it.name])
+		case s.warned[it.name] != "" && !isBlock:
+			d.c.warn(rangePos(it.nameRange().Ptr()), "%s %s: %s", it.name, in, s.warned[it.name])
 		case s.refused[it.name] != "":
 			d.errAt(it.nameRange(), "%s", s.refused[it.name])
 			d.c.markReported(join(path, it.name))

@@ -274,6 +274,12 @@ func (k *jchecker) object(n *jnode, s *schema, path string) {
 		keyNode := &jnode{off: n.koffs[i]}
 		first, dup := seen[key]
 		switch {
+		case !ok && notHere[key] != "" && v.kind == 'o':
+			k.c.warn(k.pos(keyNode), "%s in %s: %s", key, s.what, notHere[key])
+			continue
+		case !ok && s.body.warned[key] != "":
+			k.c.warn(k.pos(keyNode), "%s in %s: %s", key, s.what, s.body.warned[key])
+			continue
 		case !ok:
 			k.fail(keyNode, field, "unknown field %q in %s; %s", key, s.what, suggest.Hint(key, s.jsonNames))
 			// A likely typo of a field stands in for it: "needs a
@@ -460,7 +466,18 @@ func lastSegment(field string) string {
 // decodeJSON decodes src as a Job or JobStatus in JSON. withPos says whether
 // byte offsets in src mean anything to the user.
 func decodeJSON(name string, src []byte, withPos bool) (*spec.Job, error) {
+	job, _, err := decodeJSONWarn(name, src, withPos)
+	return job, err
+}
+
+// decodeJSONWarn is decodeJSON that also returns the warnings.
+func decodeJSONWarn(name string, src []byte, withPos bool) (*spec.Job, spec.Problems, error) {
 	c := newCollector(name)
+	job, err := decodeJSONInto(c, src, withPos)
+	return job, c.warningsResult(), err
+}
+
+func decodeJSONInto(c *collector, src []byte, withPos bool) (*spec.Job, error) {
 	if err := inputlimit.JSON(src); err != nil {
 		addLimit(c, err, withPos)
 		return nil, failed(c)

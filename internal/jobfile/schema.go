@@ -133,7 +133,7 @@ func schemaOf(t reflect.Type) *schema {
 		return s
 	}
 	s := &schema{what: structWhat(t), typ: t, byJSON: map[string]*fieldSchema{}, byHCL: map[string]*fieldSchema{},
-		body: bodySchema{members: map[string]member{}, unsupported: unsupportedIn[t.Name()]}}
+		body: bodySchema{members: map[string]member{}, unsupported: unsupportedIn[t.Name()], warned: notHereIn[t.Name()]}}
 	schemas[t] = s
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -395,9 +395,9 @@ var unsupported = map[string]bool{}
 func init() {
 	for _, n := range strings.Fields(`
 		artifact
-		vault volume volume_mount logs scaling
-		periodic parameterized multiregion dispatch_payload identity
-		csi_plugin consul connect device numa
+		logs scaling
+		periodic parameterized multiregion dispatch_payload
+		device numa
 		action schedule secret ui sidecar_service sidecar_task dns
 		region all_at_once vault_token consul_token
 		stop_after_client_disconnect
@@ -413,8 +413,6 @@ var unsupportedIn = map[string][]string{
 	// Nomad's migrate block (an ephemeral_disk's migrate is taken).
 	"Job":   {"migrate"},
 	"Group": {"migrate"},
-	// stagger only paces Nomad's system jobs, and update is for services.
-	"UpdateStrategy": {"stagger"},
 	// Ports are reserved on the node's own address (Nomad's host mode):
 	// there are no other networks to pick. A docker task reaches its
 	// container's port through the port's to.
@@ -436,4 +434,25 @@ var instead = map[string]string{
 	"mode":         "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
 	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
 	"provider":     "drover registers services in its own catalog; remove it",
+}
+
+// notHere are Nomad blocks that ask for something drover does not have
+// (Vault, Consul, CSI) where a job still runs without it: a file with one
+// is valid, and each block is a warning saying what drover does instead,
+// or that it does nothing. The block's content is not read.
+var notHere = map[string]string{
+	"vault":        "drover has no Vault: no token is fetched, VAULT_TOKEN and secrets/vault_token are not written, and templates cannot read Vault secrets; the block does nothing",
+	"consul":       "drover has no Consul: services are registered in drover's own catalog (its API and DNS), so this block's settings do nothing",
+	"identity":     "drover issues no workload identities: no token or JWT is written into the task (NOMAD_TOKEN, secrets/nomad_token are not set); the block does nothing",
+	"csi_plugin":   "drover has no CSI: the task runs as an ordinary task, and no storage plugin is registered",
+	"connect":      "drover has no Consul Connect service mesh: no sidecar proxy runs and no upstream is bound to a local port; the service is registered in drover's catalog, reach the others by their drover DNS names or addresses",
+	"volume":       "drover attaches no volumes (host or CSI): nothing is mounted, so what the tasks write at a volume_mount's destination stays in the instance's directory and is lost with it",
+	"volume_mount": "drover attaches no volumes: nothing is mounted at destination, so what the task writes there is lost with the instance",
+}
+
+// notHereIn are Nomad attributes drover takes in the block of one struct
+// only, by the struct's name, and does nothing with: each is a warning
+// saying so.
+var notHereIn = map[string]map[string]string{
+	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
 }

@@ -130,7 +130,7 @@ func TestSummarize(t *testing.T) {
 			job:   two,
 			sched: &spec.JobSchedule{Job: "web", JobVersion: 2, Failures: []spec.PlacementFailure{room1, room}},
 			want: spec.JobSummary{State: spec.JobPending, Desired: 3, Pending: 3,
-				Reason: "1 instance of group api waiting for room: 0/3 nodes fit: missing driver docker on 3; " +
+				Reason: "1 instance of group api waiting for room: 0/3 nodes fit: no node has driver docker; " +
 					"2 instances of group db waiting for room: 0/3 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB)"},
 		},
 		{

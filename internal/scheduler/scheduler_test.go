@@ -212,7 +212,7 @@ func TestPlace(t *testing.T) {
 					{Dimension: "driver exec", Nodes: 1},
 				}},
 			}}},
-			wantText: []string{"0/2 nodes fit: missing driver docker on 2; missing driver exec on 1"},
+			wantText: []string{"0/2 nodes fit: no node has driver docker; missing driver exec on 1"},
 		},
 		{
 			name: "cpu exhausted",

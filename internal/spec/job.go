@@ -476,7 +476,14 @@ func (j *Job) Canonicalize() {
 	if j.Reschedule != nil {
 		j.Reschedule = j.Reschedule.WithDefaults(DefaultReschedule(j.Type))
 	}
-	if j.Update != nil {
+	switch {
+	case j.Type == JobSystem:
+		// Nomad's files give system jobs an update block (max_parallel,
+		// stagger); drover replaces a system job's changed instances on
+		// every node at once, so the block is accepted and dropped (the
+		// decoders warn of it).
+		j.Update = nil
+	case j.Update != nil:
 		j.Update = j.Update.WithDefaults(DefaultUpdate())
 	}
 	defaultOperators(j.Constraints)
@@ -488,8 +495,11 @@ func (j *Job) Canonicalize() {
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))
 		}
-		if j.Type == JobService {
+		switch j.Type {
+		case JobService:
 			g.Update = j.UpdateOf(g)
+		case JobSystem:
+			g.Update = nil // as the job's, above
 		} // else Validate refuses a group's update block
 		defaultOperators(g.Constraints)
 		for _, t := range g.Tasks {

@@ -150,6 +150,12 @@ func (f PlacementFailure) String() string {
 		} else {
 			b.WriteString("; ")
 		}
+		if drv, ok := strings.CutPrefix(d.Dimension, "driver "); ok && d.Nodes == f.NodesEvaluated {
+			// Not one node has it: a driver drover lacks (podman), or
+			// one no agent enabled.
+			fmt.Fprintf(&b, "no node has driver %s", drv)
+			continue
+		}
 		b.WriteString(d.String())
 	}
 	for _, h := range f.Hints {

@@ -222,15 +222,20 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 	} else if t.Name == SharedAllocDir {
 		ps.Add(path+".name", "task name %q is the directory the group's tasks share (alloc/); rename the task", t.Name)
 	}
+	// A driver drover does not have (podman, java) is accepted: the job
+	// is kept, and placement says that no node has the driver (Nomad's
+	// files name drivers a cluster may lack; that is not a file error).
 	switch {
 	case t.Driver == "":
 		ps.Add(path+".driver", "task %q needs a driver; use one of %s", t.Name, strings.Join(KnownDrivers, ", "))
-	case !slices.Contains(KnownDrivers, t.Driver):
-		ps.Add(path+".driver", "unknown driver %q; use one of %s", t.Driver, strings.Join(KnownDrivers, ", "))
+	case strings.TrimSpace(t.Driver) != t.Driver || strings.ContainsAny(t.Driver, " \t\n${}"):
+		ps.Add(path+".driver", "driver %q is not a driver name; use one of %s", t.Driver, strings.Join(KnownDrivers, ", "))
 	}
 	switch {
 	case t.Driver == DriverDocker:
 		validateDockerConfig(ps, path+".config", t, g)
+	case !slices.Contains(KnownDrivers, t.Driver):
+		// What its config holds is the driver's to say.
 	case t.Config.Command == "":
 		ps.Add(path+".config.command", "task %q needs a command to run", t.Name)
 	}

@@ -1,9 +1,9 @@
 job "web" {
   group "api" {
     task "server" {
-      driver = "java"
+      driver = "raw exec"
       config {
-        jar_path = "local/app.jar"
+        command = "/bin/true"
       }
     }
   }

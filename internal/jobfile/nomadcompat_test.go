@@ -1,0 +1,164 @@
+package jobfile
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDriverDroverLacksIsAccepted: a task whose driver drover does not
+// have decodes, in HCL and JSON, with its config's other keys unchecked,
+// its command kept, and a warning at the driver's line that says it is
+// never placed and why.
+func TestDriverDroverLacksIsAccepted(t *testing.T) {
+	hcl := `job "pod" {
+  group "g" {
+    task "web" {
+      driver = "podman"
+      config {
+        image   = "docker.io/library/redis"
+        command = "redis-server"
+        ports   = ["db"]
+        volumes = ["/srv:/data"]
+      }
+    }
+  }
+}
+`
+	json := `{"name": "pod", "groups": [{"name": "g", "tasks": [{"name": "web", "driver": "podman",
+  "config": {"image": "docker.io/library/redis", "command": "redis-server", "socket": "x"}}]}]}`
+	for _, tc := range []struct{ file, src, at string }{{"pod.hcl", hcl, "pod.hcl:4:16"}, {"pod.json", json, "pod.json:1:78"}} {
+		job, warns, err := DecodeWarn(tc.file, []byte(tc.src))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		task := job.Groups[0].Tasks[0]
+		if task.Driver != "podman" || task.Config.Command != "redis-server" {
+			t.Errorf("%s: task %+v, want driver podman, command kept", tc.file, task.Config)
+		}
+		if len(warns) != 1 || warns[0].Pos != tc.at || !strings.Contains(warns[0].Message, `waits with "no node has driver podman"`) {
+			t.Errorf("%s: warnings %v, want one at %s saying the job waits for the driver", tc.file, warns, tc.at)
+		}
+	}
+}
+
+// TestBlocksDroverLacksWarn: vault, consul, identity, csi_plugin, connect,
+// volume and volume_mount, where Nomad takes them, make a valid job and
+// one warning each at the block's line saying what drover does instead;
+// the rest of the job is kept.
+func TestBlocksDroverLacksWarn(t *testing.T) {
+	src := `job "lacks" {
+  vault { policies = ["a"] }
+  group "g" {
+    consul { namespace = "x" }
+    volume "data" {
+      type   = "csi"
+      source = "db"
+    }
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+      identity { env = true }
+      csi_plugin {
+        id   = "p"
+        type = "node"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/data"
+      }
+      service {
+        name = "web"
+        connect {
+          sidecar_service {}
+        }
+      }
+    }
+  }
+}
+`
+	job, warns, err := DecodeWarn("lacks.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Groups[0].Tasks[0].Services[0].Name != "web" {
+		t.Errorf("the service beside connect was lost: %+v", job.Groups[0].Tasks[0].Services)
+	}
+	want := map[string]string{
+		"lacks.hcl:2:3":  "vault block in job \"lacks\": drover has no Vault",
+		"lacks.hcl:4:5":  "consul block in group \"g\": drover has no Consul",
+		"lacks.hcl:5:5":  "volume block in group \"g\": drover attaches no volumes",
+		"lacks.hcl:12:7": "identity block in task \"t\": drover issues no workload identities",
+		"lacks.hcl:13:7": "csi_plugin block in task \"t\": drover has no CSI",
+		"lacks.hcl:17:7": "volume_mount block in task \"t\": drover attaches no volumes",
+		"lacks.hcl:23:9": "connect block in a service block of task \"t\": drover has no Consul Connect",
+	}
+	for _, w := range warns {
+		if p, ok := want[w.Pos]; !ok || !strings.HasPrefix(w.Message, p) {
+			t.Errorf("unexpected warning %s: %s", w.Pos, w.Message)
+		}
+		delete(want, w.Pos)
+	}
+	for at, p := range want {
+		t.Errorf("no warning at %s (%s...)", at, p)
+	}
+
+	// In JSON too, an object under one of these names is a warning.
+	_, warns, err = DecodeWarn("lacks.json", []byte(`{"name": "lacks", "vault": {"policies": ["a"]}, "groups": [{"name": "g",
+  "tasks": [{"name": "t", "driver": "raw_exec", "config": {"command": "/bin/true"}}]}]}`))
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "drover has no Vault") {
+		t.Errorf("JSON vault: %v, warnings %v", err, warns)
+	}
+}
+
+// TestSystemJobUpdateIsWarned: a system job's update blocks, job's and
+// group's, and an update's stagger are accepted with a warning each at
+// their line; the job keeps no update (its changed instances are replaced
+// at once), in HCL as through JSON.
+func TestSystemJobUpdateIsWarned(t *testing.T) {
+	src := `job "sys" {
+  type = "system"
+  update {
+    max_parallel = 1
+    stagger      = "10s"
+  }
+  group "g" {
+    update { max_parallel = 2 }
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+`
+	job, warns, err := DecodeWarn("sys.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Update != nil || job.Groups[0].Update != nil {
+		t.Errorf("a system job kept an update: job %+v, group %+v", job.Update, job.Groups[0].Update)
+	}
+	want := map[string]string{
+		"sys.hcl:3:3": "update in a system job is accepted and not applied",
+		"sys.hcl:5:5": "stagger in the update block of job \"sys\": drover paces a rollout by each batch's health",
+		"sys.hcl:8:5": "update in a system job is accepted and not applied",
+	}
+	for _, w := range warns {
+		if p, ok := want[w.Pos]; !ok || !strings.HasPrefix(w.Message, p) {
+			t.Errorf("unexpected warning %s: %s", w.Pos, w.Message)
+		}
+		delete(want, w.Pos)
+	}
+	for at, p := range want {
+		t.Errorf("no warning at %s (%s...)", at, p)
+	}
+
+	// A service job's stagger is a warning too; its update is kept.
+	job, warns, err = DecodeWarn("svc.json", []byte(`{"name": "svc", "update": {"max_parallel": 2, "stagger": "30s"},
+  "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "raw_exec", "config": {"command": "/bin/true"}}]}]}`))
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "stagger does nothing") {
+		t.Fatalf("service stagger: %v, warnings %v", err, warns)
+	}
+	if job.Groups[0].Update == nil || job.Groups[0].Update.Parallel() != 2 {
+		t.Errorf("the service job's update was not kept: %+v", job.Groups[0].Update)
+	}
+}
