@@ -306,7 +306,7 @@ func (w *drainWatch) onNode(allocs []*spec.Alloc) (lines []string, done bool) {
 		}
 		live := !a.Terminal()
 		switch {
-		case live && a.JobType == spec.JobSystem:
+		case live && a.JobType.PerNode():
 			system++
 		case live:
 			move++

@@ -171,7 +171,7 @@ func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now ti
 	}
 	switch s.State {
 	case spec.JobRunning:
-		if j.Type == spec.JobBatch {
+		if j.Type.Completes() {
 			return false, 0, nil // a batch job is done when it completes
 		}
 		if left := untilHealthy(st, minHealthy, now); left > 0 {

@@ -102,7 +102,7 @@ func (tr *taskRunner) run(ctx context.Context) {
 			// the stop made it; it counts as a failure whatever its code.
 			why, ok, tr.checkRestart = tr.checkRestart, false, ""
 		}
-		if (tr.ar.alloc.JobType == spec.JobBatch || tr.task.Ephemeral()) && ok {
+		if (tr.ar.alloc.JobType.Completes() || tr.task.Ephemeral()) && ok {
 			tr.ar.taskDead(name, false, spec.EventCompleted, "exit code 0")
 			return
 		}

@@ -115,7 +115,7 @@ func (v *nodeView) count(id string) {
 			continue
 		}
 		v.used[id] = v.used[id].Add(a.Resources)
-		if a.JobType != spec.JobSystem {
+		if !a.JobType.PerNode() {
 			v.busy[id]++
 		}
 	}
@@ -205,14 +205,14 @@ func (v *nodeView) drained(id string, now time.Time) bool {
 // considerMove notes whether a, the live alloc kept for its slot, should
 // move (see the table above); rollMoves decides when.
 func (r *reconciler) considerMove(j *spec.Job, a *spec.Alloc) {
-	if r.view == nil || j.Type == spec.JobSystem {
+	if r.view == nil || j.Type.PerNode() {
 		return
 	}
 	n := r.view.node(a.NodeID)
 	switch {
 	case n != nil && n.Drain != nil && drainPast(n, r.now):
 		r.moves = append(r.moves, move{a: a, cause: spec.CauseDrain, reason: "node " + n.Name + " drain deadline reached", avoid: n.ID, force: true})
-	case n != nil && n.Drain != nil && j.Type != spec.JobBatch:
+	case n != nil && n.Drain != nil && !j.Type.Completes():
 		r.moves = append(r.moves, move{a: a, cause: spec.CauseDrain, reason: "node " + n.Name + " is draining", avoid: n.ID})
 		if !n.Drain.Deadline.IsZero() {
 			r.wakeAt(n.Drain.Deadline)

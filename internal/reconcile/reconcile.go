@@ -156,7 +156,7 @@ func Reconcile(in Input) Result {
 			continue
 		}
 		g := j.Group(k.group)
-		if j.Type == spec.JobSystem && !j.Stopped && g != nil {
+		if j.Type.PerNode() && !j.Stopped && g != nil {
 			continue // see system
 		}
 		var counted []*spec.Alloc
@@ -189,7 +189,7 @@ func Reconcile(in Input) Result {
 			ro.tally(j, byGroup, r.now)
 		}
 		for _, g := range j.Groups {
-			if j.Type == spec.JobSystem {
+			if j.Type.PerNode() {
 				r.system(j, g, byGroup[g.Name], in.Nodes)
 				continue
 			}
@@ -478,7 +478,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		// Lost: the node went away, not the program's fault. Replace it at
 		// once, and do not count it.
 		r.place(j, g, index, pin, spec.CauseReplaceLost, "replaces lost alloc "+spec.ShortID(rs.last.ID), rs.last.ID, rs.last.NodeID)
-	case j.Type == spec.JobSystem:
+	case j.Type.PerNode():
 		// A system job's instance is not rescheduled (assess), so the one
 		// that ended here ran an older version: the new one runs in its
 		// place at once.
@@ -543,7 +543,7 @@ func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
 		return rs
 	}
 	rs.last = ended[len(ended)-1]
-	if j.Type == spec.JobBatch {
+	if j.Type.Completes() {
 		for _, a := range ended {
 			if a.ClientStatusOr() == spec.ClientComplete {
 				rs.done = true
@@ -572,7 +572,7 @@ func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
 		}
 	}
 	rs.exhausted = !unlimited && rs.failures > attempts
-	if j.Type == spec.JobSystem {
+	if j.Type.PerNode() {
 		// As Nomad: a system job is not rescheduled. Its tasks' restart
 		// policy restarts them on their node; once that is used up, or a
 		// task ends on its own, the instance stays down until the job

@@ -57,7 +57,7 @@ func summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 			case a.ClientStatusOr() == spec.ClientLost:
 				s.Lost++
 			}
-			if a != nil && a.Terminal() && (job.Type != spec.JobBatch || a.ClientStatusOr() != spec.ClientComplete) {
+			if a != nil && a.Terminal() && (!job.Type.Completes() || a.ClientStatusOr() != spec.ClientComplete) {
 				switch rs := assess(job, g, as); {
 				case rs.exhausted:
 					final = append(final, rs)
@@ -74,7 +74,7 @@ func summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 	}
 	var reasons []string
 	switch {
-	case job.Type == spec.JobBatch && s.Complete == s.Desired:
+	case job.Type.Completes() && s.Complete == s.Desired:
 		s.State = spec.JobComplete
 		return s
 	case len(final) > 0:
@@ -121,7 +121,7 @@ func summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 func instances(job *spec.Job, g *spec.Group, allocs []*spec.Alloc, nodes []*spec.Node) [][]*spec.Alloc {
 	var out [][]*spec.Alloc
 	var at map[string]int // node ID -> position in out
-	if job.Type == spec.JobSystem {
+	if job.Type.PerNode() {
 		at = map[string]int{}
 		states := eligibility(job, g, nodes)
 		ids := make([]string, 0, len(states))
@@ -237,8 +237,8 @@ func notRescheduledReason(final []rescheduling) string {
 	if rs.policy.Interval > 0 {
 		fmt.Fprintf(&b, " within %s", rs.policy.Interval.Short())
 	}
-	if a.JobType == spec.JobSystem {
-		b.WriteString("; not rescheduled (system jobs are not): it runs there again when the job changes")
+	if a.JobType.PerNode() {
+		fmt.Fprintf(&b, "; not rescheduled (%s jobs are not): it runs there again when the job changes", a.JobType)
 	} else {
 		attempts, _ := rs.policy.Limit()
 		fmt.Fprintf(&b, "; not rescheduled (reschedule attempts = %d)", attempts)

@@ -236,7 +236,7 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	markDown(ss, allocs)
 	sched := ss.Schedule(name)
 	var nodes []*spec.Node
-	if job.Type == spec.JobSystem { // only system jobs count eligible nodes
+	if job.Type.PerNode() { // only system and sysbatch jobs count eligible nodes
 		nodes = ss.Nodes()
 	}
 	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, nodes, sched), Allocations: allocs}

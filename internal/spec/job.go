@@ -19,7 +19,19 @@ const (
 	// node: every node that has the drivers and meets the constraints,
 	// including nodes that join later.
 	JobSystem JobType = "system"
+	// JobSysBatch runs one instance of each group to completion on every
+	// eligible ready node, nodes that join later included: system
+	// placement, batch completion (an exit with status 0 is done).
+	JobSysBatch JobType = "sysbatch"
 )
+
+// PerNode reports whether the job runs one instance of each group on every
+// eligible node (system and sysbatch) rather than count instances.
+func (t JobType) PerNode() bool { return t == JobSystem || t == JobSysBatch }
+
+// Completes reports whether the job's instances run to completion (batch
+// and sysbatch): a task's exit with status 0 is done, never restarted.
+func (t JobType) Completes() bool { return t == JobBatch || t == JobSysBatch }
 
 // Defaults applied by Canonicalize where a job file leaves a field out.
 const (
@@ -298,9 +310,9 @@ type RestartPolicy struct {
 
 // DefaultRestart returns Nomad's defaults for the job type: services and
 // system jobs retry 2 times in 30 minutes, batch jobs 3 times in a day,
-// 15 s apart, then fail.
+// 15 s apart, then fail; sysbatch jobs as batch ones.
 func DefaultRestart(t JobType) *RestartPolicy {
-	if t == JobBatch {
+	if t.Completes() {
 		return &RestartPolicy{Attempts: ptr(3), Interval: Duration(24 * time.Hour), Delay: Duration(15 * time.Second), Mode: RestartFail}
 	}
 	return &RestartPolicy{Attempts: ptr(2), Interval: Duration(30 * time.Minute), Delay: Duration(15 * time.Second), Mode: RestartFail}
@@ -378,7 +390,7 @@ type ReschedulePolicy struct {
 // replaced without limit, 30 s after the first failure, doubling up to 1 h.
 // Batch instances are replaced once within 24 h, 5 s after the failure.
 func DefaultReschedule(t JobType) *ReschedulePolicy {
-	if t == JobBatch {
+	if t.Completes() {
 		return &ReschedulePolicy{Attempts: ptr(1), Interval: Duration(24 * time.Hour), Delay: Duration(5 * time.Second),
 			DelayFunction: DelayConstant, MaxDelay: Duration(time.Hour), Unlimited: ptr(false)}
 	}

@@ -153,7 +153,7 @@ func (j *Job) PreemptOf() bool {
 	if j.Preempt != nil {
 		return *j.Preempt
 	}
-	return j.Type == JobSystem
+	return j.Type == JobSystem // as Nomad: not sysbatch
 }
 
 // ScoringOf is the job's scoring method, binpack when unset.

@@ -107,9 +107,9 @@ func (j *Job) Validate() Problems {
 		ps.Add("node_pool", "node pool %s", msg)
 	}
 	switch j.Type {
-	case JobService, JobBatch, JobSystem:
+	case JobService, JobBatch, JobSystem, JobSysBatch:
 	default:
-		ps.Add("type", "unknown job type %q; use \"service\", \"batch\" or \"system\"", j.Type)
+		ps.Add("type", "unknown job type %q; use \"service\", \"batch\", \"system\" or \"sysbatch\"", j.Type)
 	}
 	if j.Scoring != "" && !slices.Contains(Scorings, j.Scoring) {
 		ps.Add("scoring", "unknown scoring %q; use \"binpack\", \"least_loaded\" or \"epvm\"", j.Scoring)
