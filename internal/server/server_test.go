@@ -119,7 +119,7 @@ func TestBadInputIs4xxAndWritesNothing(t *testing.T) {
 		{"wrong type", "POST", "/v1/jobs", strings.Replace(goodJob, `"count":2`, `"count":"two"`, 1), 400, []string{"count"}},
 		{"trailing data", "POST", "/v1/jobs", goodJob + `{}`, 400, nil},
 		{"invalid job, every problem", "POST", "/v1/jobs",
-			strings.Replace(strings.Replace(goodJob, `"count":2`, `"count":-1`, 1), `"exec"`, `"nope"`, 1), 422,
+			strings.Replace(strings.Replace(goodJob, `"count":2`, `"count":-1`, 1), `"exec"`, `"no pe"`, 1), 422,
 			[]string{"groups[0].count", "groups[0].tasks[0].driver"}},
 		{"job name with slash", "POST", "/v1/jobs", strings.Replace(goodJob, `"web"`, `"a/b"`, 1), 422, []string{"name"}},
 		{"job name with dots", "POST", "/v1/jobs", strings.Replace(goodJob, `"web"`, `"a..b"`, 1), 422, []string{"name"}},
