@@ -173,6 +173,10 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(a.allocsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	// Tasks run as other users walk through it, whatever the umask.
+	if err := os.Chmod(a.allocsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	id, err := loadOrCreateID(filepath.Join(cfg.DataDir, "node-id"))
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

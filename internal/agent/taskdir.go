@@ -2,7 +2,9 @@ package agent
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -58,6 +60,37 @@ func (tr *taskRunner) makeTaskDirs() error {
 		return nil
 	}
 	return makeTaskTree(tr.dir)
+}
+
+// ownTaskDirs gives the task's directory, local/ and secrets/ to the
+// task's user when it runs as another user on the node's file system, as
+// Nomad does, so the task may write where it is told to. A user the node
+// does not have is left to the driver, which fails the task naming it.
+func (tr *taskRunner) ownTaskDirs() error {
+	name := tr.task.UserOf()
+	if name == "" || tr.drv.Info().OwnFilesystem || os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil
+		}
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return nil
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return nil
+	}
+	for _, d := range []string{tr.dir, filepath.Join(tr.dir, localDirName), filepath.Join(tr.dir, secretsDirName)} {
+		if err := os.Lchown(d, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // makeAllocTree makes an alloc's directory dir and its shared alloc/.

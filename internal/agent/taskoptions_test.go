@@ -109,12 +109,12 @@ func TestTaskUser(t *testing.T) {
 	if err != nil {
 		t.Skipf("this machine has no user nobody: %v", err)
 	}
-	as := shTask("t", "id -u")
+	as := shTask("t", "id -u && echo hello >local/out && echo hush >secrets/s && cat local/out")
 	as.Driver = "exec"
 	as.User = "nobody"
 	c.submit(job("asnobody", spec.JobBatch, as))
 	a = c.alloc("asnobody", 10*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
-	if out := logs(t, c.client, a.ID, "t", false); strings.TrimSpace(out) != nobody.Uid {
-		t.Errorf("task printed uid %q, want nobody's %s", out, nobody.Uid)
+	if out := logs(t, c.client, a.ID, "t", false); out != nobody.Uid+"\nhello\n" {
+		t.Errorf("task printed %q, want nobody's uid %s, then what it wrote in local/", out, nobody.Uid)
 	}
 }

@@ -317,7 +317,11 @@ func (tr *taskRunner) makeDirs() error {
 	if err := tr.ar.dirErr; err != nil {
 		return fmt.Errorf("cannot create the alloc directory: %w", err)
 	}
-	tr.dirOnce.Do(func() { tr.dirErr = tr.makeTaskDirs() })
+	tr.dirOnce.Do(func() {
+		if tr.dirErr = tr.makeTaskDirs(); tr.dirErr == nil {
+			tr.dirErr = tr.ownTaskDirs()
+		}
+	})
 	if err := tr.dirErr; err != nil {
 		return fmt.Errorf("cannot create the task directory: %w", err)
 	}
@@ -643,11 +647,13 @@ func closeAll(ws ...*tasklog.Writer) {
 	}
 }
 
-// mkdir makes one directory whose parent exists; one that is already
-// there (an alloc started again after an agent restart) is fine.
+// mkdir makes one directory whose parent exists, readable and enterable
+// by all whatever the agent's umask (a task run as another user must
+// reach its directory); one that is already there (an alloc started again
+// after an agent restart) is fine.
 func mkdir(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		return err
 	}
-	return nil
+	return os.Chmod(dir, 0o755)
 }
