@@ -131,6 +131,7 @@ Then, in another terminal:         drover status hello`,
 		newJobCmd(g), newAllocCmd(g), newOperatorCmd(g), newUICmd(g),
 	)
 	root.InitDefaultCompletionCmd()
+	registerCompletions(root, g)
 	refuseUnknownCommands(root)
 	return root
 }

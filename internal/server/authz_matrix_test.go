@@ -117,7 +117,12 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/allocations/{id}/logs":     {ruleLogs, "GET", "/v1/allocations/" + f.alloc + "/logs", "", true},
 		// Without an Upgrade the exec endpoint answers 400 once the
 		// capability is checked.
-		"GET /v1/allocations/{id}/exec":         {ruleExec, "GET", "/v1/allocations/" + f.alloc + "/exec?cmd=true", "", true},
+		"GET /v1/allocations/{id}/exec": {ruleExec, "GET", "/v1/allocations/" + f.alloc + "/exec?cmd=true", "", true},
+		// The fixture's node has no agent: past authorization, a 502.
+		"POST /v1/allocations/{id}/signal":  {ruleSubmit, "POST", "/v1/allocations/" + f.alloc + "/signal?signal=SIGHUP", "", true},
+		"POST /v1/allocations/{id}/restart": {ruleSubmit, "POST", "/v1/allocations/" + f.alloc + "/restart", "", true},
+		// A second stop of the same alloc changes nothing: still a 200.
+		"POST /v1/allocations/{id}/stop":        {ruleSubmit, "POST", "/v1/allocations/" + f.alloc + "/stop", "", true},
 		"GET /v1/nodes":                         {ruleNodeRead, "GET", "/v1/nodes", "", false},
 		"POST /v1/nodes":                        {ruleNode, "POST", "/v1/nodes", testNode, false},
 		"GET /v1/nodes/{id}":                    {ruleNodeRead, "GET", "/v1/nodes/n1", "", false},
