@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
 )
 
 // Nomad's CLI is noun-first (nomad job run, nomad alloc logs); drover's
