@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -80,5 +81,84 @@ func TestInspectNodeStatusAndCompletion(t *testing.T) {
 	out, stderr, code = d.cliWith([]string{"DROVER_ADDR=http://127.0.0.1:1"}, "", "__complete", "status", "")
 	if code != 0 || out != ":4\n" || strings.Contains(stderr, "Error") || strings.Contains(stderr, "cannot reach") {
 		t.Errorf("completion without a server: exit %d, stdout %q, stderr %q; want no names and no error", code, out, stderr)
+	}
+}
+
+// rollJob is a service of 3 instances rolled out one at a time; version
+// is in its env, so that changing it makes a new version to deploy.
+func rollJob(version string) string {
+	return `job "roll" {
+  update {
+    max_parallel     = 1
+    min_healthy_time = "1s"
+    healthy_deadline = "10s"
+    health_check     = "task_states"
+  }
+  group "g" {
+    count = 3
+    task "t" {
+      driver = "raw_exec"
+      env { V = "` + version + `" }
+      config {
+        command = "/bin/sleep"
+        args    = ["300"]
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+  }
+}
+`
+}
+
+// TestDeploymentPauseResume: a paused deployment places nothing past the
+// batch it had started, for longer than a batch takes; resumed, it
+// finishes.
+func TestDeploymentPauseResume(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	if _, stderr, code := d.cli("", "run", writeTemp(t, "v1.hcl", rollJob("1"))); code != 0 {
+		t.Fatalf("drover run v1: %s", stderr)
+	}
+	if _, stderr, code := d.cli("", "run", "--detach", writeTemp(t, "v2.hcl", rollJob("2"))); code != 0 {
+		t.Fatalf("drover run v2: %s", stderr)
+	}
+	out, stderr, code := d.cli("", "deployment", "pause", "roll")
+	if code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("drover deployment pause: exit %d: %s%s", code, out, stderr)
+	}
+	placed := func() int {
+		n := 0
+		for _, a := range d.jobStatus("roll").Allocations {
+			if a.JobVersion == 2 {
+				n++
+			}
+		}
+		return n
+	}
+	// A batch takes about min_healthy_time (1s): in 5s unpaused, all 3
+	// would be placed.
+	time.Sleep(5 * time.Second)
+	if n := placed(); n > 1 {
+		t.Fatalf("paused deployment placed %d instances of version 2; want at most the batch it had started", n)
+	}
+	out, _, _ = d.cli("", "deployment", "status", "roll")
+	if !strings.Contains(out, "Paused") || !strings.Contains(out, "paused by an operator") {
+		t.Errorf("deployment status of a paused deployment:\n%s", out)
+	}
+	if out, stderr, code := d.cli("", "deployment", "resume", "roll"); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("drover deployment resume: exit %d: %s%s", code, out, stderr)
+	}
+	waitFor(t, 60*time.Second, "the resumed deployment succeeds", func() bool {
+		out, _, _ := d.cli("", "deployment", "status", "roll", "-o", "json")
+		var dep spec.Deployment
+		return json.Unmarshal([]byte(out), &dep) == nil && dep.JobVersion == 2 && dep.Status == spec.DeploymentSuccessful
+	})
+	if n := placed(); n != 3 {
+		t.Errorf("after resume, %d instances of version 2; want 3", n)
+	}
+	if _, stderr, code := d.cli("", "deployment", "pause", "roll"); code != 1 || !strings.Contains(stderr, "only a running deployment can be paused") {
+		t.Errorf("pausing a finished deployment: exit %d: %s", code, stderr)
 	}
 }

@@ -52,6 +52,8 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/deployments/{id}", accessToken, s.getDeployment},
 		{"POST /v1/deployments/{id}/promote", accessToken, s.promoteDeployment},
 		{"POST /v1/deployments/{id}/fail", accessToken, s.failDeployment},
+		{"POST /v1/deployments/{id}/pause", accessToken, s.pauseDeployment},
+		{"POST /v1/deployments/{id}/resume", accessToken, s.resumeDeployment},
 		{"POST /v1/jobs/plan", accessToken, s.planJob},
 		{"GET /v1/plan/without", accessNodeRead, s.planWithout},
 		{"POST /v1/validate/job", accessToken, s.validateJob},

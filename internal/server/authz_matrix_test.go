@@ -108,6 +108,8 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/deployments/{id}":          {ruleRead, "GET", "/v1/deployments/" + f.deployment, "", false},
 		"POST /v1/deployments/{id}/promote": {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/promote", "", true},
 		"POST /v1/deployments/{id}/fail":    {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/fail", "", true},
+		"POST /v1/deployments/{id}/pause":   {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/pause", "", true},
+		"POST /v1/deployments/{id}/resume":  {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/resume", "", true},
 		"POST /v1/jobs/plan":                {ruleSubmit, "POST", "/v1/jobs/plan", job("web", "default", "3"), false},
 		"GET /v1/plan/without":              {ruleNodeRead, "GET", "/v1/plan/without?node=n1", "", false},
 		"POST /v1/validate/job":             {ruleAnyToken, "POST", "/v1/validate/job", job("x", "default", "1"), false},
