@@ -13,8 +13,9 @@ import (
 // as JSON that drover run - takes back unchanged (same version); node
 // status NODE lists the instances on the node; the shell completion
 // offers the cluster's job, node, instance and namespace names, and
-// nothing, silently, when the server cannot be reached.
-func TestInspectNodeStatusAndCompletion(t *testing.T) {
+// nothing, silently, when the server cannot be reached; system gc purges
+// the stopped job once old enough.
+func TestInspectNodeStatusCompletionAndGC(t *testing.T) {
 	d := startDev(t, t.TempDir())
 	if _, stderr, code := d.cli("", "run", writeTemp(t, "hup.hcl", hupJob)); code != 0 {
 		t.Fatalf("drover run: %s", stderr)
@@ -81,6 +82,28 @@ func TestInspectNodeStatusAndCompletion(t *testing.T) {
 	out, stderr, code = d.cliWith([]string{"DROVER_ADDR=http://127.0.0.1:1"}, "", "__complete", "status", "")
 	if code != 0 || out != ":4\n" || strings.Contains(stderr, "Error") || strings.Contains(stderr, "cannot reach") {
 		t.Errorf("completion without a server: exit %d, stdout %q, stderr %q; want no names and no error", code, out, stderr)
+	}
+
+	// system gc purges a stopped job only past --older-than, and
+	// --dry-run purges nothing.
+	if _, stderr, code := d.cli("", "stop", "hup"); code != 0 {
+		t.Fatalf("drover stop hup: %s", stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"system", "gc"}, "kept hup: stopped, its last instance ended"},
+		{[]string{"system", "gc", "--older-than", "0", "--dry-run"}, "would purge hup"},
+		{[]string{"system", "gc", "--older-than", "0"}, "purged hup\n1 stopped jobs purged, 0 kept."},
+	} {
+		out, stderr, code := d.cli("", c.args...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("drover %s: exit %d, want %q in:\n%s%s", strings.Join(c.args, " "), code, c.want, out, stderr)
+		}
+		if _, _, code := d.cli("", "status", "hup"); (code == 0) != !strings.HasPrefix(c.want, "purged") {
+			t.Errorf("after drover %s, drover status hup exits %d", strings.Join(c.args, " "), code)
+		}
 	}
 }
 
