@@ -70,3 +70,13 @@ func writeResult(w http.ResponseWriter, res *spec.TaskActionResult) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(res)
 }
+
+// serveMonitor is GET /v1/client/monitor?log_level=: this agent's log
+// records as they are logged (drover monitor --node, through a server).
+func (a *Agent) serveMonitor(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Monitor == nil {
+		httpError(w, http.StatusNotFound, "this agent keeps no log stream (it was started without one)")
+		return
+	}
+	a.cfg.Monitor.ServeHTTP(w, r)
+}

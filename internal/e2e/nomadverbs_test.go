@@ -185,3 +185,54 @@ func TestDeploymentPauseResume(t *testing.T) {
 		t.Errorf("pausing a finished deployment: exit %d: %s", code, stderr)
 	}
 }
+
+// TestMonitorStreamsTheServersLog: drover monitor prints the server's log
+// records at the level asked (debug, below the level dev logs at), as
+// they are written; --node streams the node's agent's; a bad level and a
+// token that is not a management token are refused.
+func TestMonitorStreamsTheServersLog(t *testing.T) {
+	d := startDev(t, t.TempDir())
+	var nodes []spec.Node
+	out, _, _ := d.cli("", "nodes", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil || len(nodes) != 1 {
+		t.Fatalf("drover nodes -o json: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"monitor", "--log-level", "debug", "--duration", "4s"}, {"monitor", "-log-level", "debug", "--duration", "4s", "--node", nodes[0].Name}} {
+		done := make(chan struct{})
+		var out, stderr string
+		var code int
+		go func() {
+			defer close(done)
+			out, stderr, code = d.cli("", args...)
+		}()
+		// Requests are logged at debug level: make some while monitor runs.
+		stop := time.After(3 * time.Second)
+	poll:
+		for {
+			select {
+			case <-stop:
+				break poll
+			case <-time.After(200 * time.Millisecond):
+				d.cli("", "status")
+			}
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("drover %s did not end after its --duration", strings.Join(args, " "))
+		}
+		if code != 0 || !strings.Contains(out, "level=DEBUG") || !strings.Contains(out, "/v1/jobs") {
+			t.Errorf("drover %s: exit %d, want debug records of the requests made meanwhile:\n%.3000s\n%s", strings.Join(args, " "), code, out, stderr)
+		}
+	}
+	if _, stderr, code := d.cli("", "monitor", "--log-level", "loud"); code != 1 || !strings.Contains(stderr, `unknown --log-level "loud"`) {
+		t.Errorf("monitor --log-level loud: exit %d: %s", code, stderr)
+	}
+	d.cli("", "acl", "policy", "apply", "ro", writeTemp(t, "ro.hcl", `namespace "*" { capabilities = ["read", "logs"] }`))
+	out, _, _ = d.cli("", "acl", "token", "create", "--name", "ro", "--policy", "ro", "-o", "json")
+	var tok spec.ACLToken
+	json.Unmarshal([]byte(out), &tok)
+	if _, stderr, code := d.cliWith([]string{"DROVER_TOKEN=" + tok.SecretID}, "", "monitor", "--duration", "2s"); code != 1 || !strings.Contains(stderr, "management token") {
+		t.Errorf("monitor with a read token: exit %d: %s", code, stderr)
+	}
+}

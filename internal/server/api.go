@@ -79,6 +79,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/services", accessCatalog, s.listServices},
 		{"GET /v1/services/{name}", accessCatalog, s.getService},
 		{"GET /v1/events", accessToken, s.listEvents},
+		{"GET /v1/agent/monitor", accessManagement, s.monitor},
 	}
 	rs = append(rs, s.uiRoutes()...)
 	return append(rs, s.aclRoutes()...)

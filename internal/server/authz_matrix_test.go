@@ -139,7 +139,9 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/services":                      {ruleCatalog, "GET", "/v1/services", "", false},
 		"GET /v1/services/{name}":               {ruleCatalog, "GET", "/v1/services/nothing", "", true},
 		"GET /v1/events":                        {ruleList, "GET", "/v1/events", "", false},
-		"POST /v1/ui/login-codes":               {ruleAnyToken, "POST", "/v1/ui/login-codes", "", false},
+		// The fixture's server keeps no log stream: a 404 past authorization.
+		"GET /v1/agent/monitor":   {ruleManagement, "GET", "/v1/agent/monitor", "", true},
+		"POST /v1/ui/login-codes": {ruleAnyToken, "POST", "/v1/ui/login-codes", "", false},
 		// A code that was never issued: a 400 that says to get a new link.
 		"POST /v1/ui/session":   {ruleOpen, "POST", "/v1/ui/session", `{"code":"nope"}`, true},
 		"DELETE /v1/ui/session": {ruleOpen, "DELETE", "/v1/ui/session", "", false},
