@@ -121,7 +121,6 @@ var completions = map[string]names{
 	"deployment status": jobNames, "deployment promote": jobNames, "deployment fail": jobNames,
 	"deployment pause": jobNames, "deployment resume": jobNames,
 	"nodes": nodeNames, "node status": nodeNames, "node drain": nodeNames, "node eligibility": nodeNames,
-	"namespace delete": namespaceNames,
 }
 
 // registerCompletions gives every command in completions its completion,

@@ -84,6 +84,20 @@ func TestInspectNodeStatusCompletionAndGC(t *testing.T) {
 		t.Errorf("completion without a server: exit %d, stdout %q, stderr %q; want no names and no error", code, out, stderr)
 	}
 
+	// namespace list counts the jobs by namespace; apply needs nothing.
+	var nss []struct {
+		Name    string `json:"name"`
+		Jobs    int    `json:"jobs"`
+		Running int    `json:"running"`
+	}
+	out, _, _ = d.cli("", "namespace", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &nss); err != nil || len(nss) != 1 || nss[0].Name != "default" || nss[0].Jobs != 1 || nss[0].Running < 1 {
+		t.Errorf("drover namespace list -o json: %v %+v\n%s; want default with 1 job and its running instances", err, nss, out)
+	}
+	if _, stderr, code := d.cli("", "namespace", "apply", "team-a"); code != 1 || !strings.Contains(stderr, "need no registration") {
+		t.Errorf("drover namespace apply: exit %d: %s", code, stderr)
+	}
+
 	// system gc purges a stopped job only past --older-than, and
 	// --dry-run purges nothing.
 	if _, stderr, code := d.cli("", "stop", "hup"); code != 0 {
