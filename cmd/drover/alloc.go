@@ -152,7 +152,7 @@ func newAllocRestartCmd(g *globals) *cobra.Command {
 		Long: `Restart has the instance's agent stop its running task (with its kill_signal
 and kill_timeout, and its stop command) and start it again at once, on the
 same node, in the same directory. The restart policy does not count it.
-Give --task when the instance has more than one.`,
+Without --task, every running task of the instance is restarted.`,
 		Example:           "  drover alloc restart 6c2f0e1a\n  drover alloc restart 6c2f0e1a --task api",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeAllocs,
@@ -166,7 +166,7 @@ Give --task when the instance has more than one.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&task, "task", "", "the task to restart (default: the instance's only task)")
+	cmd.Flags().StringVar(&task, "task", "", "the task to restart (default: every running task of the instance)")
 	return cmd
 }
 
@@ -208,7 +208,11 @@ func (g *globals) allocAction(cmd *cobra.Command, do func(context.Context) (*spe
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "Task %s of allocation %s: %s.\nSee it with: drover alloc status %s\n", res.Task, short(res.Alloc), res.Message, short(res.Alloc))
+	what := "Task"
+	if strings.Contains(res.Task, ", ") {
+		what = "Tasks"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s of allocation %s: %s.\nSee it with: drover alloc status %s\n", what, res.Task, short(res.Alloc), res.Message, short(res.Alloc))
 	return nil
 }
 

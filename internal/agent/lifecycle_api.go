@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -50,20 +51,50 @@ func (a *Agent) serveSignal(w http.ResponseWriter, r *http.Request) {
 
 // serveRestart stops the task and starts it again at once, in place: not
 // counted by its restart policy (as a template's change_mode restart).
+// Without ?task, every running task of the alloc is.
 func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	tr, _, err := a.runningTask(id, r.URL.Query().Get("task"))
-	if err != nil {
-		httpError(w, http.StatusConflict, err.Error())
+	id, task := r.PathValue("id"), r.URL.Query().Get("task")
+	var trs []*taskRunner
+	if task != "" {
+		tr, _, err := a.runningTask(id, task)
+		if err != nil {
+			httpError(w, http.StatusConflict, err.Error())
+			return
+		}
+		trs = append(trs, tr)
+	} else {
+		a.mu.Lock()
+		ar := a.runners[id]
+		a.mu.Unlock()
+		if ar == nil {
+			httpError(w, http.StatusConflict, fmt.Sprintf("allocation %s does not run on this node", id))
+			return
+		}
+		ar.mu.Lock()
+		for _, tr := range ar.tasks {
+			if a.usage.handle(id, tr.task.Name) != nil {
+				trs = append(trs, tr)
+			}
+		}
+		ar.mu.Unlock()
+		if len(trs) == 0 {
+			httpError(w, http.StatusConflict, fmt.Sprintf("no task of %s is running", ar.alloc.Name))
+			return
+		}
+	}
+	var names []string
+	for _, tr := range trs {
+		select {
+		case tr.restartReq <- "restart requested by an operator":
+			names = append(names, tr.task.Name)
+		default: // restarting already
+		}
+	}
+	if len(names) == 0 {
+		httpError(w, http.StatusConflict, fmt.Sprintf("allocation %s is restarting already", id))
 		return
 	}
-	select {
-	case tr.restartReq <- "restart requested by an operator":
-	default:
-		httpError(w, http.StatusConflict, fmt.Sprintf("task %s of %s is restarting already", tr.task.Name, tr.ar.alloc.Name))
-		return
-	}
-	writeResult(w, &spec.TaskActionResult{Alloc: id, Task: tr.task.Name, Message: "restart requested: the task is stopped and started again in place"})
+	writeResult(w, &spec.TaskActionResult{Alloc: id, Task: strings.Join(names, ", "), Message: "restart requested: stopped and started again in place"})
 }
 
 func writeResult(w http.ResponseWriter, res *spec.TaskActionResult) {

@@ -29,6 +29,35 @@ const hupJob = `job "hup" {
 }
 `
 
+// twoTaskJob is one instance of two sleeping tasks.
+const twoTaskJob = `job "two" {
+  group "g" {
+    task "a" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["300"]
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+    task "b" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["300"]
+      }
+      resources {
+        cpu    = 10
+        memory = 10
+      }
+    }
+  }
+}
+`
+
 // TestAllocVerbs drives Nomad's alloc verbs on one instance of a real
 // task, through the CLI, the server and the agent: signal reaches the
 // task's process, restart starts it again in place (a new process, the
@@ -125,6 +154,27 @@ func TestAllocVerbs(t *testing.T) {
 	}
 	if _, stderr, code := d.cli("", "alloc", "stop", id); code != 1 || !strings.Contains(stderr, "nothing to stop") {
 		t.Errorf("stopping a stopped alloc: exit %d: %s", code, stderr)
+	}
+
+	// A restart without --task restarts every running task; a signal
+	// without one, when there are two, names them.
+	if _, stderr, code := d.cli("", "run", writeTemp(t, "two.hcl", twoTaskJob)); code != 0 {
+		t.Fatalf("drover run two: %s", stderr)
+	}
+	two := anyAlloc(t, d, "two", 20*time.Second, "both tasks run", func(a *spec.Alloc) bool {
+		return a.Status.Tasks["a"] != nil && a.Status.Tasks["a"].PID > 0 && a.Status.Tasks["b"] != nil && a.Status.Tasks["b"].PID > 0
+	})
+	pa, pb := two.Status.Tasks["a"].PID, two.Status.Tasks["b"].PID
+	if out, stderr, code := d.cli("", "alloc", "restart", two.ID); code != 0 || !strings.Contains(out, "Tasks a, b of allocation") {
+		t.Fatalf("drover alloc restart of a two-task instance: exit %d: %s%s", code, out, stderr)
+	}
+	anyAlloc(t, d, "two", 30*time.Second, "both tasks run new processes", func(a *spec.Alloc) bool {
+		ta, tb := a.Status.Tasks["a"], a.Status.Tasks["b"]
+		return a.ID == two.ID && ta != nil && tb != nil && ta.State == spec.TaskRunning && tb.State == spec.TaskRunning &&
+			ta.PID > 0 && tb.PID > 0 && ta.PID != pa && tb.PID != pb
+	})
+	if _, stderr, code := d.cli("", "alloc", "signal", two.ID, "HUP"); code != 1 || !strings.Contains(stderr, "has 2 tasks; name one") {
+		t.Errorf("drover alloc signal of a two-task instance without --task: exit %d: %s", code, stderr)
 	}
 
 	// The verbs need submit: a read-only token is refused before anything.

@@ -661,8 +661,9 @@ type agentCall struct {
 }
 
 // forAgent checks the request's capability on the alloc in {id} and its
-// ?task (which may be left out when the alloc has one), and builds the URL
-// of the agent's endpoint what (logs, exec) for it.
+// ?task (which may be left out when the alloc has one, and for a restart,
+// which then restarts them all), and builds the URL of the agent's
+// endpoint what (logs, exec, signal, restart) for it.
 func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall, error) {
 	id, err := httpapi.PathName(r, "id", "allocation id")
 	if err != nil {
@@ -684,6 +685,10 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 	if task == "" && len(a.Tasks) == 1 {
 		task = a.Tasks[0].Name
 	}
+	if task == "" && what == "restart" {
+		// A restart without a task restarts every running one.
+		return s.agentCallFor(a, what, q, ss)
+	}
 	found := false
 	for _, t := range a.Tasks {
 		found = found || t.Name == task
@@ -698,6 +703,13 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 		}
 		return nil, httpapi.BadRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
+	q.Set("task", task)
+	return s.agentCallFor(a, what, q, ss)
+}
+
+// agentCallFor builds the call of the agent's endpoint what for alloc a,
+// with query q.
+func (s *Server) agentCallFor(a *spec.Alloc, what string, q url.Values, ss *state.Snapshot) (*agentCall, error) {
 	node := ss.Node(a.NodeID)
 	if node == nil {
 		return nil, httpapi.NotFound("node %s of allocation %s is not registered (it was removed); the allocation's agent cannot be reached", a.NodeID, a.Name)
@@ -705,7 +717,6 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 	if node.Address == "" {
 		return nil, &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}
 	}
-	q.Set("task", task)
 	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/" + what + "?" + q.Encode()
 	return &agentCall{alloc: a, url: u, node: node}, nil
 }
