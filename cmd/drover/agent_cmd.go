@@ -77,7 +77,7 @@ running.`,
 				return err
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: tlsF.scheme() + ln.Addr().String(),
-				NetworkIP: networkIP, Meta: meta, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, ReleaseStartupPages: true,
+				NetworkIP: networkIP, Meta: meta, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, ReleaseStartupPages: true,
 				MinDynamicPort: ports.min, MaxDynamicPort: ports.max})
 			if err != nil {
 				return err

@@ -133,8 +133,12 @@ func TestNomadNouns(t *testing.T) {
 		want string
 	}{
 		{[]string{"job", "scale", "web", "g", "3"}, "drover has no job scale: change count in the job file, then drover run FILE"},
-		{[]string{"alloc", "restart", "-task", "t", "3f2a"}, "drover restart JOB replaces every instance of the job"},
-		{[]string{"alloc", "stop", "3f2a"}, "drover stop JOB stops the whole job"},
+		// The alloc verbs are drover's own: they reach for the server
+		// (-task takes one dash too), and a bad signal is refused first.
+		{[]string{"alloc", "restart", "-task", "t", "3f2a", dead}, "cannot reach the drover server at http://127.0.0.1:1"},
+		{[]string{"alloc", "stop", "3f2a", dead}, "cannot reach the drover server at http://127.0.0.1:1"},
+		{[]string{"alloc", "signal", "3f2a", "hup", dead}, "cannot reach the drover server at http://127.0.0.1:1"},
+		{[]string{"alloc", "signal", "3f2a", "SIGNOPE", dead}, `unknown signal "SIGNOPE"; use one of`},
 		{[]string{"alloc", "stats", "3f2a"}, `did you mean "alloc status"?`},
 	} {
 		if out, code := runDrover(t, "", c.args...); code != exitFailure || !strings.Contains(out, c.want) {

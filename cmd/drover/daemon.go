@@ -20,16 +20,22 @@ import (
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/httpapi"
+	"github.com/drover-org/drover/internal/logstream"
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// newLogger returns the daemons' logger: text on stderr at level.
+// monitorHub is this process's log stream (drover monitor): every logger
+// newLogger makes copies its records to it.
+var monitorHub = logstream.NewHub()
+
+// newLogger returns the daemons' logger: text on stderr at level, and
+// every record at the level a drover monitor asks to monitorHub.
 func newLogger(level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("unknown log level %q: use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(monitorHub.Handler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))), nil
 }
 
 // signalContext ends on SIGINT or SIGTERM. After the first signal the

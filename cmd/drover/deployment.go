@@ -31,7 +31,8 @@ the new version first runs beside the old one until promoted.
 A JOB argument means that job's latest deployment; otherwise give a
 deployment ID or a unique prefix of at least 4 characters.`,
 	}
-	cmd.AddCommand(newDeploymentListCmd(g), newDeploymentStatusCmd(g), newDeploymentPromoteCmd(g), newDeploymentFailCmd(g))
+	cmd.AddCommand(newDeploymentListCmd(g), newDeploymentStatusCmd(g), newDeploymentPromoteCmd(g), newDeploymentFailCmd(g),
+		newDeploymentPauseCmd(g, true), newDeploymentPauseCmd(g, false))
 	return cmd
 }
 
@@ -168,6 +169,51 @@ the last stable version's spec as the job's next version.`,
 	}
 }
 
+// newDeploymentPauseCmd is deployment pause (pause) or resume.
+func newDeploymentPauseCmd(g *globals, pause bool) *cobra.Command {
+	use, brief, long, did := "resume JOB|ID", "Resume a paused deployment: the leader starts its next batch",
+		`Resume lets the leader go on with a paused deployment: its next batch of
+replacements (or its canaries) is placed in the leader's next pass, and its
+progress deadline runs again from now.`, "resumed; the leader goes on with its next batch"
+	if pause {
+		use, brief, long, did = "pause JOB|ID", "Pause a running deployment: the leader starts no new batch until resumed",
+			`Pause asks the leader to start no new batch of a running deployment: it places
+no canary and replaces no more old instances. What it placed already keeps
+running and is still judged; its progress deadline does not run while it is
+paused. drover deployment resume goes on.`, "paused; the leader starts no new batch until drover deployment resume"
+	}
+	return &cobra.Command{
+		Use:     use,
+		Short:   brief,
+		Long:    long,
+		Example: "  drover deployment " + strings.Fields(use)[0] + " web",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), readTimeout)
+			defer cancel()
+			d, err := findDeployment(ctx, c, args[0])
+			if err != nil {
+				return err
+			}
+			if pause {
+				d, err = c.PauseDeployment(ctx, d.ID)
+			} else {
+				d, err = c.ResumeDeployment(ctx, d.ID)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Deployment %s of job %q version %d: %s.\nSee it with: drover deployment status %s\n",
+				short(d.ID), d.Job, d.JobVersion, did, d.Job)
+			return nil
+		},
+	}
+}
+
 // findDeployment reads the deployment arg names: a job's latest, or else
 // the one with that ID or unique ID prefix.
 func findDeployment(ctx context.Context, c *client.Client, arg string) (*spec.Deployment, error) {
@@ -212,11 +258,19 @@ func printDeployment(w io.Writer, d *spec.Deployment, now time.Time) {
 		fmt.Fprintf(w, "Reverted     to version %d\n", d.RevertTo)
 	}
 	if r := d.Request; r != nil && !d.Status.Final() {
-		what := "promotion"
-		if r.Fail {
+		what := ""
+		switch {
+		case r.Fail:
 			what = "failure"
+		case r.Promote:
+			what = "promotion"
 		}
-		fmt.Fprintf(w, "Requested    %s, %s ago\n", what, age(now, r.Time))
+		if what != "" {
+			fmt.Fprintf(w, "Requested    %s, %s ago\n", what, age(now, r.Time))
+		}
+		if r.Paused {
+			fmt.Fprintf(w, "Paused       %s ago (drover deployment resume %s)\n", age(now, r.Time), short(d.ID))
+		}
 	}
 	fmt.Fprintf(w, "Started      %s ago\n", age(now, d.CreateTime))
 	fmt.Fprintln(w)

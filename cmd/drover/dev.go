@@ -104,7 +104,7 @@ it, jobs and their instances survive a restart.`,
 			limits := httpapi.Limits{MaxConns: connLimit(httpapi.DefaultMaxConns, files, log)}
 			var agentOpts client.Options
 			op := client.Config{Addresses: []string{addr}}
-			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, NodeTTL: nodeTTL,
+			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, Monitor: monitorHub, NodeTTL: nodeTTL,
 				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr"),
 				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn,
 				EventRetention: memory.eventRetention, EventMaxRecords: memory.eventMaxRecords}
@@ -127,7 +127,7 @@ it, jobs and their instances survive a restart.`,
 			}
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
-				Drivers: drv, Client: c, Logger: log, StopTasksOnExit: true,
+				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,
 				MinDynamicPort: ports.min, MaxDynamicPort: ports.max,
 			})
 			if err != nil {

@@ -128,9 +128,10 @@ Then, in another terminal:         drover status hello`,
 		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g), newVersionCmd(g),
-		newJobCmd(g), newAllocCmd(g), newOperatorCmd(g), newUICmd(g),
+		newJobCmd(g), newAllocCmd(g), newOperatorCmd(g), newUICmd(g), newSystemCmd(g), newMonitorCmd(g), newNamespaceCmd(g),
 	)
 	root.InitDefaultCompletionCmd()
+	registerCompletions(root, g)
 	refuseUnknownCommands(root)
 	return root
 }

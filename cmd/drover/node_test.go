@@ -174,4 +174,26 @@ Meta
 	if d := cmp.Diff(want, b.String()); d != "" {
 		t.Errorf("printNode (-want +got):\n%s", d)
 	}
+
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	run := &spec.Alloc{ID: "bbbbbbbb-2222", Name: "web.api[0]", Job: "web", NodeName: "node-a", DesiredStatus: spec.DesiredRun,
+		JobVersion: 3, CreateTime: now.Add(-5 * time.Minute), Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning}}
+	done := &spec.Alloc{ID: "cccccccc-3333", Name: "web.api[1]", Job: "web", NodeName: "node-a", DesiredStatus: spec.DesiredStop,
+		Status: &spec.AllocStatus{ClientStatus: spec.ClientComplete}}
+	b.Reset()
+	printNodeAllocs(&b, []*spec.Alloc{run, done}, now)
+	want = `
+Allocations
+ID        INSTANCE    NODE    STATE    DESIRED  RESTARTS  VERSION  AGE
+bbbbbbbb  web.api[0]  node-a  running  run      0         3        5m
+(and 1 finished; drover ps --all lists them)
+`
+	if d := cmp.Diff(want, b.String()); d != "" {
+		t.Errorf("printNodeAllocs (-want +got):\n%s", d)
+	}
+	b.Reset()
+	printNodeAllocs(&b, []*spec.Alloc{done}, now)
+	if got := b.String(); got != "\nAllocations: none running\n(and 1 finished; drover ps --all lists them)\n" {
+		t.Errorf("printNodeAllocs with nothing running: %q", got)
+	}
 }

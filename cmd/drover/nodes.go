@@ -22,9 +22,9 @@ func newNodesCmd(g *globals) *cobra.Command {
 		Use:   "nodes [NODE]",
 		Short: "List machines with their status, drivers and what is allocated on them, or show one",
 		Long: `Nodes lists the machines. Given NODE (a node ID, a unique ID prefix or a
-name), it shows that one: its datacenter, class and pool, its capacity, and
+name), it shows that one: its datacenter, class and pool, its capacity,
 every attribute and meta key constraints can read, as ${attr.<name>} and
-${meta.<key>}.`,
+${meta.<key>}, and the instances that run there.`,
 		Example: "  drover nodes\n  drover nodes node-a\n  drover nodes -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,7 +41,12 @@ ${meta.<key>}.`,
 				if g.output != "table" {
 					return g.print(cmd.OutOrStdout(), n)
 				}
+				allocs, _, err := c.Allocs(ctx, "", n.ID, nil)
+				if err != nil {
+					return err
+				}
 				printNode(cmd.OutOrStdout(), n)
+				printNodeAllocs(cmd.OutOrStdout(), allocs, time.Now())
 				return nil
 			}
 			nodes, _, err := c.Nodes(ctx, nil)
@@ -127,6 +132,30 @@ func printNode(w io.Writer, n *spec.Node) {
 			t.row("  "+sec.prefix+k, sec.m[k])
 		}
 		t.flush()
+	}
+}
+
+// printNodeAllocs lists the instances of a node that are not over, and
+// counts those that are (drover ps --all lists them).
+func printNodeAllocs(w io.Writer, allocs []*spec.Alloc, now time.Time) {
+	var live []*spec.Alloc
+	over := 0
+	for _, a := range allocs {
+		if a.Terminal() {
+			over++
+		} else {
+			live = append(live, a)
+		}
+	}
+	fmt.Fprintln(w)
+	if len(live) == 0 {
+		fmt.Fprintln(w, "Allocations: none running")
+	} else {
+		fmt.Fprintln(w, "Allocations")
+		printAllocTable(w, live, now, true)
+	}
+	if over > 0 {
+		fmt.Fprintf(w, "(and %d finished; drover ps --all lists them)\n", over)
 	}
 }
 

@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/drover-org/drover/internal/spec"
 )
 
 // Nomad's CLI is noun-first (nomad job run, nomad alloc logs); drover's
@@ -53,40 +50,11 @@ func newJobInspectCmd(g *globals) *cobra.Command {
 func newAllocCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "alloc",
-		Short: "Nomad's alloc commands: alloc status, logs and exec take an instance ID (or prefix)",
+		Short: "One instance, by ID or prefix: alloc status, logs, exec, restart, stop, signal",
 	}
 	cmd.AddCommand(newAllocStatusCmd(g), newAllocLogsCmd(g), newAllocExecCmd(g),
-		nearest("restart", "drover has no alloc restart: drover restart JOB replaces every instance of the job"),
-		nearest("stop", "drover has no alloc stop: drover stop JOB stops the whole job"),
-		nearest("signal", "drover has no alloc signal: drover exec --alloc ID JOB -- kill -SIGNAL PID"),
-	)
+		newAllocRestartCmd(g), newAllocStopCmd(g), newAllocSignalCmd(g))
 	return cmd
-}
-
-func newAllocStatusCmd(g *globals) *cobra.Command {
-	return outputs(&cobra.Command{
-		Use:   "status ALLOC",
-		Short: "Show one instance, by ID or prefix (drover status JOB shows them all)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel, c, err := g.readCommand(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			a, err := c.Alloc(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if g.output != "table" {
-				return g.print(out, a)
-			}
-			printAllocTable(out, []*spec.Alloc{a}, time.Now(), true)
-			fmt.Fprintf(out, "\nIts job, with events and pending reasons: drover status %s\n", a.Job)
-			return nil
-		},
-	}, documents...)
 }
 
 func newAllocLogsCmd(g *globals) *cobra.Command {

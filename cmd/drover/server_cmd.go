@@ -82,7 +82,7 @@ first one. docs/security.md has the details.`,
 				name = nodeName()
 			}
 			limits := httpapi.Limits{MaxConns: connLimit(maxConns, files, log)}
-			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, APIOnly: apiOnly, DNSAddr: dnsAddr, MaxHeartbeatsPerSecond: maxBeats,
+			cfg := server.Config{Registry: reg, ID: name, LeaderTTL: leaderTTL, Logger: log, Monitor: monitorHub, APIOnly: apiOnly, DNSAddr: dnsAddr, MaxHeartbeatsPerSecond: maxBeats,
 				MemoryHighPercent: memory.highPercent, MemoryMoveInterval: memory.interval, ACL: aclOn,
 				EventRetention: memory.eventRetention, EventMaxRecords: memory.eventMaxRecords}
 			if tlsF.on {

@@ -35,7 +35,7 @@ const (
 	// Read: see jobs, their versions, instances, deployments and services.
 	Read = "read"
 	// Submit: run, plan, stop, revert and restart jobs; promote and fail
-	// their deployments.
+	// their deployments; stop, restart and signal their instances.
 	Submit = "submit"
 	// Logs: read the logs of the namespace's instances.
 	Logs = "logs"

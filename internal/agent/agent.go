@@ -29,6 +29,7 @@ import (
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/logstream"
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
@@ -46,6 +47,9 @@ type Config struct {
 	Drivers []driver.Driver
 	Client  *client.Client
 	Logger  *slog.Logger
+	// Monitor is the process's log stream, for GET /v1/client/monitor
+	// (drover monitor --node); nil: none.
+	Monitor *logstream.Hub
 
 	// Datacenter, NodeClass and NodePool place the node for jobs and
 	// constraints (spec.Node); "" is spec.DefaultDatacenter, no class,

@@ -106,7 +106,8 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 		}
 		// The directories are laid out as in taskdir.go.
 		tr := &taskRunner{ar: ar, task: t, drv: ar.agent.drivers[t.Driver],
-			dir: filepath.Join(ar.dir, t.Name), logDir: ar.logDir(), stop: ar.stopOf(t)}
+			dir: filepath.Join(ar.dir, t.Name), logDir: ar.logDir(), stop: ar.stopOf(t),
+			restartReq: make(chan string, 1)}
 		if p, ok := adopt[t.Name]; ok {
 			tr.adopt = &p
 		}

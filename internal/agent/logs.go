@@ -34,6 +34,9 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/client/allocations/{id}/logs", a.serveLogs)
 	mux.HandleFunc("GET /v1/client/usage", a.serveUsage)
 	mux.HandleFunc("GET /v1/client/allocations/{id}/exec", a.serveExec)
+	mux.HandleFunc("POST /v1/client/allocations/{id}/signal", a.serveSignal)
+	mux.HandleFunc("POST /v1/client/allocations/{id}/restart", a.serveRestart)
+	mux.HandleFunc("GET /v1/client/monitor", a.serveMonitor)
 	health := http.NewServeMux()
 	health.HandleFunc("GET /livez", metrics.Livez)
 	health.HandleFunc("GET /readyz", metrics.Readyz(func() []metrics.Check {

@@ -55,6 +55,11 @@ type taskRunner struct {
 	// stopped the task: why, for the restart policy to treat as a failed
 	// exit. Only run's goroutine uses it.
 	checkRestart string
+	// restartReq takes an operator's request to restart the task in place
+	// (lifecycle_api.go); restartNow is set by supervise when it did, for
+	// run to start the task again at once, not counted by the policy.
+	restartReq chan string
+	restartNow bool
 }
 
 func (tr *taskRunner) run(ctx context.Context) {
@@ -95,6 +100,10 @@ func (tr *taskRunner) run(ctx context.Context) {
 		}
 		if tr.restartedForTemplate() {
 			continue // at once, and not counted (templates.go)
+		}
+		if tr.restartNow {
+			tr.restartNow = false
+			continue // an operator's restart: at once, and not counted
 		}
 		why, ok := exit.String(), exit.Successful()
 		if tr.checkRestart != "" {
@@ -431,6 +440,7 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	checks.start(ctx)
 	var restartWhy string
 	templated := false // restartWhy is a template's change_mode restart
+	requested := false // restartWhy is an operator's request
 	select {
 	case exit := <-h.Wait():
 		checks.stop()
@@ -451,6 +461,8 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	case restartWhy = <-checks.restarts():
 	case restartWhy = <-tr.templateRestarts():
 		templated = true
+	case restartWhy = <-tr.restartReq:
+		requested = true
 	case <-ctx.Done():
 		// The agent is going away without being asked to stop tasks: leave
 		// the task running for the next agent to adopt, and
@@ -465,6 +477,8 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 	switch {
 	case templated:
 		tr.ar.taskEvent(name, spec.EventTemplate, restartWhy+"; restarting the task", nil)
+	case requested:
+		tr.ar.taskEvent(name, spec.EventRestartRequested, restartWhy+"; restarting the task in place", nil)
 	case restartWhy != "":
 		tr.ar.taskEvent(name, spec.EventCheckRestart, restartWhy+"; restarting", nil)
 	}
@@ -508,9 +522,12 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, time.Now()
 		})
 		tr.poststop(stdout, stderr)
-		if templated {
+		switch {
+		case requested:
+			tr.restartNow = true
+		case templated:
 			tr.ar.templaters[name].restarted = true
-		} else {
+		default:
 			tr.checkRestart = restartWhy
 		}
 		return exit, false

@@ -455,3 +455,24 @@ func (c *Client) Logs(ctx context.Context, allocID string, o LogOptions) (io.Rea
 	}
 	return resp.Body, nil
 }
+
+// Monitor streams a server's log records at level (debug, info, warn,
+// error), or with node those of that node's agent, as text lines, until
+// ctx ends. The caller closes the reader.
+func (c *Client) Monitor(ctx context.Context, level, node string) (io.ReadCloser, error) {
+	v := url.Values{"log_level": {level}}
+	if node != "" {
+		v.Set("node", node)
+	}
+	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
+		return http.NewRequestWithContext(ctx, "GET", base+"/v1/agent/monitor?"+v.Encode(), nil)
+	})
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, errorOf(resp, "GET /v1/agent/monitor")
+	}
+	return resp.Body, nil
+}

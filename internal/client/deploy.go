@@ -96,3 +96,23 @@ func (c *Client) FailDeployment(ctx context.Context, id string) (*spec.Deploymen
 	}
 	return &out, nil
 }
+
+// PauseDeployment asks the leader to start no new batch of a running
+// deployment until ResumeDeployment; both return the deployment with the
+// request.
+func (c *Client) PauseDeployment(ctx context.Context, id string) (*spec.Deployment, error) {
+	var out spec.Deployment
+	if _, err := c.do(ctx, "POST", "/v1/deployments/"+url.PathEscape(id)+"/pause", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ResumeDeployment undoes PauseDeployment.
+func (c *Client) ResumeDeployment(ctx context.Context, id string) (*spec.Deployment, error) {
+	var out spec.Deployment
+	if _, err := c.do(ctx, "POST", "/v1/deployments/"+url.PathEscape(id)+"/resume", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -30,6 +30,9 @@ import (
 //	                           its newest version whose deployment succeeded
 //	no instance healthy for    the deployment fails, as above
 //	progress_deadline
+//	paused by an operator      no canary is placed and nothing more is
+//	                           replaced until resumed; the progress
+//	                           deadline runs again from the resume
 //	nothing old is left and    the deployment succeeds: its version is
 //	every instance it placed   stable, a target for later reverts
 //	is healthy
@@ -145,6 +148,11 @@ func (r *reconciler) startRollout(j *spec.Job, ds []*spec.Deployment) *rollout {
 // something in particular.
 const running = "deployment is running"
 
+// paused reports whether an operator paused the deployment.
+func (ro *rollout) paused() bool {
+	return ro.d.Request != nil && ro.d.Request.Paused
+}
+
 // running reports whether ro is a deployment that still acts.
 func (ro *rollout) running() bool {
 	return ro != nil && ro.d.Status == spec.DeploymentRunning && ro.failure == ""
@@ -208,7 +216,13 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 			dg.RequireProgressBy = lastHealthy.Add(u.ProgressDeadline.Std())
 		}
 		dg.Healthy = healthy
-		if ro.failure == "" && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
+		// A pause stops the clock; a resume starts it again.
+		if req := d.Request; req != nil && !req.Resumed.IsZero() && !dg.RequireProgressBy.IsZero() {
+			if by := req.Resumed.Add(u.ProgressDeadline.Std()); by.After(dg.RequireProgressBy) {
+				dg.RequireProgressBy = by
+			}
+		}
+		if ro.failure == "" && !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
 			ro.failure = fmt.Sprintf("no instance of group %s became healthy within progress_deadline %s", g.Name, u.ProgressDeadline.Short())
 		}
 	}
@@ -250,6 +264,10 @@ func (r *reconciler) unpromotedCanary(a *spec.Alloc) bool {
 // within max_parallel.
 func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *groupRollout) {
 	dg, u := gr.dg, gr.u
+	if ro.paused() {
+		ro.wait("paused by an operator: no new batch until drover deployment resume " + spec.ShortID(ro.d.ID))
+		return
+	}
 	if c := u.Canaries(); c > 0 && !dg.Promoted {
 		if len(gr.old) == 0 && len(gr.canaries) == 0 && dg.DesiredCanaries == 0 {
 			// Nothing of the group changed: no canary is needed.

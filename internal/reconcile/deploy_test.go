@@ -389,3 +389,37 @@ func TestNoUpdateBlockNoDeployment(t *testing.T) {
 		t.Fatalf("without update: %d deployments, %d stops, %d places", len(w.deps), len(res.Stop), len(res.Place))
 	}
 }
+
+// TestPausedDeploymentStartsNoBatch: a paused deployment replaces nothing
+// more and does not fail on its progress deadline while paused; resumed,
+// it goes on with the next batch, its deadline counted from the resume.
+func TestPausedDeploymentStartsNoBatch(t *testing.T) {
+	w := deployedV1(t, upd(1, 0, false, false))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false))))
+	w.pass()
+	w.judge(true, "")
+	w.latest().Request = &spec.DeploymentRequest{Paused: true, Time: w.now}
+	if res := w.pass(); len(res.Place)+len(res.Stop) != 0 {
+		t.Fatalf("paused: %d places, %d stops; want none", len(res.Place), len(res.Stop))
+	}
+	d := w.latest()
+	if d.Status != spec.DeploymentRunning || !strings.HasPrefix(d.Description, "paused by an operator") {
+		t.Fatalf("paused deployment: %s (%s)", d.Status, d.Description)
+	}
+	// Long past the 10m progress deadline: still running.
+	w.now = w.now.Add(30 * time.Minute)
+	w.latest().Request = &spec.DeploymentRequest{Paused: true, Time: w.now}
+	w.pass()
+	if d := w.latest(); d.Status != spec.DeploymentRunning {
+		t.Fatalf("paused past its deadline: %s (%s)", d.Status, d.Description)
+	}
+	w.latest().Request = &spec.DeploymentRequest{Resumed: w.now, Time: w.now}
+	res := w.pass()
+	if len(res.Place) != 1 || len(res.Stop) != 1 {
+		t.Fatalf("resumed: %d places, %d stops; want the next batch of 1", len(res.Place), len(res.Stop))
+	}
+	d = w.latest()
+	if d.Status != spec.DeploymentRunning || !d.Groups["api"].RequireProgressBy.Equal(w.now.Add(10*time.Minute)) {
+		t.Fatalf("resumed: %s (%s), deadline %v; want running, deadline 10m after the resume", d.Status, d.Description, d.Groups["api"].RequireProgressBy)
+	}
+}

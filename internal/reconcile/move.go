@@ -13,6 +13,8 @@ import (
 // Moves: instances of the job's current version that are replaced although
 // nothing is wrong with them.
 //
+//	an operator asked for the instance     replaced at once          "stop requested at <t>"
+//	to stop (drover alloc stop)
 //	the job's restart requested after      replaced                  "restart requested at <t>"
 //	the instance was created
 //	its node is draining                   replaced elsewhere        "node <n> is draining"
@@ -221,6 +223,8 @@ func (r *reconciler) considerMove(j *spec.Job, a *spec.Alloc) {
 		if !n.Drain.Deadline.IsZero() {
 			r.wakeAt(n.Drain.Deadline) // a batch instance finishes, or stops then
 		}
+	case !j.StopRequested(a.ID).IsZero():
+		r.moves = append(r.moves, move{a: a, cause: spec.CauseAllocStop, reason: "stop requested at " + j.StopRequested(a.ID).UTC().Format(time.RFC3339), force: true})
 	case r.view.victims[a.ID] != "":
 		r.moves = append(r.moves, move{a: a, cause: spec.CauseMemory, reason: r.view.victims[a.ID], avoid: a.NodeID, force: true})
 	case j.Type == spec.JobService && a.CreateTime.Before(j.RestartRequested):

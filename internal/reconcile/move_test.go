@@ -233,3 +233,24 @@ func byNode(allocs ...*spec.Alloc) func(string) []*spec.Alloc {
 		return out
 	}
 }
+
+// TestAllocStopReplacesThatInstanceAtOnce: drover alloc stop's request
+// stops the one instance it names, without waiting for the update block's
+// budget, and places its replacement; the others stay.
+func TestAllocStopReplacesThatInstanceAtOnce(t *testing.T) {
+	j := svc("web", 1, withUpdate(grp("api", 3, "serve"), upd(1, 0, false, false)))
+	allocs := onNodes(j, "api", 3, "a")
+	// Another instance is moving already: the budget of 1 is spent, and
+	// the stop does not wait for it.
+	allocs[0].Update = j.UpdateOf(j.Groups[0])
+	j.StopAllocs = []spec.AllocStopRequest{{Alloc: allocs[1].ID, Time: now.Add(-time.Second)}, {Alloc: "gone", Time: now}}
+	res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{sized("a", 4000, 4000)}, Now: now,
+		Deployments: []*spec.Deployment{{ID: "d1", Job: "web", JobVersion: 1, Status: spec.DeploymentSuccessful}}})
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != allocs[1] || res.Stop[0].Cause != spec.CauseAllocStop ||
+		!strings.HasPrefix(res.Stop[0].Reason, "stop requested at ") {
+		t.Fatalf("stops %+v; want %s stopped for alloc-stop", res.Stop, allocs[1].ID)
+	}
+	if len(res.Place) != 1 || res.Place[0].Previous != allocs[1].ID {
+		t.Fatalf("places %+v; want one replacement of %s", res.Place, allocs[1].Name)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,14 +55,37 @@ func decodeRequest(kv *mvccpb.KeyValue) (*requestRecord, error) {
 // message), checked in the same transaction as the write. ErrInvalid: the
 // request asks for nothing.
 func (r *Registry) PutDeploymentRequest(ctx context.Context, id string, req *spec.DeploymentRequest) error {
+	if req == nil || (!req.Promote && !req.Fail) {
+		return fmt.Errorf("registry: deployment %q: the request asks for neither promote nor fail: %w", id, ErrInvalid)
+	}
+	return r.changeRequest(ctx, id, req.Time, func(rec *requestRecord) {
+		rec.Promote = rec.Promote || req.Promote
+		rec.Fail = rec.Fail || req.Fail
+	})
+}
+
+// PauseDeployment records that an operator paused a running deployment
+// (paused) or resumed it (drover deployment pause|resume): while paused,
+// the leader starts no new batch of it. Errors as PutDeploymentRequest's.
+func (r *Registry) PauseDeployment(ctx context.Context, id string, paused bool) error {
+	now := r.now().UTC()
+	return r.changeRequest(ctx, id, now, func(rec *requestRecord) {
+		if rec.Paused && !paused {
+			rec.Resumed = now
+		}
+		rec.Paused = paused
+	})
+}
+
+// changeRequest applies change to deployment id's request record, and
+// sets its Time to at (now when zero), in a transaction guarded by both
+// keys' revisions; a final deployment is an ErrConflict.
+func (r *Registry) changeRequest(ctx context.Context, id string, at time.Time, change func(*requestRecord)) error {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
 	dkey, err := r.key(dirDeployments, "deployment id", id)
 	if err != nil {
 		return err
-	}
-	if req == nil || (!req.Promote && !req.Fail) {
-		return fmt.Errorf("registry: deployment %q: the request asks for neither promote nor fail: %w", id, ErrInvalid)
 	}
 	rkey := r.prefix + dirDeploymentRequests + id
 	for range casAttempts {
@@ -88,9 +112,8 @@ func (r *Registry) PutDeploymentRequest(ctx context.Context, id string, req *spe
 			}
 			rec.Job, reqRev = d.Job, rkvs[0].ModRevision
 		}
-		rec.Promote = rec.Promote || req.Promote
-		rec.Fail = rec.Fail || req.Fail
-		rec.Time = req.Time
+		change(rec)
+		rec.Time = at
 		if rec.Time.IsZero() {
 			rec.Time = r.now().UTC()
 		}

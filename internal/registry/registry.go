@@ -288,7 +288,7 @@ func NextVersion(cur, job *spec.Job, now time.Time) (next *spec.Job, same bool) 
 		return next, false
 	}
 	same = bytes.Equal(specBytes(cur), specBytes(job))
-	next.Version, next.RestartRequested = cur.Version, cur.RestartRequested
+	next.Version, next.RestartRequested, next.StopAllocs = cur.Version, cur.RestartRequested, cur.StopAllocs
 	if !same {
 		next.Version++
 	}

@@ -52,6 +52,8 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/deployments/{id}", accessToken, s.getDeployment},
 		{"POST /v1/deployments/{id}/promote", accessToken, s.promoteDeployment},
 		{"POST /v1/deployments/{id}/fail", accessToken, s.failDeployment},
+		{"POST /v1/deployments/{id}/pause", accessToken, s.pauseDeployment},
+		{"POST /v1/deployments/{id}/resume", accessToken, s.resumeDeployment},
 		{"POST /v1/jobs/plan", accessToken, s.planJob},
 		{"GET /v1/plan/without", accessNodeRead, s.planWithout},
 		{"POST /v1/validate/job", accessToken, s.validateJob},
@@ -60,6 +62,9 @@ func (s *Server) routeTable() []route {
 		{"PUT /v1/allocations/{id}/status", accessNode, s.putAllocStatus},
 		{"GET /v1/allocations/{id}/logs", accessToken, s.allocLogs},
 		{"GET /v1/allocations/{id}/exec", accessToken, s.allocExec},
+		{"POST /v1/allocations/{id}/signal", accessToken, s.allocSignal},
+		{"POST /v1/allocations/{id}/restart", accessToken, s.allocRestart},
+		{"POST /v1/allocations/{id}/stop", accessToken, s.allocStop},
 		{"GET /v1/nodes", accessNodeRead, s.listNodes},
 		{"POST /v1/nodes", accessNode, s.registerNode},
 		{"GET /v1/nodes/{id}", accessNodeRead, s.getNode},
@@ -74,6 +79,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/services", accessCatalog, s.listServices},
 		{"GET /v1/services/{name}", accessCatalog, s.getService},
 		{"GET /v1/events", accessToken, s.listEvents},
+		{"GET /v1/agent/monitor", accessManagement, s.monitor},
 	}
 	rs = append(rs, s.uiRoutes()...)
 	return append(rs, s.aclRoutes()...)
@@ -655,8 +661,9 @@ type agentCall struct {
 }
 
 // forAgent checks the request's capability on the alloc in {id} and its
-// ?task (which may be left out when the alloc has one), and builds the URL
-// of the agent's endpoint what (logs, exec) for it.
+// ?task (which may be left out when the alloc has one, and for a restart,
+// which then restarts them all), and builds the URL of the agent's
+// endpoint what (logs, exec, signal, restart) for it.
 func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall, error) {
 	id, err := httpapi.PathName(r, "id", "allocation id")
 	if err != nil {
@@ -678,6 +685,10 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 	if task == "" && len(a.Tasks) == 1 {
 		task = a.Tasks[0].Name
 	}
+	if task == "" && what == "restart" {
+		// A restart without a task restarts every running one.
+		return s.agentCallFor(a, what, q, ss)
+	}
 	found := false
 	for _, t := range a.Tasks {
 		found = found || t.Name == task
@@ -692,6 +703,13 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 		}
 		return nil, httpapi.BadRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
+	q.Set("task", task)
+	return s.agentCallFor(a, what, q, ss)
+}
+
+// agentCallFor builds the call of the agent's endpoint what for alloc a,
+// with query q.
+func (s *Server) agentCallFor(a *spec.Alloc, what string, q url.Values, ss *state.Snapshot) (*agentCall, error) {
 	node := ss.Node(a.NodeID)
 	if node == nil {
 		return nil, httpapi.NotFound("node %s of allocation %s is not registered (it was removed); the allocation's agent cannot be reached", a.NodeID, a.Name)
@@ -699,7 +717,6 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 	if node.Address == "" {
 		return nil, &httpapi.Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("node %s has no address to reach its agent at", node.Name)}
 	}
-	q.Set("task", task)
 	u := strings.TrimRight(node.Address, "/") + "/v1/client/allocations/" + url.PathEscape(a.ID) + "/" + what + "?" + q.Encode()
 	return &agentCall{alloc: a, url: u, node: node}, nil
 }

@@ -108,6 +108,8 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/deployments/{id}":          {ruleRead, "GET", "/v1/deployments/" + f.deployment, "", false},
 		"POST /v1/deployments/{id}/promote": {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/promote", "", true},
 		"POST /v1/deployments/{id}/fail":    {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/fail", "", true},
+		"POST /v1/deployments/{id}/pause":   {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/pause", "", true},
+		"POST /v1/deployments/{id}/resume":  {ruleSubmit, "POST", "/v1/deployments/" + f.deployment + "/resume", "", true},
 		"POST /v1/jobs/plan":                {ruleSubmit, "POST", "/v1/jobs/plan", job("web", "default", "3"), false},
 		"GET /v1/plan/without":              {ruleNodeRead, "GET", "/v1/plan/without?node=n1", "", false},
 		"POST /v1/validate/job":             {ruleAnyToken, "POST", "/v1/validate/job", job("x", "default", "1"), false},
@@ -117,7 +119,12 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/allocations/{id}/logs":     {ruleLogs, "GET", "/v1/allocations/" + f.alloc + "/logs", "", true},
 		// Without an Upgrade the exec endpoint answers 400 once the
 		// capability is checked.
-		"GET /v1/allocations/{id}/exec":         {ruleExec, "GET", "/v1/allocations/" + f.alloc + "/exec?cmd=true", "", true},
+		"GET /v1/allocations/{id}/exec": {ruleExec, "GET", "/v1/allocations/" + f.alloc + "/exec?cmd=true", "", true},
+		// The fixture's node has no agent: past authorization, a 502.
+		"POST /v1/allocations/{id}/signal":  {ruleSubmit, "POST", "/v1/allocations/" + f.alloc + "/signal?signal=SIGHUP", "", true},
+		"POST /v1/allocations/{id}/restart": {ruleSubmit, "POST", "/v1/allocations/" + f.alloc + "/restart", "", true},
+		// A second stop of the same alloc changes nothing: still a 200.
+		"POST /v1/allocations/{id}/stop":        {ruleSubmit, "POST", "/v1/allocations/" + f.alloc + "/stop", "", true},
 		"GET /v1/nodes":                         {ruleNodeRead, "GET", "/v1/nodes", "", false},
 		"POST /v1/nodes":                        {ruleNode, "POST", "/v1/nodes", testNode, false},
 		"GET /v1/nodes/{id}":                    {ruleNodeRead, "GET", "/v1/nodes/n1", "", false},
@@ -132,7 +139,9 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/services":                      {ruleCatalog, "GET", "/v1/services", "", false},
 		"GET /v1/services/{name}":               {ruleCatalog, "GET", "/v1/services/nothing", "", true},
 		"GET /v1/events":                        {ruleList, "GET", "/v1/events", "", false},
-		"POST /v1/ui/login-codes":               {ruleAnyToken, "POST", "/v1/ui/login-codes", "", false},
+		// The fixture's server keeps no log stream: a 404 past authorization.
+		"GET /v1/agent/monitor":   {ruleManagement, "GET", "/v1/agent/monitor", "", true},
+		"POST /v1/ui/login-codes": {ruleAnyToken, "POST", "/v1/ui/login-codes", "", false},
 		// A code that was never issued: a 400 that says to get a new link.
 		"POST /v1/ui/session":   {ruleOpen, "POST", "/v1/ui/session", `{"code":"nope"}`, true},
 		"DELETE /v1/ui/session": {ruleOpen, "DELETE", "/v1/ui/session", "", false},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -219,18 +220,41 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) error {
 
 // promoteDeployment answers POST /v1/deployments/{id}/promote.
 func (s *Server) promoteDeployment(w http.ResponseWriter, r *http.Request) error {
-	return s.requestDeployment(w, r, spec.DeploymentRequest{Promote: true})
+	return s.requestDeployment(w, r, "promoted", func(ctx context.Context, d *spec.Deployment) error {
+		if !hasCanaries(d) {
+			return httpapi.BadRequest("deployment has no canaries to promote")
+		}
+		return s.reg.PutDeploymentRequest(ctx, d.ID, &spec.DeploymentRequest{Promote: true, Time: time.Now().UTC()})
+	})
 }
 
 // failDeployment answers POST /v1/deployments/{id}/fail.
 func (s *Server) failDeployment(w http.ResponseWriter, r *http.Request) error {
-	return s.requestDeployment(w, r, spec.DeploymentRequest{Fail: true})
+	return s.requestDeployment(w, r, "failed", func(ctx context.Context, d *spec.Deployment) error {
+		return s.reg.PutDeploymentRequest(ctx, d.ID, &spec.DeploymentRequest{Fail: true, Time: time.Now().UTC()})
+	})
+}
+
+// pauseDeployment answers POST /v1/deployments/{id}/pause: the leader
+// starts no new batch of it until resumed.
+func (s *Server) pauseDeployment(w http.ResponseWriter, r *http.Request) error {
+	return s.requestDeployment(w, r, "paused", func(ctx context.Context, d *spec.Deployment) error {
+		return s.reg.PauseDeployment(ctx, d.ID, true)
+	})
+}
+
+// resumeDeployment answers POST /v1/deployments/{id}/resume.
+func (s *Server) resumeDeployment(w http.ResponseWriter, r *http.Request) error {
+	return s.requestDeployment(w, r, "resumed", func(ctx context.Context, d *spec.Deployment) error {
+		return s.reg.PauseDeployment(ctx, d.ID, false)
+	})
 }
 
 // requestDeployment stores an operator's request about a running
-// deployment and answers with the deployment as it now reads. The leader
-// acts on it in its next pass of the job.
-func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req spec.DeploymentRequest) error {
+// deployment (write) and answers with the deployment as it now reads. The
+// leader acts on it in its next pass of the job. verb says what the
+// request makes of the deployment, for errors.
+func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, verb string, write func(context.Context, *spec.Deployment) error) error {
 	id, err := httpapi.PathName(r, "id", "deployment id")
 	if err != nil {
 		return err
@@ -246,19 +270,11 @@ func (s *Server) requestDeployment(w http.ResponseWriter, r *http.Request, req s
 	if err := s.allow(r, d.Namespace, acl.Submit); err != nil {
 		return err
 	}
-	verb := "failed"
-	if req.Promote {
-		verb = "promoted"
-	}
 	if d.Status.Final() {
 		return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 			"deployment %s of job %q version %d is %s; only a running deployment can be %s", d.ID, d.Job, d.JobVersion, d.Status, verb)}
 	}
-	if req.Promote && !hasCanaries(d) {
-		return httpapi.BadRequest("deployment has no canaries to promote")
-	}
-	req.Time = time.Now().UTC()
-	if err := s.reg.PutDeploymentRequest(r.Context(), d.ID, &req); err != nil {
+	if err := write(r.Context(), d); err != nil {
 		if errors.Is(err, registry.ErrConflict) {
 			return &httpapi.Error{Status: http.StatusConflict, Message: fmt.Sprintf("deployment %s cannot be %s: %v", d.ID, verb, err)}
 		}

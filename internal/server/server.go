@@ -21,6 +21,7 @@ import (
 	"github.com/drover-org/drover/internal/dns"
 	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/leader"
+	"github.com/drover-org/drover/internal/logstream"
 	"github.com/drover-org/drover/internal/metrics"
 	"github.com/drover-org/drover/internal/planner"
 	"github.com/drover-org/drover/internal/registry"
@@ -53,6 +54,9 @@ type Config struct {
 	// can register again first. Default 2 x NodeTTL.
 	NodeGrace time.Duration
 	Logger    *slog.Logger
+	// Monitor is the process's log stream, for GET /v1/agent/monitor;
+	// nil: the endpoint answers that there is none.
+	Monitor *logstream.Hub
 	// APIOnly serves the API but never campaigns, so this server never
 	// leads (fleet's disable_engine): for a server that carries the
 	// embedded etcd, whose loss would stop every server anyway.

@@ -60,6 +60,14 @@ type LeaderResponse struct {
 	Leader string `json:"leader"`
 }
 
+// TaskActionResult answers POST /v1/allocations/{id}/signal and
+// /v1/allocations/{id}/restart: which task of which alloc, and what was done.
+type TaskActionResult struct {
+	Alloc   string `json:"alloc"`
+	Task    string `json:"task"`
+	Message string `json:"message"`
+}
+
 // NodeStatusReport is the body of PUT /v1/nodes/{id}/allocations/status:
 // one agent's reports for many of its allocs at once.
 type NodeStatusReport struct {

@@ -27,11 +27,12 @@ const (
 // Why an instance moves: its alloc is stopped and its successor placed,
 // both with the same cause.
 const (
-	CauseUpdate    DesiredCause = "update"    // the job's tasks changed
-	CauseDrain     DesiredCause = "drain"     // its node drains
-	CauseMemory    DesiredCause = "memory"    // its node's tasks use too much of its memory
-	CauseRestart   DesiredCause = "restart"   // an operator asked for the job's restart
-	CauseRebalance DesiredCause = "rebalance" // its group's instances are spread unevenly
+	CauseUpdate    DesiredCause = "update"     // the job's tasks changed
+	CauseDrain     DesiredCause = "drain"      // its node drains
+	CauseMemory    DesiredCause = "memory"     // its node's tasks use too much of its memory
+	CauseRestart   DesiredCause = "restart"    // an operator asked for the job's restart
+	CauseAllocStop DesiredCause = "alloc-stop" // an operator asked for this instance to stop
+	CauseRebalance DesiredCause = "rebalance"  // its group's instances are spread unevenly
 )
 
 // Why an alloc is stopped.

@@ -227,9 +227,18 @@ type DeploymentGroup struct {
 
 // DeploymentRequest is an operator's request about a deployment.
 type DeploymentRequest struct {
-	Promote bool      `json:"promote,omitempty"`
-	Fail    bool      `json:"fail,omitempty"`
-	Time    time.Time `json:"time"`
+	Promote bool `json:"promote,omitempty"`
+	Fail    bool `json:"fail,omitempty"`
+	// Paused: an operator paused the deployment (drover deployment
+	// pause) and has not resumed it: the leader places no canary and
+	// replaces no old instance of it meanwhile, and its progress deadline
+	// does not run.
+	Paused bool `json:"paused,omitempty"`
+	// Resumed is when it was last resumed (drover deployment resume): its
+	// progress deadline runs again from then.
+	Resumed time.Time `json:"resumed,omitzero"`
+	// Time is the latest request's.
+	Time time.Time `json:"time"`
 }
 
 // DeploymentHealth is an agent's verdict on an alloc placed by a

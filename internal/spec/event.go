@@ -42,8 +42,10 @@ type EventType string
 
 // Job events (TopicJob).
 const (
-	EventSubmitted        EventType = "Submitted"
-	EventStopped          EventType = "Stopped"
+	EventSubmitted EventType = "Submitted"
+	EventStopped   EventType = "Stopped"
+	// EventRestartRequested is also a task's, when an operator asks for
+	// it to be restarted in place (drover alloc restart).
 	EventRestartRequested EventType = "Restart Requested"
 	EventPurged           EventType = "Purged"
 )
@@ -104,6 +106,9 @@ const (
 	// EventTemplate: a template was rendered again after the service
 	// catalog changed, and what its change_mode did; or rendering failed.
 	EventTemplate EventType = "Template"
+	// EventSignaled: an operator sent the task a signal (drover alloc
+	// signal).
+	EventSignaled EventType = "Signaled"
 )
 
 // EventType is the history's event for an alloc's client status becoming s.

@@ -104,6 +104,10 @@ type Job struct {
 	// without one), each replacement healthy before the next; zero: never.
 	// Instances created before it are replaced.
 	RestartRequested time.Time `json:"restart_requested,omitzero" hcl:"-"`
+	// StopAllocs are the instances an operator asked to stop (`drover
+	// alloc stop`): each is stopped at once and replaced. An entry whose
+	// alloc is gone is dropped by the next request.
+	StopAllocs []AllocStopRequest `json:"stop_allocs,omitempty" hcl:"-"`
 	// SubmitTime is when the current version was submitted.
 	SubmitTime time.Time `json:"submit_time,omitzero" hcl:"-"`
 	// ModifyIndex is the registry revision of the last write to the job; pass
@@ -534,12 +538,29 @@ func (j *Job) Canonicalize() {
 	}
 }
 
+// AllocStopRequest is one instance an operator asked to stop, and when.
+type AllocStopRequest struct {
+	Alloc string    `json:"alloc" hcl:"-"`
+	Time  time.Time `json:"time" hcl:"-"`
+}
+
+// StopRequested is when an operator asked for alloc id to stop (zero:
+// never).
+func (j *Job) StopRequested(id string) time.Time {
+	for _, s := range j.StopAllocs {
+		if s.Alloc == id {
+			return s.Time
+		}
+	}
+	return time.Time{}
+}
+
 // SpecOnly returns a copy of j without the server-owned fields, the part an
 // operator wrote. Two submissions change nothing when their SpecOnly copies
 // are equal.
 func (j *Job) SpecOnly() *Job {
 	c := j.Clone()
-	c.Version, c.Stopped, c.SubmitTime, c.ModifyIndex, c.RestartRequested = 0, false, time.Time{}, 0, time.Time{}
+	c.Version, c.Stopped, c.SubmitTime, c.ModifyIndex, c.RestartRequested, c.StopAllocs = 0, false, time.Time{}, 0, time.Time{}, nil
 	return c
 }
 

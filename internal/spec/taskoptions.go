@@ -33,9 +33,9 @@ func (t *Task) UserOf() string {
 	return t.Config.User
 }
 
-// checkSignal reports what is wrong with a signal name a job file wrote,
-// or "".
-func checkSignal(name string) string {
+// CheckSignal reports what is wrong with a signal name (a job file's, or
+// drover alloc signal's), or "".
+func CheckSignal(name string) string {
 	if slices.Contains(Signals, name) {
 		return ""
 	}
@@ -62,7 +62,7 @@ const MaxShutdownDelay = Duration(MaxStopAfter)
 
 func validateTaskOptions(ps *Problems, path string, t *Task) {
 	if t.KillSignal != "" {
-		if msg := checkSignal(t.KillSignal); msg != "" {
+		if msg := CheckSignal(t.KillSignal); msg != "" {
 			ps.Add(path+".kill_signal", "task %q: %s", t.Name, msg)
 		}
 	}

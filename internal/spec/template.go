@@ -279,7 +279,7 @@ func validateTemplates(ps *Problems, path string, t *Task) {
 		case ChangeSignal:
 			if tp.ChangeSignal == "" {
 				ps.Add(p+".change_signal", "task %q: template %d: change_mode \"signal\" needs a change_signal, such as \"SIGHUP\"", t.Name, i+1)
-			} else if msg := checkSignal(tp.ChangeSignal); msg != "" {
+			} else if msg := CheckSignal(tp.ChangeSignal); msg != "" {
 				ps.Add(p+".change_signal", "task %q: template %d: %s", t.Name, i+1, msg)
 			}
 		default:
