@@ -126,6 +126,7 @@ Then, in another terminal:         drover status hello`,
 	root.AddCommand(
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
 		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
+		newDispatchCmd(g), newPeriodicCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g), newVersionCmd(g),
 		newJobCmd(g), newAllocCmd(g), newOperatorCmd(g), newUICmd(g), newSystemCmd(g), newMonitorCmd(g), newNamespaceCmd(g),

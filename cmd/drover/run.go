@@ -65,7 +65,15 @@ soon as room appears).`,
 			} else {
 				fmt.Fprintf(out, "Job %q unchanged (version %d): nothing to do.\n", res.Job.Name, res.Job.Version)
 			}
-			if detach {
+			switch j := res.Job; {
+			case j.Periodic != nil:
+				// A template runs nothing itself: there is nothing to follow.
+				fmt.Fprintf(out, "Periodic job: the leader launches %s@periodic-<unix> at each tick; drover status %s shows the next launch, drover periodic force %s launches one now.\n", j.Name, j.Name, j.Name)
+				return nil
+			case j.Parameterized != nil:
+				fmt.Fprintf(out, "Parameterized job: it runs when dispatched: drover dispatch %s [-meta KEY=VALUE]... [PAYLOAD-FILE|-]\n", j.Name)
+				return nil
+			case detach:
 				fmt.Fprintf(out, "Follow it with: drover status %s\n", res.Job.Name)
 				return nil
 			}

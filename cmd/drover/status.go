@@ -85,6 +85,20 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, dep *spec.Deployment, usage
 	if s.Reason != "" {
 		fmt.Fprintf(w, "Why        %s\n", s.Reason)
 	}
+	if j.ParentID != "" {
+		fmt.Fprintf(w, "Parent     %s, launched %s\n", j.ParentID, j.LaunchTime.UTC().Format(time.RFC3339))
+	}
+	if j.IsTemplate() {
+		if !st.NextLaunch.IsZero() {
+			fmt.Fprintf(w, "Next       %s (in %s)\n", st.NextLaunch.UTC().Format(time.RFC3339), st.NextLaunch.Sub(now).Round(time.Second))
+		}
+		fmt.Fprintf(w, "Children   %d", len(st.Children))
+		if n := len(st.Children); n > 0 {
+			fmt.Fprintf(w, ", the newest %s", st.Children[n-1])
+		}
+		fmt.Fprintln(w)
+		return
+	}
 	if dep != nil {
 		fmt.Fprintf(w, "Deployment version %d: %s\n", dep.JobVersion, deploymentLine(dep))
 	}

@@ -191,6 +191,10 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 		tr.ar.taskEvent(name, spec.EventTemplate, err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
 	}
+	if err := tr.writePayload(); err != nil {
+		tr.ar.taskEvent(name, spec.EventDriverFail, err.Error(), nil)
+		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	}
 	cfg := tr.task.Config
 	for i, c := range cfg.Prestart {
 		what := fmt.Sprintf("prestart command %d of %d (%s)", i+1, len(cfg.Prestart), commandLine(c))

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/drover-org/drover/internal/inputlimit"
+	"github.com/drover-org/drover/internal/periodic"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -319,7 +321,7 @@ func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 			}
 		}
 	}
-	for _, p := range job.Validate() {
+	for _, p := range append(job.Validate(), periodic.Check(job, time.LoadLocation)...) {
 		if c.suppressed(p.Field) {
 			continue
 		}

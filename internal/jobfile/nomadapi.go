@@ -26,6 +26,9 @@ import (
 // name, by "Type.GoField".
 var apiRenamed = map[string]string{
 	"Job.Name":                   "ID",
+	"Job.Parameterized":          "ParameterizedJob",
+	"Periodic.Cron":              "Spec",
+	"Periodic.Crons":             "Specs",
 	"Job.Groups":                 "TaskGroups",
 	"Group.Restart":              "RestartPolicy",
 	"Group.Reschedule":           "ReschedulePolicy",
@@ -69,6 +72,7 @@ var apiDefaults = map[string]string{
 	"Group.Migrate":       `{"MaxParallel": 1, "HealthCheck": "checks", "MinHealthyTime": 10000000000, "HealthyDeadline": 300000000000}`,
 	"Group.Consul":        `{"Cluster": "default"}`,
 	"Task.LogConfig":      `{"MaxFiles": 10, "MaxFileSizeMB": 10}`,
+	"Periodic.SpecType":   `"cron"`,
 }
 
 // apiServerSet are the fields of a Nomad job that its servers set, which

@@ -139,3 +139,50 @@ func TestNomadInspectOutputIsAJob(t *testing.T) {
 		t.Errorf("a LogConfig that is not Nomad's default: %v", err)
 	}
 }
+
+// TestNomadAPIJobKinds: Nomad's API names for the periodic and
+// parameterized blocks (Spec, Specs, SpecType, ParameterizedJob,
+// DispatchPayload) decode to the job the HCL names say.
+func TestNomadAPIJobKinds(t *testing.T) {
+	api := `{"Job": {"ID": "k", "Type": "batch",
+ "Periodic": {"Enabled": true, "Spec": "*/5 * * * *", "Specs": ["@daily"], "SpecType": "cron", "ProhibitOverlap": true, "TimeZone": "UTC"},
+ "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": [{"Name": "t", "Driver": "raw_exec", "Config": {"command": "/bin/true"}}]}]}}`
+	hcl := `job "k" {
+  type = "batch"
+  periodic {
+    enabled          = true
+    cron             = "*/5 * * * *"
+    crons            = ["@daily"]
+    prohibit_overlap = true
+    time_zone        = "UTC"
+  }
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`
+	fromAPI, err := Decode("k.json", []byte(api))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromHCL, err := Decode("k.hcl", []byte(hcl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(fromHCL, fromAPI); d != "" || fromAPI.Periodic == nil {
+		t.Errorf("periodic: API form differs from HCL (-hcl +api):\n%s", d)
+	}
+	api = strings.NewReplacer(`"Periodic": {"Enabled": true, "Spec": "*/5 * * * *", "Specs": ["@daily"], "SpecType": "cron", "ProhibitOverlap": true, "TimeZone": "UTC"}`,
+		`"ParameterizedJob": {"Payload": "required", "MetaRequired": ["a"], "MetaOptional": ["b"]}`,
+		`"Config": {"command": "/bin/true"}`, `"Config": {"command": "/bin/true"}, "DispatchPayload": {"File": "in.json"}`).Replace(api)
+	j, err := Decode("k.json", []byte(api))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := j.Parameterized; p == nil || p.Payload != "required" || len(p.MetaRequired) != 1 || len(p.MetaOptional) != 1 ||
+		j.Groups[0].Tasks[0].DispatchPayload == nil || j.Groups[0].Tasks[0].DispatchPayload.File != "in.json" {
+		t.Errorf("parameterized from the API form: %+v, task %+v", j.Parameterized, j.Groups[0].Tasks[0])
+	}
+}

@@ -276,6 +276,9 @@ func kindOf(t reflect.Type) (kind, *schema) {
 		if e.Kind() == reflect.String {
 			return kStringList, nil
 		}
+		if e.Kind() == reflect.Uint8 {
+			return kString, nil // []byte: base64 text in JSON
+		}
 		if e.Kind() == reflect.Pointer {
 			e = e.Elem()
 		}
@@ -396,7 +399,7 @@ func init() {
 	for _, n := range strings.Fields(`
 		artifact
 		logs scaling
-		periodic parameterized multiregion dispatch_payload
+		multiregion
 		device numa
 		action schedule secret ui sidecar_service sidecar_task dns
 		region all_at_once vault_token consul_token

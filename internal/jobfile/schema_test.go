@@ -68,6 +68,9 @@ func sample(t reflect.Type) (good, bad string) {
 		if t.Elem().Kind() == reflect.String {
 			return `["a"]`, `{"a":"b"}`
 		}
+		if t.Elem().Kind() == reflect.Uint8 {
+			return `"YQ=="`, `3` // []byte: base64 text
+		}
 		return `[{}]`, `{}`
 	}
 	panic("no sample for " + t.String())

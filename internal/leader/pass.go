@@ -35,6 +35,8 @@ type leadership struct {
 	// firstPlaced is, per job, the newest version whose placement was
 	// timed (SubmitToPlaced).
 	firstPlaced map[string]uint64
+	// skipped is, per periodic job, the last tick logged as skipped.
+	skipped map[string]time.Time
 }
 
 func newLeadership(l *Loop, t Term, elected time.Time) *leadership {
@@ -73,6 +75,10 @@ func (ls *leadership) schedule(ctx context.Context, actOnDown bool, only map[str
 		nodeEvents = ls.noteDownSince(snap, now)
 	}
 	d := planner.Decide(snap, now, ls.placer, ls.cfg.Policy, uuid.NewString)
+	// Periodic launches are new jobs, which the next pass places.
+	if tick := ls.launch(ctx, ss, only, now); !tick.IsZero() && (d.Reconcile.NextRun.IsZero() || tick.Before(d.Reconcile.NextRun)) {
+		d.Reconcile.NextRun = tick
+	}
 	if d.Plan.Empty() {
 		if err := ls.cfg.Registry.AppendEvents(ctx, nodeEvents); err != nil {
 			ls.log.Warn("cannot store node events", "err", err)

@@ -179,6 +179,7 @@ func newAlloc(p scheduler.Placement, id string, now time.Time) *spec.Alloc {
 		Namespace:     r.Job.Namespace,
 		JobVersion:    r.Job.Version,
 		JobType:       r.Job.Type,
+		Payload:       r.Job.Payload,
 		Group:         r.Group.Name,
 		Index:         r.Index,
 		NodeID:        p.NodeID,

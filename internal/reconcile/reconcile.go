@@ -168,6 +168,8 @@ func Reconcile(in Input) Result {
 		switch {
 		case j.Stopped:
 			r.stopLive(as, spec.CauseJobStopped, "job stopped")
+		case j.IsTemplate():
+			r.stopLive(as, spec.CauseJobStopped, "job became periodic or parameterized: its children run instead")
 		case g == nil:
 			r.stopLive(as, spec.CauseGroupRemoved, fmt.Sprintf("group %s removed from the job", k.group))
 		case k.index >= g.Count || k.index < 0:
@@ -178,8 +180,8 @@ func Reconcile(in Input) Result {
 	}
 	for _, j := range in.Jobs {
 		ro := r.startRollout(j, deps[j.Name])
-		if j.Stopped {
-			continue
+		if j.Stopped || j.IsTemplate() {
+			continue // a template's children run, not the template
 		}
 		byGroup := map[string][]*spec.Alloc{}
 		for _, g := range j.Groups {

@@ -30,6 +30,17 @@ func summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 	if job.Stopped {
 		return summarizeStopped(job.Name, allocs)
 	}
+	if job.IsTemplate() {
+		// Its children are jobs of their own, each with its summary.
+		why := "parameterized: runs only when dispatched (drover job dispatch " + job.Name + ")"
+		if job.Periodic != nil {
+			why = "periodic: launches a child job at each tick of its schedule"
+			if !job.Periodic.On() {
+				why = "periodic, disabled (enabled = false): launches only when forced (drover job periodic force " + job.Name + ")"
+			}
+		}
+		return spec.JobSummary{State: spec.JobRunning, Reason: why}
+	}
 
 	var s spec.JobSummary
 	var bad []*spec.Alloc     // current allocs that ended and will be replaced, in group and index order

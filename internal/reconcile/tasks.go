@@ -37,6 +37,7 @@ func taskEqual(a, b *spec.Task) bool {
 		a.ShutdownDelay == b.ShutdownDelay &&
 		a.Leader == b.Leader &&
 		(a.Lifecycle == nil) == (b.Lifecycle == nil) && (a.Lifecycle == nil || *a.Lifecycle == *b.Lifecycle) &&
+		(a.DispatchPayload == nil) == (b.DispatchPayload == nil) && (a.DispatchPayload == nil || *a.DispatchPayload == *b.DispatchPayload) &&
 		slices.EqualFunc(a.Templates, b.Templates, templateEqual) &&
 		maps.Equal(a.Meta, b.Meta) &&
 		slices.EqualFunc(a.Services, b.Services, serviceEqual)

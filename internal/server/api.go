@@ -46,6 +46,8 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/jobs/{name}/diff", accessToken, s.jobDiff},
 		{"POST /v1/jobs/{name}/revert", accessToken, s.revertJob},
 		{"POST /v1/jobs/{name}/restart", accessToken, s.restartJob},
+		{"POST /v1/jobs/{name}/periodic/force", accessToken, s.forcePeriodic},
+		{"POST /v1/jobs/{name}/dispatch", accessToken, s.dispatchJob},
 		{"GET /v1/jobs/{name}/deployments", accessToken, s.jobDeployments},
 		{"GET /v1/jobs/{name}/deployment", accessToken, s.latestDeployment},
 		{"GET /v1/deployments", accessToken, s.listDeployments},
@@ -248,6 +250,9 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, nodes, sched), Allocations: allocs}
 	if sched != nil && sched.JobVersion == job.Version {
 		st.Failures = sched.Failures
+	}
+	if job.IsTemplate() {
+		kinds(ss, job, st, time.Now())
 	}
 	return st, ss.Rev, nil
 }

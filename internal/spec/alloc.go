@@ -40,6 +40,9 @@ type Alloc struct {
 	Meta map[string]string `json:"meta,omitempty"`
 	// JobType tells the agent whether an exit 0 completes the task.
 	JobType JobType `json:"job_type"`
+	// Payload is a dispatched job's payload, which each task with a
+	// dispatch_payload block finds in its local/ directory.
+	Payload []byte `json:"payload,omitempty"`
 	// Disconnect is the group's policy as of JobVersion: the agent stops
 	// the alloc itself after StopAfter without contact with any server.
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`

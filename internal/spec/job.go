@@ -89,8 +89,13 @@ type Job struct {
 	Scoring Scoring `json:"scoring,omitempty"`
 	// Preempt lets the job evict lower-priority instances when it does not
 	// fit; unset means true for system jobs, false for others.
-	Preempt *bool    `json:"preempt,omitempty"`
-	Groups  []*Group `json:"groups" hcl:"group"`
+	Preempt *bool `json:"preempt,omitempty"`
+	// Periodic and Parameterized make the job a template that runs
+	// nothing itself: the leader launches a child job on a cron schedule,
+	// or an operator dispatches one (kinds.go).
+	Periodic      *Periodic      `json:"periodic,omitempty"`
+	Parameterized *Parameterized `json:"parameterized,omitempty"`
+	Groups        []*Group       `json:"groups" hcl:"group"`
 
 	// Server-owned: set by the server, ignored on submit.
 
@@ -110,6 +115,15 @@ type Job struct {
 	StopAllocs []AllocStopRequest `json:"stop_allocs,omitempty" hcl:"-"`
 	// SubmitTime is when the current version was submitted.
 	SubmitTime time.Time `json:"submit_time,omitzero" hcl:"-"`
+	// ParentID is the periodic or parameterized job this one was
+	// launched from; "" for a job submitted as itself.
+	ParentID string `json:"parent_id,omitempty" hcl:"-"`
+	// LaunchTime is the cron tick a periodic child was launched for, or
+	// when it was forced or dispatched.
+	LaunchTime time.Time `json:"launch_time,omitzero" hcl:"-"`
+	// Payload is a dispatched child's payload, written to each task's
+	// local/ directory as its dispatch_payload's file.
+	Payload []byte `json:"payload,omitempty" hcl:"-"`
 	// ModifyIndex is the registry revision of the last write to the job; pass
 	// it back as a check index to refuse a submit that would overwrite a
 	// change you have not seen.
@@ -201,6 +215,8 @@ type Task struct {
 	// Templates are files rendered into the task's directory before it
 	// starts, and again when the service catalog changes (template.go).
 	Templates []*Template `json:"templates,omitempty" hcl:"template"`
+	// DispatchPayload writes a dispatched job's payload into local/.
+	DispatchPayload *DispatchPayload `json:"dispatch_payload,omitempty"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and

@@ -1,6 +1,9 @@
 package spec
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // JobState is a job's overall state as the user sees it.
 type JobState string
@@ -73,6 +76,16 @@ type JobStatus struct {
 	Summary     JobSummary         `json:"summary"`
 	Failures    []PlacementFailure `json:"placement_failures,omitempty"`
 	Allocations []*Alloc           `json:"allocations"`
+	// NextLaunch is a periodic job's next tick (zero when disabled);
+	// Children are the jobs launched or dispatched from it, oldest first.
+	NextLaunch time.Time `json:"next_launch,omitzero"`
+	Children   []string  `json:"children,omitempty"`
+}
+
+// DispatchRequest is the body of POST /v1/jobs/{name}/dispatch.
+type DispatchRequest struct {
+	Meta    map[string]string `json:"meta,omitempty"`
+	Payload []byte            `json:"payload,omitempty"`
 }
 
 // JobListEntry is one row of `drover status` without a job name.

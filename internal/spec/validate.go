@@ -135,6 +135,7 @@ func (j *Job) Validate() Problems {
 		ps = append(ps, jobUpdate...)
 	}
 	jobResched = append(jobResched, jobUpdate...)
+	j.validateKinds(&ps)
 	if len(j.Groups) == 0 {
 		ps.Add("groups", "a job needs at least one group")
 	}
