@@ -3,6 +3,9 @@ package jobfile
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // TestDriverDroverLacksIsAccepted: a task whose driver drover does not
@@ -160,5 +163,121 @@ func TestSystemJobUpdateIsWarned(t *testing.T) {
 	}
 	if job.Groups[0].Update == nil || job.Groups[0].Update.Parallel() != 2 {
 		t.Errorf("the service job's update was not kept: %+v", job.Groups[0].Update)
+	}
+}
+
+// TestNomadDockerKeys: the docker keys Nomad's files write decode into
+// the config (port_map, mount, cap_add, cap_drop, ulimit, sysctl,
+// force_pull, image_pull_timeout); auth, auth_soft_fail, logging and a
+// mount's options are warnings at their line; the exec driver refuses the
+// docker keys with what to do.
+func TestNomadDockerKeys(t *testing.T) {
+	src := `job "d" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image    = "redis:7"
+        port_map { http = 8080 }
+        mount {
+          type   = "bind"
+          source = "local/conf"
+          target = "/etc/app"
+          readonly = true
+          bind_options { propagation = "rshared" }
+        }
+        mount {
+          type   = "tmpfs"
+          target = "/scratch"
+        }
+        cap_add  = ["NET_ADMIN"]
+        cap_drop = ["ALL"]
+        ulimit { nofile = "2048:4096" }
+        sysctl = { "net.core.somaxconn" = "16384" }
+        force_pull         = true
+        image_pull_timeout = "2m"
+        auth {
+          username = "u"
+          password = "p"
+        }
+        auth_soft_fail = true
+        logging {
+          type = "journald"
+        }
+      }
+    }
+  }
+}
+`
+	job, warns, err := DecodeWarn("d.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := job.Groups[0].Tasks[0].Config
+	if c.PortMap["http"] != "8080" || len(c.Mounts) != 2 || *c.Mounts[0] != (spec.DockerMount{Type: "bind", Source: "local/conf", Target: "/etc/app", ReadOnly: true}) ||
+		c.Mounts[1].Type != "tmpfs" || c.CapAdd[0] != "NET_ADMIN" || c.CapDrop[0] != "ALL" || c.Ulimit["nofile"] != "2048:4096" ||
+		c.Sysctl["net.core.somaxconn"] != "16384" || !c.ForcePull || c.ImagePullTimeout != spec.Duration(2*time.Minute) {
+		t.Errorf("config %+v", c)
+	}
+	want := map[string]string{
+		"d.hcl:16:11": "bind_options in a mount block of task \"t\": bind_options are not applied",
+		"d.hcl:28:9":  "auth in the config block for the docker driver: drover does not pass registry credentials",
+		"d.hcl:32:9":  "auth_soft_fail in the config block",
+		"d.hcl:33:9":  "logging in the config block for the docker driver: drover reads the container's output",
+	}
+	for _, w := range warns {
+		if p, ok := want[w.Pos]; !ok || !strings.HasPrefix(w.Message, p) {
+			t.Errorf("unexpected warning %s: %s", w.Pos, w.Message)
+		}
+		delete(want, w.Pos)
+	}
+	for at, p := range want {
+		t.Errorf("no warning at %s (%s...)", at, p)
+	}
+
+	_, err = Decode("e.hcl", []byte(`job "e" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command  = "/bin/true"
+        cap_add  = ["NET_ADMIN"]
+        mount {
+          type   = "tmpfs"
+          target = "/x"
+        }
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `e.hcl:7:9: only the docker driver uses cap_add; remove it, or set driver = "docker"`) ||
+		!strings.Contains(err.Error(), "e.hcl:8:9: only the docker driver uses mount") {
+		t.Errorf("docker keys in an exec task: %v", err)
+	}
+
+	// Problems are told where they are.
+	_, err = Decode("bad.hcl", []byte(`job "b" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image    = "redis:7"
+        port_map { db = "x" }
+        mount { target = "rel" }
+        ulimit { nofile = "9:1" }
+      }
+    }
+  }
+}
+`))
+	for _, w := range []string{`port_map names "db", which is not a port of group "g"`, `port_map db = "x" is not a port number`,
+		"a bind mount needs a source", `mount target "rel" must be an absolute path`, `ulimit nofile = "9:1" has a soft limit above its hard limit`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("bad docker keys: %v, want %q", err, w)
+		}
 	}
 }

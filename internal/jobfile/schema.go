@@ -94,6 +94,7 @@ var what = map[string]string{
 	"Command":      "prestart, stop or poststop command",
 	"TaskConfig":   "config",
 	"CheckRestart": "check_restart",
+	"DockerMount":  "mount",
 }
 
 // schema is one spec struct as job files write it.
@@ -455,4 +456,15 @@ var notHere = map[string]string{
 // saying so.
 var notHereIn = map[string]map[string]string{
 	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
+	// The docker driver's keys drover does not apply.
+	"TaskConfig": {
+		"auth":           "drover does not pass registry credentials from the job: the node's docker daemon pulls with its own (docker login on the node); auth does nothing",
+		"auth_soft_fail": "drover does not pass registry credentials from the job, so there is no auth to fail; auth_soft_fail does nothing",
+		"logging":        "drover reads the container's output through the daemon into its own task logs (drover logs); logging's driver and options are not applied, the daemon's default log driver is used",
+	},
+	"DockerMount": {
+		"bind_options":   "bind_options are not applied: the bind mount uses docker's default propagation (rprivate)",
+		"volume_options": "volume_options are not applied: a volume mount uses an existing docker volume, or docker makes one with its default driver",
+		"tmpfs_options":  "tmpfs_options are not applied: the tmpfs has docker's default size (half the node's memory) and mode",
+	},
 }
