@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -301,6 +302,7 @@ func (m positions) lookup(field string) pos {
 // those already found, and returns the job or every problem.
 func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 	checkGroupUpdates(job, c, at)
+	moveGroupServices(job, at)
 	job.Canonicalize()
 	inheritRestartPositions(job, at)
 	inheritUpdatePositions(job, at)
@@ -445,4 +447,39 @@ func lineCol(src []byte, off int) pos {
 func unknownDriver(t *spec.Task) string {
 	return fmt.Sprintf("task %q: drover has no %s driver (it has %s), so no node runs this task: the job is accepted and waits with \"no node has driver %s\"; its config is not checked. Port the task to one of drover's drivers to run it",
 		t.Name, t.Driver, strings.Join(spec.KnownDrivers, ", "), t.Driver)
+}
+
+// moveGroupServices moves each group's services into their tasks, as
+// Canonicalize would (spec.Group.MoveServices), and their positions with
+// them, so that a problem with one is reported where it was written.
+func moveGroupServices(job *spec.Job, at positions) {
+	dest := map[string]string{} // "groups[i].services[k]" -> where it is now
+	for i, g := range job.Groups {
+		if g == nil || len(g.Services) == 0 {
+			continue
+		}
+		for _, m := range g.MoveServices() {
+			to := fmt.Sprintf("groups[%d].services[%d]", i, m.To)
+			if m.Task >= 0 {
+				to = fmt.Sprintf("groups[%d].tasks[%d].services[%d]", i, m.Task, m.To)
+			}
+			dest[fmt.Sprintf("groups[%d].services[%d]", i, m.From)] = to
+		}
+	}
+	if len(dest) == 0 {
+		return
+	}
+	moved := positions{}
+	for f, p := range at {
+		i := strings.Index(f, "].services[")
+		if !strings.HasPrefix(f, "groups[") || i < 0 || strings.Contains(f[:i], ".") {
+			continue
+		}
+		end := i + len("].services[") + strings.IndexByte(f[i+len("].services["):], ']') + 1
+		if to, ok := dest[f[:end]]; ok {
+			moved[to+f[end:]] = p
+			delete(at, f)
+		}
+	}
+	maps.Copy(at, moved)
 }

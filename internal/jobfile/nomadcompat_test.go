@@ -281,3 +281,127 @@ func TestNomadDockerKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupServices: a group's service goes to the task its checks name,
+// else to the group's first main task, with its checks canonical and no
+// task left on it; in JSON the same. A problem in a moved service is
+// reported where it was written; a service that names no task of the
+// group, or two, is refused at its line; a task's own service may not
+// name a task.
+func TestGroupServices(t *testing.T) {
+	src := `job "gs" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    service {
+      name = "web"
+      port = "http"
+      check {
+        type    = "script"
+        task    = "server"
+        command = "/bin/true"
+      }
+    }
+    service {
+      name = "plain"
+    }
+    task "prep" {
+      lifecycle { hook = "prestart" }
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+    task "main" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+    task "server" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}
+`
+	job, err := Decode("gs.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := job.Groups[0]
+	if len(g.Services) != 0 {
+		t.Errorf("services left in the group: %+v", g.Services)
+	}
+	server, main := g.Task("server"), g.Task("main")
+	if len(server.Services) != 1 || server.Services[0].Name != "web" || server.Services[0].PortLabel != "http" ||
+		server.Services[0].Checks[0].Name != "web-script" || server.Services[0].Checks[0].Task != "" {
+		t.Errorf("server's services: %+v", server.Services)
+	}
+	if len(main.Services) != 1 || main.Services[0].Name != "plain" || len(g.Task("prep").Services) != 0 {
+		t.Errorf("the service without a task went to %+v, not to the first main task", main.Services)
+	}
+
+	// JSON: the same job.
+	jsonJob, err := Decode("gs.json", []byte(`{"name": "gs", "groups": [{"name": "g", "network": {"ports": [{"label": "http"}]},
+  "services": [{"name": "web", "port": "http", "checks": [{"type": "script", "task": "server", "command": "/bin/true"}]}, {"name": "plain"}],
+  "tasks": [{"name": "prep", "lifecycle": {"hook": "prestart"}, "driver": "raw_exec", "config": {"command": "/bin/true"}},
+    {"name": "main", "driver": "raw_exec", "config": {"command": "/bin/sleep"}},
+    {"name": "server", "driver": "raw_exec", "config": {"command": "/bin/sleep"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustJSON(t, jsonJob), mustJSON(t, job); string(got) != string(want) {
+		t.Errorf("JSON and HCL differ:\n%s\n%s", got, want)
+	}
+
+	for _, tc := range []struct{ name, body, want string }{
+		{"bad port", `service {
+      name = "web"
+      port = "httpp"
+    }`, `bad.hcl:8:14: groups[0].tasks[0].services[0].port: service port "httpp" is not a port of group "g"`},
+		{"no such task", `service {
+      name = "web"
+      task = "nosuch"
+    }`, `bad.hcl:8:14: groups[0].services[0].task: group service "web" names task "nosuch", which is not a task of group "g"; its tasks are "server"`},
+		{"two tasks", `service {
+      name = "web"
+      task = "server"
+      check {
+        type    = "script"
+        task    = "other"
+        command = "/bin/true"
+      }
+    }`, `group service "web" would run in task "server" and in task "other"`},
+	} {
+		_, err := Decode("bad.hcl", []byte(`job "b" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    `+tc.body+`
+    task "server" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}
+`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	_, err = Decode("own.hcl", []byte(`job "o" {
+  group "g" {
+    task "server" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+      service {
+        name = "web"
+        task = "server"
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `own.hcl:8:16: groups[0].tasks[0].services[0].task: task = is for a group's services; this service is in task "server" already: remove it`) {
+		t.Errorf("a task's service naming a task: %v", err)
+	}
+}

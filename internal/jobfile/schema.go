@@ -422,10 +422,10 @@ var unsupportedIn = map[string][]string{
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
 	"Service": {"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
-		"tagged_addresses", "meta", "on_update", "task"},
+		"tagged_addresses", "meta", "on_update"},
 	"Check": {"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
 		"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
-		"expose", "task", "grpc_service", "grpc_use_tls"},
+		"expose", "grpc_service", "grpc_use_tls"},
 	"CheckRestart": {"ignore_warnings"},
 }
 

@@ -144,7 +144,11 @@ type Group struct {
 	// EphemeralDisk's size is reserved on the node beside the tasks'
 	// disk (taskoptions.go).
 	EphemeralDisk *EphemeralDisk `json:"ephemeral_disk,omitempty"`
-	Tasks         []*Task        `json:"tasks" hcl:"task"`
+	// Services written at group level, as Nomad's files do: Canonicalize
+	// moves each into the task it belongs to (groupservice.go), so that a
+	// canonical job has services in its tasks only.
+	Services []*Service `json:"services,omitempty" hcl:"service"`
+	Tasks    []*Task    `json:"tasks" hcl:"task"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -523,6 +527,7 @@ func (j *Job) Canonicalize() {
 		if g == nil {
 			continue
 		}
+		g.MoveServices()
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))
