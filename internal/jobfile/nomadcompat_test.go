@@ -1,6 +1,9 @@
 package jobfile
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -352,6 +355,19 @@ func TestGroupServices(t *testing.T) {
 		t.Errorf("JSON and HCL differ:\n%s\n%s", got, want)
 	}
 
+	// Nomad's API form: TaskGroups[].Services, the check's TaskName.
+	api, err := Decode("api.json", []byte(`{"Job": {"ID": "apigs", "TaskGroups": [{"Name": "g",
+  "Networks": [{"DynamicPorts": [{"Label": "http"}]}],
+  "Services": [{"Name": "web", "PortLabel": "http", "Checks": [{"Type": "script", "TaskName": "server", "Command": "/bin/true"}]}],
+  "Tasks": [{"Name": "main", "Driver": "raw_exec", "Config": {"command": "/bin/sleep"}},
+    {"Name": "server", "Driver": "raw_exec", "Config": {"command": "/bin/sleep"}}]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := api.Groups[0].Task("server").Services; len(s) != 1 || s[0].Name != "web" || s[0].Checks[0].Command != "/bin/true" {
+		t.Errorf("API form: server's services %+v", s)
+	}
+
 	for _, tc := range []struct{ name, body, want string }{
 		{"bad port", `service {
       name = "web"
@@ -403,5 +419,43 @@ func TestGroupServices(t *testing.T) {
 `))
 	if err == nil || !strings.Contains(err.Error(), `own.hcl:8:16: groups[0].tasks[0].services[0].task: task = is for a group's services; this service is in task "server" already: remove it`) {
 		t.Errorf("a task's service naming a task: %v", err)
+	}
+}
+
+// TestNomadCompatCorpus: each Nomad-style file of testdata/nomadcompat
+// (a driver drover lacks, Vault/Consul/CSI blocks, group services,
+// docker keys, a system job's update) is valid, and its warnings are
+// those of its .warnings file, one a line. Run with -update after a
+// deliberate change and read the diff.
+func TestNomadCompatCorpus(t *testing.T) {
+	files, err := filepath.Glob("testdata/nomadcompat/*.nomad")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("corpus: %v, %d files", err, len(files))
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			_, warns, err := DecodeFileWarn(path)
+			if err != nil {
+				t.Fatalf("not valid: %v", err)
+			}
+			var got strings.Builder
+			for _, w := range warns {
+				fmt.Fprintf(&got, "%s: %s\n", w.Pos, w.Message)
+			}
+			golden := strings.TrimSuffix(path, ".nomad") + ".warnings"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got.String() != string(want) {
+				t.Errorf("warnings differ from %s\n--- got:\n%s--- want:\n%s", golden, got.String(), want)
+			}
+		})
 	}
 }
