@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/suggest"
 )
 
 // Decode parses src as a job file named filename. The format comes from the
@@ -317,6 +318,12 @@ func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 			if t != nil && t.Driver != "" && !slices.Contains(spec.KnownDrivers, t.Driver) {
 				tp := fmt.Sprintf("groups[%d].tasks[%d]", i, j)
 				c.markReported(tp + ".config")
+				if sug := suggest.Closest(t.Driver, spec.KnownDrivers); sug != "" && !slices.Contains(otherDrivers, t.Driver) {
+					// A typo, not a driver of Nomad's drover lacks.
+					c.add(at.lookup(tp+".driver"), tp+".driver", "unknown driver %q; did you mean %q?", t.Driver, sug)
+					c.markReported(tp + ".driver")
+					continue
+				}
 				c.warn(at.lookup(tp+".driver"), "%s", unknownDriver(t))
 			}
 		}

@@ -459,3 +459,27 @@ func TestNomadCompatCorpus(t *testing.T) {
 		})
 	}
 }
+
+// TestDriverTypoIsRefused: a driver one typo away from one of drover's
+// is refused with the did-you-mean; Nomad's exec2, as close to exec, is
+// a driver drover lacks and is accepted.
+func TestDriverTypoIsRefused(t *testing.T) {
+	job := func(driver string) string {
+		return `job "x" {
+  group "g" {
+    task "t" {
+      driver = "` + driver + `"
+      config { command = "/bin/true" }
+    }
+  }
+}
+`
+	}
+	_, err := Decode("typo.hcl", []byte(job("dockr")))
+	if err == nil || err.Error() != `typo.hcl:4:16: groups[0].tasks[0].driver: unknown driver "dockr"; did you mean "docker"?` {
+		t.Errorf("dockr: %v", err)
+	}
+	if _, warns, err := DecodeWarn("exec2.hcl", []byte(job("exec2"))); err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "drover has no exec2 driver") {
+		t.Errorf("exec2: %v, warnings %v", err, warns)
+	}
+}

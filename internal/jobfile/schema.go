@@ -468,3 +468,9 @@ var notHereIn = map[string]map[string]string{
 		"tmpfs_options":  "tmpfs_options are not applied: the tmpfs has docker's default size (half the node's memory) and mode",
 	},
 }
+
+// otherDrivers are task drivers of Nomad's that drover does not have. A
+// task on another driver that is close to one of drover's ("dockr") is
+// taken for a typo and refused; one of these ("exec2") is accepted with a
+// warning, and never placed.
+var otherDrivers = []string{"exec2", "java", "qemu", "podman", "containerd-driver", "nspawn", "lxc", "singularity", "ecs", "rkt", "pot", "iis"}
