@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/periodic"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/suggest"
 )
 
 // Decode parses src as a job file named filename. The format comes from the
@@ -303,6 +305,7 @@ func (m positions) lookup(field string) pos {
 // those already found, and returns the job or every problem.
 func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 	checkGroupUpdates(job, c, at)
+	moveGroupServices(job, at)
 	job.Canonicalize()
 	inheritRestartPositions(job, at)
 	inheritUpdatePositions(job, at)
@@ -317,6 +320,12 @@ func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 			if t != nil && t.Driver != "" && !slices.Contains(spec.KnownDrivers, t.Driver) {
 				tp := fmt.Sprintf("groups[%d].tasks[%d]", i, j)
 				c.markReported(tp + ".config")
+				if sug := suggest.Closest(t.Driver, spec.KnownDrivers); sug != "" && !slices.Contains(otherDrivers, t.Driver) {
+					// A typo, not a driver of Nomad's drover lacks.
+					c.add(at.lookup(tp+".driver"), tp+".driver", "unknown driver %q; did you mean %q?", t.Driver, sug)
+					c.markReported(tp + ".driver")
+					continue
+				}
 				c.warn(at.lookup(tp+".driver"), "%s", unknownDriver(t))
 			}
 		}
@@ -447,4 +456,39 @@ func lineCol(src []byte, off int) pos {
 func unknownDriver(t *spec.Task) string {
 	return fmt.Sprintf("task %q: drover has no %s driver (it has %s), so no node runs this task: the job is accepted and waits with \"no node has driver %s\"; its config is not checked. Port the task to one of drover's drivers to run it",
 		t.Name, t.Driver, strings.Join(spec.KnownDrivers, ", "), t.Driver)
+}
+
+// moveGroupServices moves each group's services into their tasks, as
+// Canonicalize would (spec.Group.MoveServices), and their positions with
+// them, so that a problem with one is reported where it was written.
+func moveGroupServices(job *spec.Job, at positions) {
+	dest := map[string]string{} // "groups[i].services[k]" -> where it is now
+	for i, g := range job.Groups {
+		if g == nil || len(g.Services) == 0 {
+			continue
+		}
+		for _, m := range g.MoveServices() {
+			to := fmt.Sprintf("groups[%d].services[%d]", i, m.To)
+			if m.Task >= 0 {
+				to = fmt.Sprintf("groups[%d].tasks[%d].services[%d]", i, m.Task, m.To)
+			}
+			dest[fmt.Sprintf("groups[%d].services[%d]", i, m.From)] = to
+		}
+	}
+	if len(dest) == 0 {
+		return
+	}
+	moved := positions{}
+	for f, p := range at {
+		i := strings.Index(f, "].services[")
+		if !strings.HasPrefix(f, "groups[") || i < 0 || strings.Contains(f[:i], ".") {
+			continue
+		}
+		end := i + len("].services[") + strings.IndexByte(f[i+len("].services["):], ']') + 1
+		if to, ok := dest[f[:end]]; ok {
+			moved[to+f[end:]] = p
+			delete(at, f)
+		}
+	}
+	maps.Copy(at, moved)
 }

@@ -62,7 +62,7 @@ var topSchema = bodySchema{members: map[string]member{
 // reads, and the other drivers' keys refused with the reason. With no
 // driver (itself reported), every key is taken.
 func configSchema(driver string) bodySchema {
-	s := bodySchema{members: map[string]member{}, refused: map[string]string{}}
+	s := bodySchema{members: map[string]member{}, refused: map[string]string{}, warned: configTree.body.warned}
 	for name, m := range configTree.body.members {
 		if why := spec.ConfigKeyRefusal(driver, name); why != "" {
 			s.refused[name] = why
@@ -282,7 +282,7 @@ func (d *hclDecoder) content(body hcl.Body, s bodySchema, in, path string) []ite
 			d.c.markReported(join(path, it.name))
 		case notHere[it.name] != "" && isBlock:
 			d.c.warn(rangePos(it.nameRange().Ptr()), "%s block %s: %s", it.name, in, notHere[it.name])
-		case s.warned[it.name] != "" && !isBlock:
+		case s.warned[it.name] != "":
 			d.c.warn(rangePos(it.nameRange().Ptr()), "%s %s: %s", it.name, in, s.warned[it.name])
 		case s.refused[it.name] != "":
 			d.errAt(it.nameRange(), "%s", s.refused[it.name])

@@ -431,6 +431,9 @@ func (k *jchecker) configObject(v *jnode, field, driver string) {
 		switch {
 		case !ok && driver != "" && !slices.Contains(spec.KnownDrivers, driver):
 			continue
+		case !ok && configTree.body.warned[key] != "":
+			k.c.warn(k.pos(&jnode{off: v.koffs[i]}), "%s in the config: %s", key, configTree.body.warned[key])
+			continue
 		case !ok:
 			forDriver := ""
 			if driver != "" {

@@ -43,6 +43,8 @@ var apiRenamed = map[string]string{
 	"Spread.Targets":             "SpreadTarget",
 	"Port.Static":                "Value",
 	"Check.Restart":              "CheckRestart",
+	"Service.Task":               "TaskName",
+	"Check.Task":                 "TaskName",
 	"DisconnectPolicy.StopAfter": "StopOnClientAfter",
 	"Template.Data":              "EmbeddedTmpl",
 	"Template.Source":            "SourcePath",

@@ -1,8 +1,14 @@
 package jobfile
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/drover-org/drover/internal/spec"
 )
 
 // TestDriverDroverLacksIsAccepted: a task whose driver drover does not
@@ -160,5 +166,320 @@ func TestSystemJobUpdateIsWarned(t *testing.T) {
 	}
 	if job.Groups[0].Update == nil || job.Groups[0].Update.Parallel() != 2 {
 		t.Errorf("the service job's update was not kept: %+v", job.Groups[0].Update)
+	}
+}
+
+// TestNomadDockerKeys: the docker keys Nomad's files write decode into
+// the config (port_map, mount, cap_add, cap_drop, ulimit, sysctl,
+// force_pull, image_pull_timeout); auth, auth_soft_fail, logging and a
+// mount's options are warnings at their line; the exec driver refuses the
+// docker keys with what to do.
+func TestNomadDockerKeys(t *testing.T) {
+	src := `job "d" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image    = "redis:7"
+        port_map { http = 8080 }
+        mount {
+          type   = "bind"
+          source = "local/conf"
+          target = "/etc/app"
+          readonly = true
+          bind_options { propagation = "rshared" }
+        }
+        mount {
+          type   = "tmpfs"
+          target = "/scratch"
+        }
+        cap_add  = ["NET_ADMIN"]
+        cap_drop = ["ALL"]
+        ulimit { nofile = "2048:4096" }
+        sysctl = { "net.core.somaxconn" = "16384" }
+        force_pull         = true
+        image_pull_timeout = "2m"
+        auth {
+          username = "u"
+          password = "p"
+        }
+        auth_soft_fail = true
+        logging {
+          type = "journald"
+        }
+      }
+    }
+  }
+}
+`
+	job, warns, err := DecodeWarn("d.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := job.Groups[0].Tasks[0].Config
+	if c.PortMap["http"] != "8080" || len(c.Mounts) != 2 || *c.Mounts[0] != (spec.DockerMount{Type: "bind", Source: "local/conf", Target: "/etc/app", ReadOnly: true}) ||
+		c.Mounts[1].Type != "tmpfs" || c.CapAdd[0] != "NET_ADMIN" || c.CapDrop[0] != "ALL" || c.Ulimit["nofile"] != "2048:4096" ||
+		c.Sysctl["net.core.somaxconn"] != "16384" || !c.ForcePull || c.ImagePullTimeout != spec.Duration(2*time.Minute) {
+		t.Errorf("config %+v", c)
+	}
+	want := map[string]string{
+		"d.hcl:16:11": "bind_options in a mount block of task \"t\": bind_options are not applied",
+		"d.hcl:28:9":  "auth in the config block for the docker driver: drover does not pass registry credentials",
+		"d.hcl:32:9":  "auth_soft_fail in the config block",
+		"d.hcl:33:9":  "logging in the config block for the docker driver: drover reads the container's output",
+	}
+	for _, w := range warns {
+		if p, ok := want[w.Pos]; !ok || !strings.HasPrefix(w.Message, p) {
+			t.Errorf("unexpected warning %s: %s", w.Pos, w.Message)
+		}
+		delete(want, w.Pos)
+	}
+	for at, p := range want {
+		t.Errorf("no warning at %s (%s...)", at, p)
+	}
+
+	_, err = Decode("e.hcl", []byte(`job "e" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command  = "/bin/true"
+        cap_add  = ["NET_ADMIN"]
+        mount {
+          type   = "tmpfs"
+          target = "/x"
+        }
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `e.hcl:7:9: only the docker driver uses cap_add; remove it, or set driver = "docker"`) ||
+		!strings.Contains(err.Error(), "e.hcl:8:9: only the docker driver uses mount") {
+		t.Errorf("docker keys in an exec task: %v", err)
+	}
+
+	// Problems are told where they are.
+	_, err = Decode("bad.hcl", []byte(`job "b" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image    = "redis:7"
+        port_map { db = "x" }
+        mount { target = "rel" }
+        ulimit { nofile = "9:1" }
+      }
+    }
+  }
+}
+`))
+	for _, w := range []string{`port_map names "db", which is not a port of group "g"`, `port_map db = "x" is not a port number`,
+		"a bind mount needs a source", `mount target "rel" must be an absolute path`, `ulimit nofile = "9:1" has a soft limit above its hard limit`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("bad docker keys: %v, want %q", err, w)
+		}
+	}
+}
+
+// TestGroupServices: a group's service goes to the task its checks name,
+// else to the group's first main task, with its checks canonical and no
+// task left on it; in JSON the same. A problem in a moved service is
+// reported where it was written; a service that names no task of the
+// group, or two, is refused at its line; a task's own service may not
+// name a task.
+func TestGroupServices(t *testing.T) {
+	src := `job "gs" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    service {
+      name = "web"
+      port = "http"
+      check {
+        type    = "script"
+        task    = "server"
+        command = "/bin/true"
+      }
+    }
+    service {
+      name = "plain"
+    }
+    task "prep" {
+      lifecycle { hook = "prestart" }
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+    task "main" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+    task "server" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}
+`
+	job, err := Decode("gs.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := job.Groups[0]
+	if len(g.Services) != 0 {
+		t.Errorf("services left in the group: %+v", g.Services)
+	}
+	server, main := g.Task("server"), g.Task("main")
+	if len(server.Services) != 1 || server.Services[0].Name != "web" || server.Services[0].PortLabel != "http" ||
+		server.Services[0].Checks[0].Name != "web-script" || server.Services[0].Checks[0].Task != "" {
+		t.Errorf("server's services: %+v", server.Services)
+	}
+	if len(main.Services) != 1 || main.Services[0].Name != "plain" || len(g.Task("prep").Services) != 0 {
+		t.Errorf("the service without a task went to %+v, not to the first main task", main.Services)
+	}
+
+	// JSON: the same job.
+	jsonJob, err := Decode("gs.json", []byte(`{"name": "gs", "groups": [{"name": "g", "network": {"ports": [{"label": "http"}]},
+  "services": [{"name": "web", "port": "http", "checks": [{"type": "script", "task": "server", "command": "/bin/true"}]}, {"name": "plain"}],
+  "tasks": [{"name": "prep", "lifecycle": {"hook": "prestart"}, "driver": "raw_exec", "config": {"command": "/bin/true"}},
+    {"name": "main", "driver": "raw_exec", "config": {"command": "/bin/sleep"}},
+    {"name": "server", "driver": "raw_exec", "config": {"command": "/bin/sleep"}}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mustJSON(t, jsonJob), mustJSON(t, job); string(got) != string(want) {
+		t.Errorf("JSON and HCL differ:\n%s\n%s", got, want)
+	}
+
+	// Nomad's API form: TaskGroups[].Services, the check's TaskName.
+	api, err := Decode("api.json", []byte(`{"Job": {"ID": "apigs", "TaskGroups": [{"Name": "g",
+  "Networks": [{"DynamicPorts": [{"Label": "http"}]}],
+  "Services": [{"Name": "web", "PortLabel": "http", "Checks": [{"Type": "script", "TaskName": "server", "Command": "/bin/true"}]}],
+  "Tasks": [{"Name": "main", "Driver": "raw_exec", "Config": {"command": "/bin/sleep"}},
+    {"Name": "server", "Driver": "raw_exec", "Config": {"command": "/bin/sleep"}}]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := api.Groups[0].Task("server").Services; len(s) != 1 || s[0].Name != "web" || s[0].Checks[0].Command != "/bin/true" {
+		t.Errorf("API form: server's services %+v", s)
+	}
+
+	for _, tc := range []struct{ name, body, want string }{
+		{"bad port", `service {
+      name = "web"
+      port = "httpp"
+    }`, `bad.hcl:8:14: groups[0].tasks[0].services[0].port: service port "httpp" is not a port of group "g"`},
+		{"no such task", `service {
+      name = "web"
+      task = "nosuch"
+    }`, `bad.hcl:8:14: groups[0].services[0].task: group service "web" names task "nosuch", which is not a task of group "g"; its tasks are "server"`},
+		{"two tasks", `service {
+      name = "web"
+      task = "server"
+      check {
+        type    = "script"
+        task    = "other"
+        command = "/bin/true"
+      }
+    }`, `group service "web" would run in task "server" and in task "other"`},
+	} {
+		_, err := Decode("bad.hcl", []byte(`job "b" {
+  group "g" {
+    network {
+      port "http" {}
+    }
+    `+tc.body+`
+    task "server" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}
+`))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	_, err = Decode("own.hcl", []byte(`job "o" {
+  group "g" {
+    task "server" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+      service {
+        name = "web"
+        task = "server"
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `own.hcl:8:16: groups[0].tasks[0].services[0].task: task = is for a group's services; this service is in task "server" already: remove it`) {
+		t.Errorf("a task's service naming a task: %v", err)
+	}
+}
+
+// TestNomadCompatCorpus: each Nomad-style file of testdata/nomadcompat
+// (a driver drover lacks, Vault/Consul/CSI blocks, group services,
+// docker keys, a system job's update) is valid, and its warnings are
+// those of its .warnings file, one a line. Run with -update after a
+// deliberate change and read the diff.
+func TestNomadCompatCorpus(t *testing.T) {
+	files, err := filepath.Glob("testdata/nomadcompat/*.nomad")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("corpus: %v, %d files", err, len(files))
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			_, warns, err := DecodeFileWarn(path)
+			if err != nil {
+				t.Fatalf("not valid: %v", err)
+			}
+			var got strings.Builder
+			for _, w := range warns {
+				fmt.Fprintf(&got, "%s: %s\n", w.Pos, w.Message)
+			}
+			golden := strings.TrimSuffix(path, ".nomad") + ".warnings"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got.String() != string(want) {
+				t.Errorf("warnings differ from %s\n--- got:\n%s--- want:\n%s", golden, got.String(), want)
+			}
+		})
+	}
+}
+
+// TestDriverTypoIsRefused: a driver one typo away from one of drover's
+// is refused with the did-you-mean; Nomad's exec2, as close to exec, is
+// a driver drover lacks and is accepted.
+func TestDriverTypoIsRefused(t *testing.T) {
+	job := func(driver string) string {
+		return `job "x" {
+  group "g" {
+    task "t" {
+      driver = "` + driver + `"
+      config { command = "/bin/true" }
+    }
+  }
+}
+`
+	}
+	_, err := Decode("typo.hcl", []byte(job("dockr")))
+	if err == nil || err.Error() != `typo.hcl:4:16: groups[0].tasks[0].driver: unknown driver "dockr"; did you mean "docker"?` {
+		t.Errorf("dockr: %v", err)
+	}
+	if _, warns, err := DecodeWarn("exec2.hcl", []byte(job("exec2"))); err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "drover has no exec2 driver") {
+		t.Errorf("exec2: %v, warnings %v", err, warns)
 	}
 }

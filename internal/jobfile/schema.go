@@ -94,6 +94,7 @@ var what = map[string]string{
 	"Command":      "prestart, stop or poststop command",
 	"TaskConfig":   "config",
 	"CheckRestart": "check_restart",
+	"DockerMount":  "mount",
 }
 
 // schema is one spec struct as job files write it.
@@ -424,10 +425,10 @@ var unsupportedIn = map[string][]string{
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
 	"Service": {"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
-		"tagged_addresses", "meta", "on_update", "task"},
+		"tagged_addresses", "meta", "on_update"},
 	"Check": {"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
 		"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
-		"expose", "task", "grpc_service", "grpc_use_tls"},
+		"expose", "grpc_service", "grpc_use_tls"},
 	"CheckRestart": {"ignore_warnings"},
 }
 
@@ -458,4 +459,21 @@ var notHere = map[string]string{
 // saying so.
 var notHereIn = map[string]map[string]string{
 	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
+	// The docker driver's keys drover does not apply.
+	"TaskConfig": {
+		"auth":           "drover does not pass registry credentials from the job: the node's docker daemon pulls with its own (docker login on the node); auth does nothing",
+		"auth_soft_fail": "drover does not pass registry credentials from the job, so there is no auth to fail; auth_soft_fail does nothing",
+		"logging":        "drover reads the container's output through the daemon into its own task logs (drover logs); logging's driver and options are not applied, the daemon's default log driver is used",
+	},
+	"DockerMount": {
+		"bind_options":   "bind_options are not applied: the bind mount uses docker's default propagation (rprivate)",
+		"volume_options": "volume_options are not applied: a volume mount uses an existing docker volume, or docker makes one with its default driver",
+		"tmpfs_options":  "tmpfs_options are not applied: the tmpfs has docker's default size (half the node's memory) and mode",
+	},
 }
+
+// otherDrivers are task drivers of Nomad's that drover does not have. A
+// task on another driver that is close to one of drover's ("dockr") is
+// taken for a typo and refused; one of these ("exec2") is accepted with a
+// warning, and never placed.
+var otherDrivers = []string{"exec2", "java", "qemu", "podman", "containerd-driver", "nspawn", "lxc", "singularity", "ecs", "rkt", "pot", "iis"}

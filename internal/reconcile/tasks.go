@@ -87,7 +87,15 @@ func configEqual(a, b spec.TaskConfig) bool {
 		a.Privileged == b.Privileged &&
 		a.NetworkMode == b.NetworkMode &&
 		a.PidMode == b.PidMode &&
-		slices.Equal(a.Volumes, b.Volumes)
+		slices.Equal(a.Volumes, b.Volumes) &&
+		maps.Equal(a.PortMap, b.PortMap) &&
+		slices.EqualFunc(a.Mounts, b.Mounts, func(x, y *spec.DockerMount) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }) &&
+		slices.Equal(a.CapAdd, b.CapAdd) &&
+		slices.Equal(a.CapDrop, b.CapDrop) &&
+		maps.Equal(a.Ulimit, b.Ulimit) &&
+		maps.Equal(a.Sysctl, b.Sysctl) &&
+		a.ForcePull == b.ForcePull &&
+		a.ImagePullTimeout == b.ImagePullTimeout
 }
 
 func commandEqual(a, b spec.Command) bool {

@@ -130,7 +130,7 @@ func (u *UpdateStrategy) Reverts() bool { return u.flag(u.AutoRevert) }
 func (u *UpdateStrategy) Promotes() bool { return u.flag(u.AutoPromote) }
 
 func (u *UpdateStrategy) validate(ps *Problems, path string, jt JobType) {
-	if jt == JobBatch {
+	if jt.Completes() {
 		ps.Add(path, "update applies to service jobs only; a %s job's changed instances are replaced at once", jt)
 		return
 	}

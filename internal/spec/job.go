@@ -162,7 +162,11 @@ type Group struct {
 	// EphemeralDisk's size is reserved on the node beside the tasks'
 	// disk (taskoptions.go).
 	EphemeralDisk *EphemeralDisk `json:"ephemeral_disk,omitempty"`
-	Tasks         []*Task        `json:"tasks" hcl:"task"`
+	// Services written at group level, as Nomad's files do: Canonicalize
+	// moves each into the task it belongs to (groupservice.go), so that a
+	// canonical job has services in its tasks only.
+	Services []*Service `json:"services,omitempty" hcl:"service"`
+	Tasks    []*Task    `json:"tasks" hcl:"task"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -260,6 +264,26 @@ type TaskConfig struct {
 	NetworkMode string   `json:"network_mode,omitempty"`
 	PidMode     string   `json:"pid_mode,omitempty"`
 	Volumes     []string `json:"volumes,omitempty"`
+	// PortMap is Nomad's older form of Ports: each port label of the
+	// group's network it names is mapped into the container, at the
+	// container port given here (over the port's to).
+	PortMap map[string]string `json:"port_map,omitempty"`
+	// Mounts are Nomad's mount blocks (dockermount.go).
+	Mounts []*DockerMount `json:"mounts,omitempty" hcl:"mount"`
+	// CapAdd and CapDrop change the container's capabilities (docker's
+	// names, with or without CAP_, or "ALL"); adding one outside docker's
+	// default set needs an agent that allows privileged containers.
+	CapAdd  []string `json:"cap_add,omitempty"`
+	CapDrop []string `json:"cap_drop,omitempty"`
+	// Ulimit sets resource limits by name: nofile = "1024" or "1024:2048"
+	// (soft:hard).
+	Ulimit map[string]string `json:"ulimit,omitempty"`
+	// Sysctl sets the container's namespaced kernel parameters.
+	Sysctl map[string]string `json:"sysctl,omitempty"`
+	// ForcePull pulls the image at every start, even when the node has
+	// it; ImagePullTimeout bounds a pull (DefaultImagePullTimeout when 0).
+	ForcePull        bool     `json:"force_pull,omitempty"`
+	ImagePullTimeout Duration `json:"image_pull_timeout,omitempty"`
 }
 
 // Command is a program and its arguments, run without a shell.
@@ -523,6 +547,7 @@ func (j *Job) Canonicalize() {
 		if g == nil {
 			continue
 		}
+		g.MoveServices()
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))

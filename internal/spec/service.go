@@ -14,6 +14,9 @@ type Service struct {
 	PortLabel string   `json:"port,omitempty"`
 	Tags      []string `json:"tags,omitempty"`
 	Checks    []*Check `json:"checks,omitempty" hcl:"check"`
+	// Task, in a group's service, names the task it is registered with
+	// (groupservice.go); Canonicalize moves the service there.
+	Task string `json:"task,omitempty"`
 }
 
 // CheckType is how a check probes its instance.
@@ -59,6 +62,9 @@ type Check struct {
 	Grace Duration `json:"grace,omitempty"`
 	// Restart restarts the task after Limit consecutive failures.
 	Restart *CheckRestart `json:"check_restart,omitempty"`
+	// Task, in a check of a group's service, names the task a script
+	// check runs in (groupservice.go).
+	Task string `json:"task,omitempty"`
 }
 
 // CheckRestart is Nomad's check_restart: Limit consecutive failed probes

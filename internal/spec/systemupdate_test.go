@@ -7,7 +7,7 @@ import (
 
 // TestSystemJobUpdateIsDropped: a system job with update blocks (Nomad
 // writes them) is valid and canonicalizes without them; a batch job's is
-// still refused.
+// still refused, and a sysbatch job's.
 func TestSystemJobUpdateIsDropped(t *testing.T) {
 	mk := func(typ JobType) *Job {
 		two := 2
@@ -23,8 +23,9 @@ func TestSystemJobUpdateIsDropped(t *testing.T) {
 	if j.Update != nil || j.Groups[0].Update != nil {
 		t.Errorf("system job kept its update: %+v %+v", j.Update, j.Groups[0].Update)
 	}
-	b := mk(JobBatch)
-	if ps := b.Validate(); len(ps) == 0 || !strings.Contains(ps.Error(), "update applies to service jobs only") {
-		t.Errorf("batch job with update: %v, want refused", ps)
+	for _, typ := range []JobType{JobBatch, JobSysBatch} {
+		if ps := mk(typ).Validate(); len(ps) == 0 || !strings.Contains(ps.Error(), "update applies to service jobs only") {
+			t.Errorf("%s job with update: %v, want refused", typ, ps)
+		}
 	}
 }

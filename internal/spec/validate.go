@@ -215,6 +215,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	}
 	validateLifecycles(ps, path, g)
 	validateGroupOptions(ps, path, g)
+	validateGroupServices(ps, path, g)
 }
 
 func (t *Task) validate(ps *Problems, path string, g *Group) {

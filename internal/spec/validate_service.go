@@ -10,7 +10,8 @@ import (
 const DriverDocker = "docker"
 
 // dockerConfigKeys are the config keys only the docker driver reads.
-var dockerConfigKeys = []string{"image", "entrypoint", "ports", "labels", "privileged", "network_mode", "pid_mode", "volumes"}
+var dockerConfigKeys = []string{"image", "entrypoint", "ports", "labels", "privileged", "network_mode", "pid_mode", "volumes",
+	"port_map", "mounts", "mount", "cap_add", "cap_drop", "ulimit", "sysctl", "force_pull", "image_pull_timeout"}
 
 // ConfigKeyRefusal says why driver does not take the config key, with what
 // to do instead, or "" when it does. Drivers this build does not know take
@@ -47,6 +48,14 @@ func (c *TaskConfig) setKeys() []string {
 	add("network_mode", c.NetworkMode != "")
 	add("pid_mode", c.PidMode != "")
 	add("volumes", len(c.Volumes) > 0)
+	add("port_map", len(c.PortMap) > 0)
+	add("mounts", len(c.Mounts) > 0)
+	add("cap_add", len(c.CapAdd) > 0)
+	add("cap_drop", len(c.CapDrop) > 0)
+	add("ulimit", len(c.Ulimit) > 0)
+	add("sysctl", len(c.Sysctl) > 0)
+	add("force_pull", c.ForcePull)
+	add("image_pull_timeout", c.ImagePullTimeout != 0)
 	add("prestart", len(c.Prestart) > 0)
 	add("stop", c.Stop != nil)
 	add("poststop", len(c.Poststop) > 0)
@@ -90,6 +99,7 @@ func validateDockerConfig(ps *Problems, path string, t *Task, g *Group) {
 			ps.Add(fmt.Sprintf("%s.volumes[%d]", path, i), "volume %q %s; write \"/host/path:/container/path\", with \":ro\" to mount it read-only", v, msg)
 		}
 	}
+	validateDockerExtras(ps, path, c, g)
 }
 
 func validNetworkName(s string) bool {

@@ -36,6 +36,7 @@ func main() {
 	unhealthyFile := flag.String("unhealthy-file", "", "/health answers 503 while this file exists")
 	report := flag.Bool("report", false, "print the environment (\"env K=V\" lines) and, for each directory of -dirs, whether a file can be made in it (\"dir D: ok\")")
 	dirs := flag.String("dirs", "", "comma-separated directories for -report")
+	files := flag.String("files", "", "comma-separated files whose lines -report prints (\"file F: line\"), such as /proc/self/limits")
 	flag.Parse()
 
 	host, _ := os.Hostname()
@@ -58,6 +59,18 @@ func main() {
 				res = err.Error()
 			}
 			fmt.Printf("dir %s: %s\n", d, res)
+		}
+		for f := range strings.SplitSeq(*files, ",") {
+			if f == "" {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				fmt.Printf("file %s: %v\n", f, err)
+			}
+			for line := range strings.Lines(string(b)) {
+				fmt.Printf("file %s: %s\n", f, strings.TrimRight(line, "\n"))
+			}
 		}
 	}
 	if *exit >= 0 {

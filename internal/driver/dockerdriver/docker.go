@@ -6,12 +6,16 @@
 package dockerdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"path"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +24,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
@@ -59,11 +64,6 @@ const (
 	LabelGroup     = "drover.group"
 	LabelTask      = "drover.task"
 )
-
-// pullTimeout bounds an image pull at start: long enough for a large image
-// on a slow link, short enough that a start never hangs on an unreachable
-// registry.
-const pullTimeout = 2 * time.Minute
 
 // New returns a driver talking to the daemon at cfg.Host. It does not
 // contact the daemon; Ping does.
@@ -118,11 +118,19 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 	if err != nil {
 		return nil, err
 	}
-	ports, bindings, err := portMap(cfg.Ports, t.Ports)
+	ports, bindings, err := portMap(cfg.Ports, cfg.PortMap, t.Ports)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.ensureImage(ctx, cfg.Image); err != nil {
+	mounts, err := dockerMounts(cfg.Mounts, t.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	ulimits, err := ulimitsOf(cfg.Ulimit)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ensureImage(ctx, cfg.Image, cfg.ForcePull, time.Duration(cmp.Or(cfg.ImagePullTimeout, spec.DefaultImagePullTimeout))); err != nil {
 		return nil, err
 	}
 
@@ -154,7 +162,12 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		NetworkMode:   container.NetworkMode(cfg.NetworkMode),
 		PidMode:       container.PidMode(cfg.PidMode),
 		Binds:         binds(t.Mounts, cfg.Volumes),
+		Mounts:        mounts,
+		CapAdd:        cfg.CapAdd,
+		CapDrop:       cfg.CapDrop,
+		Sysctls:       cfg.Sysctl,
 	}
+	hcfg.Ulimits = ulimits
 	hcfg.Memory = int64(t.Resources.MemoryLimitMB()) << 20
 	if t.Resources.MemoryMaxMB > t.Resources.MemoryMB {
 		// memory_max is the hard limit; the reserved memory a soft one.
@@ -205,8 +218,50 @@ func (d *Driver) checkPolicy(cfg *spec.TaskConfig) error {
 		return refuse(`pid_mode = "host"`, "--docker-allow-host-pid")
 	case len(cfg.Volumes) > 0 && !d.cfg.AllowVolumes:
 		return refuse("volumes (bind mounts of host paths)", "--docker-allow-volumes")
+	case len(spec.BeyondDefaultCaps(cfg.CapAdd)) > 0 && !d.cfg.AllowPrivileged:
+		return refuse(fmt.Sprintf("cap_add of %s (beyond docker's default capabilities)", strings.Join(spec.BeyondDefaultCaps(cfg.CapAdd), ", ")), "--docker-allow-privileged")
+	}
+	for _, m := range cfg.Mounts {
+		if m.TypeOf() != spec.MountTmpfs && !d.cfg.AllowVolumes {
+			return refuse(fmt.Sprintf("a %s mount (of %s)", m.TypeOf(), m.Source), "--docker-allow-volumes")
+		}
 	}
 	return nil
+}
+
+// dockerMounts are the task's mount blocks as docker's; a relative bind
+// source is in the task's directory (the parent of its local/, which
+// taskDirs mounts at /local).
+func dockerMounts(ms []*spec.DockerMount, taskDirs []driver.Mount) ([]mount.Mount, error) {
+	var out []mount.Mount
+	for _, m := range ms {
+		if m == nil {
+			continue
+		}
+		dm := mount.Mount{Type: mount.Type(m.TypeOf()), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+		if m.TypeOf() == spec.MountBind && !filepath.IsAbs(m.Source) {
+			i := slices.IndexFunc(taskDirs, func(d driver.Mount) bool { return d.Task == "/local" })
+			if i < 0 {
+				return nil, fmt.Errorf("docker: mount of %q: a relative source is in the task's directory, which this start has none of; use an absolute path", m.Source)
+			}
+			dm.Source = filepath.Join(filepath.Dir(taskDirs[i].Host), m.Source)
+		}
+		out = append(out, dm)
+	}
+	return out, nil
+}
+
+// ulimitsOf reads the task's ulimit map, by name.
+func ulimitsOf(limits map[string]string) ([]*container.Ulimit, error) {
+	var out []*container.Ulimit
+	for _, name := range slices.Sorted(maps.Keys(limits)) {
+		soft, hard, err := spec.ParseUlimit(limits[name])
+		if err != nil {
+			return nil, fmt.Errorf("docker: ulimit %s = %q %v", name, limits[name], err)
+		}
+		out = append(out, &container.Ulimit{Name: name, Soft: soft, Hard: hard})
+	}
+	return out, nil
 }
 
 // containerLabels are drover's labels plus the job's own.
@@ -242,7 +297,15 @@ func binds(mounts []driver.Mount, volumes []string) []string {
 // portMap maps each port label the task names to its alloc port: host
 // HostIP:Value to container port To (Value when To is 0), TCP and UDP.
 // The task's environment says the same (spec.TaskRuntime.Env).
-func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.PortMap, error) {
+//
+// portMapped, Nomad's port_map, maps its labels too, each to the
+// container port it gives.
+func portMap(labels []string, portMapped map[string]string, ports []spec.AllocPort) (network.PortSet, network.PortMap, error) {
+	for _, l := range slices.Sorted(maps.Keys(portMapped)) {
+		if !slices.Contains(labels, l) {
+			labels = append(slices.Clip(labels), l)
+		}
+	}
 	if len(labels) == 0 {
 		return nil, nil, nil
 	}
@@ -261,6 +324,13 @@ func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.
 		to := ap.To
 		if to == 0 {
 			to = ap.Value
+		}
+		if v, ok := portMapped[label]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 65535 {
+				return nil, nil, fmt.Errorf("docker: port_map %s = %q is not a port number", label, v)
+			}
+			to = n
 		}
 		b := network.PortBinding{HostPort: strconv.Itoa(ap.Value)}
 		if ap.HostIP != "" {
@@ -283,22 +353,32 @@ func portMap(labels []string, ports []spec.AllocPort) (network.PortSet, network.
 // that fails is not retried by the task's restart policy (ErrNoRetry): an
 // image that is not there now will not be there in a few seconds either,
 // and each retry would hit the registry again.
-func (d *Driver) ensureImage(ctx context.Context, image string) error {
-	_, err := d.c.ImageInspect(ctx, image)
-	if err == nil {
-		return nil
+//
+// force pulls it even when the node has it (force_pull); timeout bounds
+// the pull (image_pull_timeout).
+func (d *Driver) ensureImage(ctx context.Context, image string, force bool, timeout time.Duration) error {
+	if !force {
+		_, err := d.c.ImageInspect(ctx, image)
+		if err == nil {
+			return nil
+		}
+		if !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("docker: image %s: %w", image, err)
+		}
 	}
-	if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("docker: image %s: %w", image, err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := d.c.ImagePull(pctx, image, client.ImagePullOptions{})
 	if err == nil {
 		err = resp.Wait(pctx)
 		resp.Close()
 	}
-	if err != nil {
+	switch {
+	case err != nil && pctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
+		return fmt.Errorf("docker: pulling image %s took longer than image_pull_timeout %s: %w", image, timeout, driver.ErrNoRetry)
+	case err != nil && force:
+		return fmt.Errorf("docker: image %s could not be pulled, and force_pull asks for a pull at every start (%v): %w", image, err, driver.ErrNoRetry)
+	case err != nil:
 		return fmt.Errorf("docker: image %s is not on this node and could not be pulled (%v): %w", image, err, driver.ErrNoRetry)
 	}
 	return nil

@@ -1,7 +1,7 @@
 job "web" {
   group "api" {
     task "server" {
-      driver = "raw exec"
+      driver = "my own driver"
       config {
         command = "/bin/true"
       }
