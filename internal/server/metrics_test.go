@@ -21,6 +21,9 @@ import (
 // what happened. Every drover_ metric's labels are from a bounded set.
 func TestMetricsCountWhatHappened(t *testing.T) {
 	f := newAuthFixture(t)
+	// The fixture waits for web's placement only; stopme's may come a
+	// pass later.
+	f.waitAllocs(t, "stopme")
 	st, body := f.call("", "GET", "/metrics", "")
 	if st != 200 {
 		t.Fatalf("GET /metrics with a CLI certificate and no token: %d %s", st, body)
