@@ -132,7 +132,8 @@ func TestNomadNouns(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"job", "scale", "web", "g", "3"}, "drover has no job scale: change count in the job file, then drover run FILE"},
+		{[]string{"job", "scale", "web", "g", "3", dead}, "cannot reach the drover server at http://127.0.0.1:1"},
+		{[]string{"scale", "web", "lots"}, `count "lots" is not a number of instances`},
 		// The alloc verbs are drover's own: they reach for the server
 		// (-task takes one dash too), and a bad signal is refused first.
 		{[]string{"alloc", "restart", "-task", "t", "3f2a", dead}, "cannot reach the drover server at http://127.0.0.1:1"},

@@ -114,10 +114,10 @@ func (g *globals) completeAllocs(cmd *cobra.Command, args []string, toComplete s
 // completions says which commands complete which names in their first
 // argument, by command path below drover. The alloc verbs set theirs.
 var completions = map[string]names{
-	"status": jobNames, "stop": jobNames, "history": jobNames, "restart": jobNames, "revert": jobNames,
+	"status": jobNames, "stop": jobNames, "history": jobNames, "restart": jobNames, "revert": jobNames, "scale": jobNames,
 	"logs": jobNames, "exec": jobNames,
 	"job status": jobNames, "job stop": jobNames, "job history": jobNames, "job restart": jobNames,
-	"job revert": jobNames, "job inspect": jobNames,
+	"job revert": jobNames, "job inspect": jobNames, "job scale": jobNames,
 	"deployment status": jobNames, "deployment promote": jobNames, "deployment fail": jobNames,
 	"deployment pause": jobNames, "deployment resume": jobNames,
 	"nodes": nodeNames, "node status": nodeNames, "node drain": nodeNames, "node eligibility": nodeNames,

@@ -125,7 +125,7 @@ Then, in another terminal:         drover status hello`,
 	root.PersistentFlags().StringVar(&g.token, "token", "", "ACL token (default $DROVER_TOKEN, or a drover dev's own token on this machine)")
 	root.AddCommand(
 		newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newPsCmd(g), newNodesCmd(g), newNodeCmd(g), newServicesCmd(g), newLogsCmd(g), newStopCmd(g),
-		newHistoryCmd(g), newRevertCmd(g), newRestartCmd(g), newDeploymentCmd(g),
+		newHistoryCmd(g), newRevertCmd(g), newScaleCmd(g), newRestartCmd(g), newDeploymentCmd(g),
 		newDispatchCmd(g), newPeriodicCmd(g),
 		newValidateCmd(g), newInitCmd(), newDevCmd(), newServerCmd(), newAgentCmd(), newServersCmd(g),
 		newACLCmd(g), newTLSCmd(), newEventsCmd(g), newExecCmd(g), newVersionCmd(g),

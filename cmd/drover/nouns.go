@@ -18,7 +18,7 @@ func newJobCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newRunCmd(g), newPlanCmd(g), newStatusCmd(g), newStopCmd(g), newHistoryCmd(g),
 		newRevertCmd(g), newRestartCmd(g), newValidateCmd(g), newInitCmd(), newJobInspectCmd(g),
-		nearest("scale", "drover has no job scale: change count in the job file, then drover run FILE"),
+		newScaleCmd(g),
 		newDispatchCmd(g), newPeriodicCmd(g),
 		nearest("deployments", "drover deployment status JOB shows a job's latest deployment; drover deployment list lists them"),
 		nearest("allocs", "drover status JOB lists a job's instances; drover ps --job JOB across its versions"),

@@ -28,6 +28,21 @@ func (c *Client) RevertJob(ctx context.Context, name string, version uint64, che
 	return &out, err
 }
 
+// ScaleJob sets one group's count (group "" for a job of one group) as
+// the job's next version, held to the group's scaling bounds; message is
+// kept in the version's Submitted event.
+func (c *Client) ScaleJob(ctx context.Context, name, group string, count int, message string, checkIndex int64) (*spec.SubmitResponse, error) {
+	body := struct {
+		Group      string `json:"group,omitempty"`
+		Count      int    `json:"count"`
+		Message    string `json:"message,omitempty"`
+		CheckIndex int64  `json:"check_index,omitempty"`
+	}{group, count, message, checkIndex}
+	var out spec.SubmitResponse
+	_, err := c.do(ctx, "POST", "/v1/jobs/"+url.PathEscape(name)+"/scale", nil, &body, &out)
+	return &out, err
+}
+
 // JobDeployments lists a job's deployments, newest first.
 func (c *Client) JobDeployments(ctx context.Context, name string, q *QueryOptions) ([]*spec.Deployment, int64, error) {
 	v := url.Values{}

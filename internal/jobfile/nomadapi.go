@@ -75,6 +75,7 @@ var apiDefaults = map[string]string{
 	"Group.Consul":        `{"Cluster": "default"}`,
 	"Task.LogConfig":      `{"MaxFiles": 10, "MaxFileSizeMB": 10}`,
 	"Periodic.SpecType":   `"cron"`,
+	"Scaling.Type":        `"horizontal"`,
 }
 
 // apiServerSet are the fields of a Nomad job that its servers set, which
@@ -83,6 +84,9 @@ var apiDefaults = map[string]string{
 var apiServerSet = map[string]bool{
 	"Status": true, "StatusDescription": true, "CreateIndex": true, "JobModifyIndex": true,
 	"Stable": true, "NomadTokenID": true, "Dispatched": true, "ParentID": true, "VersionTag": true,
+	// A group's scaling policy as Nomad's servers store it: its ID, its
+	// target (the job and group it is in) and its indexes.
+	"Scaling.ID": true, "Scaling.Target": true, "Scaling.CreateIndex": true, "Scaling.ModifyIndex": true,
 }
 
 // isDefault reports whether v is Nomad's default for the field key of a
@@ -171,8 +175,12 @@ func (k *jchecker) apiObject(n *jnode, s *schema, path string) {
 				keep(byAPI["ID"].json, n.koffs[i], v)
 			}
 			continue
-		case f != nil && f.hcl == "" && !f.label, f == nil && apiServerSet[key] && s == jobTree:
+		case f != nil && f.hcl == "" && !f.label, f == nil && apiServerSet[key] && s == jobTree, f == nil && apiServerSet[s.typ.Name()+"."+key]:
 			continue // set by a server: not the job's to say
+		case f == nil && s.body.warned[snake(key)] != "":
+			// Taken and ignored, as in HCL: the checker warns of it.
+			keep(snake(key), n.koffs[i], v)
+			continue
 		case f == nil || isDefault(s.typ.Name(), key, v):
 			if v.zeroish() || isDefault(s.typ.Name(), key, v) {
 				continue

@@ -26,6 +26,14 @@ job "api-form" {
   }
   group "cache" {
     count = 1
+    scaling {
+      enabled = true
+      min     = 1
+      max     = 4
+      policy {
+        cooldown = "1m"
+      }
+    }
     restart {
       interval = "30m"
       attempts = 2

@@ -399,7 +399,7 @@ var unsupported = map[string]bool{}
 func init() {
 	for _, n := range strings.Fields(`
 		artifact
-		logs scaling
+		logs
 		multiregion
 		device numa
 		action schedule secret ui sidecar_service sidecar_task dns
@@ -458,6 +458,8 @@ var notHere = map[string]string{
 // only, by the struct's name, and does nothing with: each is a warning
 // saying so.
 var notHereIn = map[string]map[string]string{
+	"Scaling":        {"policy": "drover has no autoscaler: the policy is for one such as the Nomad Autoscaler, and drover does not keep it; min and max bound every count (drover job scale)"},
+	"Task":           {"scaling": "drover does not resize a task's resources (Nomad Enterprise's dynamic application sizing); the block does nothing"},
 	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
 	// The docker driver's keys drover does not apply.
 	"TaskConfig": {

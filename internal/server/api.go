@@ -46,6 +46,7 @@ func (s *Server) routeTable() []route {
 		{"GET /v1/jobs/{name}/diff", accessToken, s.jobDiff},
 		{"POST /v1/jobs/{name}/revert", accessToken, s.revertJob},
 		{"POST /v1/jobs/{name}/restart", accessToken, s.restartJob},
+		{"POST /v1/jobs/{name}/scale", accessToken, s.scaleJob},
 		{"POST /v1/jobs/{name}/periodic/force", accessToken, s.forcePeriodic},
 		{"POST /v1/jobs/{name}/dispatch", accessToken, s.dispatchJob},
 		{"GET /v1/jobs/{name}/deployments", accessToken, s.jobDeployments},

@@ -101,6 +101,7 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"GET /v1/jobs/{name}/versions":        {ruleRead, "GET", "/v1/jobs/web/versions", "", false},
 		"GET /v1/jobs/{name}/diff":            {ruleRead, "GET", "/v1/jobs/web/diff?from=1&to=2", "", false},
 		"POST /v1/jobs/{name}/revert":         {ruleSubmit, "POST", "/v1/jobs/web/revert", `{"version":1}`, false},
+		"POST /v1/jobs/{name}/scale":          {ruleSubmit, "POST", "/v1/jobs/web/scale", `{"count":1}`, false},
 		"POST /v1/jobs/{name}/restart":        {ruleSubmit, "POST", "/v1/jobs/web/restart", "", false},
 		"GET /v1/jobs/{name}/deployments":     {ruleRead, "GET", "/v1/jobs/web/deployments", "", false},
 		"GET /v1/jobs/{name}/deployment":      {ruleRead, "GET", "/v1/jobs/web/deployment", "", false},

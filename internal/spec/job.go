@@ -166,7 +166,9 @@ type Group struct {
 	// moves each into the task it belongs to (groupservice.go), so that a
 	// canonical job has services in its tasks only.
 	Services []*Service `json:"services,omitempty" hcl:"service"`
-	Tasks    []*Task    `json:"tasks" hcl:"task"`
+	// Scaling bounds the group's count (scaling.go).
+	Scaling *Scaling `json:"scaling,omitempty"`
+	Tasks   []*Task  `json:"tasks" hcl:"task"`
 }
 
 // UnmarshalJSON fills in Count's default when the field is absent, so that a
@@ -548,6 +550,7 @@ func (j *Job) Canonicalize() {
 			continue
 		}
 		g.MoveServices()
+		canonicalizeScaling(g)
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))

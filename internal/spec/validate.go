@@ -216,6 +216,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	validateLifecycles(ps, path, g)
 	validateGroupOptions(ps, path, g)
 	validateGroupServices(ps, path, g)
+	validateScaling(ps, path, jt, g)
 }
 
 func (t *Task) validate(ps *Problems, path string, g *Group) {
