@@ -133,6 +133,9 @@ type JobPlan struct {
 	Diff []string `json:"diff,omitempty"`
 	// Without names the nodes planned as down (?without=).
 	Without []string `json:"without,omitempty"`
+	// Text is the plan as drover plan prints it (package planview), with
+	// ?text=1 only: the web UI shows it as it is.
+	Text string `json:"text,omitempty"`
 	PlanChanges
 }
 
