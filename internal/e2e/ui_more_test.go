@@ -94,6 +94,23 @@ func TestWebUISubmitInstanceLogsPages(t *testing.T) {
 		return ts != nil && ts.State == spec.TaskRunning && ts.PID > 0 && ts.PID != pid, fmt.Sprintf("%+v", ts)
 	})
 
+	// Follow: hello greets every 2 s, and the open log grows; without
+	// follow it stays as it was, while the task goes on writing.
+	greetings := `document.getElementById("logs").textContent.split("hello from").length - 1`
+	var n0, n1, n2 int
+	b.step("the log as it was", chromedp.Poll(greetings+` > 0`, nil, chromedp.WithPollingTimeout(20*time.Second)), chromedp.Evaluate(greetings, &n0))
+	b.step("the log followed", chromedp.Poll(greetings+` > `+fmt.Sprint(n0), nil, chromedp.WithPollingTimeout(20*time.Second)),
+		clickJS(`#log-follow`), chromedp.Evaluate(greetings, &n1), chromedp.Sleep(5*time.Second), chromedp.Evaluate(greetings, &n2))
+	rc, err := c.Logs(ctx, first.ID, client.LogOptions{Task: "greeter", Tail: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := io.ReadAll(rc)
+	rc.Close()
+	if n2 != n1 || strings.Count(string(all), "hello from") < n1+2 {
+		t.Errorf("without follow the log went from %d to %d greetings; the task wrote %d in all", n1, n2, strings.Count(string(all), "hello from"))
+	}
+
 	// Run a job: a typo first, shown at its line, and nothing submitted.
 	b.step("the run page", b.open("#/jobs"), chromedp.WaitVisible(`a[href="#/run"]`), clickJS(`a[href="#/run"]`), chromedp.WaitVisible(`#job-source`),
 		typeInto(`#job-source`, strings.Replace(uirunJob, "count = 1", "cuont = 1", 1)), clickJS(`#plan-btn`),
@@ -199,7 +216,7 @@ func TestWebUISubmitInstanceLogsPages(t *testing.T) {
 	b.step("download", chromedp.Evaluate(`fetch(`+jsString(href)+`).then(r => r.text())`, &downloaded, func(p *runtime.EvaluateParams) *runtime.EvaluateParams {
 		return p.WithAwaitPromise(true)
 	}))
-	rc, err := c.Logs(ctx, inst.ID, client.LogOptions{Task: "t", Tail: -1})
+	rc, err = c.Logs(ctx, inst.ID, client.LogOptions{Task: "t", Tail: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
