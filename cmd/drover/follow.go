@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -222,15 +223,6 @@ func watch[T any](ctx context.Context, since int64, notFoundWaits bool, query fu
 	return ch
 }
 
-// failureLine says what f keeps from running: some instances of a group,
-// or a system job's group on every node.
-func failureLine(f spec.PlacementFailure) string {
-	if f.NoNodeMatched {
-		return fmt.Sprintf("group %s runs on no node: %s", f.Group, f.String())
-	}
-	return fmt.Sprintf("%d instance(s) of group %s: %s", f.Missing, f.Group, f.String())
-}
-
 // notFoundPause spaces the queries for a deployment the leader has not
 // created yet: it usually takes one scheduling pass, well under a second.
 const notFoundPause = 500 * time.Millisecond
@@ -244,7 +236,7 @@ func placementFailure(out io.Writer, st *spec.JobStatus) error {
 	j := st.Job
 	var lines []string
 	for _, f := range st.Failures {
-		lines = append(lines, "  "+failureLine(f))
+		lines = append(lines, "  "+planview.FailureLine(f))
 	}
 	never := true
 	for _, f := range st.Failures {

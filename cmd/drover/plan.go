@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -142,22 +143,7 @@ func planVerdict(err error, fits bool) error {
 }
 
 func printJobPlan(w io.Writer, p *spec.JobPlan, file string) {
-	switch {
-	case p.New:
-		fmt.Fprintf(w, "+ Job %q (new: version 1)\n", p.Job)
-	case len(p.Diff) == 0:
-		fmt.Fprintf(w, "  Job %q (unchanged: version %d)\n", p.Job, p.Version)
-	default:
-		fmt.Fprintf(w, "~ Job %q (would be version %d)\n", p.Job, p.Version)
-		for _, d := range p.Diff {
-			fmt.Fprintf(w, "    %s\n", d)
-		}
-	}
-	if len(p.Without) > 0 {
-		fmt.Fprintf(w, "  as if these nodes were down: %s\n", strings.Join(p.Without, ", "))
-	}
-	fmt.Fprintln(w)
-	printChanges(w, &p.PlanChanges)
+	planview.Job(w, p)
 	fmt.Fprintln(w)
 	if p.CheckIndex > 0 {
 		fmt.Fprintf(w, "To submit exactly this plan: drover run --check-index %d %s\n", p.CheckIndex, file)
@@ -178,57 +164,12 @@ func printNodeLossPlan(w io.Writer, p *spec.NodeLossPlan) {
 	fmt.Fprintf(w, "Without %s:\n", nodes)
 	for _, j := range p.Jobs {
 		fmt.Fprintf(w, "\nJob %q\n", j.Job)
-		printChanges(w, &j.PlanChanges)
+		planview.Changes(w, &j.PlanChanges)
 	}
 	fmt.Fprintln(w)
 	if p.Fits() {
 		fmt.Fprintf(w, "Everything on %s would be placed elsewhere.\n", nodes)
 	} else {
 		fmt.Fprintf(w, "Some instances would not be placed without %s: add room elsewhere first, or lower what they need.\n", nodes)
-	}
-}
-
-// printChanges is one job's changes, as nomad plan shows them: + create,
-// - stop, ~ update in place, ! evict another job's instance; then what
-// would not be placed, with reasons and hints.
-func printChanges(w io.Writer, c *spec.PlanChanges) {
-	rows := 0
-	t := newTable(w, "", "INSTANCE", "NODE", "REASON")
-	add := func(mark string, l []spec.PlannedAlloc) {
-		for _, a := range l {
-			node := dash(a.Node)
-			if a.FromNode != "" && a.FromNode != a.Node {
-				node = a.FromNode + " -> " + node
-			}
-			t.row(mark, a.Name, node, dash(a.Reason))
-			rows++
-		}
-	}
-	add("+", c.Create)
-	add("-", c.Stop)
-	add("~", c.Update)
-	add("!", c.Evict)
-	if rows > 0 {
-		t.flush()
-	}
-	switch n := len(c.Keep); {
-	case n > 0 && rows > 0:
-		fmt.Fprintf(w, "  and %d instance(s) unchanged\n", n)
-	case n > 0:
-		fmt.Fprintf(w, "No changes: %d instance(s) unchanged.\n", n)
-	case rows == 0 && len(c.Failures) == 0:
-		fmt.Fprintln(w, "No instances.")
-	}
-	for _, f := range c.Failures {
-		hints := f.Hints
-		f.Hints = nil // one per line below, not run on after the reasons
-		if f.NoNodeMatched {
-			fmt.Fprintf(w, "✗ %s\n", failureLine(f))
-			continue
-		}
-		fmt.Fprintf(w, "✗ %d instance(s) of group %s would not be placed: %s\n", f.Missing, f.Group, f.String())
-		for _, h := range hints {
-			fmt.Fprintf(w, "    hint: %s\n", h)
-		}
 	}
 }

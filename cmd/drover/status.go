@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -104,7 +105,7 @@ func printJobStatus(w io.Writer, st *spec.JobStatus, dep *spec.Deployment, usage
 	}
 	for _, f := range st.Failures {
 		if f.NoNodeMatched {
-			fmt.Fprintf(w, "Pending    %s\n", failureLine(f))
+			fmt.Fprintf(w, "Pending    %s\n", planview.FailureLine(f))
 			continue
 		}
 		fmt.Fprintf(w, "Pending    %d instance(s) of group %s cannot be placed: %s\n", f.Missing, f.Group, f.String())

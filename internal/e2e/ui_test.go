@@ -109,7 +109,7 @@ func (b *browser) screenshot(name string) {
 }
 
 func jsString(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`, "\r", `\r`, "\u2028", `\u2028`, "\u2029", `\u2029`).Replace(s) + "'"
 }
 
 // loginLink finds the one-time link drover dev printed.

@@ -150,7 +150,7 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 		return nil, failed(c)
 	}
 	keepRuntimeRefs(body, src)
-	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
+	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir, o.NoFiles), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
 	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 		if b, ok := n.(*hclsyntax.Body); ok {
 			d.bodies[b.MissingItemRange().Start.Byte] = b

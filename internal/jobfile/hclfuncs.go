@@ -1,6 +1,8 @@
 package jobfile
 
 import (
+	"fmt"
+
 	"github.com/hashicorp/go-cty-funcs/cidr"
 	"github.com/hashicorp/go-cty-funcs/crypto"
 	"github.com/hashicorp/go-cty-funcs/encoding"
@@ -9,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	ctyyaml "github.com/zclconf/go-cty-yaml"
+	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
@@ -16,9 +19,10 @@ import (
 // functions are the functions an HCL job file may call: the ones Nomad's
 // job language documents, by the same names, each from a library (go-cty's
 // stdlib, HCL's extensions, HashiCorp's go-cty-funcs, go-cty-yaml). The
-// filesystem functions read paths relative to dir, the job file's folder.
-func functions(dir string) map[string]function.Function {
-	return map[string]function.Function{
+// filesystem functions read paths relative to dir, the job file's folder,
+// or, with noFiles, refuse (noFile).
+func functions(dir string, noFiles bool) map[string]function.Function {
+	fs := map[string]function.Function{
 		// strings
 		"chomp": stdlib.ChompFunc, "format": stdlib.FormatFunc, "formatlist": stdlib.FormatListFunc,
 		"indent": stdlib.IndentFunc, "join": stdlib.JoinFunc, "lower": stdlib.LowerFunc,
@@ -60,4 +64,21 @@ func functions(dir string) map[string]function.Function {
 		// types
 		"can": tryfunc.CanFunc, "convert": typeexpr.ConvertFunc, "try": tryfunc.TryFunc,
 	}
+	if noFiles {
+		for _, name := range []string{"file", "filebase64", "fileexists", "fileset"} {
+			fs[name] = noFile(name)
+		}
+	}
+	return fs
+}
+
+// noFile is a filesystem function of a job whose source has no files
+// beside it (Options.NoFiles): calling it is an error that says so.
+func noFile(name string) function.Function {
+	return function.New(&function.Spec{
+		VarParam: &function.Parameter{Name: "args", Type: cty.DynamicPseudoType, AllowNull: true, AllowUnknown: true, AllowDynamicType: true},
+		Type: func([]cty.Value) (cty.Type, error) {
+			return cty.NilType, fmt.Errorf("%s() reads a file beside the job file, and this job came without files (from the web UI): write the value into the job, or submit the file with drover run", name)
+		},
+	})
 }

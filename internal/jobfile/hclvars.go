@@ -28,6 +28,10 @@ type Options struct {
 	// Environ is the environment, as os.Environ returns it; only its
 	// NOMAD_VAR_ and DROVER_VAR_ variables are read.
 	Environ []string
+	// NoFiles makes the filesystem functions (file, fileset, ...) a
+	// problem instead of a read: for a source that came over the network
+	// (POST /v1/jobs/parse), whose files are not on the server's disk.
+	NoFiles bool
 }
 
 // given reports whether o sets variables explicitly, which only HCL files
@@ -69,10 +73,10 @@ func init() {
 
 // baseContext is what an expression may use before variables have
 // values: the functions only, and empty var and local objects.
-func baseContext(dir string) *hcl.EvalContext {
+func baseContext(dir string, noFiles bool) *hcl.EvalContext {
 	return &hcl.EvalContext{
 		Variables: map[string]cty.Value{"var": cty.EmptyObjectVal, "local": cty.EmptyObjectVal},
-		Functions: functions(dir),
+		Functions: functions(dir, noFiles),
 	}
 }
 

@@ -60,6 +60,7 @@ func (s *Server) routeTable() []route {
 		{"POST /v1/jobs/plan", accessToken, s.planJob},
 		{"GET /v1/plan/without", accessNodeRead, s.planWithout},
 		{"POST /v1/validate/job", accessToken, s.validateJob},
+		{"POST /v1/jobs/parse", accessToken, s.parseJob},
 		{"GET /v1/allocations", accessToken, s.listAllocs},
 		{"GET /v1/allocations/{id}", accessToken, s.getAlloc},
 		{"PUT /v1/allocations/{id}/status", accessNode, s.putAllocStatus},

@@ -114,6 +114,7 @@ func TestEndpointIdentityMatrix(t *testing.T) {
 		"POST /v1/jobs/plan":                  {ruleSubmit, "POST", "/v1/jobs/plan", job("web", "default", "3"), false},
 		"GET /v1/plan/without":                {ruleNodeRead, "GET", "/v1/plan/without?node=n1", "", false},
 		"POST /v1/validate/job":               {ruleAnyToken, "POST", "/v1/validate/job", job("x", "default", "1"), false},
+		"POST /v1/jobs/parse":                 {ruleAnyToken, "POST", "/v1/jobs/parse", `{"source":"job \"x\" {\n group \"g\" {\n task \"t\" {\n driver = \"raw_exec\"\n config { command = \"/bin/true\" }\n }\n }\n}\n"}`, false},
 		"GET /v1/allocations":                 {ruleList, "GET", "/v1/allocations", "", false},
 		"GET /v1/allocations/{id}":            {ruleRead, "GET", "/v1/allocations/" + f.alloc, "", false},
 		"PUT /v1/allocations/{id}/status":     {ruleNode, "PUT", "/v1/allocations/" + f.alloc + "/status", `{"node_id":"n1","status":{"client_status":"running"}}`, false},

@@ -32,6 +32,7 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 		"POST /v1/jobs",
 		"POST /v1/jobs/plan",
 		"POST /v1/validate/job",
+		"POST /v1/jobs/parse",
 		"POST /v1/jobs/web/revert",
 		"POST /v1/nodes",
 		"PUT /v1/allocations/abc123/status",

@@ -14,6 +14,7 @@ import (
 	"github.com/drover-org/drover/internal/httpapi"
 	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
+	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -24,7 +25,7 @@ import (
 // nothing. Any server can plan: the snapshot is one consistent read of the
 // registry.
 
-// planJob answers POST /v1/jobs/plan[?diff=0][&without=NODE...].
+// planJob answers POST /v1/jobs/plan[?diff=0][&text=1][&without=NODE...].
 func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	diff := true
@@ -34,6 +35,14 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 		diff = false
 	default:
 		return httpapi.BadRequest("diff must be 1 or 0, got %q", v)
+	}
+	text := false
+	switch v := q.Get("text"); v {
+	case "", "0", "false":
+	case "1", "true":
+		text = true
+	default:
+		return httpapi.BadRequest("text must be 1 (add the plan as drover plan prints it) or 0, got %q", v)
 	}
 	job, err := decodeJob(w, r)
 	if err != nil {
@@ -51,7 +60,11 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return httpapi.WriteJSON(w, ss.Rev, jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy()))
+	p := jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy())
+	if text {
+		p.Text = planview.JobText(p)
+	}
+	return httpapi.WriteJSON(w, ss.Rev, p)
 }
 
 // planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...].

@@ -16,6 +16,7 @@ import (
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/leader"
 	"github.com/drover-org/drover/internal/planner"
+	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/state"
 )
@@ -162,6 +163,19 @@ func TestPlanNewJobThenRunWithItsCheckIndex(t *testing.T) {
 		}}
 	if d := cmp.Diff(want, p, ignorePorts); d != "" {
 		t.Fatalf("plan of a change (-want +got):\n%s", d)
+	}
+
+	// ?text=1 adds the plan as drover plan prints it (planview), the
+	// same text from the same plan; without it there is none.
+	var withText spec.JobPlan
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan?text=1", changed, &withText); status != 200 {
+		t.Fatalf("plan?text=1: %d %s", status, body)
+	}
+	if p.Text != "" || withText.Text != planview.JobText(&p) || !strings.Contains(withText.Text, "~ Job \"web\" (would be version 2)\n    ~ groups[g].count: 2 -> 3\n") {
+		t.Errorf("plan?text=1's text is not planview's of the plan:\n%s\nwithout text=1: %q", withText.Text, p.Text)
+	}
+	if status, body := call(t, "POST", hs.URL+"/v1/jobs/plan?text=yes", changed, nil); status != 400 || !strings.Contains(body, "text must be 1") {
+		t.Errorf("plan?text=yes: %d %s", status, body)
 	}
 
 	// A count change only: the running instances stay, updated in place.

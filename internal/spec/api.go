@@ -55,6 +55,20 @@ type ValidateResponse struct {
 	Job   *Job `json:"job"`
 }
 
+// ParseRequest is POST /v1/jobs/parse's body: a job file's text, in any
+// format drover run reads but a systemd unit (HCL, JSON, YAML; sniffed).
+type ParseRequest struct {
+	Source string `json:"source"`
+}
+
+// ParseResponse answers POST /v1/jobs/parse when the source is a valid
+// job: the job, as POST /v1/jobs and /v1/jobs/plan take it, and what the
+// file asks that drover does otherwise (as drover run warns).
+type ParseResponse struct {
+	Job      *Job     `json:"job"`
+	Warnings Problems `json:"warnings,omitempty"`
+}
+
 // LeaderResponse answers GET /v1/status/leader.
 type LeaderResponse struct {
 	Leader string `json:"leader"`
@@ -119,6 +133,9 @@ type JobPlan struct {
 	Diff []string `json:"diff,omitempty"`
 	// Without names the nodes planned as down (?without=).
 	Without []string `json:"without,omitempty"`
+	// Text is the plan as drover plan prints it (package planview), with
+	// ?text=1 only: the web UI shows it as it is.
+	Text string `json:"text,omitempty"`
 	PlanChanges
 }
 

@@ -3,8 +3,9 @@
 // Browsers add Sec-Fetch-Site to every request, which the server checks on
 // changes.
 
+// problems are a 422's, each {field, pos ("job:12:5"), message}.
 export class APIError extends Error {
-  constructor(status, msg) { super(msg); this.status = status; }
+  constructor(status, msg, problems) { super(msg); this.status = status; this.problems = problems || []; }
 }
 
 export async function api(path, { method = "GET", body, signal } = {}) {
@@ -15,9 +16,9 @@ export async function api(path, { method = "GET", body, signal } = {}) {
   }
   const resp = await fetch(path, opts);
   if (!resp.ok) {
-    let msg = resp.statusText;
-    try { msg = (await resp.json()).error || msg; } catch (e) { /* not JSON */ }
-    throw new APIError(resp.status, msg);
+    let msg = resp.statusText, problems;
+    try { const b = await resp.json(); msg = b.error || msg; problems = b.problems; } catch (e) { /* not JSON */ }
+    throw new APIError(resp.status, msg, problems);
   }
   if (resp.status === 204) return null;
   return resp.json();

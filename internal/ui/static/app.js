@@ -61,14 +61,16 @@ let actionSeq = 0;
 
 // action renders a button. confirm is the question (a string, or a
 // function of the page's inputs); run does it and returns what to say.
-function action(label, { allowed = true, reason = "", confirm, run, danger = false }) {
+// elem is the button's element id; waiting draws it disabled until the
+// page enables it (Run, until a plan).
+function action(label, { allowed = true, reason = "", confirm, run, danger = false, elem = "", waiting = false }) {
   if (!allowed) {
     denied.add(reason);
-    return html`<button type="button" disabled title="${reason}">${label}</button>`;
+    return html`<button type="button" disabled title="${reason}" ${elem ? html`id="${elem}"` : ""}>${label}</button>`;
   }
   const id = "a" + ++actionSeq;
   building.set(id, { confirm, run, label });
-  return html`<button type="button" class="${danger ? "danger" : ""}" data-action="${id}">${label}</button>`;
+  return html`<button type="button" class="${danger ? "danger" : ""}" data-action="${id}" ${elem ? html`id="${elem}"` : ""} ${waiting ? html`disabled` : ""}>${label}</button>`;
 }
 
 const dialog = document.getElementById("confirm");
@@ -85,7 +87,24 @@ main.addEventListener("click", (ev) => {
     return;
   }
   const f = ev.target.closest("[data-filter]");
-  if (f) { jobFilter = f.dataset.filter; render(); }
+  if (f) { jobFilter = f.dataset.filter; render(); return; }
+  if (ev.target.closest("#plan-btn")) { planSource(); return; }
+  const l = ev.target.closest("[data-line]");
+  if (l) { ev.preventDefault(); goToLine(Number(l.dataset.line)); }
+});
+main.addEventListener("input", (ev) => {
+  if (ev.target.id === "log-search") showLogs();
+  if (ev.target.id === "job-source" && planned && ev.target.value !== planned.source) {
+    planned = null;
+    const run = document.getElementById("run-btn");
+    if (run) run.disabled = true;
+  }
+});
+main.addEventListener("change", (ev) => {
+  if (ev.target.id !== "log-follow") return;
+  const pre = document.getElementById("logs");
+  if (ev.target.checked && pre) followLogs(pre.dataset.src, pre, true);
+  else if (logAbort) logAbort.abort();
 });
 document.getElementById("confirm-cancel").addEventListener("click", () => { pending = null; dialog.close(); });
 document.getElementById("confirm-form").addEventListener("submit", async (ev) => {
@@ -124,6 +143,7 @@ const views = {
     const states = ["all", "running", "pending", "failed", "complete", "stopped"];
     const shown = jobs.filter((j) => jobFilter === "all" || (j.stopped ? "stopped" : j.summary.state) === jobFilter);
     return html`<h1>Jobs <small>${jobs.length}${ns ? ` in ${ns}` : ""}</small></h1>
+      <div class="actions">${link("#/run", "Run a job")}</div>
       <div class="filters">${states.map((s) => html`<button type="button" data-filter="${s}" class="${s === jobFilter ? "on" : ""}">${s}</button>`)}</div>
       ${table(["Name", "Namespace", "Type", "Version", "Status", "Instances", "Why"],
         shown.map((j) => [td(link(`#/jobs/${enc(j.name)}`, j.name)), td(j.namespace), td(j.type),
@@ -135,6 +155,7 @@ const views = {
   async job(name, sub, params) {
     if (sub === "definition") return jobDefinition(name);
     if (sub === "diff") return jobDiff(name, params);
+    if (sub === "edit") return jobEditor(name);
     const e = enc(name);
     const [st, versions, events, dep] = await Promise.all([
       api(`/v1/jobs/${e}`), api(`/v1/jobs/${e}/versions`),
@@ -152,6 +173,7 @@ const views = {
         confirm: `Stop job ${name} and forget it (its versions and deployments)?`,
         run: async () => { await api(`/v1/jobs/${e}?purge=true`, { method: "DELETE" }); location.hash = "#/jobs"; return `Job ${name} purged.`; } })}
       ${link(`#/jobs/${e}/definition`, "Definition")}
+      ${stopped ? "" : link(`#/jobs/${e}/edit`, "Edit")}
     </div>`;
 
     // A job purged and submitted again keeps its name: the history before
@@ -268,19 +290,73 @@ const views = {
       ${n.meta ? html`<h2>Meta</h2>${kv(n.meta)}` : ""}`;
   },
 
-  async allocs(id) {
+  async allocs(id, _, params) {
     const a = await api(`/v1/allocations/${enc(id)}`);
     const tasks = a.tasks.map((t) => t.name);
-    const task = new URLSearchParams(location.hash.split("?")[1] || "").get("task") || tasks[0];
+    const task = params.get("task") || tasks[0];
+    const type = params.get("type") === "stderr" ? "stderr" : "stdout";
     const ts = a.status?.tasks?.[task] || {};
-    setTimeout(() => followLogs(a.id, task), 0);
+    const st = allocStatus(a);
+    const here = (t, ty) => `#/allocs/${a.id}?task=${enc(t)}&type=${ty}`;
+    const submit = can(a.namespace, "submit");
+    const why = nsReason(a.namespace, "submit");
+    const live = a.desired_status === "run" && !["complete", "failed", "lost"].includes(st);
+    const logs = `/v1/allocations/${enc(a.id)}/logs?task=${enc(task)}&type=${type}`;
+    setTimeout(() => startLogs(logs), 0);
     return html`<h1>${a.name} <small><span class="id">${a.id}</span></small></h1>
-      <p>${status(allocStatus(a))} on node ${nodeLink(a.node_id, a.node_name)} · job ${link(`#/jobs/${enc(a.job)}`, a.job)} version ${a.job_version}
+      <p>${status(st)} on node ${nodeLink(a.node_id, a.node_name)} · job ${link(`#/jobs/${enc(a.job)}`, a.job)} version ${a.job_version}
         · ${a.status?.description || a.desired_reason || ""}</p>
-      <div class="filters">${tasks.map((t) => html`<a href="#/allocs/${a.id}?task=${enc(t)}"><button type="button" class="${t === task ? "on" : ""}">${t}</button></a>`)}</div>
-      <p class="muted">Task ${task}: ${ts.state || "pending"}, ${ts.restarts || 0} restarts${ts.pid ? ", pid " + ts.pid : ""}</p>
-      <h2>Live logs <small class="muted">stdout</small></h2><pre class="logs" id="logs"></pre>
+      ${live ? html`<div class="actions">
+        ${action("Restart", { allowed: submit, reason: why, confirm: `Restart every task of ${a.name} in place: a new process, the same instance, on ${a.node_name}?`,
+          run: async () => { await api(`/v1/allocations/${enc(a.id)}/restart`, { method: "POST" }); return `${a.name}: restart requested.`; } })}
+        ${a.job_type === "system"
+          ? action("Stop", { allowed: false, reason: `${a.name} is an instance of system job ${a.job}, which runs on every node that fits: stop the job, or drain the node` })
+          : action("Stop", { allowed: submit, reason: why, danger: true, confirm: `Stop ${a.name}? The scheduler places a replacement.`,
+            run: async () => { await api(`/v1/allocations/${enc(a.id)}/stop`, { method: "POST" }); return `${a.name}: stop requested; a replacement is placed.`; } })}
+      </div>` : ""}
+      <div class="filters">${tasks.map((t) => html`<a href="${here(t, type)}"><button type="button" class="${t === task ? "on" : ""}">${t}</button></a>`)}</div>
+      <p class="muted" id="task-state">Task ${task}: ${ts.state || "pending"}, ${ts.restarts || 0} restarts${ts.pid ? ", pid " + ts.pid : ""}</p>
+      <h2>Logs</h2>
+      <div class="filters">${["stdout", "stderr"].map((x) => html`<a href="${here(task, x)}"><button type="button" class="${x === type ? "on" : ""}" id="log-${x}">${x}</button></a>`)}</div>
+      <div id="log-panel">
+        <div class="actions">
+          <label><input type="checkbox" id="log-follow" checked> follow</label>
+          <input type="search" id="log-search" placeholder="show lines containing…" aria-label="show only the lines containing">
+          <span id="log-count" class="muted"></span>
+          <a id="log-download" href="${logs}" download="${a.name}.${task}.${type}.log">Download ${type}</a>
+        </div>
+        <pre class="logs" id="logs"></pre>
+      </div>
       <h2>Task events</h2>${table(["Time", "Type", "Message"], (ts.events || []).slice().reverse().map((e) => [td(when(e.time)), td(e.type), td(e.message || "")]), "None yet.")}`;
+  },
+
+  run() { return jobEditor(""); },
+
+  async services(name) {
+    if (name) return serviceView(name);
+    const list = await api("/v1/services");
+    return html`<h1>Services <small>${list.length}</small></h1>${table(["Service", "Tags", "Healthy", "Instances"],
+      list.map((x) => [td(link(`#/services/${enc(x.name)}`, x.name)), td((x.tags || []).join(", ")), td(x.healthy, "num"), td(x.instances, "num")]),
+      "No services: a task registers one with a service block.")}`;
+  },
+
+  async deployments() {
+    const all = await api("/v1/deployments");
+    const ds = all.filter((d) => !ns || (d.namespace || "default") === ns);
+    const groups = (d) => Object.entries(d.groups || {}).map(([g, x]) => `${g} ${x.healthy}/${x.desired}`).join(", ");
+    return html`<h1>Deployments <small>${ds.length}${ds.length > 200 ? ", the newest 200 shown" : ""}</small></h1>${table(
+      ["ID", "Job", "Namespace", "Version", "Status", "Healthy / desired", "Description", "Created"],
+      ds.slice(0, 200).map((d) => [td(html`<span class="id">${short(d.id)}</span>`), td(link(`#/jobs/${enc(d.job)}`, d.job)), td(d.namespace || "default"),
+        td(d.job_version, "num"), td(status(d.status)), td(groups(d), "num"), td(d.description || ""), td(when(d.create_time))]),
+      "No deployments: a job with an update block gets one for each new version.")}`;
+  },
+
+  async servers() {
+    const l = await api("/v1/status/leader");
+    return html`<h1>Servers</h1>
+      <div class="grid"><div class="card">Leader<b id="leader">${l.leader || "none"}</b></div></div>
+      <p class="muted">The leader is the server that schedules; this server reads its name from the registry. drover keeps no list of
+        servers yet: <code>drover servers --address A,B,C</code> asks each of a list of addresses which server leads.</p>`;
   },
 
   async events(_, __, params) {
@@ -323,9 +399,10 @@ async function scale(name, group, count) {
 
 // The spec as submitted: the fields the server keeps are left out.
 const serverFields = ["version", "stopped", "submit_time", "modify_index", "restart_requested"];
+const specOf = (job) => Object.fromEntries(Object.entries(job).filter(([k]) => !serverFields.includes(k)));
 async function jobDefinition(name) {
   const st = await api(`/v1/jobs/${enc(name)}`);
-  const spec = Object.fromEntries(Object.entries(st.job).filter(([k]) => !serverFields.includes(k)));
+  const spec = specOf(st.job);
   return html`<h1>${name} <small>definition · version ${st.job.version}</small></h1>
     <p>${link(`#/jobs/${enc(name)}`, "back to the job")} · JSON, as <code>drover job inspect ${name}</code> prints it; <code>drover run</code> takes it back.</p>
     <pre class="code" id="definition">${JSON.stringify(spec, null, 2)}</pre>`;
@@ -365,28 +442,157 @@ function eventRow(e) {
 
 // ---- logs ----
 
-let logAbort = null;
-async function followLogs(id, task) {
-  if (logAbort) logAbort.abort();
-  logAbort = new AbortController();
+// logText is what the open log stream has read; the page shows its lines
+// containing the search, if any.
+let logAbort = null, logText = "";
+
+// startLogs follows url's log into the page's #logs, unless that is what
+// it follows already (a redraw keeps the log panel).
+function startLogs(url) {
   const pre = document.getElementById("logs");
-  if (!pre) return;
+  if (!pre || pre.dataset.src === url) return;
+  followLogs(url, pre, document.getElementById("log-follow")?.checked !== false);
+}
+
+async function followLogs(url, pre, follow) {
+  if (logAbort) logAbort.abort();
+  const abort = (logAbort = new AbortController());
+  pre.dataset.src = url;
+  logText = "";
+  showLogs();
   try {
-    const resp = await fetch(`/v1/allocations/${enc(id)}/logs?task=${enc(task)}&follow=true&tail=200`, { signal: logAbort.signal });
-    if (!resp.ok) { pre.textContent = `(${resp.status}) ` + (await resp.text()); return; }
+    const resp = await fetch(`${url}&tail=200${follow ? "&follow=true" : ""}`, { signal: abort.signal });
+    if (!resp.ok) { logText = `(${resp.status}) ` + (await resp.text()); showLogs(); return; }
     const reader = resp.body.getReader();
     const dec = new TextDecoder();
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      pre.textContent += dec.decode(value, { stream: true });
-      if (pre.textContent.length > 400000) pre.textContent = pre.textContent.slice(-300000);
-      if (atEnd) pre.scrollTop = pre.scrollHeight;
+      logText += dec.decode(value, { stream: true });
+      if (logText.length > 400000) logText = logText.slice(-300000);
+      showLogs();
     }
   } catch (e) {
-    if (e.name !== "AbortError") pre.textContent += "\n(log stream ended: " + e.message + ")";
+    if (e.name !== "AbortError" && logAbort === abort) { logText += "\n(log stream ended: " + e.message + ")"; showLogs(); }
   }
+}
+
+function showLogs() {
+  const pre = document.getElementById("logs");
+  if (!pre) return;
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  const q = (document.getElementById("log-search")?.value || "").toLowerCase();
+  const count = document.getElementById("log-count");
+  if (q) {
+    const lines = logText.split("\n").filter((l, i, all) => l !== "" || i < all.length - 1);
+    const hits = lines.filter((l) => l.toLowerCase().includes(q));
+    pre.textContent = hits.join("\n");
+    if (count) count.textContent = `${hits.length} of ${lines.length} lines`;
+  } else {
+    pre.textContent = logText;
+    if (count) count.textContent = "";
+  }
+  if (atEnd) pre.scrollTop = pre.scrollHeight;
+}
+
+// ---- services ----
+
+async function serviceView(name) {
+  const ins = await api(`/v1/services/${enc(name)}?all=1`);
+  const healthy = ins.filter((i) => i.health === "healthy").length;
+  const checks = (i) => (i.checks || []).map((c) => html`<div>${status(c.status)} ${c.check} <span class="muted">${c.output || ""}</span></div>`);
+  return html`<h1>${name} <small>service · ${healthy} of ${ins.length} healthy</small></h1>
+    <p>${link("#/services", "all services")}</p>
+    ${table(["Instance", "Job", "Task", "Node", "Address", "Health", "Checks"], ins.map((i) => [
+      td(link(`#/allocs/${i.alloc_id}`, i.alloc_name)), td(link(`#/jobs/${enc(i.job)}`, i.job)), td(i.task), td(nodeLink(i.node_id, i.node_name)),
+      td(i.port ? `${i.address}:${i.port}` : i.address, "num"), td(status(i.health)), td(checks(i))]), "No instances.")}`;
+}
+
+// ---- submit and edit a job ----
+
+// planned is what Plan read and planned: the text, the job the server
+// decoded from it, and the plan. Run submits exactly that job, checked
+// against the planned job's index.
+let planned = null;
+
+async function jobEditor(name) {
+  let source = "", namespace = "default", title = html`<h1>Run a job</h1>`;
+  if (name) {
+    const st = await api(`/v1/jobs/${enc(name)}`);
+    source = JSON.stringify(specOf(st.job), null, 2);
+    namespace = st.job.namespace || "default";
+    title = html`<h1>${name} <small>edit · version ${st.job.version}</small></h1>`;
+  }
+  const allowed = name ? can(namespace, "submit") : (me?.namespaces || []).some((n) => n.capabilities.includes("submit"));
+  const why = name ? nsReason(namespace, "submit")
+    : `token "${me?.token}" may submit in no namespace: a policy with namespace "NAME" { capabilities = ["submit"] } grants it`;
+  return html`${title}
+    <p>${name ? html`${link(`#/jobs/${enc(name)}`, "back to the job")} · ` : ""}The job file: HCL, JSON or YAML, as <code>drover run</code> takes it.
+      <b>Plan</b> shows what would change, as <code>drover plan</code> prints it; <b>Run</b> submits what was planned.</p>
+    <textarea id="job-source" class="source" rows="22" spellcheck="false" aria-label="the job file">${source}</textarea>
+    <div class="actions">
+      ${allowed ? html`<button type="button" id="plan-btn">Plan</button>` : action("Plan", { allowed, reason: why })}
+      ${action("Run", { allowed, reason: why, elem: "run-btn", waiting: true, confirm: runQuestion, run: runPlanned })}
+    </div>
+    <div id="plan-out"></div>`;
+}
+
+async function planSource() {
+  const src = document.getElementById("job-source")?.value ?? "";
+  const out = document.getElementById("plan-out");
+  const run = document.getElementById("run-btn");
+  planned = null;
+  if (run) run.disabled = true;
+  out.innerHTML = String(html`<p class="muted">Planning…</p>`);
+  try {
+    const { job, warnings } = await api("/v1/jobs/parse", { method: "POST", body: { source: src } });
+    const plan = await api("/v1/jobs/plan?text=1", { method: "POST", body: job });
+    planned = { key: location.hash, source: src, job, plan };
+    out.innerHTML = String(html`${warnings?.length ? html`<p class="reason">Warnings:</p>${problemList(src, warnings, "reason")}` : ""}
+      <pre class="code" id="plan">${plan.text}</pre>`);
+    if (run) run.disabled = false;
+  } catch (e) {
+    out.innerHTML = String(html`<p class="error" id="plan-error">${e.message}</p>${e.problems?.length ? problemList(src, e.problems, "error") : ""}`);
+  }
+}
+
+// problemList shows each problem at its line ("job:LINE:COL" in pos): the
+// line's text under it, and a link that selects the line in the text area.
+function problemList(src, problems, cls) {
+  const lines = src.split("\n");
+  return html`<ul class="problems" id="problems">${problems.map((p) => {
+    const m = /:(\d+)(?::(\d+))?$/.exec(p.pos || "");
+    const line = m ? Number(m[1]) : 0;
+    const text = line ? lines[line - 1] : undefined;
+    return html`<li class="${cls}">${line ? html`<a href="#" data-line="${line}">line ${line}${m[2] ? `, column ${m[2]}` : ""}</a>: ` : ""}${p.field ? `${p.field}: ` : ""}${p.message}${
+      text !== undefined ? html`<pre class="code">${String(line).padStart(4)} | ${text}</pre>` : ""}</li>`;
+  })}</ul>`;
+}
+
+function goToLine(n) {
+  const ta = document.getElementById("job-source");
+  if (!ta) return;
+  const lines = ta.value.split("\n");
+  const start = lines.slice(0, n - 1).reduce((k, l) => k + l.length + 1, 0);
+  ta.focus();
+  ta.setSelectionRange(start, start + (lines[n - 1] || "").length);
+}
+
+function runQuestion() {
+  const p = planned?.plan;
+  if (!p) return "Nothing is planned: Plan first.";
+  if (p.new) return `Submit the new job ${p.job}, as planned?`;
+  return `Submit ${p.job} as planned (version ${p.version})? If it changed since the plan, the server refuses.`;
+}
+
+async function runPlanned() {
+  if (!planned || planned.key !== location.hash) throw new Error("Nothing is planned: Plan first, then Run submits what was planned.");
+  if ((document.getElementById("job-source")?.value ?? "") !== planned.source) throw new Error("The text changed since the plan: Plan again, then Run.");
+  const { job, plan } = planned;
+  const r = await api(`/v1/jobs${plan.check_index ? `?check_index=${plan.check_index}` : ""}`, { method: "POST", body: job });
+  planned = null;
+  location.hash = `#/jobs/${enc(r.job.name)}`;
+  return r.changed ? `Job ${r.job.name} submitted: version ${r.job.version}.` : `Job ${r.job.name} is unchanged: version ${r.job.version}.`;
 }
 
 // ---- routing and rendering ----
@@ -415,11 +621,16 @@ async function render() {
     let out = String(await views[view](args[0], args[1], params));
     if (denied.size) out = String(html`<p class="why" id="denied">Some actions are disabled: ${[...denied].join("; ")}.</p>`) + out;
     // An open log or an input being typed into is not redrawn under the user.
-    const typing = document.activeElement && main.contains(document.activeElement) && ["INPUT", "SELECT"].includes(document.activeElement.tagName);
+    const typing = document.activeElement && main.contains(document.activeElement) && ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
     const key = location.hash;
-    if (main.dataset.key === key && out === lastHTML) { actions = building; return; }
-    if (main.dataset.key === key && (document.getElementById("logs") || typing || dialog.open)) return;
+    const same = main.dataset.key === key;
+    if (same && out === lastHTML) { actions = building; return; }
+    // A job being edited is not redrawn at all; an instance's page is,
+    // around its log panel, which keeps its stream, search and text.
+    if (same && (typing || dialog.open || document.getElementById("job-source"))) return;
+    const panel = same ? document.getElementById("log-panel") : null;
     main.innerHTML = out;
+    if (panel) document.getElementById("log-panel")?.replaceWith(panel);
     lastHTML = out;
     actions = building;
     main.dataset.key = key;
