@@ -26,6 +26,10 @@ job "api-form" {
   }
   group "cache" {
     count = 1
+    migrate {
+      max_parallel     = 2
+      min_healthy_time = "2s"
+    }
     scaling {
       enabled = true
       min     = 1

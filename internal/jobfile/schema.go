@@ -414,9 +414,6 @@ func init() {
 // unsupportedIn are the Nomad names drover does not implement in the block
 // of one struct only, by the struct's name.
 var unsupportedIn = map[string][]string{
-	// Nomad's migrate block (an ephemeral_disk's migrate is taken).
-	"Job":   {"migrate"},
-	"Group": {"migrate"},
 	// Ports are reserved on the node's own address (Nomad's host mode):
 	// there are no other networks to pick. A docker task reaches its
 	// container's port through the port's to.

@@ -32,8 +32,9 @@ import (
 //
 // Moves of a group wait while a deployment of it runs, and otherwise go
 // max_parallel at a time (the group's update block, else Nomad's default
-// of 1), each replacement judged by its agent (it carries the strategy, as
-// a deployment's do) before the next moves; the memory moves and those
+// of 1; a drain's by the group's migrate block when the job has one), each
+// replacement judged by its agent (it carries the strategy, as a
+// deployment's do) before the next moves; the memory moves and those
 // past a drain's deadline do not wait. A draining node's system-job
 // instances keep running until nothing else is left on it.
 
@@ -242,12 +243,19 @@ func (r *reconciler) rollMoves(j *spec.Job, g *spec.Group, as []*spec.Alloc) {
 	if u == nil || u.Parallel() == 0 {
 		u = spec.DefaultUpdate()
 	}
-	budget := 0
+	// A migrate block gives a drain's moves a budget and a health
+	// judgement of their own; without one they share the update block's.
+	mig := j.MigrateOf(g)
+	budget, drainBudget := 0, 0
 	if r.gr == nil {
-		budget = u.Parallel()
+		budget, drainBudget = u.Parallel(), mig.Parallel()
 		for _, a := range as {
 			if live(a) && a.Update != nil && verdict(a) == nil {
-				budget--
+				if mig != nil && a.DesiredCause == spec.CauseDrain {
+					drainBudget--
+				} else {
+					budget--
+				}
 			}
 		}
 	}
@@ -257,15 +265,19 @@ func (r *reconciler) rollMoves(j *spec.Job, g *spec.Group, as []*spec.Alloc) {
 		}
 	}
 	for _, m := range moves {
+		strategy, left := u, &budget
+		if mig != nil && m.cause == spec.CauseDrain {
+			strategy, left = mig, &drainBudget
+		}
 		if !m.force {
-			if budget <= 0 {
+			if *left <= 0 {
 				continue
 			}
-			budget--
+			*left--
 		}
 		r.stop(m.a, m.cause, m.reason)
 		r.place(j, g, m.a.Index, m.pin, m.cause, m.reason, m.a.ID, m.avoid)
-		r.res.Place[len(r.res.Place)-1].Update = u
+		r.res.Place[len(r.res.Place)-1].Update = strategy
 	}
 }
 

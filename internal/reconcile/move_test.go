@@ -56,6 +56,48 @@ func TestDrainMovesOneAtATimeGatedOnHealth(t *testing.T) {
 	}
 }
 
+// TestDrainGoesByTheMigrateBlock: with a migrate block, a drain moves
+// migrate.max_parallel at a time, each replacement judged by migrate's
+// health settings, however wide the update block is; a drain
+// replacement in flight does not hold back the update block's moves.
+func TestDrainGoesByTheMigrateBlock(t *testing.T) {
+	j := svc("web", 1, grp("api", 6, "serve"))
+	j.Groups[0].Update = &spec.UpdateStrategy{MaxParallel: new(3)}
+	j.Migrate = &spec.MigrateStrategy{MaxParallel: new(2), MinHealthyTime: spec.Duration(time.Second)}
+	j.Canonicalize()
+	a, b := sized("a", 8000, 8000), sized("b", 8000, 8000)
+	a.Drain = &spec.DrainStrategy{StartedAt: now}
+	allocs := onNodes(j, "api", 6, "a", "b")
+	// The job's version has rolled out: no deployment runs.
+	done := []*spec.Deployment{{ID: "d1", Job: "web", JobVersion: j.Version, Status: spec.DeploymentSuccessful}}
+	res := Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Deployments: done, Now: now})
+	if p, s := placesAndStops(res); p != 2 || s != 2 {
+		t.Fatalf("first pass: %d places, %d stops; want 2 moves (migrate's max_parallel, not update's 3)", p, s)
+	}
+	u := res.Place[0].Update
+	if u == nil || u.Parallel() != 2 || u.MinHealthyTime != spec.Duration(time.Second) || u.HealthyDeadline != spec.DefaultMigrate().HealthyDeadline || u.HealthCheck != spec.HealthChecks {
+		t.Fatalf("the replacement's strategy %+v, want migrate's (2, 1s, checks, 5m)", u)
+	}
+	// Both replacements undecided: nothing more moves off a.
+	for i, st := range res.Stop {
+		st.Alloc.DesiredStatus = spec.DesiredStop
+		r := mk(fmt.Sprintf("r%d", i), j, "api", st.Alloc.Index, int64(20+i), spec.ClientRunning, on("b"))
+		r.Update, r.DesiredCause = u, spec.CauseDrain
+		allocs = append(allocs, r)
+	}
+	res = Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Deployments: done, Now: now})
+	if p, s := placesAndStops(res); p+s != 0 {
+		t.Fatalf("with two drain replacements undecided: %d places, %d stops", p, s)
+	}
+	// Without the migrate block the drain goes by update's 3.
+	j.Migrate, j.Groups[0].Migrate = nil, nil
+	allocs = onNodes(j, "api", 6, "a", "b")
+	res = Reconcile(Input{Jobs: []*spec.Job{j}, Allocs: allocs, Nodes: []*spec.Node{a, b}, Deployments: done, Now: now})
+	if p, s := placesAndStops(res); p != 3 || s != 3 {
+		t.Fatalf("without migrate: %d places, %d stops; want update's 3", p, s)
+	}
+}
+
 func TestDrainDeadlineStopsWhatIsLeft(t *testing.T) {
 	j := svc("web", 1, grp("api", 4, "serve"))
 	bj := batch("jobs", 1, grp("work", 1, "run"))

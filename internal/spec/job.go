@@ -80,6 +80,9 @@ type Job struct {
 	// Update is the default update strategy for the job's groups; a group's
 	// own overrides it field by field (deploy.go).
 	Update *UpdateStrategy `json:"update,omitempty"`
+	// Migrate is the default migrate strategy for the job's groups: how a
+	// drain moves their instances (migrate.go).
+	Migrate *MigrateStrategy `json:"migrate,omitempty"`
 	// Constraints apply to every group's placement.
 	Constraints []*Constraint `json:"constraints,omitempty" hcl:"constraint"`
 	// Affinities and Spreads are soft preferences for every group.
@@ -147,6 +150,9 @@ type Group struct {
 	// changed instance is replaced at once); else a deployment gated on
 	// health (deploy.go). After Canonicalize it is complete, or nil.
 	Update *UpdateStrategy `json:"update,omitempty"`
+	// Migrate says how a drain moves the group's instances, over the
+	// job's (migrate.go); nil: as the update block says.
+	Migrate *MigrateStrategy `json:"migrate,omitempty"`
 	// Constraints limit the nodes the group's instances go to, on top of
 	// the job's and its tasks' (see Job.ConstraintsOf).
 	Constraints []*Constraint `json:"constraints,omitempty" hcl:"constraint"`
@@ -544,6 +550,9 @@ func (j *Job) Canonicalize() {
 	case j.Update != nil:
 		j.Update = j.Update.WithDefaults(DefaultUpdate())
 	}
+	if j.Type == JobService && j.Migrate != nil {
+		j.Migrate = j.Migrate.withDefaults(DefaultMigrate())
+	}
 	defaultOperators(j.Constraints)
 	for _, g := range j.Groups {
 		if g == nil {
@@ -551,6 +560,9 @@ func (j *Job) Canonicalize() {
 		}
 		g.MoveServices()
 		canonicalizeScaling(g)
+		if j.Type == JobService && (g.Migrate != nil || j.Migrate != nil) {
+			g.Migrate = g.Migrate.withDefaults(j.Migrate.withDefaults(DefaultMigrate()))
+		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))

@@ -134,7 +134,11 @@ func (j *Job) Validate() Problems {
 		j.Update.validate(&jobUpdate, "update", j.Type)
 		ps = append(ps, jobUpdate...)
 	}
+	var jobMigrate Problems
+	j.Migrate.validate(&jobMigrate, "migrate", j.Type)
+	ps = append(ps, jobMigrate...)
 	jobResched = append(jobResched, jobUpdate...)
+	jobResched = append(jobResched, jobMigrate...)
 	j.validateKinds(&ps)
 	if len(j.Groups) == 0 {
 		ps.Add("groups", "a job needs at least one group")
@@ -179,6 +183,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	if g.Reschedule != nil {
 		g.Reschedule.validate(ps, path+".reschedule")
 	}
+	g.Migrate.validate(ps, path+".migrate", jt)
 	if g.Update != nil {
 		g.Update.validate(ps, path+".update", jt)
 		if c := g.Update.Canary; c != nil && *c > g.Count && g.Count > 0 {
