@@ -171,9 +171,12 @@ func (tr *taskRunner) fetchArtifact(ctx context.Context, a *spec.Artifact) (stri
 	_, err = c.Get(fctx, &getter.Request{Src: u.String(), Dst: out, GetMode: getMode, Copy: true, DisableSymlinks: true})
 	if err != nil {
 		var ce *getter.ChecksumError
+		code := int(rec.status.Load())
 		switch {
 		case errors.Is(fctx.Err(), context.DeadlineExceeded):
 			err = fmt.Errorf("not fetched within %s", timeout)
+		case code >= 400:
+			err = fmt.Errorf("the server answered %d %s", code, http.StatusText(code))
 		case errors.As(err, &ce):
 			err = fmt.Errorf("checksum mismatch: the options' checksum is %s, what was fetched has %s; if the file was meant to change, change the checksum",
 				hex.EncodeToString(ce.Expected), hex.EncodeToString(ce.Actual))
@@ -183,7 +186,6 @@ func (tr *taskRunner) fetchArtifact(ctx context.Context, a *spec.Artifact) (stri
 			err = errors.New(strings.ReplaceAll(strings.ReplaceAll(err.Error(), out+"/", ""), stage+"/", ""))
 		}
 		shown, e := fail(err)
-		code := int(rec.status.Load())
 		e.(*artifactError).final = code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 		return shown, e
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,11 +55,11 @@ func tarGz(t *testing.T, entries ...tarEntry) []byte {
 
 // artifactServer serves files by path on 127.0.0.1; a path under
 // /private/ needs the header X-Token: let-me-in. It counts requests.
-func artifactServer(t *testing.T, files map[string][]byte) (*httptest.Server, *int) {
+func artifactServer(t *testing.T, files map[string][]byte) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
-	var n int
+	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n++
+		n.Add(1)
 		if strings.HasPrefix(r.URL.Path, "/private/") && r.Header.Get("X-Token") != "let-me-in" {
 			http.Error(w, "no token", http.StatusForbidden)
 			return
@@ -128,6 +129,24 @@ func TestArtifactsFetchedBeforeTheStart(t *testing.T) {
 	}
 }
 
+// TestArtifactsNotFetchedAgainOnARestart: a task restarted in place
+// finds its artifacts where they were put; they are fetched once.
+func TestArtifactsNotFetchedAgainOnARestart(t *testing.T) {
+	t.Parallel()
+	srv, requests := artifactServer(t, map[string][]byte{"/plain.txt": []byte("fetched once\n")})
+	c := newCluster(t)
+	c.startAgent(t.TempDir(), true)
+	task := shTask("t", "test -e ran || { touch ran; exit 1; }; cat local/plain.txt")
+	task.Artifacts = []*spec.Artifact{{Source: srv.URL + "/plain.txt"}}
+	task.Restart = restart(1, time.Minute, 100*time.Millisecond, spec.RestartFail)
+	c.submit(job("once", spec.JobBatch, task))
+	a := c.alloc("once", 20*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
+	ts := taskState(a, "t")
+	if out := logs(t, c.client, a.ID, "t", false); out != "fetched once\n" || ts.Restarts != 1 || requests.Load() != 1 {
+		t.Errorf("task printed %q after %d restarts, %d requests; want the file, 1 and 1\n%s", out, ts.Restarts, requests.Load(), describe(a))
+	}
+}
+
 // TestArtifactBadChecksumFailsTheStart: a checksum that does not match
 // fails the start with a Failed Artifact Download event naming the URL,
 // its password and query values redacted, and the restart policy applies:
@@ -176,8 +195,8 @@ func TestArtifactNotFoundFailsWithoutRestarts(t *testing.T) {
 	a := c.alloc("missing", 20*time.Second, "alloc failed", clientStatus(spec.ClientFailed))
 	ts := taskState(a, "t")
 	ev := events(ts, spec.EventArtifactFail)
-	if len(ev) != 1 || ts.Restarts != 0 || *requests != 1 {
-		t.Fatalf("%d Failed Artifact Download events, %d restarts, %d requests; want 1, 0, 1\n%s", len(ev), ts.Restarts, *requests, describe(a))
+	if len(ev) != 1 || ts.Restarts != 0 || requests.Load() != 1 {
+		t.Fatalf("%d Failed Artifact Download events, %d restarts, %d requests; want 1, 0, 1\n%s", len(ev), ts.Restarts, requests.Load(), describe(a))
 	}
 	if !strings.Contains(ev[0].Message, srv.URL+"/missing.tar.gz") || !strings.Contains(ev[0].Message, "404") {
 		t.Errorf("event %q does not name the URL and the 404", ev[0].Message)
