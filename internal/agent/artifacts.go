@@ -151,14 +151,14 @@ func (tr *taskRunner) fetchArtifact(ctx context.Context, a *spec.Artifact) (stri
 	if maxBytes <= 0 {
 		maxBytes = DefaultArtifactMaxBytes
 	}
-	rec := &statusRecorder{next: http.DefaultTransport}
+	rec := &artifactTransport{next: http.DefaultTransport, max: maxBytes}
 	header := http.Header{}
 	for k, v := range a.Headers {
 		header.Set(k, rt.Interpolate(v, env))
 	}
 	c := &getter.Client{
 		Getters: []getter.Getter{
-			&getter.HttpGetter{Client: &http.Client{Transport: rec}, Header: header, MaxBytes: maxBytes,
+			&getter.HttpGetter{Client: &http.Client{Transport: rec}, Header: header,
 				DoNotCheckHeadFirst: true, XTerraformGetDisabled: true},
 			&getter.FileGetter{},
 		},
@@ -288,19 +288,54 @@ func copyInto(root *os.Root, name, src string, perm os.FileMode) error {
 	return err
 }
 
-// statusRecorder is an http.RoundTripper that keeps the status of the
-// last response it had.
-type statusRecorder struct {
+// artifactTransport is the http.RoundTripper of an artifact's fetch: it
+// keeps the status of the last response, and fails a body longer than
+// max bytes. (go-getter's own MaxBytes cuts a body short without an
+// error when the server sends no Content-Length: a truncated artifact.)
+type artifactTransport struct {
 	next   http.RoundTripper
+	max    int64
 	status atomic.Int32
 }
 
-func (s *statusRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+func (s *artifactTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := s.next.RoundTrip(r)
-	if resp != nil {
-		s.status.Store(int32(resp.StatusCode))
+	if resp == nil {
+		return resp, err
 	}
+	s.status.Store(int32(resp.StatusCode))
+	if resp.ContentLength > s.max {
+		resp.Body.Close()
+		return nil, s.tooLarge()
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: s.max, err: s.tooLarge()}
 	return resp, err
+}
+
+func (s *artifactTransport) tooLarge() error {
+	return fmt.Errorf("larger than the agent's limit of %d bytes (--artifact-max-mb)", s.max)
+}
+
+// limitedBody reads at most left bytes of a body, then fails with err.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+	err  error
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, b.err
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, b.err
+	}
+	return n, err
 }
 
 // redactURL is src as an event may show it: a password in it and the

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/agent"
+	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -260,5 +263,42 @@ func TestArtifactHostileArchives(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dataDir), "escape.txt")); err == nil {
 		t.Errorf("escape.txt was written beside the data directory")
+	}
+}
+
+// TestArtifactLimits: a fetch that takes longer than the agent's
+// ArtifactTimeout, and a download larger than its ArtifactMaxBytes, fail
+// the start saying so.
+func TestArtifactLimits(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow.txt":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/big.bin":
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 2<<20))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	c := newCluster(t)
+	c.startAgentWith(agent.Config{
+		DataDir: t.TempDir(), Drivers: []driver.Driver{execdriver.New("raw_exec")}, StopTasksOnExit: true,
+		ArtifactTimeout: 500 * time.Millisecond, ArtifactMaxBytes: 1 << 20,
+	})
+	for name, want := range map[string]string{"slow": "not fetched within 500ms", "big": "larger than the agent's limit of 1048576 bytes (--artifact-max-mb)"} {
+		task := shTask("t", "echo started")
+		task.Artifacts = []*spec.Artifact{{Source: srv.URL + map[string]string{"slow": "/slow.txt", "big": "/big.bin"}[name]}}
+		task.Restart = restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail)
+		c.submit(job(name, spec.JobBatch, task))
+		a := c.alloc(name, 20*time.Second, "alloc failed", clientStatus(spec.ClientFailed))
+		ev := events(taskState(a, "t"), spec.EventArtifactFail)
+		if len(ev) != 1 || !strings.Contains(ev[0].Message, want) {
+			t.Errorf("%s: Failed Artifact Download events %+v, want one saying %q\n%s", name, ev, want, describe(a))
+		}
 	}
 }
