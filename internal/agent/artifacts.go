@@ -224,6 +224,16 @@ func placeArtifact(out, rootDir, rel string, file bool, owner *uidGid) error {
 	if err != nil {
 		return err
 	}
+	if info.Mode()&os.ModeSymlink != 0 {
+		// go-getter links a directory on the node rather than copy it:
+		// copy from the directory itself (the source the job names).
+		if out, err = os.Readlink(out); err != nil {
+			return err
+		}
+		if info, err = os.Stat(out); err != nil {
+			return err
+		}
+	}
 	if !file && !info.IsDir() {
 		return fmt.Errorf("expected a directory, got a %s", info.Mode().Type())
 	}
@@ -264,6 +274,8 @@ func placeArtifact(out, rootDir, rel string, file bool, owner *uidGid) error {
 			if err := copyInto(root, target, p, fi.Mode().Perm()); err != nil {
 				return err
 			}
+		case fi.Mode()&os.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link; an artifact holds only regular files and directories", r)
 		default:
 			return fmt.Errorf("%s is not a regular file or a directory (%s); artifacts hold only those", r, fi.Mode().Type())
 		}

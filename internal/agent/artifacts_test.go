@@ -85,7 +85,8 @@ func sha256Hex(b []byte) string {
 
 // TestArtifactsFetchedBeforeTheStart: a plain file (checksum verified), a
 // tar.gz unpacked into its destination, the same archive kept whole with
-// archive = false, a file on the node in mode file, a source with
+// archive = false, a file on the node in mode file, a directory on the
+// node, a source with
 // ${NOMAD_JOB_NAME} interpolated and one that needs a header are all in
 // the task's directory when it starts, and before its templates render: a
 // template's source is a fetched file.
@@ -104,16 +105,24 @@ func TestArtifactsFetchedBeforeTheStart(t *testing.T) {
 	if err := os.WriteFile(onNode, []byte("from the node\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	tree := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(tree, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "sub", "c.txt"), []byte("a directory on the node\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	c := newCluster(t)
 	c.startAgent(t.TempDir(), true)
-	task := shTask("t", `cat local/plain.txt local/bundle/dir/a.txt local/bundle/b.txt local/copied.txt local/arts.txt local/key.txt local/app.conf; `+
+	task := shTask("t", `cat local/plain.txt local/bundle/dir/a.txt local/bundle/b.txt local/copied.txt local/arts.txt local/key.txt local/tree/sub/c.txt local/app.conf; `+
 		`tar tzf local/raw/bundle.tar.gz | sort`)
 	task.Artifacts = []*spec.Artifact{
 		{Source: srv.URL + "/plain.txt", Options: map[string]string{"checksum": "sha256:" + sha256Hex(plain)}},
 		{Source: srv.URL + "/bundle.tar.gz", Destination: "local/bundle"},
 		{Source: srv.URL + "/bundle.tar.gz", Destination: "${NOMAD_TASK_DIR}/raw", Options: map[string]string{"archive": "false"}},
 		{Source: onNode, Mode: "file", Destination: "local/copied.txt"},
+		{Source: "file://" + tree, Destination: "local/tree"},
 		{Source: srv.URL + "/jobs/${NOMAD_JOB_NAME}.txt"},
 		{Source: srv.URL + "/private/key.txt", Headers: map[string]string{"X-Token": "let-me-in"}},
 		{Source: srv.URL + "/app.tpl"},
@@ -122,7 +131,7 @@ func TestArtifactsFetchedBeforeTheStart(t *testing.T) {
 	c.submit(job("arts", spec.JobBatch, task))
 	a := c.alloc("arts", 20*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
 	out := logs(t, c.client, a.ID, "t", false)
-	want := "hello artifact\nA\nB\nfrom the node\nnamed for the job\nwith the header\nalloc=" + a.ID + "\nb.txt\ndir/a.txt\n"
+	want := "hello artifact\nA\nB\nfrom the node\nnamed for the job\nwith the header\na directory on the node\nalloc=" + a.ID + "\nb.txt\ndir/a.txt\n"
 	if out != want {
 		t.Errorf("task printed\n%s\nwant\n%s\n%s", out, want, describe(a))
 	}
@@ -237,6 +246,26 @@ func TestArtifactHostileArchives(t *testing.T) {
 		t.Logf("%s: %s", name, ev[0].Message)
 	}
 
+	// A directory on the node holding a symbolic link to outside is
+	// refused, not copied as a link nor followed.
+	srcDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(srcDir, "ok.txt"), []byte("ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(srcDir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	task := shTask("t", "echo started")
+	task.Artifacts = []*spec.Artifact{{Source: srcDir, Destination: "local/tree"}}
+	task.Restart = restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail)
+	c.submit(job("dirlink", spec.JobBatch, task))
+	a := c.alloc("dirlink", 20*time.Second, "alloc failed", clientStatus(spec.ClientFailed))
+	if ev := events(taskState(a, "t"), spec.EventArtifactFail); len(ev) != 1 || !strings.Contains(ev[0].Message, "link is a symbolic link") {
+		t.Errorf("dirlink: Failed Artifact Download events %+v, want 1 about the symbolic link\n%s", ev, describe(a))
+	} else {
+		t.Logf("dirlink: %s", ev[0].Message)
+	}
+
 	// A prestart task plants alloc/data/link -> outside; the main task's
 	// artifact goes to ${NOMAD_ALLOC_DIR}/data/link.
 	plant := shTask("plant", `ln -s `+outside+` "$NOMAD_ALLOC_DIR/data/link"`)
@@ -245,7 +274,7 @@ func TestArtifactHostileArchives(t *testing.T) {
 	main.Artifacts = []*spec.Artifact{{Source: srv.URL + "/fine.tar.gz", Destination: "${NOMAD_ALLOC_DIR}/data/link"}}
 	main.Restart = restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail)
 	c.submit(job("planted", spec.JobBatch, plant, main))
-	a := c.alloc("planted", 20*time.Second, "alloc failed", clientStatus(spec.ClientFailed))
+	a = c.alloc("planted", 20*time.Second, "alloc failed", clientStatus(spec.ClientFailed))
 	if ev := events(taskState(a, "t"), spec.EventArtifactFail); len(ev) != 1 || !strings.Contains(ev[0].Message, "escapes") {
 		t.Errorf("planted: Failed Artifact Download events %+v, want 1 saying the path escapes\n%s", ev, describe(a))
 	} else {
