@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,6 +26,7 @@ func newAgentCmd() *cobra.Command {
 	var meta map[string]string
 	var docker dockerdriver.Config
 	var ports portFlags
+	var arts artifactFlags
 	var tlsF tlsFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -45,6 +47,9 @@ running.`,
 				return fmt.Errorf("--data-dir is required: the agent keeps its node ID and task directories there")
 			}
 			if err := ports.check(); err != nil {
+				return err
+			}
+			if err := arts.check(); err != nil {
 				return err
 			}
 			if networkIP != "" && net.ParseIP(networkIP) == nil {
@@ -78,7 +83,7 @@ running.`,
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: tlsF.scheme() + ln.Addr().String(),
 				NetworkIP: networkIP, Meta: meta, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, ReleaseStartupPages: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max})
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20})
 			if err != nil {
 				return err
 			}
@@ -101,6 +106,7 @@ running.`,
 	})
 	cmd.Flags().StringVar(&httpAddr, "http-addr", "127.0.0.1:4647", "this agent's HTTP address (serves task logs to the servers)")
 	ports.add(cmd.Flags())
+	arts.add(cmd.Flags())
 	cmd.Flags().StringVar(&networkIP, "network-ip", "", "IP address tasks' ports are reached at (default: the --http-addr host if it is an IP, else the first IPv4 address of an interface)")
 	cmd.Flags().StringVar(&name, "name", "", "node name (default: hostname)")
 	cmd.Flags().Var(flagfile.NewStringMap(&meta), "meta", "node metadata key=value (repeatable)")
@@ -111,4 +117,22 @@ running.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	dockerFlags(cmd.Flags(), &docker)
 	return withConfigFiles(cmd)
+}
+
+// artifactFlags bound the fetch of each task artifact on an agent.
+type artifactFlags struct {
+	timeout time.Duration
+	maxMB   int64
+}
+
+func (a *artifactFlags) add(fs *pflag.FlagSet) {
+	fs.DurationVar(&a.timeout, "artifact-timeout", agent.DefaultArtifactTimeout, "longest a task artifact's fetch may take")
+	fs.Int64Var(&a.maxMB, "artifact-max-mb", agent.DefaultArtifactMaxBytes>>20, "most MB a task artifact may download, and an archive unpack to")
+}
+
+func (a *artifactFlags) check() error {
+	if a.timeout <= 0 || a.maxMB <= 0 {
+		return fmt.Errorf("--artifact-timeout %s and --artifact-max-mb %d: give both above 0 (default %s and %d)", a.timeout, a.maxMB, agent.DefaultArtifactTimeout, agent.DefaultArtifactMaxBytes>>20)
+	}
+	return nil
 }

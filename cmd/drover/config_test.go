@@ -77,6 +77,8 @@ func TestServerConfigFiles(t *testing.T) {
 		{[]string{"server", "--config", typo}, typo + `:2:1: unknown key "max_heartbeat_per_second"; did you mean "max_heartbeats_per_second"?`},
 		{[]string{"agent", "--config", write("agent.hcl", "datacenter = 3\n")}, `agent.hcl:1:14: datacenter: want a string, got a number`},
 		{[]string{"dev", "--config", write("dev.hcl", "min_dynamic_port = 80\n")}, "--min-dynamic-port 80 and --max-dynamic-port 32000: give 1024 <= min <= max <= 65535"},
+		{[]string{"agent", "--config", write("arts.hcl", "data_dir = \""+dir+"\"\nartifact_timeout = \"0s\"\n")}, "--artifact-timeout 0s and --artifact-max-mb 102400: give both above 0"},
+		{[]string{"dev", "--artifact-max-mb", "-1"}, "--artifact-timeout 30m0s and --artifact-max-mb -1: give both above 0"},
 		{[]string{"dev", "--config", filepath.Join(dir, "none.hcl")}, "config file " + filepath.Join(dir, "none.hcl") + " does not exist"},
 	} {
 		out, code := runDrover(t, "", c.args...)

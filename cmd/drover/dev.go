@@ -24,6 +24,7 @@ func newDevCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, pprofAddr, dnsAddr string
 	var memory memoryFlags
 	var ports portFlags
+	var arts artifactFlags
 	var nodeTTL time.Duration
 	var docker dockerdriver.Config
 	var tlsF tlsFlags
@@ -49,6 +50,9 @@ it, jobs and their instances survive a restart.`,
 				return err
 			}
 			if err := ports.check(); err != nil {
+				return err
+			}
+			if err := arts.check(); err != nil {
 				return err
 			}
 			// Read every file first: a typo should not cost a cluster start.
@@ -128,7 +132,7 @@ it, jobs and their instances survive a restart.`,
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max,
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20,
 			})
 			if err != nil {
 				return err
@@ -232,6 +236,7 @@ it, jobs and their instances survive a restart.`,
 	memory.add(cmd.Flags())
 	vars.add(cmd)
 	ports.add(cmd.Flags())
+	arts.add(cmd.Flags())
 	cmd.Flags().StringVar(&dnsAddr, "dns-addr", "127.0.0.1:8600", "serve the service catalog over DNS (UDP and TCP) here; \"\" for none (the default port, Consul's, is skipped with a warning when taken)")
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")

@@ -30,6 +30,10 @@ network_ip       = "10.0.0.11"
 min_dynamic_port = 20000
 max_dynamic_port = 32000
 
+# Bounds on each task artifact's fetch: time, and MB downloaded or unpacked.
+artifact_timeout = "30m"
+artifact_max_mb  = 102400
+
 # Task drivers: docker is offered besides when its daemon answers.
 drivers                   = ["exec", "raw_exec"]
 docker_allow_privileged   = false

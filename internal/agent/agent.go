@@ -75,6 +75,11 @@ type Config struct {
 	// task directory trees, the agent keeps made ahead for starts to take
 	// (dirpool.go): 0 is the default (512), a negative number none.
 	DirPool int
+	// ArtifactTimeout bounds the fetch of each of a task's artifacts (0:
+	// DefaultArtifactTimeout); ArtifactMaxBytes an http(s) download and
+	// what an archive unpacks to (0: DefaultArtifactMaxBytes).
+	ArtifactTimeout  time.Duration
+	ArtifactMaxBytes int64
 }
 
 // Agent runs one node.

@@ -67,22 +67,8 @@ func (tr *taskRunner) makeTaskDirs() error {
 // Nomad does, so the task may write where it is told to. A user the node
 // does not have is left to the driver, which fails the task naming it.
 func (tr *taskRunner) ownTaskDirs() error {
-	name := tr.task.UserOf()
-	if name == "" || tr.drv.Info().OwnFilesystem || os.Geteuid() != 0 {
-		return nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		if u, err = user.LookupId(name); err != nil {
-			return nil
-		}
-	}
-	uid, err := strconv.Atoi(u.Uid)
-	if err != nil {
-		return nil
-	}
-	gid, err := strconv.Atoi(u.Gid)
-	if err != nil {
+	uid, gid, ok := tr.taskOwner()
+	if !ok {
 		return nil
 	}
 	for _, d := range []string{tr.dir, filepath.Join(tr.dir, localDirName), filepath.Join(tr.dir, secretsDirName)} {
@@ -91,6 +77,31 @@ func (tr *taskRunner) ownTaskDirs() error {
 		}
 	}
 	return nil
+}
+
+// taskOwner is the uid and gid of the task's user, when the task runs as
+// another user on the node's file system and the agent may give files to
+// it (it runs as root); ok false otherwise.
+func (tr *taskRunner) taskOwner() (uid, gid int, ok bool) {
+	name := tr.task.UserOf()
+	if name == "" || tr.drv.Info().OwnFilesystem || os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return 0, 0, false
+		}
+	}
+	uid, err = strconv.Atoi(u.Uid)
+	if err != nil {
+		return 0, 0, false
+	}
+	gid, err = strconv.Atoi(u.Gid)
+	if err != nil {
+		return 0, 0, false
+	}
+	return uid, gid, true
 }
 
 // makeAllocTree makes an alloc's directory dir and its shared alloc/.

@@ -60,6 +60,9 @@ type taskRunner struct {
 	// run to start the task again at once, not counted by the policy.
 	restartReq chan string
 	restartNow bool
+	// artifactsFetched: the task's artifacts are in place (artifacts.go);
+	// only run's goroutine uses it.
+	artifactsFetched bool
 }
 
 func (tr *taskRunner) run(ctx context.Context) {
@@ -187,6 +190,24 @@ func (tr *taskRunner) runOnce(ctx context.Context) (driver.Exit, bool) {
 	}
 	defer closeAll(stdout, stderr)
 
+	if err := tr.fetchArtifacts(ctx, tr.stop); err != nil {
+		var ae *artifactError
+		switch {
+		case ctx.Err() != nil:
+			return driver.Exit{}, true
+		case errors.Is(err, errStopRequested):
+			tr.ar.taskDead(name, false, spec.EventKilled, "stopped while fetching artifacts")
+			return driver.Exit{}, true
+		case errors.As(err, &ae) && ae.final:
+			// The server refused the request (a 404): asking again would
+			// get the same answer, so the task fails now rather than on
+			// the restart policy's clock.
+			tr.ar.taskDead(name, true, spec.EventArtifactFail, err.Error())
+			return driver.Exit{}, true
+		}
+		tr.ar.taskEvent(name, spec.EventArtifactFail, err.Error(), nil)
+		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false
+	}
 	if err := tr.renderTemplates(ctx); err != nil {
 		tr.ar.taskEvent(name, spec.EventTemplate, err.Error(), nil)
 		return driver.Exit{Code: -1, Err: err, Time: time.Now()}, false

@@ -361,17 +361,28 @@ func (tm *templater) signal(sig string) string {
 // directories) goes: inside the task's directory, or the alloc's shared
 // one. Symbolic links are followed only within that directory.
 func (tr *taskRunner) templatePath(dest string) (string, error) {
-	root, rel := tr.dir, dest
+	root, rel, err := tr.destRoot(dest)
+	if err != nil {
+		return "", err
+	}
+	return securejoin.SecureJoin(root, rel)
+}
+
+// destRoot splits a destination dest (interpolated with the host's
+// directories) into the directory it must stay in, the task's or the
+// alloc's shared one, and its path relative to that directory.
+func (tr *taskRunner) destRoot(dest string) (root, rel string, err error) {
+	root, rel = tr.dir, dest
 	if shared := tr.ar.sharedDir(); dest == shared || strings.HasPrefix(dest, shared+"/") {
-		root, rel = shared, strings.TrimPrefix(dest, shared)
+		root, rel = shared, strings.TrimPrefix(strings.TrimPrefix(dest, shared), "/")
 	} else if filepath.IsAbs(dest) {
 		r, err := filepath.Rel(tr.dir, dest)
 		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-			return "", fmt.Errorf("destination %s is outside the task's directory", dest)
+			return "", "", fmt.Errorf("destination %s is outside the task's directory", dest)
 		}
 		rel = r
 	}
-	return securejoin.SecureJoin(root, rel)
+	return root, rel, nil
 }
 
 // hostDirs are the task's directories as the agent sees them, whatever

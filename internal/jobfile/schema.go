@@ -398,7 +398,6 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		artifact
 		logs
 		multiregion
 		device numa

@@ -461,6 +461,7 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"Lifecycle":        func(t *spec.Task) { t.Lifecycle = &spec.Lifecycle{Hook: spec.LifecycleHook("prestart")} },
 		"Templates":        func(t *spec.Task) { t.Templates = []*spec.Template{{Data: "x", Destination: "local/x"}} },
 		"DispatchPayload":  func(t *spec.Task) { t.DispatchPayload = &spec.DispatchPayload{File: "in"} },
+		"Artifacts":        func(t *spec.Task) { t.Artifacts = []*spec.Artifact{{Source: "https://example.com/a"}} },
 		"Services":         func(t *spec.Task) { t.Services = []*spec.Service{{Name: "web"}} },
 		"Image":            func(t *spec.Task) { t.Config.Image = "app:2" },
 		"Entrypoint":       func(t *spec.Task) { t.Config.Entrypoint = []string{"/app"} },

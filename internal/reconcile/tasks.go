@@ -39,6 +39,7 @@ func taskEqual(a, b *spec.Task) bool {
 		(a.Lifecycle == nil) == (b.Lifecycle == nil) && (a.Lifecycle == nil || *a.Lifecycle == *b.Lifecycle) &&
 		(a.DispatchPayload == nil) == (b.DispatchPayload == nil) && (a.DispatchPayload == nil || *a.DispatchPayload == *b.DispatchPayload) &&
 		slices.EqualFunc(a.Templates, b.Templates, templateEqual) &&
+		slices.EqualFunc(a.Artifacts, b.Artifacts, artifactEqual) &&
 		maps.Equal(a.Meta, b.Meta) &&
 		slices.EqualFunc(a.Services, b.Services, serviceEqual)
 }
@@ -50,6 +51,16 @@ func templateEqual(a, b *spec.Template) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// artifactEqual: a changed artifact replaces the task's instances, as a
+// changed template does (the agent fetches at the instance's first start).
+func artifactEqual(a, b *spec.Artifact) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Source == b.Source && a.Destination == b.Destination && a.Mode == b.Mode && a.Chown == b.Chown &&
+		maps.Equal(a.Options, b.Options) && maps.Equal(a.Headers, b.Headers)
 }
 
 // serviceEqual: a changed service or check replaces the task's instances,

@@ -106,6 +106,11 @@ const (
 	// EventTemplate: a template was rendered again after the service
 	// catalog changed, and what its change_mode did; or rendering failed.
 	EventTemplate EventType = "Template"
+	// EventArtifacts: the task's artifacts were fetched, before its
+	// start; EventArtifactFail: one could not be (its URL, redacted, and
+	// why).
+	EventArtifacts    EventType = "Downloading Artifacts"
+	EventArtifactFail EventType = "Failed Artifact Download"
 	// EventSignaled: an operator sent the task a signal (drover alloc
 	// signal).
 	EventSignaled EventType = "Signaled"

@@ -229,6 +229,9 @@ type Task struct {
 	Templates []*Template `json:"templates,omitempty" hcl:"template"`
 	// DispatchPayload writes a dispatched job's payload into local/.
 	DispatchPayload *DispatchPayload `json:"dispatch_payload,omitempty"`
+	// Artifacts are fetched into the task's directory before its first
+	// start, before its templates render (artifact.go).
+	Artifacts []*Artifact `json:"artifacts,omitempty" hcl:"artifact"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and

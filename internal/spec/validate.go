@@ -287,6 +287,7 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 	}
 	validateTaskOptions(ps, path, t)
 	validateTemplates(ps, path, t)
+	validateArtifacts(ps, path, t)
 	checkMeta(ps, path+".meta", t.Meta)
 	validateConstraints(ps, path+".constraints", t.Constraints)
 	validateAffinities(ps, path+".affinities", t.Affinities)
