@@ -24,6 +24,7 @@ func newDevCmd() *cobra.Command {
 	var dataDir, httpAddr, logLevel, pprofAddr, dnsAddr string
 	var memory memoryFlags
 	var ports portFlags
+	var vols hostVolumes
 	var nodeTTL time.Duration
 	var docker dockerdriver.Config
 	var tlsF tlsFlags
@@ -128,7 +129,7 @@ it, jobs and their instances survive a restart.`,
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max,
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, HostVolumes: vols.list(),
 			})
 			if err != nil {
 				return err
@@ -236,6 +237,7 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")
 	dockerFlags(cmd.Flags(), &docker)
+	vols.add(cmd.Flags())
 	tlsF.add(cmd.Flags(), "where dev keeps its certificates (default DATA-DIR/tls; made when missing)")
 	cmd.Flags().BoolVar(&aclOn, "acl", true, "require an ACL token on operator requests (dev makes a management token for the CLI here)")
 	return withConfigFiles(cmd)
