@@ -511,7 +511,7 @@ func warnVolumes(job *spec.Job, c *collector, at positions) {
 				c.warn(at.lookup(vp+".type"), "volume %q in group %q: drover has no CSI, so nothing is attached: what the tasks write at its volume_mount destinations stays in the instance's directory and is lost with it; use a host volume (type = \"host\") to keep data", v.Name, g.Name)
 			}
 			if v.PerAlloc {
-				c.warn(at.lookup(vp+".per_alloc"), "volume %q in group %q: per_alloc is not applied: every instance mounts host volume %q itself, not %q[N] by its index", v.Name, g.Name, v.Source, v.Source)
+				c.warn(at.lookup(vp+".per_alloc"), "volume %q in group %q: per_alloc is not applied: every instance mounts host volume %q itself, not %q by its index", v.Name, g.Name, v.Source, v.Source+"[N]")
 			}
 		}
 	}

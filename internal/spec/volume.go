@@ -145,7 +145,7 @@ func (g *Group) VolumeMountReadOnly(m *VolumeMount) bool {
 // validateVolumes checks a group's volume blocks and its tasks'
 // volume_mount blocks.
 func validateVolumes(ps *Problems, p string, g *Group) {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for i, v := range g.Volumes {
 		vp := fmt.Sprintf("%s.volumes[%d]", p, i)
 		if v == nil {
@@ -157,6 +157,9 @@ func validateVolumes(ps *Problems, p string, g *Group) {
 			ps.Add(vp+".name", "volume needs a name: write volume \"data\" { ... }")
 		case seen[v.Name]:
 			ps.Add(vp+".name", "group %q declares volume %q twice; give each volume block its own name", g.Name, v.Name)
+		}
+		if seen == nil {
+			seen = map[string]bool{}
 		}
 		seen[v.Name] = true
 		switch v.TypeOf() {
