@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
+
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -143,20 +145,33 @@ func (tr *taskRunner) volumeMounts(env map[string]string, rt spec.TaskRuntime) (
 
 // volumeLink is where a task that runs on the host's file system (exec,
 // raw_exec) finds a volume: dest, relative to the task's directory or
-// absolute inside the alloc's directory, which must not hold anything
-// but the link. An absolute destination elsewhere cannot be made without
-// a mount namespace, which these tasks do not have.
+// absolute inside it or inside the alloc's shared directory (as a
+// template's destination), symbolic links followed only within that
+// directory. An absolute destination elsewhere cannot be made without a
+// mount namespace, which these tasks do not have.
 func (tr *taskRunner) volumeLink(m *spec.VolumeMount, dest string) (string, error) {
 	if !filepath.IsAbs(dest) {
 		dest = filepath.Join(tr.dir, dest)
 	}
 	dest = filepath.Clean(dest)
-	if !inside(tr.ar.dir, dest) || dest == tr.dir {
+	root := tr.dir
+	if shared := tr.ar.sharedDir(); inside(shared, dest) {
+		root = shared
+	}
+	if !inside(root, dest) || dest == root {
 		return "", fmt.Errorf("volume_mount of %q: destination %q is outside the task's directory, and a %s task runs on the host's file system, where drover does not mount; "+
 			"write a destination inside it, such as \"local/%s\" or \"${NOMAD_TASK_DIR}/%s\", and read the volume there (or run the task with the docker driver): %w",
 			m.Volume, m.Destination, tr.task.Driver, m.Volume, m.Volume, driver.ErrNoRetry)
 	}
-	return dest, nil
+	rel, err := filepath.Rel(root, dest)
+	if err != nil {
+		return "", fmt.Errorf("volume_mount of %q: %w", m.Volume, err)
+	}
+	parent, err := securejoin.SecureJoin(root, filepath.Dir(rel))
+	if err != nil {
+		return "", fmt.Errorf("volume_mount of %q: %w", m.Volume, err)
+	}
+	return filepath.Join(parent, filepath.Base(rel)), nil
 }
 
 // inside reports whether p is dir or under it.

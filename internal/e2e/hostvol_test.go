@@ -32,8 +32,9 @@ func hostVolDev(t *testing.T) (d *devProc, dir, shared, certs string) {
 
 // TestHostVolumeExec: drover dev offers host volumes given with
 // --host-volume, its node publishes them (drover nodes NODE shows them),
-// and a raw_exec task writes through its volume_mount (a relative
-// destination, a link in its task directory) into the host's directory.
+// and raw_exec tasks write through their volume_mount (a link in the
+// task's directory at a relative destination, or in the alloc's shared
+// directory under ${NOMAD_ALLOC_DIR}) into the host's directory.
 func TestHostVolumeExec(t *testing.T) {
 	d, dir, shared, _ := hostVolDev(t)
 	nodes := cliOK(t, d, "nodes")
@@ -64,6 +65,21 @@ job "hvexec" {
         memory = 16
       }
     }
+    task "other" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo from other > ${NOMAD_ALLOC_DIR}/vol/out2.txt"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "${NOMAD_ALLOC_DIR}/vol"
+      }
+      resources {
+        cpu    = 10
+        memory = 16
+      }
+    }
   }
 }
 `)
@@ -76,6 +92,9 @@ job "hvexec" {
 	b, err := os.ReadFile(filepath.Join(shared, "out.txt"))
 	if err != nil || strings.TrimSpace(string(b)) != "written by "+a.ID {
 		t.Fatalf("the host volume holds %q (%v), want the task's line %q", b, err, "written by "+a.ID)
+	}
+	if b, err := os.ReadFile(filepath.Join(shared, "out2.txt")); err != nil || strings.TrimSpace(string(b)) != "from other" {
+		t.Fatalf("the write through ${NOMAD_ALLOC_DIR}/vol: %q (%v)", b, err)
 	}
 }
 
