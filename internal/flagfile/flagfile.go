@@ -5,7 +5,9 @@
 // the value its type takes: a string, a number, true or false, a duration
 // as a string ("90s"), a list of strings for a flag that may be repeated
 // or takes a comma-separated list, and an object of strings (or a block of
-// the same name) for a map flag such as --meta. So a new flag is a new key
+// the same name) for a map flag such as --meta, and labelled blocks for a
+// list flag that makes its elements from them (BlockListValue:
+// host_volume "data" { path = "/srv/data" }). So a new flag is a new key
 // with nothing else to change, and the flag's help is the key's.
 //
 // A flag given on the command line wins over every file. Several files
