@@ -66,9 +66,12 @@ func TestHostVolumesDecode(t *testing.T) {
       {"Volume": "data", "Destination": "local/data", "ReadOnly": false, "PropagationMode": "private"},
       {"Volume": "conf", "Destination": "/etc/app", "ReadOnly": true, "PropagationMode": "private"}
     ]}]}]}}`
-	fromAPI, err := Decode("vols.json", []byte(api))
+	fromAPI, warns, err := DecodeWarn("vols.json", []byte(api))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(warns) != 0 {
+		t.Errorf("Nomad's defaults (PropagationMode \"private\") were warned of: %v", warns)
 	}
 	if d := cmp.Diff(fromHCL, fromAPI); d != "" {
 		t.Errorf("the API form differs from the HCL (-hcl +api):\n%s", d)
