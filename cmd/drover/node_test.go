@@ -153,18 +153,18 @@ func TestPrintNode(t *testing.T) {
 		Attributes:  map[string]string{spec.AttrKernelName: "linux", spec.AttrCPUArch: "amd64"}}
 	var b strings.Builder
 	printNode(&b, n)
-	want := `ID            aaaaaaaa-1111
-Name          node-a
-Status        ready
-Datacenter    eu-1
-Class         -
-Pool          gpu
-Address       https://10.0.0.5:4647
-Drivers       exec
-Host volumes  certs (read-only), shared
-CPU           8000 MHz
-Memory        16000 MB
-Disk          50000 MB
+	want := `ID          aaaaaaaa-1111
+Name        node-a
+Status      ready
+Datacenter  eu-1
+Class       -
+Pool        gpu
+Address     https://10.0.0.5:4647
+Drivers     exec
+Volumes     certs (read-only), shared
+CPU         8000 MHz
+Memory      16000 MB
+Disk        50000 MB
 
 Attributes
   attr.cpu.arch     amd64

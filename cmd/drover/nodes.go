@@ -113,7 +113,7 @@ func printNode(w io.Writer, n *spec.Node) {
 		{"Name", n.Name}, {"Status", nodeStatus(n)},
 		{"Datacenter", n.DatacenterOf()}, {"Class", dash(n.NodeClass)}, {"Pool", n.PoolOf()},
 		{"Address", dash(n.Address)}, {"Drivers", strings.Join(n.Drivers, ",")},
-		{"Host volumes", dash(hostVolumesLine(n.HostVolumes))},
+		{"Volumes", dash(hostVolumesLine(n.HostVolumes))},
 		{"CPU", fmt.Sprintf("%d MHz", n.Resources.CPU)}, {"Memory", fmt.Sprintf("%d MB", n.Resources.MemoryMB)},
 		{"Disk", fmt.Sprintf("%d MB", n.Resources.DiskMB)},
 	} {
