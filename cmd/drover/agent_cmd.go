@@ -27,6 +27,7 @@ func newAgentCmd() *cobra.Command {
 	var docker dockerdriver.Config
 	var ports portFlags
 	var arts artifactFlags
+	var vols hostVolumes
 	var tlsF tlsFlags
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -83,7 +84,8 @@ running.`,
 			}
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: tlsF.scheme() + ln.Addr().String(),
 				NetworkIP: networkIP, Meta: meta, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, ReleaseStartupPages: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20})
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20,
+				HostVolumes: vols.list()})
 			if err != nil {
 				return err
 			}
@@ -113,6 +115,7 @@ running.`,
 	cmd.Flags().StringVar(&datacenter, "datacenter", spec.DefaultDatacenter, "this node's datacenter: jobs name the datacenters they run in")
 	cmd.Flags().StringVar(&nodeClass, "node-class", "", "this node's class, for constraints on ${node.class}")
 	cmd.Flags().StringVar(&nodePool, "node-pool", spec.DefaultNodePool, "this node's pool: only jobs of this pool (or of pool \"all\") run here")
+	vols.add(cmd.Flags())
 	cmd.Flags().StringSliceVar(&driverNames, "drivers", []string{"exec", "raw_exec"}, "task drivers to offer; docker is offered besides when its daemon answers")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	dockerFlags(cmd.Flags(), &docker)

@@ -87,3 +87,51 @@ func TestServerConfigFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestHostVolumeConfig: host_volume is read as a list of NAME=PATH[:ro]
+// and as Nomad's client blocks, host_volume "name" { path, read_only };
+// a block without a path, with an attribute it does not take, or beside
+// the list form is an error at its line.
+func TestHostVolumeConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	load := func(file string) (string, error) {
+		cmd := newAgentCmd()
+		err := flagfile.Load(configKeys(cmd), []string{file})
+		return cmd.Flags().Lookup("host-volume").Value.String(), err
+	}
+	got, err := load(write("blocks.hcl", `
+host_volume "shared" {
+  path = "/srv/shared"
+}
+host_volume "certs" {
+  path      = "/etc/ssl/certs"
+  read_only = true
+}
+`))
+	if err != nil || got != "[shared=/srv/shared,certs=/etc/ssl/certs:ro]" {
+		t.Errorf("blocks: %q, %v", got, err)
+	}
+	got, err = load(write("list.hcl", `host_volume = ["shared=/srv/shared", "certs=/etc/ssl/certs:ro"]`))
+	if err != nil || got != "[shared=/srv/shared,certs=/etc/ssl/certs:ro]" {
+		t.Errorf("list: %q, %v", got, err)
+	}
+	for file, want := range map[string]string{
+		"nopath.hcl:1:1":  "host_volume \"a\" {\n  read_only = true\n}\n",
+		"unknown.hcl:1:1": "host_volume \"a\" {\n  path = \"/x\"\n  mode = \"rw\"\n}\n",
+		"both.hcl:2:1":    "host_volume = [\"a=/x\"]\nhost_volume \"b\" {\n  path = \"/y\"\n}\n",
+		"badlist.hcl:1:1": "host_volume = [\"nopath\"]\n",
+	} {
+		name, _, _ := strings.Cut(file, ":")
+		_, err := load(write(name, want))
+		if err == nil || !strings.Contains(err.Error(), file) {
+			t.Errorf("%s: error %v, want one at %s", name, err, file)
+		}
+	}
+}

@@ -25,6 +25,7 @@ func newDevCmd() *cobra.Command {
 	var memory memoryFlags
 	var ports portFlags
 	var arts artifactFlags
+	var vols hostVolumes
 	var nodeTTL time.Duration
 	var docker dockerdriver.Config
 	var tlsF tlsFlags
@@ -132,7 +133,7 @@ it, jobs and their instances survive a restart.`,
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20,
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20, HostVolumes: vols.list(),
 			})
 			if err != nil {
 				return err
@@ -241,6 +242,7 @@ it, jobs and their instances survive a restart.`,
 	cmd.Flags().StringVar(&pprofAddr, "pprof-addr", "", "serve Go profiles (/debug/pprof) on this loopback address")
 	cmd.Flags().MarkHidden("pprof-addr")
 	dockerFlags(cmd.Flags(), &docker)
+	vols.add(cmd.Flags())
 	tlsF.add(cmd.Flags(), "where dev keeps its certificates (default DATA-DIR/tls; made when missing)")
 	cmd.Flags().BoolVar(&aclOn, "acl", true, "require an ACL token on operator requests (dev makes a management token for the CLI here)")
 	return withConfigFiles(cmd)

@@ -142,13 +142,15 @@ func TestDrainWatch(t *testing.T) {
 	}
 }
 
-// TestPrintNode shows a node's place, capacity, attributes (the drivers'
-// among them) and meta, under the names constraints read them by.
+// TestPrintNode shows a node's place, host volumes, capacity, attributes
+// (the drivers' among them) and meta, under the names constraints read
+// them by.
 func TestPrintNode(t *testing.T) {
 	n := &spec.Node{ID: "aaaaaaaa-1111", Name: "node-a", Status: spec.NodeReady, Datacenter: "eu-1", NodePool: "gpu",
 		Address: "https://10.0.0.5:4647", Drivers: []string{"exec"},
-		Resources:  spec.Resources{CPU: 8000, MemoryMB: 16000, DiskMB: 50000},
-		Attributes: map[string]string{spec.AttrKernelName: "linux", spec.AttrCPUArch: "amd64"}}
+		HostVolumes: []spec.HostVolume{{Name: "certs", ReadOnly: true}, {Name: "shared"}},
+		Resources:   spec.Resources{CPU: 8000, MemoryMB: 16000, DiskMB: 50000},
+		Attributes:  map[string]string{spec.AttrKernelName: "linux", spec.AttrCPUArch: "amd64"}}
 	var b strings.Builder
 	printNode(&b, n)
 	want := `ID          aaaaaaaa-1111
@@ -159,6 +161,7 @@ Class       -
 Pool        gpu
 Address     https://10.0.0.5:4647
 Drivers     exec
+Volumes     certs (read-only), shared
 CPU         8000 MHz
 Memory      16000 MB
 Disk        50000 MB

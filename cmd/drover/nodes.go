@@ -113,6 +113,7 @@ func printNode(w io.Writer, n *spec.Node) {
 		{"Name", n.Name}, {"Status", nodeStatus(n)},
 		{"Datacenter", n.DatacenterOf()}, {"Class", dash(n.NodeClass)}, {"Pool", n.PoolOf()},
 		{"Address", dash(n.Address)}, {"Drivers", strings.Join(n.Drivers, ",")},
+		{"Volumes", dash(hostVolumesLine(n.HostVolumes))},
 		{"CPU", fmt.Sprintf("%d MHz", n.Resources.CPU)}, {"Memory", fmt.Sprintf("%d MB", n.Resources.MemoryMB)},
 		{"Disk", fmt.Sprintf("%d MB", n.Resources.DiskMB)},
 	} {
@@ -133,6 +134,19 @@ func printNode(w io.Writer, n *spec.Node) {
 		}
 		t.flush()
 	}
+}
+
+// hostVolumesLine lists a node's host volumes: "certs (read-only), shared".
+func hostVolumesLine(vs []spec.HostVolume) string {
+	var names []string
+	for _, v := range vs {
+		if v.ReadOnly {
+			names = append(names, v.Name+" (read-only)")
+		} else {
+			names = append(names, v.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // printNodeAllocs lists the instances of a node that are not over, and

@@ -25,6 +25,12 @@ meta {
   rack = "r1"
 }
 
+# Host volumes: directories of this machine jobs mount by name (a group's
+# volume "x" { type = "host", source = "shared" }), :ro for read-only.
+# Nomad's client form, host_volume "shared" { path = "/srv/shared",
+# read_only = false }, is read too, one block per volume.
+host_volume = ["shared=/srv/shared", "certs=/etc/ssl/certs:ro"]
+
 # The address tasks' ports are reached at, and the range dynamic ports come from.
 network_ip       = "10.0.0.11"
 min_dynamic_port = 20000

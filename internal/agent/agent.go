@@ -71,6 +71,9 @@ type Config struct {
 	// MinDynamicPort and MaxDynamicPort bound the node's dynamic ports; 0:
 	// spec.DynamicPortMin and spec.DynamicPortMax.
 	MinDynamicPort, MaxDynamicPort int
+	// HostVolumes are the directories the node offers jobs by name
+	// (hostvolume.go); New refuses one that is not an existing directory.
+	HostVolumes []HostVolume
 	// DirPool is at most how many alloc directory trees, and how many
 	// task directory trees, the agent keeps made ahead for starts to take
 	// (dirpool.go): 0 is the default (512), a negative number none.
@@ -154,6 +157,9 @@ func New(cfg Config) (*Agent, error) {
 	cfg.NodePool = cmp.Or(cfg.NodePool, spec.DefaultNodePool)
 	if msg := spec.CheckNodeScope(cfg.Datacenter, cfg.NodeClass, cfg.NodePool); msg != "" {
 		return nil, fmt.Errorf("agent: %s", msg)
+	}
+	if err := checkHostVolumes(cfg.HostVolumes); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a := &Agent{
 		cfg:       cfg,
@@ -250,6 +256,7 @@ func (a *Agent) Node() *spec.Node {
 		ID: a.nodeID, Name: a.nodeName, Address: a.cfg.Address,
 		Datacenter: a.cfg.Datacenter, NodeClass: a.cfg.NodeClass, NodePool: a.cfg.NodePool,
 		Attributes: attrs, Meta: a.cfg.Meta, Resources: res, Drivers: drivers,
+		HostVolumes:    nodeHostVolumes(a.cfg.HostVolumes),
 		MinDynamicPort: a.cfg.MinDynamicPort, MaxDynamicPort: a.cfg.MaxDynamicPort,
 	}
 }

@@ -328,6 +328,16 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 	for _, arg := range c.Args {
 		args = append(args, rt.Interpolate(arg, env))
 	}
+	vols, err := tr.volumeMounts(env, rt)
+	if err != nil {
+		return driver.Task{}, err
+	}
+	mounts := tr.mounts()
+	if tr.drv.Info().OwnFilesystem {
+		mounts = append(mounts, vols...)
+	} else if err := linkVolumes(vols); err != nil {
+		return driver.Task{}, err
+	}
 	a := tr.ar.alloc
 	return driver.Task{
 		Command: rt.Interpolate(c.Command, env),
@@ -339,7 +349,7 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 			Job: a.Job, Group: a.Group, Task: tr.task.Name},
 		Resources: tr.task.Resources,
 		Ports:     a.Ports,
-		Mounts:    tr.mounts(),
+		Mounts:    mounts,
 		Config:    &cfg,
 		Hook:      hook,
 	}, nil

@@ -63,9 +63,10 @@ type Task struct {
 	Resources spec.Resources
 	// Ports are the alloc's ports; Config.Ports says which a container maps.
 	Ports []spec.AllocPort
-	// Mounts are the task's directories, for a driver that gives the task
-	// a file system of its own (docker) to mount into it. The others run
-	// in the host's, where the environment names them.
+	// Mounts are the task's directories and host volumes, for a driver
+	// that gives the task a file system of its own (docker) to mount into
+	// it. The others run in the host's, where the environment names the
+	// directories and the agent links the volumes into the task's.
 	Mounts []Mount
 	// Config is the task's whole config, for a driver's own fields
 	// (docker's image, ports, labels...). Command, Args and the others
@@ -76,9 +77,11 @@ type Task struct {
 	Hook bool
 }
 
-// Mount is a host directory and where the task sees it.
+// Mount is a host directory and where the task sees it, read-only when
+// ReadOnly.
 type Mount struct {
 	Host, Task string
+	ReadOnly   bool
 }
 
 // TaskID names a task across the cluster.

@@ -57,9 +57,15 @@ const readyLine = "Press Ctrl-C to stop the tasks and exit."
 // prints its address and has submitted files.
 func startDev(t *testing.T, dataDir string, files ...string) *devProc {
 	t.Helper()
+	return startDevFlags(t, dataDir, nil, files...)
+}
+
+// startDevFlags is startDev with more flags for drover dev.
+func startDevFlags(t *testing.T, dataDir string, flags []string, files ...string) *devProc {
+	t.Helper()
 	sourcesOnce.Do(func() { touchSources("../..") })
 	args := append([]string{"dev", "--http-addr", "127.0.0.1:0", "--data-dir", dataDir}, portRange...)
-	args = append(args, files...)
+	args = append(append(args, flags...), files...)
 	cmd := exec.Command(droverBin, args...)
 	out := &syncBuffer{}
 	pr, pw, _ := os.Pipe()

@@ -5,7 +5,9 @@
 // the value its type takes: a string, a number, true or false, a duration
 // as a string ("90s"), a list of strings for a flag that may be repeated
 // or takes a comma-separated list, and an object of strings (or a block of
-// the same name) for a map flag such as --meta. So a new flag is a new key
+// the same name) for a map flag such as --meta, and labelled blocks for a
+// list flag that makes its elements from them (BlockListValue:
+// host_volume "data" { path = "/srv/data" }). So a new flag is a new key
 // with nothing else to change, and the flag's help is the key's.
 //
 // A flag given on the command line wins over every file. Several files
@@ -45,6 +47,17 @@ func Key(flagName string) string { return strings.ReplaceAll(flagName, "-", "_")
 type MapValue interface {
 	pflag.Value
 	ReplaceMap(map[string]string)
+}
+
+// BlockListValue is a list flag a config file may also write as labelled
+// blocks, one element each, as Nomad's client configuration writes
+// host_volume "data" { path = "/srv/data" }: the flag makes the element
+// from the block's label and its attributes (strings, numbers and bools
+// as their text), so the flag stays the one declaration of what the
+// block may hold.
+type BlockListValue interface {
+	pflag.SliceValue
+	BlockElement(label string, attrs map[string]string) (string, error)
 }
 
 // Keys are the flags of fs a config file may set, by key: every flag but
@@ -99,6 +112,8 @@ type setting struct {
 	dict   map[string]string
 	isList bool
 	isMap  bool
+	// fromBlocks: a list written as labelled blocks (BlockListValue).
+	fromBlocks bool
 }
 
 // Load reads the config paths (Files) and sets each key's flag, unless
@@ -204,10 +219,15 @@ func read(file string, keys map[string]*pflag.Flag) (map[string]*setting, spec.P
 		s.pos = pos(a.Expr.Range())
 		out[a.Name] = s
 	}
-	// A map flag may be written as a block, as Nomad writes meta { ... }.
+	// A map flag may be written as a block, as Nomad writes meta { ... },
+	// and a BlockListValue as labelled blocks.
 	for _, b := range body.Blocks {
 		fl := flagOf(b.Type, b.TypeRange)
 		if fl == nil {
+			continue
+		}
+		if bl, ok := fl.Value.(BlockListValue); ok {
+			problems = append(problems, readListBlock(file, b, fl, bl, out)...)
 			continue
 		}
 		if _, ok := fl.Value.(MapValue); !ok || len(b.Labels) > 0 || len(b.Body.Blocks) > 0 {
@@ -235,6 +255,54 @@ func read(file string, keys map[string]*pflag.Flag) (map[string]*setting, spec.P
 		out[b.Type] = s
 	}
 	return out, sorted(problems)
+}
+
+// readListBlock adds block b, one element of list flag fl, to out.
+func readListBlock(file string, b *hclsyntax.Block, fl *pflag.Flag, bl BlockListValue, out map[string]*setting) []located {
+	prev, ok := out[b.Type]
+	switch {
+	case len(b.Labels) != 1 || len(b.Body.Blocks) > 0:
+		return []located{problem(b.TypeRange, "%s takes one label and attributes: write %s \"name\" { ... }, or %s = %s", b.Type, b.Type, b.Type, example(fl))}
+	case ok && !prev.fromBlocks:
+		return []located{problem(b.TypeRange, "%s is set twice in this file (also at %s); write it as a list or as blocks, not both", b.Type, prev.pos)}
+	case !ok:
+		prev = &setting{flag: fl, isList: true, list: []string{}, pos: pos(b.TypeRange), fromBlocks: true}
+		out[b.Type] = prev
+	}
+	var problems []located
+	attrs := map[string]string{}
+	for _, a := range b.Body.Attributes {
+		v, diags := a.Expr.Value(nil)
+		if diags.HasErrors() {
+			problems = append(problems, diagProblems(file, diags)...)
+			continue
+		}
+		var text string
+		switch {
+		case v.IsNull() || !v.IsKnown():
+			problems = append(problems, problem(a.Expr.Range(), "%s.%s: want a value, got null", b.Type, a.Name))
+			continue
+		case v.Type() == cty.Bool:
+			text = strconv.FormatBool(v.True())
+		case v.Type() == cty.Number:
+			text = v.AsBigFloat().Text('g', -1)
+		case v.Type() == cty.String:
+			text = v.AsString()
+		default:
+			problems = append(problems, problem(a.Expr.Range(), "%s.%s: want a string, number or bool, got %s", b.Type, a.Name, typeName(v)))
+			continue
+		}
+		attrs[a.Name] = text
+	}
+	if len(problems) > 0 {
+		return problems
+	}
+	elem, err := bl.BlockElement(b.Labels[0], attrs)
+	if err != nil {
+		return []located{problem(b.TypeRange, "%s %q: %v", b.Type, b.Labels[0], err)}
+	}
+	prev.list = append(prev.list, elem)
+	return nil
 }
 
 // convert checks v against the flag's type: it returns the setting, or

@@ -81,6 +81,8 @@ var apiDefaults = map[string]string{
 	"Task.LogConfig":      `{"MaxFiles": 10, "MaxFileSizeMB": 10}`,
 	"Periodic.SpecType":   `"cron"`,
 	"Scaling.Type":        `"horizontal"`,
+	// A volume_mount's propagation Nomad writes out when unset.
+	"VolumeMount.PropagationMode": `"private"`,
 }
 
 // apiServerSet are the fields of a Nomad job that its servers set, which
@@ -182,7 +184,7 @@ func (k *jchecker) apiObject(n *jnode, s *schema, path string) {
 			continue
 		case f != nil && f.hcl == "" && !f.label, f == nil && apiServerSet[key] && s == jobTree, f == nil && apiServerSet[s.typ.Name()+"."+key]:
 			continue // set by a server: not the job's to say
-		case f == nil && s.body.warned[snake(key)] != "":
+		case f == nil && s.body.warned[snake(key)] != "" && !isDefault(s.typ.Name(), key, v):
 			// Taken and ignored, as in HCL: the checker warns of it.
 			keep(snake(key), n.koffs[i], v)
 			continue
@@ -205,6 +207,11 @@ func (k *jchecker) apiObject(n *jnode, s *schema, path string) {
 				}
 			}
 			k.apiObject(v, f.obj, field)
+		case f.kind == kObjectList && v.kind == 'o' && s.typ.Name() == "Group" && key == "Volumes":
+			v = apiVolumes(v)
+			for j, e := range v.vals {
+				k.apiObject(e, f.obj, fmt.Sprintf("%s[%d]", field, j))
+			}
 		case f.kind == kObjectList && v.kind == 'a':
 			for j, e := range v.vals {
 				k.apiObject(e, f.obj, fmt.Sprintf("%s[%d]", field, j))
@@ -264,6 +271,22 @@ func (k *jchecker) apiNetworks(v *jnode, field string) *jnode {
 		n.keys, n.koffs, n.vals = append(n.keys, "Ports"), append(n.koffs, ports.off), append(n.vals, ports)
 	}
 	return n
+}
+
+// apiVolumes takes a group's Volumes, an object by name in Nomad's API,
+// as the list of volume blocks a drover group has, in the order written:
+// each entry's Name is its key unless it says its own.
+func apiVolumes(v *jnode) *jnode {
+	out := &jnode{kind: 'a', off: v.off}
+	for i, name := range v.keys {
+		e := v.vals[i]
+		if e.kind == 'o' && keyValue(e, "Name") == nil {
+			e.keys, e.koffs = append(e.keys, "Name"), append(e.koffs, v.koffs[i])
+			e.vals = append(e.vals, &jnode{kind: 's', off: v.koffs[i], text: name})
+		}
+		out.vals = append(out.vals, e)
+	}
+	return out
 }
 
 // keyValue is the value of key in object n, or nil.

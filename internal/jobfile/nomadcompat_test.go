@@ -47,10 +47,11 @@ func TestDriverDroverLacksIsAccepted(t *testing.T) {
 	}
 }
 
-// TestBlocksDroverLacksWarn: vault, consul, identity, csi_plugin, connect,
-// volume and volume_mount, where Nomad takes them, make a valid job and
-// one warning each at the block's line saying what drover does instead;
-// the rest of the job is kept.
+// TestBlocksDroverLacksWarn: vault, consul, identity, csi_plugin, connect
+// and a CSI volume, where Nomad takes them, make a valid job and one
+// warning each at the block's line (the volume's type) saying what drover
+// does instead; the rest of the job is kept, the volume_mount of the CSI
+// volume with it.
 func TestBlocksDroverLacksWarn(t *testing.T) {
 	src := `job "lacks" {
   vault { policies = ["a"] }
@@ -86,16 +87,18 @@ func TestBlocksDroverLacksWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m := job.Groups[0].Tasks[0].VolumeMounts; len(m) != 1 || m[0].Volume != "data" || m[0].Destination != "/data" {
+		t.Errorf("volume_mount not kept: %+v", m)
+	}
 	if job.Groups[0].Tasks[0].Services[0].Name != "web" {
 		t.Errorf("the service beside connect was lost: %+v", job.Groups[0].Tasks[0].Services)
 	}
 	want := map[string]string{
 		"lacks.hcl:2:3":  "vault block in job \"lacks\": drover has no Vault",
 		"lacks.hcl:4:5":  "consul block in group \"g\": drover has no Consul",
-		"lacks.hcl:5:5":  "volume block in group \"g\": drover attaches no volumes",
+		"lacks.hcl:6:16": "volume \"data\" in group \"g\": drover has no CSI",
 		"lacks.hcl:12:7": "identity block in task \"t\": drover issues no workload identities",
 		"lacks.hcl:13:7": "csi_plugin block in task \"t\": drover has no CSI",
-		"lacks.hcl:17:7": "volume_mount block in task \"t\": drover attaches no volumes",
 		"lacks.hcl:23:9": "connect block in a service block of task \"t\": drover has no Consul Connect",
 	}
 	for _, w := range warns {

@@ -91,10 +91,12 @@ var fresh = map[reflect.Type]reflect.Value{
 // what names a struct in messages ("unknown field "x" in restart policy")
 // where its type's name, split into words, would not say it as well.
 var what = map[string]string{
-	"Command":      "prestart, stop or poststop command",
-	"TaskConfig":   "config",
-	"CheckRestart": "check_restart",
-	"DockerMount":  "mount",
+	"Command":       "prestart, stop or poststop command",
+	"TaskConfig":    "config",
+	"CheckRestart":  "check_restart",
+	"DockerMount":   "mount",
+	"VolumeRequest": "volume",
+	"VolumeMount":   "volume_mount",
 }
 
 // schema is one spec struct as job files write it.
@@ -441,13 +443,11 @@ var instead = map[string]string{
 // is valid, and each block is a warning saying what drover does instead,
 // or that it does nothing. The block's content is not read.
 var notHere = map[string]string{
-	"vault":        "drover has no Vault: no token is fetched, VAULT_TOKEN and secrets/vault_token are not written, and templates cannot read Vault secrets; the block does nothing",
-	"consul":       "drover has no Consul: services are registered in drover's own catalog (its API and DNS), so this block's settings do nothing",
-	"identity":     "drover issues no workload identities: no token or JWT is written into the task (NOMAD_TOKEN, secrets/nomad_token are not set); the block does nothing",
-	"csi_plugin":   "drover has no CSI: the task runs as an ordinary task, and no storage plugin is registered",
-	"connect":      "drover has no Consul Connect service mesh: no sidecar proxy runs and no upstream is bound to a local port; the service is registered in drover's catalog, reach the others by their drover DNS names or addresses",
-	"volume":       "drover attaches no volumes (host or CSI): nothing is mounted, so what the tasks write at a volume_mount's destination stays in the instance's directory and is lost with it",
-	"volume_mount": "drover attaches no volumes: nothing is mounted at destination, so what the task writes there is lost with the instance",
+	"vault":      "drover has no Vault: no token is fetched, VAULT_TOKEN and secrets/vault_token are not written, and templates cannot read Vault secrets; the block does nothing",
+	"consul":     "drover has no Consul: services are registered in drover's own catalog (its API and DNS), so this block's settings do nothing",
+	"identity":   "drover issues no workload identities: no token or JWT is written into the task (NOMAD_TOKEN, secrets/nomad_token are not set); the block does nothing",
+	"csi_plugin": "drover has no CSI: the task runs as an ordinary task, and no storage plugin is registered",
+	"connect":    "drover has no Consul Connect service mesh: no sidecar proxy runs and no upstream is bound to a local port; the service is registered in drover's catalog, reach the others by their drover DNS names or addresses",
 }
 
 // notHereIn are Nomad attributes drover takes in the block of one struct
@@ -462,6 +462,15 @@ var notHereIn = map[string]map[string]string{
 		"auth":           "drover does not pass registry credentials from the job: the node's docker daemon pulls with its own (docker login on the node); auth does nothing",
 		"auth_soft_fail": "drover does not pass registry credentials from the job, so there is no auth to fail; auth_soft_fail does nothing",
 		"logging":        "drover reads the container's output through the daemon into its own task logs (drover logs); logging's driver and options are not applied, the daemon's default log driver is used",
+	},
+	// Nomad's options of CSI volumes and of mount propagation.
+	"VolumeRequest": {
+		"mount_options": "drover has no CSI: mount_options (fs_type, mount_flags) apply to CSI volumes only and do nothing here",
+		"sticky":        "sticky does nothing: a host volume is the node's own directory, so a replacement on the same node finds it as it was",
+	},
+	"VolumeMount": {
+		"propagation_mode": "propagation_mode is not applied: a host volume is mounted with private propagation",
+		"selinux_label":    "selinux_label is not applied: drover does not relabel a host volume",
 	},
 	"DockerMount": {
 		"bind_options":   "bind_options are not applied: the bind mount uses docker's default propagation (rprivate)",

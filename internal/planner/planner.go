@@ -187,6 +187,7 @@ func newAlloc(p scheduler.Placement, id string, now time.Time) *spec.Alloc {
 		Resources:     r.Group.Resources(),
 		Ports:         p.Ports,
 		Tasks:         tasks,
+		Volumes:       r.Group.Volumes,
 		Meta:          spec.MergeMeta(r.Job.Meta, r.Group.Meta),
 		Disconnect:    r.Group.Disconnect,
 		DeploymentID:  r.DeploymentID,

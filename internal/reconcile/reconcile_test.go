@@ -479,6 +479,7 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"Sysctl":           func(t *spec.Task) { t.Config.Sysctl = map[string]string{"net.core.somaxconn": "1024"} },
 		"ForcePull":        func(t *spec.Task) { t.Config.ForcePull = true },
 		"ImagePullTimeout": func(t *spec.Task) { t.Config.ImagePullTimeout = spec.Duration(time.Minute) },
+		"VolumeMounts":     func(t *spec.Task) { t.VolumeMounts = []*spec.VolumeMount{{Volume: "d", Destination: "/data"}} },
 	}
 	// Fields that decide where a task runs, not what it runs: changing
 	// them keeps running allocs, as a job or group constraint does.

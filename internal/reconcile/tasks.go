@@ -41,7 +41,31 @@ func taskEqual(a, b *spec.Task) bool {
 		slices.EqualFunc(a.Templates, b.Templates, templateEqual) &&
 		slices.EqualFunc(a.Artifacts, b.Artifacts, artifactEqual) &&
 		maps.Equal(a.Meta, b.Meta) &&
-		slices.EqualFunc(a.Services, b.Services, serviceEqual)
+		slices.EqualFunc(a.Services, b.Services, serviceEqual) &&
+		slices.EqualFunc(a.VolumeMounts, b.VolumeMounts, volumeMountEqual)
+}
+
+// volumeMountEqual: a task mounted elsewhere, or read-only where it
+// wrote, runs something else; its instances are replaced.
+func volumeMountEqual(a, b *spec.VolumeMount) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// volumesEqual reports whether two groups' volume blocks are the same: a
+// changed volume (another host volume, read-only now) replaces the
+// group's instances, which mount it when they start and may have to go
+// to other nodes. Comparing with == keeps every field counted: a field
+// == cannot compare would not compile here.
+func volumesEqual(a, b []*spec.VolumeRequest) bool {
+	return slices.EqualFunc(a, b, func(x, y *spec.VolumeRequest) bool {
+		if x == nil || y == nil {
+			return x == y
+		}
+		return *x == *y
+	})
 }
 
 // templateEqual: a changed template replaces the task's instances, as a

@@ -278,7 +278,7 @@ func samePlacement(a, b *spec.Node) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Address == b.Address &&
 		a.Datacenter == b.Datacenter && a.NodeClass == b.NodeClass && a.NodePool == b.NodePool &&
 		maps.Equal(a.Attributes, b.Attributes) && maps.Equal(a.Meta, b.Meta) &&
-		a.Resources == b.Resources && slices.Equal(a.Drivers, b.Drivers) &&
+		a.Resources == b.Resources && slices.Equal(a.Drivers, b.Drivers) && slices.Equal(a.HostVolumes, b.HostVolumes) &&
 		a.Status == b.Status && a.RegisterTime.Equal(b.RegisterTime) &&
 		a.Ineligible == b.Ineligible && sameDrain(a.Drain, b.Drain) &&
 		a.MinDynamicPort == b.MinDynamicPort && a.MaxDynamicPort == b.MaxDynamicPort
@@ -352,7 +352,7 @@ func (gr *groupRun) cacheKey() string {
 	for _, a := range gr.job.AffinitiesOf(gr.g) {
 		fmt.Fprintf(&b, "%s %d\x00", a.Constraint().String(), a.Weight)
 	}
-	fmt.Fprintf(&b, "|%v|%d|%d", gr.static0, gr.dynamic, gr.g.Count)
+	fmt.Fprintf(&b, "|%v|%d|%d|%v", gr.static0, gr.dynamic, gr.g.Count, gr.volumes)
 	for _, sr := range gr.spreads {
 		fmt.Fprintf(&b, "|%s %v %v", sr.target.Attribute, sr.weight, sr.target.Targets)
 	}

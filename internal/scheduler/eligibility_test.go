@@ -148,7 +148,12 @@ func TestSamePlacementSeesEveryField(t *testing.T) {
 		case reflect.Map:
 			v.Set(reflect.ValueOf(map[string]string{"other": "x"}))
 		case reflect.Slice:
-			v.Set(reflect.ValueOf([]string{"docker"}))
+			switch f.Type {
+			case reflect.TypeOf([]spec.HostVolume{}):
+				v.Set(reflect.ValueOf([]spec.HostVolume{{Name: "data"}}))
+			default:
+				v.Set(reflect.ValueOf([]string{"docker"}))
+			}
 		case reflect.Pointer:
 			v.Set(reflect.Zero(f.Type))
 		case reflect.Struct:

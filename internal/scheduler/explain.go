@@ -15,7 +15,7 @@ import (
 // failure, so it may look at every node. Each node is counted under the
 // first filter it fails, in the order status (not ready), draining,
 // ineligible, node pool and datacenters (spec.Job.Excluded), drivers,
-// constraints (with distinct_*, colocate and conflicts), ports,
+// host volumes (missing, or read-only where the group writes), constraints (with distinct_*, colocate and conflicts), ports,
 // resources; a node missing
 // several drivers counts under each, a node that fails several
 // constraints counts under each, and a node short of several resources
@@ -31,6 +31,8 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	var notReady, draining, ineligible int
 	excluded := map[string]int{} // by spec.Job.Excluded's dimension
 	missing := make([]int, len(gr.drivers))
+	volMissing := make([]int, len(gr.volumes))
+	volReadOnly := make([]int, len(gr.volumes))
 	unmet := make([]int, len(gr.rules))
 	onlyRule := make([]int, len(gr.rules))
 	distinct := map[*rule]*distinctRule{}
@@ -72,6 +74,19 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 		for i, d := range gr.drivers {
 			if !n.cls.drivers[d] {
 				missing[i]++
+				lacks = true
+			}
+		}
+		if lacks {
+			continue
+		}
+		for i, v := range gr.volumes {
+			switch volumeLack(n.node, v) {
+			case volumeMissing:
+				volMissing[i]++
+				lacks = true
+			case volumeReadOnly:
+				volReadOnly[i]++
 				lacks = true
 			}
 		}
@@ -149,6 +164,14 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	for i, d := range gr.drivers {
 		if missing[i] > 0 {
 			add(spec.DimensionFailure{Dimension: spec.DriverDimension(d), Nodes: missing[i]})
+		}
+	}
+	for i, v := range gr.volumes {
+		if volMissing[i] > 0 {
+			add(spec.DimensionFailure{Dimension: spec.HostVolumeDimension(v.Name), Nodes: volMissing[i]})
+		}
+		if volReadOnly[i] > 0 {
+			add(spec.DimensionFailure{Dimension: spec.HostVolumeReadOnlyDimension(v.Name), Nodes: volReadOnly[i]})
 		}
 	}
 	for i, r := range gr.rules {

@@ -21,6 +21,8 @@ type groupRun struct {
 	drivers []string // sorted
 	classes []*class // the classes that have every driver in drivers
 	scoring spec.Scoring
+	// volumes are the host volumes the group needs on its node.
+	volumes []spec.HostVolumeNeed
 
 	rules    []*rule // every constraint, in spec.Job.ConstraintsOf order
 	static   []*rule // the ones that look at the node alone
@@ -67,6 +69,7 @@ func (s *state) newGroupRun(r Request) *groupRun {
 	gr := &groupRun{
 		s: s, job: r.Job, g: g, key: groupKey{r.Job.Name, g.Name},
 		need: g.Resources(), drivers: g.Drivers(), scoring: r.Job.ScoringOf(),
+		volumes: g.HostVolumeNeeds(),
 	}
 	for _, c := range s.classes {
 		ok := true
@@ -221,10 +224,16 @@ func (gr *groupRun) hasClass(c *class) bool {
 }
 
 // meetsStatic checks what depends on the node alone: the job's
-// datacenters and node pool, and the static constraints.
+// datacenters and node pool, the group's host volumes, and the static
+// constraints.
 func (gr *groupRun) meetsStatic(n *nodeState) bool {
 	if !gr.job.Admits(n.node) {
 		return false
+	}
+	for _, v := range gr.volumes {
+		if volumeLack(n.node, v) != volumeOK {
+			return false
+		}
 	}
 	if gr.meets == nil {
 		return true
@@ -499,4 +508,24 @@ func (gr *groupRun) rescore(n *nodeState) {
 			return
 		}
 	}
+}
+
+// What a node lacks of a host volume a group needs.
+type volumeFit int
+
+const (
+	volumeOK volumeFit = iota
+	volumeMissing
+	volumeReadOnly // the node has it read-only; the group writes it
+)
+
+func volumeLack(n *spec.Node, need spec.HostVolumeNeed) volumeFit {
+	v, ok := n.HostVolume(need.Name)
+	switch {
+	case !ok:
+		return volumeMissing
+	case v.ReadOnly && need.Write:
+		return volumeReadOnly
+	}
+	return volumeOK
 }

@@ -35,6 +35,9 @@ type Alloc struct {
 	// Tasks is the group's tasks as of JobVersion, so that the agent runs
 	// exactly what was placed even while the job changes.
 	Tasks []*Task `json:"tasks"`
+	// Volumes are the group's volume blocks as of JobVersion: the host
+	// volumes its tasks' volume_mount blocks name (volume.go).
+	Volumes []*VolumeRequest `json:"volumes,omitempty"`
 	// Meta is the job's meta with the group's over it, as of JobVersion:
 	// the tasks' NOMAD_META_* with their own meta (TaskRuntime.Env).
 	Meta map[string]string `json:"meta,omitempty"`

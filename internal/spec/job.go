@@ -168,6 +168,9 @@ type Group struct {
 	// EphemeralDisk's size is reserved on the node beside the tasks'
 	// disk (taskoptions.go).
 	EphemeralDisk *EphemeralDisk `json:"ephemeral_disk,omitempty"`
+	// Volumes are the host volumes the group's tasks may mount
+	// (volume.go): its instances go only to nodes that have them.
+	Volumes []*VolumeRequest `json:"volumes,omitempty" hcl:"volume"`
 	// Services written at group level, as Nomad's files do: Canonicalize
 	// moves each into the task it belongs to (groupservice.go), so that a
 	// canonical job has services in its tasks only.
@@ -232,6 +235,8 @@ type Task struct {
 	// Artifacts are fetched into the task's directory before its first
 	// start, before its templates render (artifact.go).
 	Artifacts []*Artifact `json:"artifacts,omitempty" hcl:"artifact"`
+	// VolumeMounts mount the group's volumes into the task (volume.go).
+	VolumeMounts []*VolumeMount `json:"volume_mounts,omitempty" hcl:"volume_mount"`
 }
 
 // TaskConfig is what the driver runs. For exec and raw_exec: a command and

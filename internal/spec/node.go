@@ -31,6 +31,9 @@ type Node struct {
 	Resources Resources `json:"resources"`
 	// Drivers are the task drivers this node can run.
 	Drivers []string `json:"drivers"`
+	// HostVolumes are the directories the agent offers jobs by name
+	// (`drover agent --host-volume`, volume.go), sorted by name.
+	HostVolumes []HostVolume `json:"host_volumes,omitempty"`
 	// MinDynamicPort and MaxDynamicPort bound the ports the scheduler picks
 	// for dynamic port labels on this node (`drover agent
 	// --min-dynamic-port`, as Nomad's client); 0: DynamicPortMin and

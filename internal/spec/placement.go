@@ -81,7 +81,8 @@ func (d DimensionFailure) TooLarge() bool { return d.Unit != "" && d.Largest > 0
 // too small. Constraints are not counted here: some (distinct_hosts,
 // conflicts) depend on what else is placed.
 func (d DimensionFailure) permanent() bool {
-	return d.TooLarge() || strings.HasPrefix(d.Dimension, "driver ") ||
+	_, _, volume := hostVolumeOf(d.Dimension)
+	return d.TooLarge() || strings.HasPrefix(d.Dimension, "driver ") || volume ||
 		strings.HasPrefix(d.Dimension, DimensionDatacenter) || strings.HasPrefix(d.Dimension, DimensionNodePool)
 }
 
@@ -114,6 +115,12 @@ func (d DimensionFailure) String() string {
 		return fmt.Sprintf("not in %s on %d", d.Dimension, d.Nodes)
 	case strings.HasPrefix(d.Dimension, "driver "):
 		return fmt.Sprintf("missing %s on %d", d.Dimension, d.Nodes)
+	case strings.HasPrefix(d.Dimension, dimensionHostVolume):
+		name, readOnly, _ := hostVolumeOf(d.Dimension)
+		if readOnly {
+			return fmt.Sprintf("host volume %s is read-only on %s", name, plural(d.Nodes, "node"))
+		}
+		return fmt.Sprintf("missing host volume %s on %d", name, d.Nodes)
 	case strings.HasPrefix(d.Dimension, "constraint "):
 		return fmt.Sprintf("%s not met on %d", d.Dimension, d.Nodes)
 	case d.Dimension == DimensionNotReady:
@@ -154,6 +161,10 @@ func (f PlacementFailure) String() string {
 			// Not one node has it: a driver drover lacks (podman), or
 			// one no agent enabled.
 			fmt.Fprintf(&b, "no node has driver %s", drv)
+			continue
+		}
+		if vol, readOnly, ok := hostVolumeOf(d.Dimension); ok && !readOnly && d.Nodes == f.NodesEvaluated {
+			fmt.Fprintf(&b, "no node has host volume %s", vol)
 			continue
 		}
 		b.WriteString(d.String())

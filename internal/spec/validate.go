@@ -220,6 +220,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	}
 	validateLifecycles(ps, path, g)
 	validateGroupOptions(ps, path, g)
+	validateVolumes(ps, path, g)
 	validateGroupServices(ps, path, g)
 	validateScaling(ps, path, jt, g)
 }

@@ -284,12 +284,16 @@ func containerLabels(id driver.TaskID, user map[string]string) (map[string]strin
 	return labels, nil
 }
 
-// binds are the task's directories mounted where it expects them, then
-// the job's volumes.
+// binds are the task's directories and host volumes mounted where it
+// expects them (read-only ones with :ro), then the job's volumes.
 func binds(mounts []driver.Mount, volumes []string) []string {
 	out := make([]string, 0, len(mounts)+len(volumes))
 	for _, m := range mounts {
-		out = append(out, m.Host+":"+m.Task)
+		b := m.Host + ":" + m.Task
+		if m.ReadOnly {
+			b += ":ro"
+		}
+		out = append(out, b)
 	}
 	return append(out, volumes...)
 }
