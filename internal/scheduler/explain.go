@@ -31,6 +31,7 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	var notReady, draining, ineligible int
 	excluded := map[string]int{} // by spec.Job.Excluded's dimension
 	missing := make([]int, len(gr.drivers))
+	netMissing := 0 // nodes without the group's network mode
 	unmet := make([]int, len(gr.rules))
 	onlyRule := make([]int, len(gr.rules))
 	distinct := map[*rule]*distinctRule{}
@@ -74,6 +75,10 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 				missing[i]++
 				lacks = true
 			}
+		}
+		if gr.net != 0 && n.cls.net&gr.net == 0 {
+			netMissing++
+			lacks = true
 		}
 		if lacks {
 			continue
@@ -150,6 +155,9 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 		if missing[i] > 0 {
 			add(spec.DimensionFailure{Dimension: spec.DriverDimension(d), Nodes: missing[i]})
 		}
+	}
+	if netMissing > 0 {
+		add(spec.DimensionFailure{Dimension: spec.NetworkModeDimension(gr.g.NetworkMode()), Nodes: netMissing})
 	}
 	for i, r := range gr.rules {
 		if unmet[i] > 0 {
@@ -267,7 +275,7 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 // dimensionRank orders dimensions as explain writes them.
 func dimensionRank(d string) int {
 	for i, prefix := range []string{"unregistered", spec.DimensionNotReady, spec.DimensionDraining, spec.DimensionIneligible,
-		spec.DimensionNodePool, spec.DimensionDatacenter, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+		spec.DimensionNodePool, spec.DimensionDatacenter, "driver ", spec.DimensionNetworkMode, "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
 		if strings.HasPrefix(d, prefix) {
 			return i
 		}

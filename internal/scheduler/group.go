@@ -19,7 +19,8 @@ type groupRun struct {
 	key     groupKey
 	need    spec.Resources
 	drivers []string // sorted
-	classes []*class // the classes that have every driver in drivers
+	net     uint8    // the group's network mode (netModeBit)
+	classes []*class // the classes that have every driver in drivers, and net
 	scoring spec.Scoring
 
 	rules    []*rule // every constraint, in spec.Job.ConstraintsOf order
@@ -66,10 +67,10 @@ func (s *state) newGroupRun(r Request) *groupRun {
 	g := r.Group
 	gr := &groupRun{
 		s: s, job: r.Job, g: g, key: groupKey{r.Job.Name, g.Name},
-		need: g.Resources(), drivers: g.Drivers(), scoring: r.Job.ScoringOf(),
+		need: g.Resources(), drivers: g.Drivers(), net: netModeBit(g.NetworkMode()), scoring: r.Job.ScoringOf(),
 	}
 	for _, c := range s.classes {
-		ok := true
+		ok := c.net&gr.net == gr.net
 		for _, d := range gr.drivers {
 			ok = ok && c.drivers[d]
 		}
