@@ -128,7 +128,7 @@ it, jobs and their instances survive a restart.`,
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max,
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, Bridge: ports.bridge,
 			})
 			if err != nil {
 				return err

@@ -7,11 +7,12 @@
 // (vishvananda/netlink and netns, google/nftables); the agent calls it and
 // the exec driver joins the namespaces it makes.
 //
-// Everything it makes is named after the bridge, so that what one agent
-// made is found again by the next (a restart) and never confused with what
-// an agent on another bridge made: namespace /run/netns/<bridge>-<alloc ID>,
-// host-side veth "dv" + the first 12 hex digits of the alloc ID, nftables
-// table "drover_<bridge>", each DNAT rule tagged with its alloc ID.
+// Everything it makes is named after the bridge and the node (Owner), so
+// that what one agent made is found again by the next (a restart) and
+// never confused with what another agent made, on the same bridge or
+// another: namespace /run/netns/<bridge>-<owner>-<alloc ID>, host-side
+// veth "dv" + the first 12 hex digits of the alloc ID, nftables table
+// "drover_<bridge>", each DNAT rule tagged with its namespace's name.
 package netbridge
 
 import (
@@ -46,11 +47,14 @@ const (
 	ModeNone   = "none"
 )
 
-// Config says which bridge and subnet the agent uses. Two agents on one
-// machine need a bridge and a subnet each.
+// Config says which bridge and subnet the agent uses, and whose the
+// namespaces are (Owner: the node's ID, a short one). Agents on one
+// machine may share a bridge: each takes addresses no namespace on it
+// holds; a bridge and a subnet each keeps them apart for sure.
 type Config struct {
 	Bridge string
 	Subnet netip.Prefix
+	Owner  string
 }
 
 // ParseConfig checks a bridge name and a subnet as an operator writes
@@ -137,7 +141,15 @@ func (m *Manager) BridgeError() error { return m.bridgeErr }
 func (m *Manager) Config() Config { return m.cfg }
 
 // NamespaceName is the name of alloc's namespace in NamespaceDir.
-func (m *Manager) NamespaceName(allocID string) string { return m.cfg.Bridge + "-" + allocID }
+func (m *Manager) NamespaceName(allocID string) string { return m.prefix() + allocID }
+
+// prefix starts the names of this manager's namespaces.
+func (m *Manager) prefix() string {
+	if m.cfg.Owner == "" {
+		return m.cfg.Bridge + "-"
+	}
+	return m.cfg.Bridge + "-" + m.cfg.Owner + "-"
+}
 
 // NamespacePath is the path of alloc's namespace.
 func (m *Manager) NamespacePath(allocID string) string {
@@ -158,7 +170,7 @@ func TableName(bridge string) string { return "drover_" + bridge }
 // It can be called again for the same alloc: what exists is kept, the
 // port rules are made anew.
 func (m *Manager) Setup(allocID, mode string, ports []Mapping) (Net, error) {
-	if allocID == "" || strings.ContainsAny(allocID, "/\x00") {
+	if allocID == "" || strings.ContainsAny(allocID, "/\x00") || len(m.NamespaceName(allocID)) > 255 {
 		return Net{}, fmt.Errorf("alloc ID %q cannot name a namespace", allocID)
 	}
 	if mode == ModeBridge && m.bridgeErr != nil {
@@ -231,7 +243,7 @@ func (m *Manager) Allocs() []string {
 	ents, _ := os.ReadDir(NamespaceDir)
 	var out []string
 	for _, e := range ents {
-		if id, ok := strings.CutPrefix(e.Name(), m.cfg.Bridge+"-"); ok && id != "" {
+		if id, ok := strings.CutPrefix(e.Name(), m.prefix()); ok && id != "" {
 			out = append(out, id)
 		}
 	}
@@ -461,13 +473,14 @@ func nsAddr(h *netlink.Handle) (netip.Addr, bool) {
 // take reserves a free address of the subnet for alloc: the first after
 // the bridge's that no namespace holds.
 func (m *Manager) take(allocID string) (netip.Addr, error) {
+	others := m.othersAddrs()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for a := m.gw.Next(); m.cfg.Subnet.Contains(a); a = a.Next() {
 		if !m.cfg.Subnet.Contains(a.Next()) {
 			break // the broadcast address
 		}
-		if _, ok := m.used[a]; !ok {
+		if _, ok := m.used[a]; !ok && !others[a] {
 			m.used[a] = allocID
 			return a, nil
 		}
@@ -478,18 +491,40 @@ func (m *Manager) take(allocID string) (netip.Addr, error) {
 // recover learns the addresses of the namespaces an earlier agent made.
 func (m *Manager) recover() {
 	for _, id := range m.Allocs() {
-		ns, err := netns.GetFromName(m.NamespaceName(id))
-		if err != nil {
-			continue
+		if ip, ok := addrOf(m.NamespaceName(id)); ok {
+			m.used[ip] = id
 		}
-		if h, err := netlink.NewHandleAt(ns); err == nil {
-			if ip, ok := nsAddr(h); ok {
-				m.used[ip] = id
-			}
-			h.Close()
-		}
-		ns.Close()
 	}
+}
+
+// othersAddrs are the addresses held by the namespaces of other agents on
+// the same bridge.
+func (m *Manager) othersAddrs() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	ents, _ := os.ReadDir(NamespaceDir)
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, m.cfg.Bridge+"-") && !strings.HasPrefix(n, m.prefix()) {
+			if ip, ok := addrOf(n); ok {
+				out[ip] = true
+			}
+		}
+	}
+	return out
+}
+
+// addrOf is the address of eth0 in the namespace named name.
+func addrOf(name string) (netip.Addr, bool) {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	defer h.Close()
+	return nsAddr(h)
 }
 
 // UsedAddrs are the addresses held, by alloc ID.

@@ -28,6 +28,7 @@ func open(t *testing.T, name, subnet string) *netbridge.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Owner = "node1"
 	m, err := netbridge.Open(cfg)
 	if err == nil {
 		err = m.BridgeError()
@@ -95,13 +96,13 @@ func freePort(t *testing.T) int {
 
 // dnatRules counts the rules of the table's prerouting and output chains
 // tagged with alloc, read through nftables.
-func dnatRules(t *testing.T, bridge, alloc string) int {
+func dnatRules(t *testing.T, m *netbridge.Manager, alloc string) int {
 	t.Helper()
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: netbridge.TableName(bridge)}
+	tbl := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: netbridge.TableName(m.Config().Bridge)}
 	n := 0
 	for _, ch := range []string{"prerouting", "output"} {
 		rules, err := c.GetRules(tbl, &nftables.Chain{Name: ch, Table: tbl})
@@ -109,7 +110,7 @@ func dnatRules(t *testing.T, bridge, alloc string) int {
 			t.Fatal(err)
 		}
 		for _, r := range rules {
-			if string(r.UserData) == alloc {
+			if string(r.UserData) == m.NamespaceName(alloc) {
 				n++
 			}
 		}
@@ -150,7 +151,7 @@ func TestBridgePortMapping(t *testing.T) {
 	if _, err := netlink.LinkByName(netbridge.HostVeth(alloc)); err != nil {
 		t.Fatalf("host veth: %v", err)
 	}
-	if got := dnatRules(t, bridge, alloc); got != 4 {
+	if got := dnatRules(t, m, alloc); got != 4 {
 		t.Errorf("%d DNAT rules for the alloc, want 4 (tcp and udp, prerouting and output)", got)
 	}
 	serveIn(t, n.Namespace, 8080)
@@ -164,7 +165,7 @@ func TestBridgePortMapping(t *testing.T) {
 	if err != nil || again.IP != n.IP {
 		t.Fatalf("setup again: %v, %v; want the same address %s", again.IP, err, n.IP)
 	}
-	if got := dnatRules(t, bridge, alloc); got != 4 {
+	if got := dnatRules(t, m, alloc); got != 4 {
 		t.Errorf("%d DNAT rules after a second setup, want 4", got)
 	}
 
@@ -177,7 +178,7 @@ func TestBridgePortMapping(t *testing.T) {
 	if _, err := netlink.LinkByName(netbridge.HostVeth(alloc)); err == nil {
 		t.Errorf("veth %s left", netbridge.HostVeth(alloc))
 	}
-	if got := dnatRules(t, bridge, alloc); got != 0 {
+	if got := dnatRules(t, m, alloc); got != 0 {
 		t.Errorf("%d DNAT rules left", got)
 	}
 }
@@ -206,8 +207,8 @@ func TestBridgeRecoverAndCleanup(t *testing.T) {
 	if _, err := os.Stat(m2.NamespacePath(gone)); !os.IsNotExist(err) {
 		t.Errorf("gone alloc's namespace left: %v", err)
 	}
-	if dnatRules(t, bridge, gone) != 0 || dnatRules(t, bridge, kept) != 4 {
-		t.Errorf("rules after cleanup: gone %d (want 0), kept %d (want 4)", dnatRules(t, bridge, gone), dnatRules(t, bridge, kept))
+	if dnatRules(t, m2, gone) != 0 || dnatRules(t, m2, kept) != 4 {
+		t.Errorf("rules after cleanup: gone %d (want 0), kept %d (want 4)", dnatRules(t, m2, gone), dnatRules(t, m2, kept))
 	}
 	third, err := m2.Setup("1c000000-0000-0000-0000-000000000003", netbridge.ModeBridge, nil)
 	if err != nil {
@@ -271,5 +272,44 @@ func TestParseConfig(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%q %q: error %v, want one saying %q", tc.name, tc.subnet, err, tc.err)
 		}
+	}
+}
+
+// Two agents on one bridge: neither takes an address the other's
+// namespaces hold, and one's cleanup leaves the other's namespaces alone.
+func TestBridgeSharedByTwoAgents(t *testing.T) {
+	const bridge = "drvtest3"
+	a := open(t, bridge, "10.213.3.0/24")
+	cfg := a.Config()
+	cfg.Owner = "node2"
+	b, err := netbridge.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ida, idb := "3a000000-0000-0000-0000-000000000001", "3b000000-0000-0000-0000-000000000002"
+	na, err := a.Setup(ida, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: freePort(t), To: 80}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Teardown(ida) })
+	nb, err := b.Setup(idb, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: freePort(t), To: 80}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Teardown(idb) })
+	if na.IP == nb.IP {
+		t.Fatalf("both agents gave %s", na.IP)
+	}
+	if err := b.Cleanup(func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(na.Namespace); err != nil {
+		t.Errorf("the other agent's cleanup removed %s: %v", na.Namespace, err)
+	}
+	if dnatRules(t, a, ida) != 4 {
+		t.Errorf("the other agent's cleanup removed rules: %d left, want 4", dnatRules(t, a, ida))
+	}
+	if _, err := os.Stat(nb.Namespace); !os.IsNotExist(err) {
+		t.Errorf("own namespace %s left by cleanup: %v", nb.Namespace, err)
 	}
 }

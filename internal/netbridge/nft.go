@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -17,8 +18,9 @@ import (
 //	output      (nat, dstnat)  the same for connections the node itself opens (curl 127.0.0.1:PORT)
 //	postrouting (nat, srcnat)  masquerade: the node's loopback DNATed to an alloc, and allocs going out
 //
-// The DNAT rules carry their alloc's ID as user data; the postrouting
-// rules are the bridge's, made once.
+// The DNAT rules carry their alloc's namespace name as user data; the
+// postrouting rules are the bridge's, made anew by each agent that opens
+// it.
 const (
 	chainPrerouting  = "prerouting"
 	chainOutput      = "output"
@@ -89,7 +91,7 @@ func (m *Manager) forward(allocID string, ip netip.Addr, ports []Mapping) error 
 	for _, ch := range []*nftables.Chain{pre, out} {
 		for _, p := range ports {
 			for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
-				c.AddRule(&nftables.Rule{Table: t, Chain: ch, UserData: []byte(allocID), Exprs: dnat(proto, p, ip)})
+				c.AddRule(&nftables.Rule{Table: t, Chain: ch, UserData: []byte(m.NamespaceName(allocID)), Exprs: dnat(proto, p, ip)})
 			}
 		}
 	}
@@ -131,7 +133,8 @@ func (m *Manager) deleteRules(match func(allocID string) bool) error {
 			return fmt.Errorf("nftables: list %s %s: %w", t.Name, ch.Name, err)
 		}
 		for _, r := range rules {
-			if len(r.UserData) > 0 && match(string(r.UserData)) {
+			id, mine := strings.CutPrefix(string(r.UserData), m.prefix())
+			if mine && id != "" && match(id) {
 				if err := c.DelRule(r); err != nil {
 					return err
 				}

@@ -517,7 +517,8 @@ func (d Duration) Short() string {
 // each task's restart policy (task's own, else the group's, else the job
 // type's default, field by field), each group's reschedule policy (group's own, else the job's,
 // else the job type's default, field by field), and each check's name,
-// interval, timeout, path and check_restart grace (validate_service.go).
+// interval, timeout, path and check_restart grace (validate_service.go),
+// and a network's mode "host" as unset.
 // It does not validate; call Validate after it.
 func (j *Job) Canonicalize() {
 	if j.Namespace == "" {
@@ -548,6 +549,9 @@ func (j *Job) Canonicalize() {
 			continue
 		}
 		g.MoveServices()
+		if g.Network != nil && g.Network.Mode == NetworkHost {
+			g.Network.Mode = "" // the default, written out
+		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))

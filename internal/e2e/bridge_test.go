@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// requireNetworkMode skips unless the dev's node says it runs groups in
+// network mode m (root, nftables); CI, which runs as root with nftables,
+// fails instead.
+func requireNetworkMode(t *testing.T, d *devProc, m string) *spec.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nodes, _, err := d.client().Nodes(ctx, nil)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("nodes: %v %v", nodes, err)
+	}
+	if nodes[0].SupportsNetworkMode(m) {
+		return nodes[0]
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI runs as root with nftables, but the node does not run network mode %s (attributes %v)", m, nodes[0].Attributes)
+	}
+	t.Skipf("network mode %s needs root, network namespaces and nftables; this node has none of it (uid %d)", m, os.Geteuid())
+	return nil
+}
+
+// netnsOf is the network namespace of process pid, as /proc shows it.
+func netnsOf(t *testing.T, pid int) string {
+	t.Helper()
+	l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// droverRules lists the user data of the rules of every drover_* nftables
+// table: each DNAT rule names its alloc's namespace.
+func droverRules(t *testing.T) []string {
+	t.Helper()
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tb := range tables {
+		if !strings.HasPrefix(tb.Name, "drover_") {
+			continue
+		}
+		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chains {
+			if ch.Table.Name != tb.Name {
+				continue
+			}
+			rules, err := c.GetRules(tb, ch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rules {
+				if len(r.UserData) > 0 {
+					out = append(out, string(r.UserData))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// namespacesOf lists the namespaces in /run/netns whose name holds allocID.
+func namespacesOf(allocID string) []string {
+	ents, _ := os.ReadDir("/run/netns")
+	var out []string
+	for _, e := range ents {
+		if strings.Contains(e.Name(), allocID) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestBridgeMode: a raw_exec HTTP server in a group of network mode bridge
+// runs in a network namespace of its own, listens on its port's to
+// (NOMAD_PORT_http), and is reached through the node's host port on
+// 127.0.0.1, as a user would curl it. Once the job stops, its namespace,
+// veth and nftables rules are gone, read through netlink and nftables.
+func TestBridgeMode(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	requireNetworkMode(t, d, spec.NetworkBridge)
+	app := buildTestapp(t, dir)
+	job := writeJob(t, dir, "br.nomad", fmt.Sprintf(`
+job "br" {
+  group "g" {
+    network {
+      mode = "bridge"
+      port "http" {
+        to = 8080
+      }
+    }
+    task "web" {
+      driver = "raw_exec"
+      config {
+        command = %q
+        args    = ["-report", "-listen", ":${NOMAD_PORT_http}"]
+      }
+      resources {
+        cpu    = 50
+        memory = 64
+      }
+    }
+  }
+}
+`, app))
+	if out, errOut, code := d.cli("", "run", job); code != 0 {
+		t.Fatalf("drover run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	allocs := d.jobStatus("br").Allocations
+	if len(allocs) != 1 || len(allocs[0].Ports) != 1 || allocs[0].NetworkMode != spec.NetworkBridge {
+		t.Fatalf("allocs: %s", allocsLine(allocs))
+	}
+	alloc, host := allocs[0].ID, allocs[0].Ports[0].Value
+
+	url := "http://127.0.0.1:" + strconv.Itoa(host) + "/"
+	var body string
+	waitFor(t, 15*time.Second, "the task to answer through the host port "+url, func() bool {
+		c := &http.Client{Timeout: 2 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.HasPrefix(body, "ok ") {
+		t.Errorf("GET %s = %q, want testapp's ok", url, body)
+	}
+
+	pids := taskProcs("br")
+	if len(pids) != 1 {
+		t.Fatalf("task processes of br: %v", pids)
+	}
+	if in, self := netnsOf(t, pids[0]), netnsOf(t, os.Getpid()); in == self {
+		t.Errorf("the task runs in the test's network namespace %s", self)
+	}
+	if ns := namespacesOf(alloc); len(ns) != 1 {
+		t.Errorf("namespaces of alloc %s in /run/netns: %v, want one", alloc, ns)
+	}
+
+	logs, _, _ := d.cli("", "logs", "br")
+	var allocIP string
+	for _, kv := range []string{"NOMAD_PORT_http=8080", "NOMAD_HOST_PORT_http=" + strconv.Itoa(host),
+		"NOMAD_ADDR_http=127.0.0.1:" + strconv.Itoa(host), "NOMAD_ALLOC_PORT_http=8080", "NOMAD_ALLOC_IP_http=172.26."} {
+		if !strings.Contains(logs, "env "+kv) {
+			t.Errorf("the task's environment lacks %s:\n%s", kv, logs)
+		}
+	}
+	for line := range strings.Lines(logs) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "env NOMAD_ALLOC_IP_http="); ok {
+			allocIP = v
+		}
+	}
+	if allocIP != "" {
+		// The server answers on the alloc's own address too, at to.
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + allocIP + ":8080/")
+		if err != nil {
+			t.Errorf("GET the alloc's own address %s:8080: %v", allocIP, err)
+		} else {
+			resp.Body.Close()
+		}
+	}
+	veth := "dv" + strings.ReplaceAll(alloc, "-", "")[:12]
+	if _, err := netlink.LinkByName(veth); err != nil {
+		t.Errorf("host veth %s: %v", veth, err)
+	}
+	if rules := droverRules(t); !strings.Contains(strings.Join(rules, " "), alloc) {
+		t.Errorf("no nftables rule names alloc %s: %v", alloc, rules)
+	}
+
+	if out, errOut, code := d.cli("", "stop", "br"); code != 0 {
+		t.Fatalf("drover stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, 15*time.Second, "the alloc's namespace, veth and rules to be removed", func() bool {
+		_, err := netlink.LinkByName(veth)
+		return len(namespacesOf(alloc)) == 0 && err != nil && !strings.Contains(strings.Join(droverRules(t), " "), alloc)
+	})
+}
+
+// TestNetworkModeNone: a task of a group in network mode none runs in a
+// namespace that has only loopback.
+func TestNetworkModeNone(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	requireNetworkMode(t, d, spec.NetworkNone)
+	job := writeJob(t, dir, "iso.nomad", `
+job "iso" {
+  group "g" {
+    network {
+      mode = "none"
+    }
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["300"]
+      }
+      resources {
+        cpu    = 20
+        memory = 16
+      }
+    }
+  }
+}
+`)
+	if out, errOut, code := d.cli("", "run", job); code != 0 {
+		t.Fatalf("drover run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	pids := taskProcs("iso")
+	if len(pids) != 1 {
+		t.Fatalf("task processes of iso: %v", pids)
+	}
+	ns, err := netns.GetFromPath(filepath.Join("/proc", strconv.Itoa(pids[0]), "ns/net"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range links {
+		names = append(names, l.Attrs().Name)
+	}
+	if strings.Join(names, ",") != "lo" {
+		t.Errorf("links in the task's namespace: %v, want only lo", names)
+	}
+	alloc := d.jobStatus("iso").Allocations[0].ID
+	if out, errOut, code := d.cli("", "stop", "iso"); code != 0 {
+		t.Fatalf("drover stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, 15*time.Second, "the alloc's namespace to be removed", func() bool { return len(namespacesOf(alloc)) == 0 })
+}
