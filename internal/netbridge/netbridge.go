@@ -367,7 +367,7 @@ func (m *Manager) ensureBridge() error {
 	}
 	for file, v := range map[string]string{
 		"/proc/sys/net/ipv4/conf/" + m.cfg.Bridge + "/route_localnet": "1",
-		"/proc/sys/net/ipv4/ip_forward":                              "1",
+		"/proc/sys/net/ipv4/ip_forward":                               "1",
 	} {
 		if err := writeSysctl(file, v); err != nil {
 			return err
