@@ -270,3 +270,92 @@ job "iso" {
 	}
 	waitFor(t, 15*time.Second, "the alloc's namespace to be removed", func() bool { return len(namespacesOf(alloc)) == 0 })
 }
+
+const keeperBridgeJob = `
+job "brk" {
+  constraint {
+    attribute = "${node.unique.name}"
+    value     = "keeper"
+  }
+  group "g" {
+    network {
+      mode = "bridge"
+      port "http" {
+        to = 8080
+      }
+    }
+    task "web" {
+      driver = "raw_exec"
+      config {
+        command = %q
+        args    = ["-listen", ":${NOMAD_PORT_http}"]
+      }
+      resources {
+        cpu    = 50
+        memory = 64
+      }
+    }
+  }
+}
+`
+
+// TestBridgeAcrossAgentRestart: a bridge-mode task outlives its agent
+// (SIGKILL) in its namespace, still reached through its host port; the
+// next agent adopts it there. An alloc stopped while no agent ran has its
+// namespace and rules removed by the next agent. The dev's agent shares
+// the bridge drover0 with this one and keeps its own namespaces.
+func TestBridgeAcrossAgentRestart(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	requireNetworkMode(t, d, spec.NetworkBridge)
+	agent := startAgent(t, d, "keeper", dir+"/agent2")
+	app := buildTestapp(t, dir)
+	if out, errOut, code := d.cli("", "run", writeJob(t, dir, "brk.nomad", fmt.Sprintf(keeperBridgeJob, app))); code != 0 {
+		t.Fatalf("drover run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	a := d.jobStatus("brk").Allocations[0]
+	alloc, url := a.ID, "http://127.0.0.1:"+strconv.Itoa(a.Ports[0].Value)+"/"
+	answers := func() bool {
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	waitFor(t, 15*time.Second, "the task to answer at "+url, answers)
+	pid := a.Status.Tasks["web"].PID
+	ns := netnsOf(t, pid)
+
+	agent.Process.Kill()
+	agent.Wait()
+	if !answers() {
+		t.Fatalf("with its agent killed, the task no longer answers at %s", url)
+	}
+	agent = startAgent(t, d, "keeper", dir+"/agent2")
+	waitFor(t, 20*time.Second, "the task adopted", func() bool {
+		ts := d.jobStatus("brk").Allocations[0].Status.Tasks["web"]
+		return ts.State == spec.TaskRunning && ts.Events[len(ts.Events)-1].Type == spec.EventAdopted
+	})
+	if got := netnsOf(t, pid); got != ns || zombie(pid) {
+		t.Fatalf("after the agent restart: pid %d in %s, want it alive in %s", pid, got, ns)
+	}
+	if !answers() || len(namespacesOf(alloc)) != 1 {
+		t.Fatalf("after the agent restart: answers %v, namespaces %v", answers(), namespacesOf(alloc))
+	}
+
+	// Stopped while no agent runs: the next one cleans up.
+	agent.Process.Kill()
+	agent.Wait()
+	if out, errOut, code := d.cli("", "stop", "--detach", "brk"); code != 0 {
+		t.Fatalf("drover stop: exit %d\n%s\n%s", code, out, errOut)
+	}
+	startAgent(t, d, "keeper", dir+"/agent2")
+	waitFor(t, 20*time.Second, "the stopped alloc's namespace, veth and rules removed", func() bool {
+		_, err := netlink.LinkByName("dv" + strings.ReplaceAll(alloc, "-", "")[:12])
+		return len(namespacesOf(alloc)) == 0 && err != nil && !strings.Contains(strings.Join(droverRules(t), " "), alloc)
+	})
+	if !zombie(pid) {
+		t.Errorf("task pid %d still runs after its job was stopped", pid)
+	}
+}
