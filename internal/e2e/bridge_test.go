@@ -343,6 +343,10 @@ func TestBridgeAcrossAgentRestart(t *testing.T) {
 	if !answers() || len(namespacesOf(alloc)) != 1 {
 		t.Fatalf("after the agent restart: answers %v, namespaces %v", answers(), namespacesOf(alloc))
 	}
+	// drover exec in the adopted task runs beside it, in its namespace.
+	if out, errOut, code := d.cli("", "exec", "brk", "--", "readlink", "/proc/self/ns/net"); code != 0 || strings.TrimSpace(out) != ns {
+		t.Errorf("drover exec in the adopted task: exit %d, namespace %q, want %q\n%s", code, strings.TrimSpace(out), ns, errOut)
+	}
 
 	// Stopped while no agent runs: the next one cleans up.
 	agent.Process.Kill()
