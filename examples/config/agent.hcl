@@ -30,6 +30,11 @@ network_ip       = "10.0.0.11"
 min_dynamic_port = 20000
 max_dynamic_port = 32000
 
+# Groups in network mode "bridge": the Linux bridge (made if missing) and
+# the subnet their addresses are taken from.
+bridge_network_name   = "drover0"
+bridge_network_subnet = "172.26.64.0/20"
+
 # Task drivers: docker is offered besides when its daemon answers.
 drivers                   = ["exec", "raw_exec"]
 docker_allow_privileged   = false
