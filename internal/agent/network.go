@@ -69,9 +69,20 @@ func (ar *allocRunner) network() (netbridge.Net, error) {
 	if m == nil {
 		return netbridge.Net{}, fmt.Errorf("network mode %s: this node cannot make network namespaces (the agent's log says why)", mode)
 	}
+	// A port a docker task maps is docker's to forward, to its container.
+	docker := map[string]bool{}
+	for _, t := range ar.alloc.Tasks {
+		if d := ar.agent.drivers[t.Driver]; d != nil && d.Info().OwnNetwork {
+			for _, l := range t.Config.Ports {
+				docker[l] = true
+			}
+		}
+	}
 	var ports []netbridge.Mapping
 	for _, p := range ar.alloc.Ports {
-		ports = append(ports, netbridge.Mapping{HostPort: p.Value, To: cmp.Or(p.To, p.Value)})
+		if !docker[p.Label] {
+			ports = append(ports, netbridge.Mapping{HostPort: p.Value, To: cmp.Or(p.To, p.Value)})
+		}
 	}
 	n, err := m.Setup(ar.alloc.ID, mode, ports)
 	if err != nil {
