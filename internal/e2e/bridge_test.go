@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	dockerclient "github.com/moby/moby/client"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/drover-org/drover/internal/dockertest"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -361,5 +363,83 @@ func TestBridgeAcrossAgentRestart(t *testing.T) {
 	})
 	if !zombie(pid) {
 		t.Errorf("task pid %d still runs after its job was stopped", pid)
+	}
+}
+
+// TestBridgeModeDocker: a docker task in a bridge-mode group keeps
+// docker's own network: the port it maps is forwarded by docker to its
+// container (no DNAT rule into the namespace takes it), and a raw_exec
+// task beside it has its port forwarded into the namespace.
+func TestBridgeModeDocker(t *testing.T) {
+	dc := dockertest.Require(t)
+	image := dockertest.Image(t)
+	t.Cleanup(func() {
+		for _, id := range containersOfJob(t, dc, "brd") {
+			dc.ContainerRemove(context.Background(), id, dockerclient.ContainerRemoveOptions{Force: true})
+		}
+	})
+	dir := t.TempDir()
+	d := startDev(t, dir+"/data")
+	requireNetworkMode(t, d, spec.NetworkBridge)
+	app := buildTestapp(t, dir)
+	job := writeJob(t, dir, "brd.nomad", fmt.Sprintf(`
+job "brd" {
+  group "g" {
+    network {
+      mode = "bridge"
+      port "web" {
+        to = 8080
+      }
+      port "side" {
+        to = 9090
+      }
+    }
+    task "container" {
+      driver = "docker"
+      config {
+        image = %q
+        args  = ["-listen", "0.0.0.0:8080"]
+        ports = ["web"]
+      }
+      resources {
+        memory = 64
+      }
+    }
+    task "process" {
+      driver = "raw_exec"
+      config {
+        command = %q
+        args    = ["-listen", ":${NOMAD_PORT_side}"]
+      }
+      resources {
+        memory = 64
+      }
+    }
+  }
+}
+`, image, app))
+	if out, errOut, code := d.cli("", "run", job); code != 0 {
+		t.Fatalf("drover run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	a := d.jobStatus("brd").Allocations[0]
+	for _, p := range a.Ports {
+		url := "http://127.0.0.1:" + strconv.Itoa(p.Value) + "/"
+		waitFor(t, 30*time.Second, p.Label+" answering at "+url, func() bool {
+			resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+	}
+	n := 0
+	for _, r := range droverRules(t) {
+		if strings.Contains(r, a.ID) {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d DNAT rules for the alloc, want 4: the raw_exec task's port only (tcp and udp, prerouting and output)", n)
 	}
 }
