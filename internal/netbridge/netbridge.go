@@ -266,14 +266,22 @@ func (m *Manager) Cleanup(keep func(allocID string) bool) error {
 	return errors.Join(errs...)
 }
 
-// probeNamespace makes a namespace and leaves it, to learn whether this
-// process may.
+// probeNamespace makes a namespace and goes back, to learn whether this
+// process may. The probe's namespace goes with its last reference.
 func probeNamespace() error {
 	return onNewThread(func() error {
+		orig, err := netns.Get()
+		if err != nil {
+			return err
+		}
+		defer orig.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return err
 		}
-		return errStayLocked // the thread is in the probe's namespace: end it
+		if err := netns.Set(orig); err != nil {
+			return fmt.Errorf("%w: %w", errStayLocked, err)
+		}
+		return nil
 	})
 }
 
@@ -281,16 +289,17 @@ func probeNamespace() error {
 // goroutine: it is in a namespace that is not the agent's.
 var errStayLocked = errors.New("thread left in another namespace")
 
-// onNewThread runs f on a locked thread of its own. When f returns
-// errStayLocked, the thread is not given back to the runtime (which then
-// ends it) and onNewThread returns nil.
+// onNewThread runs f on a locked thread of its own. When f returns an
+// error wrapping errStayLocked, the thread is not given back to the
+// runtime (which then ends it, or parks it for good if it is the main
+// thread) and that error is returned.
 func onNewThread(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		err := f()
 		if errors.Is(err, errStayLocked) {
-			errc <- nil
+			errc <- err
 			return // locked: the runtime ends the thread with this goroutine
 		}
 		runtime.UnlockOSThread()
