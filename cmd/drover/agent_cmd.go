@@ -85,7 +85,7 @@ running.`,
 			ag, err := agent.New(agent.Config{DataDir: dataDir, Name: name, Address: tlsF.scheme() + ln.Addr().String(),
 				NetworkIP: networkIP, Meta: meta, Datacenter: datacenter, NodeClass: nodeClass, NodePool: nodePool, Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, ReleaseStartupPages: true,
 				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20,
-				HostVolumes: vols.list()})
+				HostVolumes: vols.list(), Bridge: ports.bridge})
 			if err != nil {
 				return err
 			}

@@ -133,7 +133,7 @@ it, jobs and their instances survive a restart.`,
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,
-				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20, HostVolumes: vols.list(),
+				MinDynamicPort: ports.min, MaxDynamicPort: ports.max, ArtifactTimeout: arts.timeout, ArtifactMaxBytes: arts.maxMB << 20, HostVolumes: vols.list(), Bridge: ports.bridge,
 			})
 			if err != nil {
 				return err

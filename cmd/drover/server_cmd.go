@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-org/drover/internal/httpapi"
+	"github.com/drover-org/drover/internal/netbridge"
 	"github.com/drover-org/drover/internal/registry"
 	"github.com/drover-org/drover/internal/server"
 	"github.com/drover-org/drover/internal/spec"
@@ -169,17 +170,29 @@ func (m *memoryFlags) check() error {
 	return nil
 }
 
-// portFlags are an agent's dynamic port range, for agent and dev.
-type portFlags struct{ min, max int }
+// portFlags are an agent's dynamic port range and the bridge of its
+// groups in network mode bridge, for agent and dev.
+type portFlags struct {
+	min, max              int
+	bridgeName, bridgeNet string
+	bridge                netbridge.Config // from bridgeName and bridgeNet, by check
+}
 
 func (p *portFlags) add(fs *pflag.FlagSet) {
 	fs.IntVar(&p.min, "min-dynamic-port", spec.DynamicPortMin, "lowest port the scheduler picks for this node's dynamic ports")
 	fs.IntVar(&p.max, "max-dynamic-port", spec.DynamicPortMax, "highest port the scheduler picks for this node's dynamic ports")
+	fs.StringVar(&p.bridgeName, "bridge-network-name", netbridge.DefaultBridge, "Linux bridge of the groups in network mode bridge (made if missing)")
+	fs.StringVar(&p.bridgeNet, "bridge-network-subnet", netbridge.DefaultSubnet, "IPv4 subnet the bridge-mode allocs' addresses are taken from; the bridge has its first address")
 }
 
 func (p *portFlags) check() error {
 	if p.min < 1024 || p.max > 65535 || p.min > p.max {
 		return fmt.Errorf("--min-dynamic-port %d and --max-dynamic-port %d: give 1024 <= min <= max <= 65535", p.min, p.max)
 	}
+	cfg, err := netbridge.ParseConfig(p.bridgeName, p.bridgeNet)
+	if err != nil {
+		return fmt.Errorf("--bridge-network-name/--bridge-network-subnet: %w", err)
+	}
+	p.bridge = cfg
 	return nil
 }

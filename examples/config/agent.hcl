@@ -40,6 +40,11 @@ max_dynamic_port = 32000
 artifact_timeout = "30m"
 artifact_max_mb  = 102400
 
+# Groups in network mode "bridge": the Linux bridge (made if missing) and
+# the subnet their addresses are taken from.
+bridge_network_name   = "drover0"
+bridge_network_subnet = "172.26.64.0/20"
+
 # Task drivers: docker is offered besides when its daemon answers.
 drivers                   = ["exec", "raw_exec"]
 docker_allow_privileged   = false

@@ -31,6 +31,7 @@ import (
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/logstream"
 	"github.com/drover-org/drover/internal/metrics"
+	"github.com/drover-org/drover/internal/netbridge"
 	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -74,6 +75,12 @@ type Config struct {
 	// HostVolumes are the directories the node offers jobs by name
 	// (hostvolume.go); New refuses one that is not an existing directory.
 	HostVolumes []HostVolume
+	// Bridge is the bridge and subnet of groups in network mode bridge
+	// (netbridge.ParseConfig; zero: netbridge's defaults). Its Owner is
+	// the node's ID. Where the agent cannot make network namespaces (not
+	// root), nftables rules or the bridge, the node does not say it runs
+	// those modes, and such groups are not placed on it.
+	Bridge netbridge.Config
 	// DirPool is at most how many alloc directory trees, and how many
 	// task directory trees, the agent keeps made ahead for starts to take
 	// (dirpool.go): 0 is the default (512), a negative number none.
@@ -126,6 +133,9 @@ type Agent struct {
 	removing sync.WaitGroup
 	// dirPools hold directory trees made ahead (dirpool.go); nil: none.
 	dirPools *dirPools
+	// net makes the network namespaces of allocs in network mode bridge
+	// or none (network.go); nil where this node cannot.
+	net *netbridge.Manager
 
 	repMu    sync.Mutex
 	repDirty map[string]*allocRunner // allocs whose status changed since last sent
@@ -202,6 +212,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	cfg.Client.SetNodeSecret(secret)
 	a.nodeID = id
+	a.openNetwork()
 	mhz, _ := cpuMHz()
 	a.usage = newUsageSampler(a.nodeID, mhz)
 	return a, nil
@@ -462,6 +473,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 	}
 	if a.left != nil {
 		a.settleLeft(allocs)
+		a.cleanupNetworks()
 		if a.stoppedOnExit {
 			a.stoppedOnExit = false
 			os.Remove(a.stoppedMarker())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/driver"
+	"github.com/drover-org/drover/internal/netbridge"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -51,6 +52,12 @@ type allocRunner struct {
 	// templaters render the templates of the tasks that have some, by
 	// task name (templates.go).
 	templaters map[string]*templater
+
+	// netMu guards the alloc's network namespace (network.go): made by
+	// the first task start, kept when that fails for the next to retry.
+	netMu   sync.Mutex
+	netDone bool
+	net     netbridge.Net
 }
 
 func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
@@ -134,7 +141,10 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 		}
 		wg.Wait()
 		// Finished, or let go by an agent going away: the next agent
-		// judges what it adopts.
+		// judges what it adopts, in the namespace it left.
+		if taskCtx.Err() == nil {
+			ar.teardownNetwork()
+		}
 		ar.endDeployment()
 		close(ar.done)
 	}()

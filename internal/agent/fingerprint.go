@@ -85,6 +85,11 @@ func (a *Agent) fingerprint() (spec.Resources, map[string]string) {
 	for _, d := range a.drivers {
 		maps.Copy(attrs, d.Info().Attributes)
 	}
+	if a.net != nil {
+		for _, m := range a.net.Modes() {
+			attrs[spec.NetworkModeAttribute(m)] = "true"
+		}
+	}
 	return res, attrs
 }
 

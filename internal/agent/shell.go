@@ -140,5 +140,10 @@ func (a *Agent) runningTask(allocID, task string) (*taskRunner, driver.Handle, e
 // shellTask is what a command run in the task gets: the task's
 // environment, directory and user.
 func (tr *taskRunner) shellTask() (driver.Task, error) {
+	// A task adopted from an earlier agent has not made its alloc's
+	// namespace in this one: find it, so the command runs beside the task.
+	if _, err := tr.ar.network(); err != nil {
+		return driver.Task{}, err
+	}
 	return tr.driverTask(spec.Command{}, false)
 }

@@ -298,6 +298,9 @@ func (tr *taskRunner) start(ctx context.Context, c spec.Command, hook bool, stdo
 	if err := tr.makeDirs(); err != nil {
 		return nil, err
 	}
+	if _, err := tr.ar.network(); err != nil {
+		return nil, err
+	}
 	tr.ar.agent.startSlots <- struct{}{}
 	defer func() {
 		<-tr.ar.agent.startSlots
@@ -352,6 +355,7 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 		Mounts:    mounts,
 		Config:    &cfg,
 		Hook:      hook,
+		NetNS:     tr.netNS(),
 	}, nil
 }
 
@@ -374,7 +378,7 @@ func (tr *taskRunner) makeDirs() error {
 
 // runtime is what the task's variables and interpolation are made of.
 func (tr *taskRunner) runtime() spec.TaskRuntime {
-	return spec.TaskRuntime{Alloc: tr.ar.alloc, Task: tr.task, Node: tr.ar.agent.nodeValues(), Dirs: tr.dirs()}
+	return spec.TaskRuntime{Alloc: tr.ar.alloc, Task: tr.task, Node: tr.ar.agent.nodeValues(), Dirs: tr.dirs(), AllocIP: tr.ar.allocIP()}
 }
 
 // mounts are the directories a driver that isolates the file system

@@ -34,6 +34,9 @@ type Info struct {
 	// container's image), where the node's PATH and HOME and the alloc
 	// directory mean nothing.
 	OwnFilesystem bool
+	// OwnNetwork: its tasks get a network of their own from the driver (a
+	// container's), and do not join their alloc's namespace (Task.NetNS).
+	OwnNetwork bool
 	// Attributes are node attributes it adds to the node's fingerprint,
 	// such as what isolates its tasks.
 	Attributes map[string]string
@@ -75,6 +78,11 @@ type Task struct {
 	// Hook is set for a prestart or stop command: run beside the task, not
 	// as it (docker runs it in the task's container when there is one).
 	Hook bool
+	// NetNS is the path of the network namespace the task runs in (its
+	// alloc's, in network mode bridge or none); "" is the node's. The exec
+	// drivers start the task in it; docker gives a container its own
+	// network whatever this says.
+	NetNS string
 }
 
 // Mount is a host directory and where the task sees it, read-only when

@@ -65,7 +65,6 @@ var apiRenamed = map[string]string{
 // when its fields that are not zero do.
 var apiDefaults = map[string]string{
 	"Job.Region":             `"global"`,
-	"Network.Mode":           `"host"`,
 	"Port.HostNetwork":       `"default"`,
 	"Service.Provider":       `"consul"`,
 	"Service.AddressMode":    `"auto"`,

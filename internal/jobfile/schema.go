@@ -415,10 +415,10 @@ func init() {
 // unsupportedIn are the Nomad names drover does not implement in the block
 // of one struct only, by the struct's name.
 var unsupportedIn = map[string][]string{
-	// Ports are reserved on the node's own address (Nomad's host mode):
-	// there are no other networks to pick. A docker task reaches its
-	// container's port through the port's to.
-	"Network": {"mode", "hostname", "cni", "mbits"},
+	// Ports are reserved on the node's own address; mode bridge maps them
+	// into the instance's namespace. No CNI plugins, no hostname of its
+	// own (the namespace shares the node's UTS), no bandwidth.
+	"Network": {"hostname", "cni", "mbits"},
 	"Port":    {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
@@ -433,7 +433,6 @@ var unsupportedIn = map[string][]string{
 // instead says what to write for an unsupported Nomad name that drover has
 // another way to say.
 var instead = map[string]string{
-	"mode":         "ports are reserved on the node's own address, as in Nomad's host mode; a docker task's network is its config's network_mode",
 	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
 	"provider":     "drover registers services in its own catalog; remove it",
 }

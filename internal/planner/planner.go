@@ -186,6 +186,7 @@ func newAlloc(p scheduler.Placement, id string, now time.Time) *spec.Alloc {
 		NodeName:      p.NodeName,
 		Resources:     r.Group.Resources(),
 		Ports:         p.Ports,
+		NetworkMode:   networkModeOf(r.Group),
 		Tasks:         tasks,
 		Volumes:       r.Group.Volumes,
 		Meta:          spec.MergeMeta(r.Job.Meta, r.Group.Meta),
@@ -212,4 +213,13 @@ func sameSchedule(a, b *spec.JobSchedule) bool {
 		}
 	}
 	return true
+}
+
+// networkModeOf is the group's network mode as an alloc records it: "" for
+// host, so that allocs of host-mode groups read as before.
+func networkModeOf(g *spec.Group) string {
+	if m := g.NetworkMode(); m != spec.NetworkHost {
+		return m
+	}
+	return ""
 }

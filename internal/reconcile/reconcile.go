@@ -496,10 +496,10 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 }
 
 // outdated reports whether a runs other tasks than the job's current
-// version of group g, or mounts other volumes: it must be replaced for
-// the version to run.
+// version of group g, mounts other volumes, or runs them in another
+// network mode: it must be replaced for the version to run.
 func outdated(j *spec.Job, g *spec.Group, a *spec.Alloc) bool {
-	return a.JobVersion != j.Version && (!tasksEqual(a.Tasks, g.Tasks) || !volumesEqual(a.Volumes, g.Volumes))
+	return a.JobVersion != j.Version && (!tasksEqual(a.Tasks, g.Tasks) || !volumesEqual(a.Volumes, g.Volumes) || a.NetworkModeOf() != g.NetworkMode())
 }
 
 // rescheduling is what the reschedule policy says about an instance that

@@ -342,8 +342,8 @@ func (gr *groupRun) cacheKey() string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%d,%d,%d|%s|%q|%q|", gr.scoring, gr.need.CPU, gr.need.MemoryMB, gr.need.DiskMB, strings.Join(gr.drivers, ","),
-		gr.job.Datacenters, gr.job.NodePool)
+	fmt.Fprintf(&b, "%s|%d,%d,%d|%s|%d|%q|%q|", gr.scoring, gr.need.CPU, gr.need.MemoryMB, gr.need.DiskMB, strings.Join(gr.drivers, ","),
+		gr.net, gr.job.Datacenters, gr.job.NodePool)
 	for _, r := range gr.static {
 		b.WriteString(r.c.String())
 		b.WriteByte(0)

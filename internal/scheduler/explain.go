@@ -33,6 +33,7 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	missing := make([]int, len(gr.drivers))
 	volMissing := make([]int, len(gr.volumes))
 	volReadOnly := make([]int, len(gr.volumes))
+	netMissing := 0 // nodes without the group's network mode
 	unmet := make([]int, len(gr.rules))
 	onlyRule := make([]int, len(gr.rules))
 	distinct := map[*rule]*distinctRule{}
@@ -76,6 +77,10 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 				missing[i]++
 				lacks = true
 			}
+		}
+		if gr.net != 0 && n.cls.net&gr.net == 0 {
+			netMissing++
+			lacks = true
 		}
 		if lacks {
 			continue
@@ -173,6 +178,9 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 		if volReadOnly[i] > 0 {
 			add(spec.DimensionFailure{Dimension: spec.HostVolumeReadOnlyDimension(v.Name), Nodes: volReadOnly[i]})
 		}
+	}
+	if netMissing > 0 {
+		add(spec.DimensionFailure{Dimension: spec.NetworkModeDimension(gr.g.NetworkMode()), Nodes: netMissing})
 	}
 	for i, r := range gr.rules {
 		if unmet[i] > 0 {
@@ -290,7 +298,7 @@ func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
 // dimensionRank orders dimensions as explain writes them.
 func dimensionRank(d string) int {
 	for i, prefix := range []string{"unregistered", spec.DimensionNotReady, spec.DimensionDraining, spec.DimensionIneligible,
-		spec.DimensionNodePool, spec.DimensionDatacenter, "driver ", "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
+		spec.DimensionNodePool, spec.DimensionDatacenter, "driver ", spec.DimensionNetworkMode, "constraint ", "conflict", "port ", "dynamic ports", "cpu", "memory", "disk"} {
 		if strings.HasPrefix(d, prefix) {
 			return i
 		}

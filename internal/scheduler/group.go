@@ -19,7 +19,8 @@ type groupRun struct {
 	key     groupKey
 	need    spec.Resources
 	drivers []string // sorted
-	classes []*class // the classes that have every driver in drivers
+	net     uint8    // the group's network mode (netModeBit)
+	classes []*class // the classes that have every driver in drivers, and net
 	scoring spec.Scoring
 	// volumes are the host volumes the group needs on its node.
 	volumes []spec.HostVolumeNeed
@@ -68,11 +69,11 @@ func (s *state) newGroupRun(r Request) *groupRun {
 	g := r.Group
 	gr := &groupRun{
 		s: s, job: r.Job, g: g, key: groupKey{r.Job.Name, g.Name},
-		need: g.Resources(), drivers: g.Drivers(), scoring: r.Job.ScoringOf(),
+		need: g.Resources(), drivers: g.Drivers(), net: netModeBit(g.NetworkMode()), scoring: r.Job.ScoringOf(),
 		volumes: g.HostVolumeNeeds(),
 	}
 	for _, c := range s.classes {
-		ok := true
+		ok := c.net&gr.net == gr.net
 		for _, d := range gr.drivers {
 			ok = ok && c.drivers[d]
 		}

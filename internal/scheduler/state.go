@@ -96,11 +96,35 @@ func (n *nodeState) hostIP() string {
 }
 
 // class is the eligible nodes (ready, not ineligible, not draining) that
-// have exactly the same set of drivers.
+// have exactly the same set of drivers and of network modes.
 type class struct {
 	id      int
 	drivers map[string]bool
+	net     uint8   // the network modes the nodes support (netModeBit)
 	nodes   []int32 // eligible nodes of the class, in input order
+}
+
+// netModeBit is network mode m's bit in a class's net; 0 for host, which
+// every node supports.
+func netModeBit(m string) uint8 {
+	switch m {
+	case spec.NetworkBridge:
+		return 1
+	case spec.NetworkNone:
+		return 2
+	}
+	return 0
+}
+
+// netModes are the network modes node n supports, as class bits.
+func netModes(n *spec.Node) uint8 {
+	var b uint8
+	for _, m := range spec.NetworkModes {
+		if n.SupportsNetworkMode(m) {
+			b |= netModeBit(m)
+		}
+	}
+	return b
 }
 
 // rule is one constraint compiled for this call; check is nil when the
@@ -190,7 +214,8 @@ func newIndex(nodes []*spec.Node, prev *state) *state {
 			continue
 		}
 		s.ready++
-		if last != nil && slices.Equal(last.node.Drivers, ns.node.Drivers) {
+		net := netModes(ns.node)
+		if last != nil && slices.Equal(last.node.Drivers, ns.node.Drivers) && last.cls.net == net {
 			ns.cls = last.cls
 			ns.cls.nodes = append(ns.cls.nodes, ns.idx)
 			continue
@@ -204,9 +229,10 @@ func newIndex(nodes []*spec.Node, prev *state) *state {
 		for _, d := range drivers {
 			key = append(append(key, d...), 0)
 		}
+		key = append(key, net)
 		c := byKey[string(key)] // no allocation for the lookup
 		if c == nil {
-			c = &class{id: len(s.classes), drivers: map[string]bool{}}
+			c = &class{id: len(s.classes), drivers: map[string]bool{}, net: net}
 			for _, d := range drivers {
 				c.drivers[d] = true
 			}

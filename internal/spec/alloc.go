@@ -32,6 +32,10 @@ type Alloc struct {
 	Resources  Resources `json:"resources"`
 	// Ports are the host ports reserved for the alloc on its node.
 	Ports []AllocPort `json:"ports,omitempty"`
+	// NetworkMode is the group's network mode as of JobVersion
+	// (Group.NetworkMode; "" is host), so that the agent sets up the
+	// instance's network without the job at hand.
+	NetworkMode string `json:"network_mode,omitempty"`
 	// Tasks is the group's tasks as of JobVersion, so that the agent runs
 	// exactly what was placed even while the job changes.
 	Tasks []*Task `json:"tasks"`
@@ -216,4 +220,13 @@ func (a *Alloc) Restarts() int {
 		}
 	}
 	return n
+}
+
+// NetworkModeOf is the alloc's network mode, NetworkHost when it records
+// none.
+func (a *Alloc) NetworkModeOf() string {
+	if a.NetworkMode == "" {
+		return NetworkHost
+	}
+	return a.NetworkMode
 }

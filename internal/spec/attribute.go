@@ -37,6 +37,8 @@ var fingerprinted = []string{
 	AttrKernelName, AttrKernelVersion, AttrOSName, AttrOSVersion, AttrCPUArch, AttrCPUNumCores,
 	AttrCPUFrequency, AttrCPUFrequencySource, AttrCPUTotalCompute, AttrMemoryTotalBytes,
 	AttrHostname, NodeIPAttribute, AttrExecIsolation,
+	// "true" where the agent can run the network mode (NetworkModeAttribute).
+	"network." + NetworkBridge, "network." + NetworkNone,
 }
 
 // legacyAttributes are the names drover published before it took Nomad's,

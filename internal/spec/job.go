@@ -533,7 +533,8 @@ func (d Duration) Short() string {
 // each task's restart policy (task's own, else the group's, else the job
 // type's default, field by field), each group's reschedule policy (group's own, else the job's,
 // else the job type's default, field by field), and each check's name,
-// interval, timeout, path and check_restart grace (validate_service.go).
+// interval, timeout, path and check_restart grace (validate_service.go),
+// and a network's mode "host" as unset.
 // It does not validate; call Validate after it.
 func (j *Job) Canonicalize() {
 	if j.Namespace == "" {
@@ -570,6 +571,9 @@ func (j *Job) Canonicalize() {
 		canonicalizeScaling(g)
 		if j.Type == JobService && (g.Migrate != nil || j.Migrate != nil) {
 			g.Migrate = g.Migrate.withDefaults(j.Migrate.withDefaults(DefaultMigrate()))
+		}
+		if g.Network != nil && g.Network.Mode == NetworkHost {
+			g.Network.Mode = "" // the default, written out
 		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {

@@ -42,6 +42,15 @@ const (
 // DriverDimension is the dimension of the nodes that lack driver d.
 func DriverDimension(d string) string { return "driver " + d }
 
+// DimensionNetworkMode starts the dimension of the nodes that cannot run a
+// group's network mode (their agent cannot make network namespaces, a
+// bridge or nftables rules): "network mode bridge".
+const DimensionNetworkMode = "network mode "
+
+// NetworkModeDimension is the dimension of the nodes that lack network
+// mode m.
+func NetworkModeDimension(m string) string { return DimensionNetworkMode + m }
+
 // ConstraintDimension is the dimension of the nodes that do not meet c;
 // valid is false when c does not compile, and then no node meets it.
 func ConstraintDimension(c Constraint, valid bool) string {
@@ -54,7 +63,8 @@ func ConstraintDimension(c Constraint, valid bool) string {
 
 // DimensionFailure counts the nodes that ruled themselves out for one reason.
 type DimensionFailure struct {
-	// Dimension is "cpu", "memory", "disk", "driver <name>", "status",
+	// Dimension is "cpu", "memory", "disk", "driver <name>", "network
+	// mode <mode>", "status",
 	// "unregistered" (a pinned request's node is not known),
 	// "port <n>" (a static port in use), "dynamic ports", "datacenter
 	// <the job's datacenters>", "node pool <the job's pool>", "conflict" (a
@@ -82,7 +92,7 @@ func (d DimensionFailure) TooLarge() bool { return d.Unit != "" && d.Largest > 0
 // conflicts) depend on what else is placed.
 func (d DimensionFailure) permanent() bool {
 	_, _, volume := hostVolumeOf(d.Dimension)
-	return d.TooLarge() || strings.HasPrefix(d.Dimension, "driver ") || volume ||
+	return d.TooLarge() || strings.HasPrefix(d.Dimension, "driver ") || volume || strings.HasPrefix(d.Dimension, DimensionNetworkMode) ||
 		strings.HasPrefix(d.Dimension, DimensionDatacenter) || strings.HasPrefix(d.Dimension, DimensionNodePool)
 }
 
@@ -113,7 +123,7 @@ func (d DimensionFailure) String() string {
 	switch {
 	case strings.HasPrefix(d.Dimension, DimensionDatacenter), strings.HasPrefix(d.Dimension, DimensionNodePool):
 		return fmt.Sprintf("not in %s on %d", d.Dimension, d.Nodes)
-	case strings.HasPrefix(d.Dimension, "driver "):
+	case strings.HasPrefix(d.Dimension, "driver "), strings.HasPrefix(d.Dimension, DimensionNetworkMode):
 		return fmt.Sprintf("missing %s on %d", d.Dimension, d.Nodes)
 	case strings.HasPrefix(d.Dimension, dimensionHostVolume):
 		name, readOnly, _ := hostVolumeOf(d.Dimension)
@@ -165,6 +175,10 @@ func (f PlacementFailure) String() string {
 		}
 		if vol, readOnly, ok := hostVolumeOf(d.Dimension); ok && !readOnly && d.Nodes == f.NodesEvaluated {
 			fmt.Fprintf(&b, "no node has host volume %s", vol)
+			continue
+		}
+		if m, ok := strings.CutPrefix(d.Dimension, DimensionNetworkMode); ok && d.Nodes == f.NodesEvaluated {
+			fmt.Fprintf(&b, "no node supports network mode %s", m)
 			continue
 		}
 		b.WriteString(d.String())

@@ -65,9 +65,44 @@ type SpreadTarget struct {
 const DefaultSpreadWeight = 50
 
 // Network is what a group needs of its node's network: ports, reserved for
-// the group's instance on the node's address and shared by its tasks.
+// the group's instance on the node's address and shared by its tasks, and
+// the network its tasks run in (Mode).
 type Network struct {
+	// Mode is NetworkHost (""; the node's own network), NetworkBridge (a
+	// network namespace of the instance's own with an address on the
+	// node's bridge, its ports mapped from the node's) or NetworkNone (a
+	// namespace with only loopback). A node runs a mode other than host
+	// only when it says it can (NetworkModeAttribute).
+	Mode  string `json:"mode,omitempty"`
 	Ports []Port `json:"ports,omitempty" hcl:"port"`
+}
+
+// The network modes of a group (Network.Mode).
+const (
+	NetworkHost   = "host"
+	NetworkBridge = "bridge"
+	NetworkNone   = "none"
+)
+
+// NetworkModes are the modes a group's network may name.
+var NetworkModes = []string{NetworkHost, NetworkBridge, NetworkNone}
+
+// NetworkModeAttribute is the node attribute an agent sets to "true" when
+// it can run groups in mode m: network.bridge, network.none. Host mode
+// needs none.
+func NetworkModeAttribute(m string) string { return "network." + m }
+
+// NetworkMode is the group's network mode, NetworkHost when it says none.
+func (g *Group) NetworkMode() string {
+	if g.Network == nil || g.Network.Mode == "" {
+		return NetworkHost
+	}
+	return g.Network.Mode
+}
+
+// SupportsNetworkMode says whether the node can run groups in mode m.
+func (n *Node) SupportsNetworkMode(m string) bool {
+	return m == "" || m == NetworkHost || n.Attributes[NetworkModeAttribute(m)] == "true"
 }
 
 // Port is one port a group needs. Static is a fixed host port; when it is
@@ -75,9 +110,10 @@ type Network struct {
 // Tasks see it as DROVER_PORT_<Label> and DROVER_ADDR_<Label> (ip:port).
 //
 // To is the port inside the task's own network namespace that the host port
-// maps to (a docker container's port, as Nomad's "to"); 0 maps to the same
-// number as the host port. Tasks that share the node's network (exec,
-// raw_exec) listen on the host port itself, so To means nothing to them.
+// maps to (a docker container's port, as Nomad's "to"; in bridge mode, the
+// port on the instance's own address); 0 maps to the same number as the
+// host port. Tasks that share the node's network (exec and raw_exec in
+// host mode) listen on the host port itself, so To means nothing to them.
 type Port struct {
 	Label  string `json:"label" hcl:",label"`
 	Static int    `json:"static,omitempty"`
@@ -291,6 +327,12 @@ func validateSpreads(ps *Problems, p string, ss []*Spread) {
 func validateNetwork(ps *Problems, p string, n *Network) {
 	if n == nil {
 		return
+	}
+	if n.Mode != "" && !slices.Contains(NetworkModes, n.Mode) {
+		ps.Add(p+".mode", "network mode %q is not one drover has; use \"host\" (the node's network, the default), \"bridge\" (a namespace of the instance's own, its ports mapped from the node's) or \"none\" (only loopback)", n.Mode)
+	}
+	if n.Mode == NetworkNone && len(n.Ports) > 0 {
+		ps.Add(p+".mode", "a group in network mode \"none\" has no network to reach its %d port(s) through; remove the ports or use mode \"bridge\"", len(n.Ports))
 	}
 	labels := map[string]bool{}
 	static := map[int]bool{}

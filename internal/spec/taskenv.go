@@ -31,6 +31,9 @@ type TaskRuntime struct {
 	// Dirs are the task's directories as it sees them (host paths, or a
 	// container's mount points); "" leaves a directory's variables out.
 	Dirs TaskDirs
+	// AllocIP is the alloc's own address in network mode bridge (its
+	// namespace's, on the node's bridge); "" otherwise.
+	AllocIP string
 }
 
 // SharedAllocDir is the name of the alloc's directory its tasks share,
@@ -84,19 +87,33 @@ func (r TaskRuntime) Env() map[string]string {
 			m[name] = dir
 		}
 	}
+	bridge := a.NetworkModeOf() == NetworkBridge
 	for _, p := range a.Ports {
 		ip := cmp.Or(p.HostIP, DefaultNodeIP)
 		host := strconv.Itoa(p.Value)
 		// What the task listens on: the host port, or for a container
-		// that maps the port, the container's.
+		// that maps the port, the container's, or in bridge mode the
+		// port the host's maps to in the alloc's namespace. IP and ADDR
+		// stay the node's, where others reach it, as Nomad's.
 		port := host
-		if t.Driver == DriverDocker && p.To != 0 && slices.Contains(t.Config.Ports, p.Label) {
+		switch {
+		case t.Driver == DriverDocker:
+			if p.To != 0 && slices.Contains(t.Config.Ports, p.Label) {
+				port = strconv.Itoa(p.To)
+			}
+		case bridge && p.To != 0:
 			port = strconv.Itoa(p.To)
 		}
 		set("PORT_"+p.Label, port)
 		set("HOST_PORT_"+p.Label, host)
 		set("ADDR_"+p.Label, joinHostPort(ip, host))
 		m["NOMAD_IP_"+p.Label] = ip
+		if bridge && r.AllocIP != "" && t.Driver != DriverDocker {
+			// The alloc's side, as Nomad's NOMAD_ALLOC_*.
+			m["NOMAD_ALLOC_IP_"+p.Label] = r.AllocIP
+			m["NOMAD_ALLOC_PORT_"+p.Label] = port
+			m["NOMAD_ALLOC_ADDR_"+p.Label] = joinHostPort(r.AllocIP, port)
+		}
 	}
 	// Nomad's meta: the job's, the group's, then the task's, each over
 	// the one before.

@@ -160,3 +160,54 @@ func TestTaskNamedAllocRefused(t *testing.T) {
 		t.Errorf("Validate() = %v, want %s", err, want)
 	}
 }
+
+// In network mode bridge, a process listens on its port's to inside its
+// alloc's namespace: NOMAD_PORT_ is to, the host's port and address stay
+// where others reach it, and NOMAD_ALLOC_* are the alloc's own. A docker
+// task keeps docker's mapping.
+func TestTaskRuntimeEnvBridge(t *testing.T) {
+	rt := testRuntime("raw_exec")
+	rt.Alloc.NetworkMode = NetworkBridge
+	rt.AllocIP = "172.26.64.7"
+	env := rt.Env()
+	for k, want := range map[string]string{
+		"NOMAD_PORT_http": "8080", "DROVER_PORT_http": "8080", "NOMAD_HOST_PORT_http": "25000",
+		"NOMAD_IP_http": "10.0.0.5", "NOMAD_ADDR_http": "10.0.0.5:25000",
+		"NOMAD_ALLOC_IP_http": "172.26.64.7", "NOMAD_ALLOC_PORT_http": "8080", "NOMAD_ALLOC_ADDR_http": "172.26.64.7:8080",
+		// No to: the host port's number, in the namespace.
+		"NOMAD_PORT_admin": "25001", "NOMAD_ALLOC_PORT_admin": "25001",
+	} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+	host := testRuntime("raw_exec").Env()
+	if host["NOMAD_PORT_http"] != "25000" || host["NOMAD_ALLOC_IP_http"] != "" {
+		t.Errorf("host mode: NOMAD_PORT_http %q (want 25000), NOMAD_ALLOC_IP_http %q (want none)", host["NOMAD_PORT_http"], host["NOMAD_ALLOC_IP_http"])
+	}
+	d := testRuntime(DriverDocker)
+	d.Alloc.NetworkMode, d.AllocIP = NetworkBridge, "172.26.64.7"
+	if env := d.Env(); env["NOMAD_PORT_http"] != "8080" || env["NOMAD_ALLOC_IP_http"] != "" {
+		t.Errorf("docker in bridge mode: NOMAD_PORT_http %q, NOMAD_ALLOC_IP_http %q; want 8080 and none (docker's own network)", env["NOMAD_PORT_http"], env["NOMAD_ALLOC_IP_http"])
+	}
+}
+
+func TestValidateNetworkMode(t *testing.T) {
+	for _, c := range []struct {
+		net  Network
+		want string // in the problems; "" none
+	}{
+		{Network{Mode: "bridge", Ports: []Port{{Label: "http", To: 8080}}}, ""},
+		{Network{Mode: "host"}, ""},
+		{Network{Mode: "none"}, ""},
+		{Network{Mode: "cni/mynet"}, `network mode "cni/mynet" is not one drover has`},
+		{Network{Mode: "none", Ports: []Port{{Label: "http"}}}, `network mode "none" has no network`},
+	} {
+		var ps Problems
+		validateNetwork(&ps, "groups[0].network", &c.net)
+		got := ps.Error()
+		if c.want == "" && len(ps) != 0 || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("mode %q ports %v: problems %q, want %q", c.net.Mode, c.net.Ports, got, c.want)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (d *Driver) Close() error { return d.c.Close() }
 func (d *Driver) Name() string { return "docker" }
 
 // Info: a container has the file system of its image.
-func (d *Driver) Info() driver.Info { return driver.Info{OwnFilesystem: true} }
+func (d *Driver) Info() driver.Info { return driver.Info{OwnFilesystem: true, OwnNetwork: true} }
 
 // ContainerName is the name of task t's container: one per task of an
 // alloc, so that a leftover can never run beside a new start.

@@ -324,6 +324,10 @@ func (s *cgroupSetup) startInV1(name string, start func() error) error {
 		if err == nil {
 			err = start()
 		}
+		if errors.Is(err, errThreadAstray) {
+			errc <- err
+			return // locked: the runtime ends the thread with this goroutine
+		}
 		for _, h := range s.v1[:joined] {
 			if _, berr := unix.Pwrite(h.home, tid, 0); berr != nil {
 				errc <- err

@@ -140,7 +140,13 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		cmd.Stdin = d.stdin
 	}
 	err = d.fork(cmd, t, cg)
-	if errors.Is(err, errJoin) {
+	if errors.Is(err, errJoin) && t.NetNS != "" {
+		// Start it outside its cgroup, but never outside its namespace.
+		note = noIsolationNote(fmt.Errorf("cgroup %s: %w", cg.Path("memory"), err))
+		removeCgroup(cg)
+		cg = nil
+		err = startInNetns(t.NetNS, cmd.Start)
+	} else if errors.Is(err, errJoin) {
 		// The cgroup was made but cannot be joined: the task runs
 		// without it, and says so.
 		note = noIsolationNote(fmt.Errorf("cgroup %s: %w", cg.Path("memory"), err))
@@ -193,9 +199,17 @@ func openDevNull() *os.File {
 // (startInV1); v2 has set cmd up to be (CLONE_INTO_CGROUP).
 func (d *Driver) fork(cmd *exec.Cmd, t driver.Task, cg cgroups.Manager) error {
 	if cg == nil || d.cg.v2 {
+		if t.NetNS != "" {
+			return startInNetns(t.NetNS, cmd.Start)
+		}
 		return cmd.Start()
 	}
-	return d.cg.startInV1(taskCgroupName(t.ID, t.Hook), cmd.Start)
+	start := cmd.Start
+	if t.NetNS != "" {
+		// On startInV1's thread, already locked.
+		start = func() error { return joinNetns(t.NetNS, cmd.Start) }
+	}
+	return d.cg.startInV1(taskCgroupName(t.ID, t.Hook), start)
 }
 
 // taskCgroup makes the cgroup of a task that exec starts, or returns a note

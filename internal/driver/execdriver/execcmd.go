@@ -15,7 +15,8 @@ import (
 )
 
 // Shell runs a command beside a running task: the task's environment,
-// working directory and user, and for the exec driver its cgroup, so that
+// working directory, user and network namespace, and for the exec driver
+// its cgroup, so that
 // what it runs counts against the task's limits. It ends with ctx (the
 // caller went away): then the command is killed.
 func (d *Driver) Shell(ctx context.Context, h driver.Handle, t driver.Task, s driver.ExecStreams) (int, error) {
@@ -72,7 +73,10 @@ func (d *Driver) Shell(ctx context.Context, h driver.Handle, t driver.Task, s dr
 		if s.Size.Cols > 0 && s.Size.Rows > 0 {
 			size.Cols, size.Rows = s.Size.Cols, s.Size.Rows
 		}
-		tty, err = pty.StartWithAttrs(cmd, size, attr)
+		err = inNetns(t.NetNS, func() (err error) {
+			tty, err = pty.StartWithAttrs(cmd, size, attr)
+			return err
+		})
 		if err != nil {
 			return 0, fmt.Errorf("start %s on a terminal: %w", s.Cmd[0], err)
 		}
@@ -87,7 +91,7 @@ func (d *Driver) Shell(ctx context.Context, h driver.Handle, t driver.Task, s dr
 				return 0, err
 			}
 		}
-		if err := cmd.Start(); err != nil {
+		if err := inNetns(t.NetNS, cmd.Start); err != nil {
 			return 0, fmt.Errorf("start %s: %w", s.Cmd[0], err)
 		}
 		if stdin != nil {
