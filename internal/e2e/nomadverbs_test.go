@@ -94,8 +94,31 @@ func TestInspectNodeStatusCompletionAndGC(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &nss); err != nil || len(nss) != 1 || nss[0].Name != "default" || nss[0].Jobs != 1 || nss[0].Running < 1 {
 		t.Errorf("drover namespace list -o json: %v %+v\n%s; want default with 1 job and its running instances", err, nss, out)
 	}
-	if _, stderr, code := d.cli("", "namespace", "apply", "team-a"); code != 1 || !strings.Contains(stderr, "need no registration") {
-		t.Errorf("drover namespace apply: exit %d: %s", code, stderr)
+	// apply stores nothing and succeeds; delete succeeds for a namespace
+	// without jobs and names the jobs of one with some.
+	if out, stderr, code := d.cli("", "namespace", "apply", "team-a"); code != 0 || !strings.Contains(out, "needs no registration") {
+		t.Errorf("drover namespace apply: exit %d: %s%s", code, out, stderr)
+	}
+	if _, stderr, code := d.cli("", "namespace", "apply", "Team A"); code != 1 || !strings.Contains(stderr, "namespace name") {
+		t.Errorf("drover namespace apply of a bad name: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := d.cli("", "run", "--detach", "--namespace", "team-b", writeTemp(t, "nsjob.hcl", strings.Replace(hupJob, `job "hup"`, `job "nsjob"`, 1))); code != 0 {
+		t.Fatalf("drover run --namespace team-b: %s", stderr)
+	}
+	for _, c := range []struct {
+		ns, want string
+		code     int
+	}{
+		{"team-a", `Namespace "team-a" has no jobs this token may read: nothing to delete.`, 0},
+		{"team-b", `namespace "team-b" has 1 job(s): nsjob; purge them first`, 1},
+		{"default", "the default namespace cannot be deleted", 1},
+	} {
+		if out, stderr, code := d.cli("", "namespace", "delete", c.ns); code != c.code || !strings.Contains(out+stderr, c.want) {
+			t.Errorf("drover namespace delete %s: exit %d, want %d and %q: %s%s", c.ns, code, c.code, c.want, out, stderr)
+		}
+	}
+	if _, stderr, code := d.cli("", "stop", "--purge", "nsjob"); code != 0 {
+		t.Errorf("drover stop --purge nsjob: %s", stderr)
 	}
 
 	// system gc purges a stopped job only past --older-than, and
