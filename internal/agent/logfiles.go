@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/drover-org/drover/internal/spec"
 	"github.com/drover-org/drover/internal/tasklog"
 )
 
@@ -27,9 +28,9 @@ import (
 // CVE-2026-6959 are Nomad's versions of this escape.)
 
 // maxLogRead bounds what one log request reads into memory: everything a
-// task's logs can hold when the agent writes them (the current file and
-// tasklog.DefaultKeep rotated ones of tasklog.DefaultMaxBytes each). A task
-// that grows its own file past that gets the newest bytes.
+// task's logs hold by default (the current file and tasklog.DefaultKeep
+// rotated ones of tasklog.DefaultMaxBytes each). A task whose logs block
+// keeps more, or that grows its own file past that, gets the newest bytes.
 const maxLogRead = (tasklog.DefaultKeep + 1) * tasklog.DefaultMaxBytes
 
 // errNotRegular: a log file that is a directory, FIFO, device or socket.
@@ -80,7 +81,7 @@ func tailLog(root *os.Root, name string, n int, since time.Time) ([]byte, int64,
 	var out []byte
 	var offset int64
 	budget := int64(maxLogRead)
-	for i := 0; i <= tasklog.DefaultKeep && budget > 0; i++ {
+	for i := 0; i < spec.MaxLogFiles && budget > 0; i++ {
 		p := base
 		if i > 0 {
 			p += "." + strconv.Itoa(i)

@@ -422,3 +422,46 @@ func TestLeftHookIsKilledNotAdopted(t *testing.T) {
 		t.Fatalf("the left hook (pid %d) is still running", hook.Process.Pid)
 	}
 }
+
+// TestLogsBlockBoundsTheFiles: a task's logs block keeps max_files files
+// of its stdout (the one written included), each rotated at
+// max_file_size MB; the process writes 3.5 MB, of which the newest 2 MB
+// or so remain in two files.
+func TestLogsBlockBoundsTheFiles(t *testing.T) {
+	t.Parallel()
+	a := newTestAgent(t, Config{})
+	task := sh("t", `i=0; while [ $i -lt 35 ]; do head -c 102400 /dev/zero | tr '\0' x; i=$((i+1)); done; echo; echo last-line`)
+	task.Logs = &spec.LogConfig{MaxFiles: 2, MaxFileSizeMB: 1}
+	ar := runAlloc(t, a, testAlloc(spec.JobBatch, task))
+	if st := waitDone(t, ar, 20*time.Second); st.ClientStatus != spec.ClientComplete {
+		t.Fatalf("alloc not complete:\n%s", eventsOf(st))
+	}
+	var names []string
+	total := int64(0)
+	entries, err := os.ReadDir(ar.logDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "t.stdout.log") && !strings.HasSuffix(e.Name(), ".idx") {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, e.Name())
+			total += fi.Size()
+			if fi.Size() > 1<<20+102400 {
+				t.Errorf("%s is %d bytes, past max_file_size 1 MB and one write", e.Name(), fi.Size())
+			}
+		}
+	}
+	if !slices.Equal(names, []string{"t.stdout.log", "t.stdout.log.1"}) {
+		t.Errorf("stdout files %v, want the one written and one rotated (max_files 2)", names)
+	}
+	if total < 1<<20 || total > 3<<20 {
+		t.Errorf("%d bytes kept in all, want between 1 and 3 MB of the 3.5 MB written", total)
+	}
+	if got := readFile(t, filepath.Join(ar.logDir(), "t.stdout.log")); !strings.HasSuffix(got, "last-line\n") {
+		t.Errorf("the file being written does not end with the task's last line")
+	}
+}

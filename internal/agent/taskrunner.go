@@ -652,8 +652,11 @@ func (tr *taskRunner) leftOf(p driver.Process) leftTask {
 // openLogs opens the task's size-rotated stdout and stderr files.
 func (tr *taskRunner) openLogs() (stdout, stderr *tasklog.Writer, err error) {
 	name := tr.task.Name
-	stdout, err1 := tasklog.NewWriter(tr.logDir, name+".stdout", tasklog.DefaultMaxBytes, tasklog.DefaultKeep)
-	stderr, err2 := tasklog.NewWriter(tr.logDir, name+".stderr", tasklog.DefaultMaxBytes, tasklog.DefaultKeep)
+	// The task's logs block counts the file being written; the writer
+	// keeps that many rotated ones beside it.
+	files, size := tr.task.LogLimits()
+	stdout, err1 := tasklog.NewWriter(tr.logDir, name+".stdout", size, files-1)
+	stderr, err2 := tasklog.NewWriter(tr.logDir, name+".stderr", size, files-1)
 	if err1 != nil || err2 != nil {
 		closeAll(stdout, stderr)
 		if err1 == nil {

@@ -192,7 +192,7 @@ func TestDecodeJSONBody(t *testing.T) {
 	_, err := DecodeJSONBody([]byte(`{"job": {"name": "x", "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "exec", "config": {"command": "c"}, "colour": 1}]}]}, "extra": 1}`))
 	want := spec.Problems{
 		{Field: "extra", Pos: "1:136", Message: `unknown field "extra" in job status; expected one of: allocations, children, job, next_launch, placement_failures, summary`},
-		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: affinities, artifacts, config, constraints, dispatch_payload, driver, env, kill_signal, kill_timeout, leader, lifecycle, meta, name, resources, restart, services, shutdown_delay, templates, user, volume_mounts`},
+		{Field: "groups[0].tasks[0].colour", Pos: "1:118", Message: `unknown field "colour" in task; expected one of: affinities, artifacts, config, constraints, dispatch_payload, driver, env, kill_signal, kill_timeout, leader, lifecycle, logs, meta, name, resources, restart, services, shutdown_delay, templates, user, volume_mounts`},
 	}
 	slices.SortFunc(want, func(a, b spec.Problem) int { return strings.Compare(a.Pos, b.Pos) })
 	var got spec.Problems

@@ -45,7 +45,6 @@ var apiRenamed = map[string]string{
 	"Check.Restart":              "CheckRestart",
 	"Service.Task":               "TaskName",
 	"Check.Task":                 "TaskName",
-	"DisconnectPolicy.StopAfter": "StopOnClientAfter",
 	"Template.Data":              "EmbeddedTmpl",
 	"Artifact.Source":            "GetterSource",
 	"Artifact.Destination":       "RelativeDest",

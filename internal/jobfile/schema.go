@@ -400,13 +400,11 @@ var unsupported = map[string]bool{}
 
 func init() {
 	for _, n := range strings.Fields(`
-		logs
 		multiregion
 		device numa
 		action schedule secret ui sidecar_service sidecar_task dns
-		region all_at_once vault_token consul_token
-		stop_after_client_disconnect
-		max_client_disconnect prevent_reschedule_on_lost cores iops
+		all_at_once vault_token consul_token
+		cores iops
 		render_templates max_kill_timeout kind id`) {
 		unsupported[n] = true
 	}
@@ -453,6 +451,16 @@ var notHere = map[string]string{
 // only, by the struct's name, and does nothing with: each is a warning
 // saying so.
 var notHereIn = map[string]map[string]string{
+	"Job": {"region": "drover has no regions: the job runs in the cluster it is submitted to; region does nothing"},
+	"Group": {
+		"max_client_disconnect":      "drover replaces the instances of a node declared down (one heartbeat TTL after its last heartbeat) at once, and a node only cut off runs its copies until it comes back, as Nomad does without this setting; disconnect { stop_on_client_after } stops the cut-off copies first so that there is never more than one. max_client_disconnect does nothing",
+		"prevent_reschedule_on_lost": "drover replaces the instances of a node declared down; to wait for them instead, disconnect { stop_on_client_after } places the replacement only after the cut-off copy has stopped. prevent_reschedule_on_lost does nothing",
+	},
+	"DisconnectPolicy": {
+		"lost_after": "drover declares a node down one heartbeat TTL after its last heartbeat and replaces its instances then (after stop_on_client_after, when set); lost_after does nothing",
+		"replace":    "drover replaces the instances of a node declared down (after stop_on_client_after, when set, so that the cut-off copy has stopped first); replace does nothing",
+		"reconcile":  "drover keeps no second copy to choose between once stop_on_client_after is set; without it both copies run until the node comes back; reconcile does nothing",
+	},
 	"Scaling":        {"policy": "drover has no autoscaler: the policy is for one such as the Nomad Autoscaler, and drover does not keep it; min and max bound every count (drover job scale)"},
 	"Task":           {"scaling": "drover does not resize a task's resources (Nomad Enterprise's dynamic application sizing); the block does nothing"},
 	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},

@@ -480,6 +480,7 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"ForcePull":        func(t *spec.Task) { t.Config.ForcePull = true },
 		"ImagePullTimeout": func(t *spec.Task) { t.Config.ImagePullTimeout = spec.Duration(time.Minute) },
 		"VolumeMounts":     func(t *spec.Task) { t.VolumeMounts = []*spec.VolumeMount{{Volume: "d", Destination: "/data"}} },
+		"Logs":             func(t *spec.Task) { t.Logs = &spec.LogConfig{MaxFiles: 2} },
 	}
 	// Fields that decide where a task runs, not what it runs: changing
 	// them keeps running allocs, as a job or group constraint does.

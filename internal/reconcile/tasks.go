@@ -38,6 +38,7 @@ func taskEqual(a, b *spec.Task) bool {
 		a.Leader == b.Leader &&
 		(a.Lifecycle == nil) == (b.Lifecycle == nil) && (a.Lifecycle == nil || *a.Lifecycle == *b.Lifecycle) &&
 		(a.DispatchPayload == nil) == (b.DispatchPayload == nil) && (a.DispatchPayload == nil || *a.DispatchPayload == *b.DispatchPayload) &&
+		(a.Logs == nil) == (b.Logs == nil) && (a.Logs == nil || *a.Logs == *b.Logs) &&
 		slices.EqualFunc(a.Templates, b.Templates, templateEqual) &&
 		slices.EqualFunc(a.Artifacts, b.Artifacts, artifactEqual) &&
 		maps.Equal(a.Meta, b.Meta) &&

@@ -146,6 +146,9 @@ type Group struct {
 	// Disconnect makes the group's instances singletons across a
 	// partition: see DisconnectPolicy.
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
+	// StopAfterClientDisconnect is Nomad's older place for
+	// disconnect.stop_after: Canonicalize moves it there (disconnect.go).
+	StopAfterClientDisconnect Duration `json:"stop_after_client_disconnect,omitempty"`
 	// Update says how a new version of the group rolls out: nil, none (a
 	// changed instance is replaced at once); else a deployment gated on
 	// health (deploy.go). After Canonicalize it is complete, or nil.
@@ -232,6 +235,8 @@ type Task struct {
 	Templates []*Template `json:"templates,omitempty" hcl:"template"`
 	// DispatchPayload writes a dispatched job's payload into local/.
 	DispatchPayload *DispatchPayload `json:"dispatch_payload,omitempty"`
+	// Logs bounds the task's kept stdout and stderr files (logs.go).
+	Logs *LogConfig `json:"logs,omitempty"`
 	// Artifacts are fetched into the task's directory before its first
 	// start, before its templates render (artifact.go).
 	Artifacts []*Artifact `json:"artifacts,omitempty" hcl:"artifact"`
@@ -569,6 +574,7 @@ func (j *Job) Canonicalize() {
 		}
 		g.MoveServices()
 		canonicalizeScaling(g)
+		canonicalizeDisconnect(g)
 		if j.Type == JobService && (g.Migrate != nil || j.Migrate != nil) {
 			g.Migrate = g.Migrate.withDefaults(j.Migrate.withDefaults(DefaultMigrate()))
 		}
@@ -704,6 +710,9 @@ func (g *Group) Task(name string) *Task {
 // instance being away for about TTL + StopAfter + kill_timeout.
 type DisconnectPolicy struct {
 	StopAfter Duration `json:"stop_after"`
+	// StopOnClientAfter is Nomad's name for StopAfter, as its job files
+	// write it: Canonicalize moves it into StopAfter (disconnect.go).
+	StopOnClientAfter Duration `json:"stop_on_client_after,omitempty"`
 }
 
 // MaxStopAfter bounds disconnect.stop_after: beyond an hour a replacement

@@ -61,6 +61,7 @@ type EphemeralDisk struct {
 const MaxShutdownDelay = Duration(MaxStopAfter)
 
 func validateTaskOptions(ps *Problems, path string, t *Task) {
+	validateLogs(ps, path, t)
 	if t.KillSignal != "" {
 		if msg := CheckSignal(t.KillSignal); msg != "" {
 			ps.Add(path+".kill_signal", "task %q: %s", t.Name, msg)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Problem is one thing wrong with an input, located by a field path such as
@@ -177,9 +176,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 	if g.Restart != nil {
 		g.Restart.validate(ps, path+".restart")
 	}
-	if d := g.Disconnect; d != nil && (d.StopAfter < Duration(time.Second) || d.StopAfter > MaxStopAfter) {
-		ps.Add(path+".disconnect.stop_after", "stop_after must be between 1s and %s, got %s", MaxStopAfter, d.StopAfter)
-	}
+	validateDisconnect(ps, path, g)
 	if g.Reschedule != nil {
 		g.Reschedule.validate(ps, path+".reschedule")
 	}
