@@ -23,7 +23,9 @@ func TestDisconnectNamesCanonicalize(t *testing.T) {
 		{"stop_after_client_disconnect", func(g *Group) { g.StopAfterClientDisconnect = s30 }, s30, ""},
 		{"both, the same", func(g *Group) { g.Disconnect = &DisconnectPolicy{StopAfter: s30, StopOnClientAfter: s30} }, s30, ""},
 		{"empty block", func(g *Group) { g.Disconnect = &DisconnectPolicy{} }, 0, ""},
-		{"both, differently", func(g *Group) { g.Disconnect = &DisconnectPolicy{StopAfter: s30, StopOnClientAfter: Duration(time.Minute)} }, s30,
+		{"both, differently", func(g *Group) {
+			g.Disconnect = &DisconnectPolicy{StopAfter: s30, StopOnClientAfter: Duration(time.Minute)}
+		}, s30,
 			"groups[0].disconnect.stop_on_client_after: stop_on_client_after 1m and stop_after 30s are the same setting, written twice differently"},
 		{"group and block, differently", func(g *Group) {
 			g.StopAfterClientDisconnect = Duration(time.Minute)
