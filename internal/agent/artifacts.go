@@ -190,7 +190,7 @@ func (tr *taskRunner) fetchArtifact(ctx context.Context, a *spec.Artifact) (stri
 		return shown, e
 	}
 	var owner *uidGid
-	if uid, gid, ok := tr.taskOwner(); ok && a.Chown {
+	if _, uid, gid, ok := tr.taskOwner(); ok && a.Chown {
 		owner = &uidGid{uid, gid}
 	}
 	if err := placeArtifact(out, rootDir, rel, mode == spec.ArtifactFile, owner); err != nil {

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -67,7 +70,7 @@ func (tr *taskRunner) makeTaskDirs() error {
 // Nomad does, so the task may write where it is told to. A user the node
 // does not have is left to the driver, which fails the task naming it.
 func (tr *taskRunner) ownTaskDirs() error {
-	uid, gid, ok := tr.taskOwner()
+	u, uid, gid, ok := tr.taskOwner()
 	if !ok {
 		return nil
 	}
@@ -76,32 +79,66 @@ func (tr *taskRunner) ownTaskDirs() error {
 			return err
 		}
 	}
-	return nil
+	return canPass(filepath.Dir(tr.dir), u, uid)
+}
+
+// canPass checks that user u (uid) may pass through dir and every
+// directory above it, by their modes: a data directory inside one only
+// its owner may enter keeps the task out of its own directory, and the
+// task would fail with a bare "permission denied".
+func canPass(dir string, u *user.User, uid int) error {
+	gids, _ := u.GroupIds()
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		perm := fi.Mode().Perm()
+		var pass bool
+		switch {
+		case int(st.Uid) == uid:
+			pass = perm&0o100 != 0
+		case slices.Contains(gids, strconv.Itoa(int(st.Gid))):
+			pass = perm&0o010 != 0
+		default:
+			pass = perm&0o001 != 0
+		}
+		if !pass {
+			return fmt.Errorf("user %q cannot enter %s (%s, owner uid %d): a task run as another user needs every directory above its task directory to let it pass; chmod o+x %s, or give the agent a data directory it can reach", u.Username, d, fi.Mode(), st.Uid, d)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // taskOwner is the uid and gid of the task's user, when the task runs as
 // another user on the node's file system and the agent may give files to
 // it (it runs as root); ok false otherwise.
-func (tr *taskRunner) taskOwner() (uid, gid int, ok bool) {
+func (tr *taskRunner) taskOwner() (u *user.User, uid, gid int, ok bool) {
 	name := tr.task.UserOf()
 	if name == "" || tr.drv.Info().OwnFilesystem || os.Geteuid() != 0 {
-		return 0, 0, false
+		return nil, 0, 0, false
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
 		if u, err = user.LookupId(name); err != nil {
-			return 0, 0, false
+			return nil, 0, 0, false
 		}
 	}
 	uid, err = strconv.Atoi(u.Uid)
 	if err != nil {
-		return 0, 0, false
+		return nil, 0, 0, false
 	}
 	gid, err = strconv.Atoi(u.Gid)
 	if err != nil {
-		return 0, 0, false
+		return nil, 0, 0, false
 	}
-	return uid, gid, true
+	return u, uid, gid, true
 }
 
 // makeAllocTree makes an alloc's directory dir and its shared alloc/.

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-org/drover/internal/agent"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -79,12 +81,16 @@ func TestLeaderEndStopsTheOthers(t *testing.T) {
 func TestTaskUser(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
+	// The task's user must be able to pass through every directory above
+	// its task directory: the test's temporary directories are 0700 (and
+	// so is CI's TMPDIR); below os.TempDir they are the test's to open.
 	data := t.TempDir()
-	// The task's user must be able to enter its directory, under the
-	// agent's data directory: the test's temporary directories are 0700.
-	for _, d := range []string{data, filepath.Dir(data)} {
+	for d := data; ; d = filepath.Dir(d) {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
+		}
+		if d == filepath.Clean(os.TempDir()) || d == filepath.Dir(d) {
+			break
 		}
 	}
 	c.startAgent(data, true)
@@ -109,6 +115,9 @@ func TestTaskUser(t *testing.T) {
 	if err != nil {
 		t.Skipf("this machine has no user nobody: %v", err)
 	}
+	if err := agent.CanPass(filepath.Dir(data), nobody, -1); err != nil {
+		t.Skipf("user nobody cannot reach this test's directories (%v); run with TMPDIR=/tmp", err)
+	}
 	as := shTask("t", "id -u && echo hello >local/out && echo hush >secrets/s && cat local/out")
 	as.Driver = "exec"
 	as.User = "nobody"
@@ -116,5 +125,24 @@ func TestTaskUser(t *testing.T) {
 	a = c.alloc("asnobody", 10*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
 	if out := logs(t, c.client, a.ID, "t", false); out != nobody.Uid+"\nhello\n" {
 		t.Errorf("task printed %q, want nobody's uid %s, then what it wrote in local/", out, nobody.Uid)
+	}
+
+	// An agent whose data directory nobody may not pass through says so.
+	closed := t.TempDir()
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c2 := newCluster(t)
+	c2.startAgent(filepath.Join(closed, "data"), true)
+	blocked := shTask("t", "true")
+	blocked.Driver = "exec"
+	blocked.User = "nobody"
+	blocked.Restart = restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail)
+	c2.submit(job("blocked", spec.JobBatch, blocked))
+	a = c2.alloc("blocked", 10*time.Second, "alloc failed", clientStatus(spec.ClientFailed))
+	// closed, or the data directory in it when the umask made that 0700.
+	want := fmt.Sprintf(`user "nobody" cannot enter %s`, closed)
+	if fail := events(taskState(a, "t"), spec.EventDriverFail); len(fail) == 0 || !strings.Contains(fail[0].Message, want) {
+		t.Errorf("want a Driver Failure saying %q:\n%s", want, describe(a))
 	}
 }
