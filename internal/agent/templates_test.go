@@ -77,7 +77,7 @@ func TestTemplateSignalsOnCatalogChange(t *testing.T) {
 
 	port := freePort(t)
 	c.submit(backendJob(t, port))
-	waitFor(t, 15*time.Second, "front to be signalled with the backend's address", func() bool {
+	waitFor(t, 30*time.Second, "front to be signalled with the backend's address", func() bool {
 		return strings.Contains(logs(t, c.client, a.ID, "f", false), "HUP\n127.0.0.1:"+strconv.Itoa(port)+"\n")
 	})
 	a = c.alloc("front", 5*time.Second, "the Template event", func(a *spec.Alloc) bool {
@@ -110,7 +110,7 @@ func TestTemplateRestartsOnCatalogChange(t *testing.T) {
 	port := freePort(t)
 	c.submit(backendJob(t, port))
 	want := "run UP=\nrun UP=" + strconv.Itoa(port) + "\n"
-	waitFor(t, 15*time.Second, "front to run again with the backend's port", func() bool {
+	waitFor(t, 30*time.Second, "front to run again with the backend's port", func() bool {
 		return logs(t, c.client, a.ID, "f", false) == want
 	})
 	a = c.alloc("front", 5*time.Second, "front started again", func(a *spec.Alloc) bool {
