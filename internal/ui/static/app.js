@@ -89,6 +89,11 @@ main.addEventListener("click", (ev) => {
   const f = ev.target.closest("[data-filter]");
   if (f) { jobFilter = f.dataset.filter; render(); return; }
   if (ev.target.closest("#plan-btn")) { planSource(); return; }
+  if (ev.target.closest("#whatif-btn")) {
+    const picked = [...document.querySelectorAll("input[data-whatif]:checked")].map((i) => "node=" + enc(i.dataset.whatif));
+    location.hash = "#/whatif" + (picked.length ? "?" + picked.join("&") : "");
+    return;
+  }
   const l = ev.target.closest("[data-line]");
   if (l) { ev.preventDefault(); goToLine(Number(l.dataset.line)); }
 });
@@ -208,6 +213,7 @@ const views = {
         <div class="card">Lost<b>${s.lost}</b></div>
       </div>
       ${s.reason ? html`<p class="reason">${s.reason}</p>` : ""}
+      ${st.placement_failures?.length && !stopped ? html`<h2>Why not placed</h2>${whyBlock(st.placement_failures)}` : ""}
       ${groups.length && !stopped ? html`<h2>Groups</h2>${table(["Group", "Count", "Scale to"], groups.map((g) => [td(g.name), td(g.count, "num"),
         td(html`<input type="number" min="0" max="10000" value="${g.count}" id="scale-${g.name}" aria-label="count of group ${g.name}">
           ${action("Scale", { allowed: submit, reason: why,
@@ -234,7 +240,8 @@ const views = {
   async nodes() {
     const [nodes, allocs] = await Promise.all([api("/v1/nodes"), api("/v1/allocations")]);
     const used = allocatedByNode(allocs);
-    return html`<h1>Nodes <small>${nodes.length}</small></h1>` + table(
+    return html`<h1>Nodes <small>${nodes.length}</small></h1>
+      <div class="actions">${link("#/topology", "Topology")} ${link("#/whatif", "What if nodes were lost")}</div>` + table(
       ["Name", "ID", "Status", "Drivers", "CPU MHz: allocated / used / total", "Memory MB: allocated / used / total", "Instances"],
       nodes.map((n) => {
         const a = used[n.id] || { cpu: 0, memory: 0, n: 0 };
@@ -276,6 +283,7 @@ const views = {
           : action("Make ineligible", { allowed: write, reason: why, confirm: `Take ${n.name} out of scheduling? What runs there keeps running.`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: false } }); return `${n.name} is ineligible.`; } })}
       </div>
+      <p>${link(`#/whatif?node=${enc(n.id)}`, `What if ${n.name} were lost or drained`)}</p>
       <h2>Resources</h2>
       ${table(["", "Allocated", "Used", "Total"], [
         [td("CPU MHz"), td(a.cpu, "num"), td(u.cpu, "num"), td(html`${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num")],
@@ -331,6 +339,10 @@ const views = {
   },
 
   run() { return jobEditor(""); },
+
+  whatif(_, __, params) { return whatIf(params.getAll("node")); },
+
+  topology(_, __, params) { return topology(params.get("by") === "memory" ? "memory" : "cpu"); },
 
   async services(name) {
     if (name) return serviceView(name);
@@ -428,6 +440,106 @@ main.addEventListener("submit", (ev) => {
   const [name] = route().args;
   location.hash = `#/jobs/${enc(name)}/diff?from=${enc(document.getElementById("diff-from").value)}&to=${enc(document.getElementById("diff-to").value)}`;
 });
+
+// ---- why: what the scheduler could not place, and why ----
+
+// whyBlock shows placement failures as the server words them (text,
+// never, each dimension's text and too_small: spec.PlacementFailure.Shown),
+// so that the page says what drover status and drover plan say.
+function whyBlock(fs, id = "why") {
+  return html`<div class="whybox" ${id ? html`id="${id}"` : ""}>${fs.map((f) => html`<div class="failure" data-group="${f.group}">
+    <p class="ftitle"><b>${f.no_node_matched ? `group ${f.group} runs on no node` : `${f.missing} instance(s) of group ${f.group} not placed`}</b>:
+      <span class="ftext">${f.text}</span></p>
+    ${f.dimensions?.length
+      ? table(["Ruled out by", "Nodes", "Why"], f.dimensions.map((d) => [td(d.dimension, "dim"), td(d.nodes, "num"),
+          td(html`${d.too_small ? html`<span class="status failed">too small</span> ` : ""}<span class="dtext">${d.text}</span>`)]), "", "dims")
+      : ""}
+    ${f.hints?.length ? html`<p>The smallest change that would make it fit:</p><ul class="hints">${f.hints.map((h) => html`<li>${h}</li>`)}</ul>` : ""}
+    ${f.never
+      ? html`<p class="error never">Never, as written: no node there is could run it, whatever else stopped. Change the job, or add a node that has what it needs.</p>`
+      : html`<p class="muted">It is placed as soon as a node can take it.</p>`}
+  </div>`)}</div>`;
+}
+
+// whatIf plans every job as if the nodes picked were down
+// (GET /v1/plan/without): where their work would go, and what would not
+// fit. A drain moves the same instances (but a system job's, with
+// ignore_system_jobs): the plan answers both.
+async function whatIf(picked) {
+  const nodes = await api("/v1/nodes");
+  nodes.sort((a, b) => a.name.localeCompare(b.name));
+  const p = picked.length ? await api(`/v1/plan/without?text=1&${picked.map((x) => "node=" + enc(x)).join("&")}`) : null;
+  const on = new Set(picked);
+  const failing = p ? p.jobs.filter((j) => j.failures?.length) : [];
+  return html`<h1>What if <small>nodes were lost or drained</small></h1>
+    <p>Pick nodes: the plan shows where their instances would go and what would not be placed, as <code>drover plan --without</code>
+      does. Nothing changes: it is a plan.</p>
+    <div class="picks" id="whatif-nodes">${nodes.map((n) => html`<label><input type="checkbox" data-whatif="${n.name}" ${on.has(n.name) || on.has(n.id) ? html`checked` : ""}> ${n.name}</label>`)}</div>
+    <div class="actions"><button type="button" id="whatif-btn">Plan without the checked nodes</button></div>
+    ${p ? html`<h2>Without ${p.without.join(", ")}: ${!failing.length
+        ? html`<span class="status running" id="whatif-verdict">everything fits</span>`
+        : html`<span class="status failed" id="whatif-verdict">some would not be placed</span>`}</h2>
+      ${failing.length ? html`<div id="whatif-why">${failing.map((j) => html`<h3>Job ${link(`#/jobs/${enc(j.job)}`, j.job)}</h3>${whyBlock(j.failures, "")}`)}</div>` : ""}
+      <pre class="code" id="whatif-plan">${p.text}</pre>` : ""}`;
+}
+
+// ---- topology: every node a box, its instances blocks sized by what they
+// hold, coloured by job ----
+
+const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+const jobColour = (name) => {
+  let h = 0;
+  for (const ch of name) h = (h * 31 + ch.codePointAt(0)) >>> 0;
+  return `hsl(${h % 360} 55% 55%)`;
+};
+
+async function topology(by) {
+  const [nodes, allocs] = await Promise.all([api("/v1/nodes"), api("/v1/allocations")]);
+  const held = {};
+  for (const a of allocs) {
+    if (a.desired_status !== "run" || ["complete", "failed"].includes(a.status?.client_status)) continue;
+    if (ns && a.namespace !== ns) continue;
+    (held[a.node_id] ||= []).push(a);
+  }
+  nodes.sort((a, b) => (a.datacenter || "").localeCompare(b.datacenter || "") || a.name.localeCompare(b.name));
+  const dcs = new Map();
+  for (const n of nodes) {
+    const dc = n.datacenter || "-";
+    if (!dcs.has(dc)) dcs.set(dc, []);
+    dcs.get(dc).push(n);
+  }
+  const compact = nodes.length > 120;
+  const unit = by === "cpu" ? "MHz" : "MB";
+  const jobs = new Map();
+  const box = (n) => {
+    const total = n.resources[by] || 0;
+    const mine = (held[n.id] || []).slice().sort((x, y) => x.job.localeCompare(y.job) || x.name.localeCompare(y.name));
+    const used = mine.reduce((k, a) => k + (a.resources[by] || 0), 0);
+    const pct = (x) => (total > 0 ? Math.min(100, (100 * x) / total).toFixed(2) : 0);
+    for (const a of mine) jobs.set(a.job, (jobs.get(a.job) || 0) + 1);
+    return html`<a class="tnode ${nodeState(n)}" href="#/nodes/${enc(n.id)}" data-node="${n.id}" data-free="${total - used}"
+        title="${n.name}: ${used} of ${total} ${unit} held by ${mine.length} instance(s), ${total - used} free">
+      ${compact ? "" : html`<span class="tname">${n.name} <span class="muted">${total - used} ${unit} free</span></span>`}
+      <span class="tbar">${mine.map((a) => html`<span class="tblock" data-alloc="${a.id}" data-size="${a.resources[by] || 0}"
+        style="width:${pct(a.resources[by] || 0)}%;background:${jobColour(a.job)}" title="${a.name}: ${a.resources[by] || 0} ${unit}"></span>`)}</span>
+    </a>`;
+  };
+  const sections = [...dcs].map(([dc, ns_]) => {
+    const total = ns_.reduce((k, n) => k + (n.resources[by] || 0), 0);
+    const used = ns_.reduce((k, n) => k + (held[n.id] || []).reduce((m, a) => m + (a.resources[by] || 0), 0), 0);
+    const count = ns_.reduce((k, n) => k + (held[n.id] || []).length, 0);
+    return html`<section class="dc" data-dc="${dc}"><h2>${dc} <small class="muted dcsum">${plural(ns_.length, "node")} · ${plural(count, "instance")} ·
+      ${used} of ${total} ${unit} held, ${total - used} free</small></h2>
+      <div class="topo ${compact ? "compact" : ""}">${ns_.map(box)}</div></section>`;
+  });
+  const legend = [...jobs].sort((a, b) => b[1] - a[1]).slice(0, 30);
+  return html`<h1>Topology <small>${plural(nodes.length, "node")}${ns ? `, instances in ${ns}` : ""}</small></h1>
+    <div class="filters">${["cpu", "memory"].map((x) => html`<a href="#/topology?by=${x}"><button type="button" class="${x === by ? "on" : ""}" id="topo-${x}">${x}</button></a>`)}</div>
+    <p class="muted">Each box is a node; each block an instance, as wide as the share of the node's ${by} it holds, coloured by job; the rest is free.
+      ${compact ? "Hover a box for its numbers; click it for the node." : ""}</p>
+    <p class="legend">${legend.map(([j, k]) => html`<span><i style="background:${jobColour(j)}"></i>${j} (${k})</span>`)}</p>
+    ${nodes.length ? sections : html`<p class="muted">No nodes: start an agent (drover agent) or drover dev.</p>`}`;
+}
 
 function eventTable(evs) {
   return table(["Time", "Topic", "Type", "Subject", "Message"], evs.map(eventRow), "No events.");
@@ -549,7 +661,7 @@ async function planSource() {
     const plan = await api("/v1/jobs/plan?text=1", { method: "POST", body: job });
     planned = { key: location.hash, source: src, job, plan };
     out.innerHTML = String(html`${warnings?.length ? html`<p class="reason">Warnings:</p>${problemList(src, warnings, "reason")}` : ""}
-      <pre class="code" id="plan">${plan.text}</pre>`);
+      <pre class="code" id="plan">${plan.text}</pre>${plan.failures?.length ? whyBlock(plan.failures) : ""}`);
     if (run) run.disabled = false;
   } catch (e) {
     out.innerHTML = String(html`<p class="error" id="plan-error">${e.message}</p>${e.problems?.length ? problemList(src, e.problems, "error") : ""}`);
@@ -604,6 +716,7 @@ function route() {
   const params = new URLSearchParams(query || "");
   if (view === "jobs" && args[0]) return { view: "job", args, params };
   if (view === "nodes" && args[0]) return { view: "node", args, params };
+  if (view === "whatif" || view === "topology") return { view, args, params };
   return { view: views[view] ? view : "jobs", args, params };
 }
 
