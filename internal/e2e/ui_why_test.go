@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
+	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/pki"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -223,4 +227,68 @@ func TestWebUIWhyWhatIfTopology(t *testing.T) {
 		})
 	}
 	b.screenshot("ui-topology")
+}
+
+// TestWebUITopologyThousandNodes registers 1,000 more nodes with dev's
+// server over its agent certificate (as agents do; they never heartbeat,
+// so they go down, and stay listed) in two datacenters, and checks that
+// the topology draws a box for every node the API lists, in the compact
+// grid, with each datacenter's summary line counting the API's nodes
+// there.
+func TestWebUITopologyThousandNodes(t *testing.T) {
+	dir := t.TempDir()
+	d := startDev(t, dir)
+	b := newBrowser(t, d)
+	ctx := context.Background()
+	tlsCfg, err := pki.ClientConfig(pki.DirFiles(filepath.Join(dir, "tls"), pki.RoleAgent), pki.ServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := client.NewWithOptions([]string{d.addr}, client.Options{TLS: tlsCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		n := &spec.Node{ID: uuid.NewString(), Name: fmt.Sprintf("t%04d", i), Datacenter: []string{"east", "west"}[i%2],
+			Address: "https://127.0.0.1:1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1024}, Drivers: []string{"exec"}}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := agent.RegisterNode(rctx, n)
+		cancel()
+		if err != nil {
+			t.Fatalf("registering node %s: %v", n.Name, err)
+		}
+	}
+	nodes, _, err := d.client().Nodes(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDC := map[string]int{}
+	for _, n := range nodes {
+		perDC[n.Datacenter]++
+	}
+	if len(nodes) != 1001 {
+		t.Fatalf("the API lists %d nodes, want 1001 (dev's and 1,000)", len(nodes))
+	}
+	var boxes int
+	var sums map[string]string
+	var raw string
+	b.step("log in", chromedp.Navigate(devLoginLink(t, d)), chromedp.WaitVisible(`#main[data-key]`))
+	b.step("the topology of 1,001 nodes", b.open("#/topology"), chromedp.WaitVisible(`.topo.compact .tnode`),
+		chromedp.Evaluate(`document.querySelectorAll(".topo.compact .tnode").length`, &boxes),
+		chromedp.Evaluate(`JSON.stringify(Object.fromEntries([...document.querySelectorAll("section.dc")].map((s) => [s.dataset.dc, s.querySelector(".dcsum").textContent])))`, &raw))
+	if err := json.Unmarshal([]byte(raw), &sums); err != nil {
+		t.Fatal(err)
+	}
+	if boxes != len(nodes) {
+		t.Errorf("the topology draws %d boxes; the API lists %d nodes", boxes, len(nodes))
+	}
+	if len(sums) != len(perDC) {
+		t.Errorf("the topology has datacenters %v; the API's nodes are in %v", sums, perDC)
+	}
+	for dc, k := range perDC {
+		if !strings.HasPrefix(sums[dc], fmt.Sprintf("%d node", k)) {
+			t.Errorf("datacenter %s's summary says %q; the API lists %d nodes there", dc, sums[dc], k)
+		}
+	}
+	b.screenshot("ui-topology-1000")
 }

@@ -592,11 +592,14 @@ async function topology(by) {
     </a>`;
   };
   const sections = [...dcs].map(([dc, ns_]) => {
-    const total = ns_.reduce((k, n) => k + (n.resources[by] || 0), 0);
-    const used = ns_.reduce((k, n) => k + (held[n.id] || []).reduce((m, a) => m + (a.resources[by] || 0), 0), 0);
+    // Room counts on ready nodes only: a down node's is no use.
+    const ready = ns_.filter((n) => n.status === "ready");
+    const total = ready.reduce((k, n) => k + (n.resources[by] || 0), 0);
+    const used = ready.reduce((k, n) => k + (held[n.id] || []).reduce((m, a) => m + (a.resources[by] || 0), 0), 0);
     const count = ns_.reduce((k, n) => k + (held[n.id] || []).length, 0);
-    return html`<section class="dc" data-dc="${dc}"><h2>${dc} <small class="muted dcsum">${plural(ns_.length, "node")} · ${plural(count, "instance")} ·
-      ${used} of ${total} ${unit} held, ${total - used} free</small></h2>
+    const out = ns_.length - ready.length;
+    return html`<section class="dc" data-dc="${dc}"><h2>${dc} <small class="muted dcsum">${plural(ns_.length, "node")}${out ? `, ${out} not ready` : ""} ·
+      ${plural(count, "instance")} · ${used} of ${total} ${unit} held on ready nodes, ${total - used} free</small></h2>
       <div class="topo ${compact ? "compact" : ""}">${ns_.map(box)}</div></section>`;
   });
   const legend = [...jobs].sort((a, b) => b[1] - a[1]).slice(0, 30);
