@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,7 +61,7 @@ placed (as drover run's 2).`,
 				if g.output != "table" {
 					err = g.print(out, p)
 				} else {
-					printNodeLossPlan(out, p)
+					planview.NodeLoss(out, p)
 				}
 				return planVerdict(err, p.Fits())
 			}
@@ -152,24 +151,5 @@ func printJobPlan(w io.Writer, p *spec.JobPlan, file string) {
 	}
 	if !p.Fits() {
 		fmt.Fprintln(w, "Some instances would not be placed: they would wait until room appears. Lower what they need, or add room.")
-	}
-}
-
-func printNodeLossPlan(w io.Writer, p *spec.NodeLossPlan) {
-	nodes := strings.Join(p.Without, ", ")
-	if len(p.Jobs) == 0 {
-		fmt.Fprintf(w, "Nothing runs on %s: losing it moves nothing.\n", nodes)
-		return
-	}
-	fmt.Fprintf(w, "Without %s:\n", nodes)
-	for _, j := range p.Jobs {
-		fmt.Fprintf(w, "\nJob %q\n", j.Job)
-		planview.Changes(w, &j.PlanChanges)
-	}
-	fmt.Fprintln(w)
-	if p.Fits() {
-		fmt.Fprintf(w, "Everything on %s would be placed elsewhere.\n", nodes)
-	} else {
-		fmt.Fprintf(w, "Some instances would not be placed without %s: add room elsewhere first, or lower what they need.\n", nodes)
 	}
 }

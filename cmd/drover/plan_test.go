@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -113,7 +114,7 @@ func TestPrintNodeLossPlan(t *testing.T) {
 		Stop:   []spec.PlannedAlloc{{Name: "web.g[0]", AllocID: "1234abcd-x", Node: "n1", NodeID: "n1", Reason: "node n1 is down (no heartbeat)"}},
 	}}}}
 	var b strings.Builder
-	printNodeLossPlan(&b, p)
+	planview.NodeLoss(&b, p)
 	want := `Without n1:
 
 Job "web"
@@ -124,10 +125,10 @@ Job "web"
 Everything on n1 would be placed elsewhere.
 `
 	if d := cmp.Diff(want, b.String()); d != "" {
-		t.Errorf("printNodeLossPlan (-want +got):\n%s", d)
+		t.Errorf("planview.NodeLoss (-want +got):\n%s", d)
 	}
 	b.Reset()
-	printNodeLossPlan(&b, &spec.NodeLossPlan{Without: []string{"n4"}})
+	planview.NodeLoss(&b, &spec.NodeLossPlan{Without: []string{"n4"}})
 	if got, want := b.String(), "Nothing runs on n4: losing it moves nothing.\n"; got != want {
 		t.Errorf("nothing displaced: %q, want %q", got, want)
 	}

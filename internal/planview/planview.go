@@ -40,6 +40,34 @@ func JobText(p *spec.JobPlan) string {
 	return b.String()
 }
 
+// NodeLoss writes where the work on the nodes planned as down would go,
+// job by job, and whether everything would be placed elsewhere.
+func NodeLoss(w io.Writer, p *spec.NodeLossPlan) {
+	nodes := strings.Join(p.Without, ", ")
+	if len(p.Jobs) == 0 {
+		fmt.Fprintf(w, "Nothing runs on %s: losing it moves nothing.\n", nodes)
+		return
+	}
+	fmt.Fprintf(w, "Without %s:\n", nodes)
+	for _, j := range p.Jobs {
+		fmt.Fprintf(w, "\nJob %q\n", j.Job)
+		Changes(w, &j.PlanChanges)
+	}
+	fmt.Fprintln(w)
+	if p.Fits() {
+		fmt.Fprintf(w, "Everything on %s would be placed elsewhere.\n", nodes)
+	} else {
+		fmt.Fprintf(w, "Some instances would not be placed without %s: add room elsewhere first, or lower what they need.\n", nodes)
+	}
+}
+
+// NodeLossText is NodeLoss's text as a string.
+func NodeLossText(p *spec.NodeLossPlan) string {
+	var b strings.Builder
+	NodeLoss(&b, p)
+	return b.String()
+}
+
 // Changes writes one job's changes, as nomad plan shows them: + create,
 // - stop, ~ update in place, ! evict another job's instance; then what
 // would not be placed, with reasons and hints.

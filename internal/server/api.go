@@ -251,7 +251,7 @@ func (s *Server) jobStatus(r *http.Request, name string) (*spec.JobStatus, int64
 	}
 	st := &spec.JobStatus{Job: job, Summary: reconcile.Summarize(job, allocs, nodes, sched), Allocations: allocs}
 	if sched != nil && sched.JobVersion == job.Version {
-		st.Failures = sched.Failures
+		st.Failures = spec.ShownFailures(sched.Failures)
 	}
 	if job.IsTemplate() {
 		kinds(ss, job, st, time.Now())

@@ -36,13 +36,9 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return httpapi.BadRequest("diff must be 1 or 0, got %q", v)
 	}
-	text := false
-	switch v := q.Get("text"); v {
-	case "", "0", "false":
-	case "1", "true":
-		text = true
-	default:
-		return httpapi.BadRequest("text must be 1 (add the plan as drover plan prints it) or 0, got %q", v)
+	text, err := textParam(q.Get("text"))
+	if err != nil {
+		return err
 	}
 	job, err := decodeJob(w, r)
 	if err != nil {
@@ -61,17 +57,33 @@ func (s *Server) planJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := jobPlan(snap, job, down, diff, time.Now().UTC(), s.movePolicy())
+	p.Failures = spec.ShownFailures(p.Failures)
 	if text {
 		p.Text = planview.JobText(p)
 	}
 	return httpapi.WriteJSON(w, ss.Rev, p)
 }
 
-// planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...].
+// textParam reads ?text=: 1 adds the plan as drover plan prints it.
+func textParam(v string) (bool, error) {
+	switch v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, httpapi.BadRequest("text must be 1 (add the plan as drover plan prints it) or 0, got %q", v)
+}
+
+// planWithout answers GET /v1/plan/without?node=NODE[&node=NODE...][&text=1].
 func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	names := r.URL.Query()["node"]
 	if len(names) == 0 {
 		return httpapi.BadRequest("name the nodes to plan without: /v1/plan/without?node=NAME&node=NAME (names or IDs)")
+	}
+	text, err := textParam(r.URL.Query().Get("text"))
+	if err != nil {
+		return err
 	}
 	ss, err := s.read(r.Context())
 	if err != nil {
@@ -82,7 +94,14 @@ func (s *Server) planWithout(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return httpapi.WriteJSON(w, ss.Rev, nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy()))
+	p := nodeLossPlan(snap, down, time.Now().UTC(), s.movePolicy())
+	for i := range p.Jobs {
+		p.Jobs[i].Failures = spec.ShownFailures(p.Jobs[i].Failures)
+	}
+	if text {
+		p.Text = planview.NodeLossText(p)
+	}
+	return httpapi.WriteJSON(w, ss.Rev, p)
 }
 
 // resolveNodes finds the nodes named, by name or ID. Every node with a

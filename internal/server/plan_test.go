@@ -305,6 +305,24 @@ func TestPlanWithoutNodes(t *testing.T) {
 		t.Errorf("without both, failures: %+v", got.Failures)
 	}
 
+	// The web UI's words: each failure and dimension as drover status
+	// says them, and the whole plan as drover plan --without prints it.
+	f := got.Failures[0]
+	if f.Text != "0/3 nodes fit: not ready on 2; memory exhausted on 1 (need 600 MB, most free 400 MB)" || f.NeverFits ||
+		len(f.Dimensions) != 2 || f.Dimensions[1].Text != "memory exhausted on 1 (need 600 MB, most free 400 MB)" || f.Dimensions[1].TooSmall {
+		t.Errorf("without both, the failure's words: %+v", f)
+	}
+	var tp spec.NodeLossPlan
+	call(t, "GET", hs.URL+"/v1/plan/without?text=1&node="+a0.NodeName+"&node="+a1.NodeID, "", &tp)
+	text := tp.Text
+	tp.Text = ""
+	if want := planview.NodeLossText(&tp); text != want || !strings.Contains(text, "✗ 1 instance(s) of group g would not be placed") {
+		t.Errorf("without both, ?text=1 sent\n%s\nwant drover plan's\n%s", text, want)
+	}
+	if status, body := call(t, "GET", hs.URL+"/v1/plan/without?text=yes&node=n1", "", nil); status != 400 || !strings.Contains(body, "text must be 1") {
+		t.Errorf("?text=yes: %d %s", status, body)
+	}
+
 	// The same through a job plan: the job's own view.
 	var jp spec.JobPlan
 	call(t, "POST", hs.URL+"/v1/jobs/plan?without="+a0.NodeName, jobWith(2, 600), &jp)

@@ -182,6 +182,9 @@ type NodeLossPlan struct {
 	// Jobs are those with instances on those nodes, or evicted to make
 	// room for them, by name.
 	Jobs []JobChanges `json:"jobs"`
+	// Text is the plan as drover plan --without prints it (package
+	// planview), with ?text=1 only: the web UI shows it as it is.
+	Text string `json:"text,omitempty"`
 }
 
 // Fits reports whether every displaced instance would be placed.

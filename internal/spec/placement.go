@@ -26,6 +26,42 @@ type PlacementFailure struct {
 	// constraints), so nothing is placed and Missing is 0; Dimensions
 	// count the nodes by the first thing that rules each out.
 	NoNodeMatched bool `json:"no_node_matched,omitempty"`
+
+	// Text and NeverFits are String() (without the hints) and Never() in
+	// the API's answers, for the web UI, which shows a failure as drover
+	// status does; Shown writes them, nothing stores them.
+	Text      string `json:"text,omitempty"`
+	NeverFits bool   `json:"never,omitempty"`
+}
+
+// Shown is f with its words written for the API's readers that are not Go
+// (Text and NeverFits, and each dimension's Text and TooSmall). f is left
+// as it was: it may be the store's, shared by every reader.
+func (f PlacementFailure) Shown() PlacementFailure {
+	c := f
+	c.Hints = nil
+	c.Text = c.String()
+	c.Hints = f.Hints
+	c.NeverFits = f.Never()
+	c.Dimensions = make([]DimensionFailure, len(f.Dimensions))
+	for i, d := range f.Dimensions {
+		d.Text = d.String()
+		d.TooSmall = d.TooLarge()
+		c.Dimensions[i] = d
+	}
+	return c
+}
+
+// ShownFailures is Shown of each of fs, in a new list.
+func ShownFailures(fs []PlacementFailure) []PlacementFailure {
+	if fs == nil {
+		return nil
+	}
+	out := make([]PlacementFailure, len(fs))
+	for i, f := range fs {
+		out[i] = f.Shown()
+	}
+	return out
 }
 
 // Dimensions of a placement failure for nodes an operator took out of
@@ -80,6 +116,10 @@ type DimensionFailure struct {
 	MostFree int    `json:"most_free,omitempty"`
 	Largest  int    `json:"largest,omitempty"`
 	Unit     string `json:"unit,omitempty"`
+	// Text and TooSmall are String() and TooLarge() in the API's answers
+	// (PlacementFailure.Shown writes them).
+	Text     string `json:"text,omitempty"`
+	TooSmall bool   `json:"too_small,omitempty"`
 }
 
 // TooLarge says the nodes were ruled out because one instance needs more

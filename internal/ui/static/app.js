@@ -34,9 +34,9 @@ const short = (id) => String(id || "").slice(0, 8);
 const when = (t) => (t && !t.startsWith("0001") ? new Date(t).toLocaleString() : "-");
 const link = (href, text) => html`<a href="${href}">${text}</a>`;
 const nodeLink = (id, name) => (id ? link(`#/nodes/${enc(id)}`, name || short(id)) : "-");
-function table(head, rows, empty, cls = "") {
+function table(head, rows, empty, cls = "", id = "") {
   if (!rows.length) return html`<p class="muted">${empty}</p>`;
-  return html`<table class="${cls}"><thead><tr>${head.map((h) => html`<th>${h}</th>`)}</tr></thead><tbody>${rows.map((r) => html`<tr>${r}</tr>`)}</tbody></table>`;
+  return html`<table class="${cls}" ${id ? html`id="${id}"` : ""}><thead><tr>${head.map((h) => html`<th>${h}</th>`)}</tr></thead><tbody>${rows.map((r) => html`<tr>${r}</tr>`)}</tbody></table>`;
 }
 const td = (v, cls) => html`<td class="${cls || ""}">${v}</td>`;
 function bar(alloc, used, total) {
@@ -49,6 +49,29 @@ function allocStatus(a) {
 }
 const restarts = (a) => Object.values(a.status?.tasks || {}).reduce((n, t) => n + (t.restarts || 0), 0);
 const nsQuery = (sep) => (ns ? `${sep}namespace=${enc(ns)}` : "");
+const jobRow = (j) => [td(link(`#/jobs/${enc(j.name)}`, j.name)), td(j.namespace), td(j.type),
+  td(j.version, "num"), td(status(j.stopped ? "stopped" : j.summary.state)),
+  td(j.summary.progress, "num progress"), td(j.summary.reason || "")];
+
+// Long lists are shown 50 rows a page; the page is in the address
+// (?page=2, or another name where a page has more than one list).
+const pageSize = 50;
+function paged(rows, params, param = "page") {
+  const pages = Math.max(1, Math.ceil(rows.length / pageSize));
+  const p = Math.min(pages, Math.max(1, Math.floor(Number(params.get(param))) || 1));
+  const from = (p - 1) * pageSize;
+  const href = (k) => {
+    const q = new URLSearchParams(params);
+    q.set(param, k);
+    return `${location.hash.split("?")[0]}?${q}`;
+  };
+  const nav = pages > 1
+    ? html`<p class="pager" id="pager-${param}"><span class="muted">${from + 1}–${Math.min(rows.length, from + pageSize)} of ${rows.length}</span>
+        ${p > 1 ? html`<a href="${href(p - 1)}" class="prev">‹ previous</a>` : ""} page ${p} of ${pages}
+        ${p < pages ? html`<a href="${href(p + 1)}" class="next">next ›</a>` : ""}</p>`
+    : "";
+  return { rows: rows.slice(from, from + pageSize), nav, page: p, total: rows.length };
+}
 
 // ---- actions: each a button that asks before it acts, or a disabled one
 // that says why ----
@@ -87,8 +110,17 @@ main.addEventListener("click", (ev) => {
     return;
   }
   const f = ev.target.closest("[data-filter]");
-  if (f) { jobFilter = f.dataset.filter; render(); return; }
+  if (f) {
+    jobFilter = f.dataset.filter;
+    if (route().params.has("page")) location.hash = "#/jobs"; else render();
+    return;
+  }
   if (ev.target.closest("#plan-btn")) { planSource(); return; }
+  if (ev.target.closest("#whatif-btn")) {
+    const picked = [...document.querySelectorAll("input[data-whatif]:checked")].map((i) => "node=" + enc(i.dataset.whatif));
+    location.hash = "#/whatif" + (picked.length ? "?" + picked.join("&") : "");
+    return;
+  }
   const l = ev.target.closest("[data-line]");
   if (l) { ev.preventDefault(); goToLine(Number(l.dataset.line)); }
 });
@@ -138,18 +170,16 @@ function say(msg, bad) {
 let jobFilter = "all";
 
 const views = {
-  async jobs() {
+  async jobs(_, __, params) {
     const jobs = await api(`/v1/jobs${nsQuery("?")}`);
     const states = ["all", "running", "pending", "failed", "complete", "stopped"];
-    const shown = jobs.filter((j) => jobFilter === "all" || (j.stopped ? "stopped" : j.summary.state) === jobFilter);
+    const shown = paged(jobs.filter((j) => jobFilter === "all" || (j.stopped ? "stopped" : j.summary.state) === jobFilter), params);
     return html`<h1>Jobs <small>${jobs.length}${ns ? ` in ${ns}` : ""}</small></h1>
       <div class="actions">${link("#/run", "Run a job")}</div>
       <div class="filters">${states.map((s) => html`<button type="button" data-filter="${s}" class="${s === jobFilter ? "on" : ""}">${s}</button>`)}</div>
       ${table(["Name", "Namespace", "Type", "Version", "Status", "Instances", "Why"],
-        shown.map((j) => [td(link(`#/jobs/${enc(j.name)}`, j.name)), td(j.namespace), td(j.type),
-          td(j.version, "num"), td(status(j.stopped ? "stopped" : j.summary.state)),
-          td(j.summary.progress, "num progress"), td(j.summary.reason || "")]),
-        jobFilter === "all" ? "No jobs yet: drover run FILE submits one." : `No ${jobFilter} jobs.`)}`;
+        shown.rows.map(jobRow), jobFilter === "all" ? "No jobs yet: drover run FILE submits one." : `No ${jobFilter} jobs.`, "", "job-table")}
+      ${shown.nav}`;
   },
 
   async job(name, sub, params) {
@@ -198,6 +228,7 @@ const views = {
         </div>`;
     }
     const groups = j.type === "system" ? [] : j.groups;
+    const inst = paged(st.allocations.slice().sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id)), params, "ipage");
     return html`<h1>${j.name} <small>${j.namespace} · ${j.type} · version ${j.version}</small></h1>
       ${bar}
       <div class="grid">
@@ -208,6 +239,7 @@ const views = {
         <div class="card">Lost<b>${s.lost}</b></div>
       </div>
       ${s.reason ? html`<p class="reason">${s.reason}</p>` : ""}
+      ${st.placement_failures?.length && !stopped ? html`<h2>Why not placed</h2>${whyBlock(st.placement_failures)}` : ""}
       ${groups.length && !stopped ? html`<h2>Groups</h2>${table(["Group", "Count", "Scale to"], groups.map((g) => [td(g.name), td(g.count, "num"),
         td(html`<input type="number" min="0" max="10000" value="${g.count}" id="scale-${g.name}" aria-label="count of group ${g.name}">
           ${action("Scale", { allowed: submit, reason: why,
@@ -215,10 +247,11 @@ const views = {
             run: () => scale(name, g.name, scaleInput(g.name)) })}`)]), "")}` : ""}
       <h2>Instances</h2>
       ${table(["Instance", "ID", "Node", "Status", "Desired", "Version", "Restarts", "Created"],
-        st.allocations.slice().sort((a, b) => a.name.localeCompare(b.name)).map((a) => [
+        inst.rows.map((a) => [
           td(link(`#/allocs/${a.id}`, a.name)), td(html`<span class="id">${short(a.id)}</span>`), td(nodeLink(a.node_id, a.node_name)),
           td(status(allocStatus(a))), td(a.desired_status), td(a.job_version, "num"), td(restarts(a), "num"), td(when(a.create_time))]),
-        "No instances.")}
+        "No instances.", "", "instance-table")}
+      ${inst.nav}
       <h2>Deployment</h2>${depHTML}
       <h2>Versions</h2>
       ${table(["Version", "Submitted", "", ""], versions.map((v) => [td(v.version, "num"), td(when(v.submit_time)),
@@ -234,7 +267,8 @@ const views = {
   async nodes() {
     const [nodes, allocs] = await Promise.all([api("/v1/nodes"), api("/v1/allocations")]);
     const used = allocatedByNode(allocs);
-    return html`<h1>Nodes <small>${nodes.length}</small></h1>` + table(
+    return html`<h1>Nodes <small>${nodes.length}</small></h1>
+      <div class="actions">${link("#/topology", "Topology")} ${link("#/whatif", "What if nodes were lost")}</div>` + table(
       ["Name", "ID", "Status", "Drivers", "CPU MHz: allocated / used / total", "Memory MB: allocated / used / total", "Instances"],
       nodes.map((n) => {
         const a = used[n.id] || { cpu: 0, memory: 0, n: 0 };
@@ -246,13 +280,14 @@ const views = {
       }), "No nodes: start an agent (drover agent) or drover dev.");
   },
 
-  async node(id) {
+  async node(id, _, params) {
     const [n, allocs] = await Promise.all([api(`/v1/nodes/${enc(id)}`), api(`/v1/allocations?node=${enc(id)}`)]);
     const a = allocatedByNode(allocs)[n.id] || { cpu: 0, memory: 0, n: 0 };
     const u = n.usage?.tasks || { cpu: 0, memory: 0 };
     const write = canNode("write");
     const why = nodeReason("write");
     const draining = !!n.drain;
+    const inst = paged(allocs.filter((x) => !ns || x.namespace === ns), params, "ipage");
     const kv = (o) => table(["Name", "Value"], Object.keys(o || {}).sort().map((k) => [td(k), td(o[k])]), "None.", "kv");
     return html`<h1>${n.name} <small><span class="id">${n.id}</span></small></h1>
       <div class="grid">
@@ -276,6 +311,7 @@ const views = {
           : action("Make ineligible", { allowed: write, reason: why, confirm: `Take ${n.name} out of scheduling? What runs there keeps running.`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: false } }); return `${n.name} is ineligible.`; } })}
       </div>
+      <p>${link(`#/whatif?node=${enc(n.id)}`, `What if ${n.name} were lost or drained`)}</p>
       <h2>Resources</h2>
       ${table(["", "Allocated", "Used", "Total"], [
         [td("CPU MHz"), td(a.cpu, "num"), td(u.cpu, "num"), td(html`${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num")],
@@ -283,9 +319,10 @@ const views = {
       <p>Address ${n.address || "-"} · datacenter ${n.datacenter || "-"} · class ${n.node_class || "-"} · pool ${n.node_pool || "-"} · registered ${when(n.register_time)}</p>
       <h2>Drivers</h2><p id="drivers">${(n.drivers || []).map((d) => html`<span class="status">${d}</span> `)}</p>
       <h2>Instances</h2>
-      ${table(["Instance", "Job", "Status", "Desired", "CPU", "Memory"], allocs.filter((x) => !ns || x.namespace === ns).map((x) => [
+      ${table(["Instance", "Job", "Status", "Desired", "CPU", "Memory"], inst.rows.map((x) => [
         td(link(`#/allocs/${x.id}`, x.name)), td(link(`#/jobs/${enc(x.job)}`, x.job)), td(status(allocStatus(x))), td(x.desired_status),
-        td(x.resources.cpu, "num"), td(x.resources.memory, "num")]), "None.")}
+        td(x.resources.cpu, "num"), td(x.resources.memory, "num")]), "None.", "", "instance-table")}
+      ${inst.nav}
       <h2>Attributes</h2>${kv(n.attributes)}
       ${n.meta ? html`<h2>Meta</h2>${kv(n.meta)}` : ""}`;
   },
@@ -332,6 +369,10 @@ const views = {
 
   run() { return jobEditor(""); },
 
+  whatif(_, __, params) { return whatIf(params.getAll("node")); },
+
+  topology(_, __, params) { return topology(params.get("by") === "memory" ? "memory" : "cpu"); },
+
   async services(name) {
     if (name) return serviceView(name);
     const list = await api("/v1/services");
@@ -360,9 +401,36 @@ const views = {
   },
 
   async events(_, __, params) {
-    const job = params.get("job");
-    const evs = await api(`/v1/events?since=24h${job ? "&job=" + enc(job) : ""}${nsQuery("&")}`);
-    return html`<h1>Events <small>${job ? `of the name ${job}, ` : ""}live</small></h1><div id="event-table">${eventTable(evs.slice(-200).reverse())}</div>`;
+    const job = params.get("job") || "", topic = params.get("topic") || "";
+    const evs = await api(`/v1/events?since=24h${job ? "&job=" + enc(job) : ""}${topic ? "&topic=" + enc(topic) : ""}${nsQuery("&")}`);
+    const shown = paged(evs.reverse(), params);
+    return html`<h1>Events <small>${job ? `of the name ${job}, ` : ""}${topic ? `${topic} events, ` : ""}the last 24 hours${shown.page === 1 ? ", live" : ""}</small></h1>
+      <form id="events-form" class="actions">
+        <label>topic <select id="events-topic">${["", "job", "alloc", "node", "deployment", "leader"].map((x) =>
+          html`<option value="${x}" ${x === topic ? html`selected` : ""}>${x || "all"}</option>`)}</select></label>
+        <label>job <input id="events-job" value="${job}" placeholder="any" size="16"></label>
+        <button type="submit">Filter</button>
+      </form>
+      <div id="event-table">${eventTable(shown.rows)}</div>${shown.nav}`;
+  },
+
+  async search(_, __, params) {
+    const q = (params.get("q") || "").trim().toLowerCase();
+    const [jobs, nodes, allocs] = await Promise.all([api(`/v1/jobs${nsQuery("?")}`), api("/v1/nodes"), api(`/v1/allocations${nsQuery("?")}`)]);
+    const has = (...xs) => xs.some((x) => String(x || "").toLowerCase().includes(q));
+    const js = paged(q ? jobs.filter((j) => has(j.name)) : [], params, "jpage");
+    const nd = paged(q ? nodes.filter((n) => has(n.name, n.id, n.address)) : [], params, "npage");
+    const al = paged(q ? allocs.filter((a) => has(a.name, a.id, a.node_name)) : [], params, "apage");
+    const count = (p, what) => html`<small id="count-${what}">${p.total}</small>`;
+    return html`<h1>Search <small>${q ? `"${params.get("q")}"` : "type in the box above"}</small></h1>
+      <h2>Jobs ${count(js, "jobs")}</h2>
+      ${table(["Name", "Namespace", "Type", "Version", "Status", "Instances", "Why"], js.rows.map(jobRow), "No job matches.", "", "search-jobs")}${js.nav}
+      <h2>Nodes ${count(nd, "nodes")}</h2>
+      ${table(["Name", "ID", "Status", "Address"], nd.rows.map((n) => [td(nodeLink(n.id, n.name)), td(html`<span class="id">${short(n.id)}</span>`),
+        td(status(nodeState(n))), td(n.address || "-")]), "No node matches.", "", "search-nodes")}${nd.nav}
+      <h2>Instances ${count(al, "instances")}</h2>
+      ${table(["Instance", "ID", "Job", "Node", "Status"], al.rows.map((a) => [td(link(`#/allocs/${a.id}`, a.name)), td(html`<span class="id">${short(a.id)}</span>`),
+        td(link(`#/jobs/${enc(a.job)}`, a.job)), td(nodeLink(a.node_id, a.node_name)), td(status(allocStatus(a)))]), "No instance matches.", "", "search-instances")}${al.nav}`;
   },
 };
 
@@ -423,11 +491,125 @@ async function jobDiff(name, params) {
       : html`<p class="muted" id="diff">No change to the spec.</p>`}`;
 }
 main.addEventListener("submit", (ev) => {
+  if (ev.target.id === "events-form") {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, id] of [["topic", "events-topic"], ["job", "events-job"]]) {
+      const v = document.getElementById(id).value.trim();
+      if (v) q.set(k, v);
+    }
+    document.activeElement?.blur();
+    location.hash = "#/events" + (q.size ? "?" + q : "");
+    return;
+  }
   if (ev.target.id !== "diff-form") return;
   ev.preventDefault();
   const [name] = route().args;
   location.hash = `#/jobs/${enc(name)}/diff?from=${enc(document.getElementById("diff-from").value)}&to=${enc(document.getElementById("diff-to").value)}`;
 });
+
+// ---- why: what the scheduler could not place, and why ----
+
+// whyBlock shows placement failures as the server words them (text,
+// never, each dimension's text and too_small: spec.PlacementFailure.Shown),
+// so that the page says what drover status and drover plan say.
+function whyBlock(fs, id = "why") {
+  return html`<div class="whybox" ${id ? html`id="${id}"` : ""}>${fs.map((f) => html`<div class="failure" data-group="${f.group}">
+    <p class="ftitle"><b>${f.no_node_matched ? `group ${f.group} runs on no node` : `${f.missing} instance(s) of group ${f.group} not placed`}</b>:
+      <span class="ftext">${f.text}</span></p>
+    ${f.dimensions?.length
+      ? table(["Ruled out by", "Nodes", "Why"], f.dimensions.map((d) => [td(d.dimension, "dim"), td(d.nodes, "num"),
+          td(html`${d.too_small ? html`<span class="status failed">too small</span> ` : ""}<span class="dtext">${d.text}</span>`)]), "", "dims")
+      : ""}
+    ${f.hints?.length ? html`<p>The smallest change that would make it fit:</p><ul class="hints">${f.hints.map((h) => html`<li>${h}</li>`)}</ul>` : ""}
+    ${f.never
+      ? html`<p class="error never">Never, as written: no node there is could run it, whatever else stopped. Change the job, or add a node that has what it needs.</p>`
+      : html`<p class="muted">It is placed as soon as a node can take it.</p>`}
+  </div>`)}</div>`;
+}
+
+// whatIf plans every job as if the nodes picked were down
+// (GET /v1/plan/without): where their work would go, and what would not
+// fit. A drain moves the same instances (but a system job's, with
+// ignore_system_jobs): the plan answers both.
+async function whatIf(picked) {
+  const nodes = await api("/v1/nodes");
+  nodes.sort((a, b) => a.name.localeCompare(b.name));
+  const p = picked.length ? await api(`/v1/plan/without?text=1&${picked.map((x) => "node=" + enc(x)).join("&")}`) : null;
+  const on = new Set(picked);
+  const failing = p ? p.jobs.filter((j) => j.failures?.length) : [];
+  return html`<h1>What if <small>nodes were lost or drained</small></h1>
+    <p>Pick nodes: the plan shows where their instances would go and what would not be placed, as <code>drover plan --without</code>
+      does. Nothing changes: it is a plan.</p>
+    <div class="picks" id="whatif-nodes">${nodes.map((n) => html`<label><input type="checkbox" data-whatif="${n.name}" ${on.has(n.name) || on.has(n.id) ? html`checked` : ""}> ${n.name}</label>`)}</div>
+    <div class="actions"><button type="button" id="whatif-btn">Plan without the checked nodes</button></div>
+    ${p ? html`<h2>Without ${p.without.join(", ")}: ${!failing.length
+        ? html`<span class="status running" id="whatif-verdict">everything fits</span>`
+        : html`<span class="status failed" id="whatif-verdict">some would not be placed</span>`}</h2>
+      ${failing.length ? html`<div id="whatif-why">${failing.map((j) => html`<h3>Job ${link(`#/jobs/${enc(j.job)}`, j.job)}</h3>${whyBlock(j.failures, "")}`)}</div>` : ""}
+      <pre class="code" id="whatif-plan">${p.text}</pre>` : ""}`;
+}
+
+// ---- topology: every node a box, its instances blocks sized by what they
+// hold, coloured by job ----
+
+const plural = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+const jobColour = (name) => {
+  let h = 0;
+  for (const ch of name) h = (h * 31 + ch.codePointAt(0)) >>> 0;
+  return `hsl(${h % 360} 55% 55%)`;
+};
+
+async function topology(by) {
+  const [nodes, allocs] = await Promise.all([api("/v1/nodes"), api("/v1/allocations")]);
+  const held = {};
+  for (const a of allocs) {
+    if (a.desired_status !== "run" || ["complete", "failed"].includes(a.status?.client_status)) continue;
+    if (ns && a.namespace !== ns) continue;
+    (held[a.node_id] ||= []).push(a);
+  }
+  nodes.sort((a, b) => (a.datacenter || "").localeCompare(b.datacenter || "") || a.name.localeCompare(b.name));
+  const dcs = new Map();
+  for (const n of nodes) {
+    const dc = n.datacenter || "-";
+    if (!dcs.has(dc)) dcs.set(dc, []);
+    dcs.get(dc).push(n);
+  }
+  const compact = nodes.length > 120;
+  const unit = by === "cpu" ? "MHz" : "MB";
+  const jobs = new Map();
+  const box = (n) => {
+    const total = n.resources[by] || 0;
+    const mine = (held[n.id] || []).slice().sort((x, y) => x.job.localeCompare(y.job) || x.name.localeCompare(y.name));
+    const used = mine.reduce((k, a) => k + (a.resources[by] || 0), 0);
+    const pct = (x) => (total > 0 ? Math.min(100, (100 * x) / total).toFixed(2) : 0);
+    for (const a of mine) jobs.set(a.job, (jobs.get(a.job) || 0) + 1);
+    return html`<a class="tnode ${nodeState(n)}" href="#/nodes/${enc(n.id)}" data-node="${n.id}" data-free="${total - used}"
+        title="${n.name}: ${used} of ${total} ${unit} held by ${mine.length} instance(s), ${total - used} free">
+      ${compact ? "" : html`<span class="tname">${n.name} <span class="muted">${total - used} ${unit} free</span></span>`}
+      <span class="tbar">${mine.map((a) => html`<span class="tblock" data-alloc="${a.id}" data-size="${a.resources[by] || 0}"
+        style="width:${pct(a.resources[by] || 0)}%;background:${jobColour(a.job)}" title="${a.name}: ${a.resources[by] || 0} ${unit}"></span>`)}</span>
+    </a>`;
+  };
+  const sections = [...dcs].map(([dc, ns_]) => {
+    // Room counts on ready nodes only: a down node's is no use.
+    const ready = ns_.filter((n) => n.status === "ready");
+    const total = ready.reduce((k, n) => k + (n.resources[by] || 0), 0);
+    const used = ready.reduce((k, n) => k + (held[n.id] || []).reduce((m, a) => m + (a.resources[by] || 0), 0), 0);
+    const count = ns_.reduce((k, n) => k + (held[n.id] || []).length, 0);
+    const out = ns_.length - ready.length;
+    return html`<section class="dc" data-dc="${dc}"><h2>${dc} <small class="muted dcsum">${plural(ns_.length, "node")}${out ? `, ${out} not ready` : ""} ·
+      ${plural(count, "instance")} · ${used} of ${total} ${unit} held on ready nodes, ${total - used} free</small></h2>
+      <div class="topo ${compact ? "compact" : ""}">${ns_.map(box)}</div></section>`;
+  });
+  const legend = [...jobs].sort((a, b) => b[1] - a[1]).slice(0, 30);
+  return html`<h1>Topology <small>${plural(nodes.length, "node")}${ns ? `, instances in ${ns}` : ""}</small></h1>
+    <div class="filters">${["cpu", "memory"].map((x) => html`<a href="#/topology?by=${x}"><button type="button" class="${x === by ? "on" : ""}" id="topo-${x}">${x}</button></a>`)}</div>
+    <p class="muted">Each box is a node; each block an instance, as wide as the share of the node's ${by} it holds, coloured by job; the rest is free.
+      ${compact ? "Hover a box for its numbers; click it for the node." : ""}</p>
+    <p class="legend">${legend.map(([j, k]) => html`<span><i style="background:${jobColour(j)}"></i>${j} (${k})</span>`)}</p>
+    ${nodes.length ? sections : html`<p class="muted">No nodes: start an agent (drover agent) or drover dev.</p>`}`;
+}
 
 function eventTable(evs) {
   return table(["Time", "Topic", "Type", "Subject", "Message"], evs.map(eventRow), "No events.");
@@ -549,7 +731,7 @@ async function planSource() {
     const plan = await api("/v1/jobs/plan?text=1", { method: "POST", body: job });
     planned = { key: location.hash, source: src, job, plan };
     out.innerHTML = String(html`${warnings?.length ? html`<p class="reason">Warnings:</p>${problemList(src, warnings, "reason")}` : ""}
-      <pre class="code" id="plan">${plan.text}</pre>`);
+      <pre class="code" id="plan">${plan.text}</pre>${plan.failures?.length ? whyBlock(plan.failures) : ""}`);
     if (run) run.disabled = false;
   } catch (e) {
     out.innerHTML = String(html`<p class="error" id="plan-error">${e.message}</p>${e.problems?.length ? problemList(src, e.problems, "error") : ""}`);
@@ -604,6 +786,7 @@ function route() {
   const params = new URLSearchParams(query || "");
   if (view === "jobs" && args[0]) return { view: "job", args, params };
   if (view === "nodes" && args[0]) return { view: "node", args, params };
+  if (view === "whatif" || view === "topology") return { view, args, params };
   return { view: views[view] ? view : "jobs", args, params };
 }
 
@@ -612,6 +795,10 @@ async function render() {
   if (!me) return showLogin();
   if (rendering) { again = true; return; }
   rendering = true;
+  // The page drawn is the one asked for now: the address may change while
+  // it loads (then another render follows), and the page is marked with
+  // the address it was drawn for.
+  const key = location.hash;
   const { view, args, params } = route();
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", view.startsWith(a.dataset.nav.replace(/s$/, ""))));
   try {
@@ -622,7 +809,6 @@ async function render() {
     if (denied.size) out = String(html`<p class="why" id="denied">Some actions are disabled: ${[...denied].join("; ")}.</p>`) + out;
     // An open log or an input being typed into is not redrawn under the user.
     const typing = document.activeElement && main.contains(document.activeElement) && ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
-    const key = location.hash;
     const same = main.dataset.key === key;
     if (same && out === lastHTML) { actions = building; return; }
     // A job being edited is not redrawn at all; an instance's page is,
@@ -695,9 +881,18 @@ async function streamEvents() {
 
 function onEvent(e) {
   const { view, params } = route();
-  if (view === "events" && !params.get("job") && (!ns || e.namespace === ns || !e.namespace)) {
+  if (view === "events") {
+    // The first page takes the new event at its top (the page's 50 stay
+    // 50); a later page, or an event the filter leaves out, stays.
+    const fits = (!params.get("job") || e.job === params.get("job")) && (!params.get("topic") || e.topic === params.get("topic")) &&
+      (!ns || e.namespace === ns || !e.namespace);
+    if (Number(params.get("page") || 1) > 1 || !fits) return;
     const tbody = document.querySelector("#event-table tbody");
-    if (tbody) { tbody.insertAdjacentHTML("afterbegin", String(html`<tr>${eventRow(e)}</tr>`)); return; }
+    if (tbody) {
+      tbody.insertAdjacentHTML("afterbegin", String(html`<tr>${eventRow(e)}</tr>`));
+      while (tbody.rows.length > pageSize) tbody.deleteRow(-1);
+      return;
+    }
   }
   redrawSoon();
 }
@@ -736,6 +931,18 @@ async function whoami() {
   if (ns && !names.includes(ns)) ns = "";
   nsSelect.innerHTML = String(html`<option value="">all namespaces</option>${names.map((n) => html`<option value="${n}" ${n === ns ? html`selected` : ""}>${n}</option>`)}`);
 }
+
+// The search box: what is typed goes to #/search?q=..., which searches
+// the jobs, nodes and instances lists.
+const searchBox = document.getElementById("search");
+let searchTimer = null;
+searchBox.addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => {
+    const q = searchBox.value.trim();
+    location.hash = q ? `#/search?q=${enc(q)}` : "#/jobs";
+  }, 250);
+});
 
 nsSelect.addEventListener("change", () => {
   ns = nsSelect.value;
