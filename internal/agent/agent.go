@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	mathrand "math/rand/v2"
 	"net/http"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -413,10 +414,13 @@ func (a *Agent) register(ctx context.Context) error {
 		if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
 			return fmt.Errorf("server refused node registration: %w", err)
 		}
-		if errors.Is(err, context.DeadlineExceeded) && len(a.client.Addresses()) > 1 {
+		var netErr net.Error
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
+		if timedOut && len(a.client.Addresses()) > 1 {
 			// The server took the connection and never answered (a
-			// stopped process still accepts them): try the next one, or
-			// every retry would wait on the same server.
+			// stopped process still accepts them; the attempt's deadline
+			// or the TLS handshake's timeout, whichever ends first): try
+			// the next one, or every retry would wait on the same server.
 			a.log.Warn("server not answering the registration; moving to the next one", "server", a.client.Rotate())
 		}
 		backoff = min(max(2*backoff, 250*time.Millisecond), 10*time.Second)
