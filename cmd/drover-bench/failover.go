@@ -438,22 +438,30 @@ func streamPlacements(ctx context.Context, c *client.Client, jobs []string, kill
 	return t, nil
 }
 
-// purge stops and purges jobs, a few at a time.
+// purge stops jobs, waits until the agent has stopped their tasks, and
+// purges them, a few at a time: a purge alone leaves no alloc to wait
+// for, and the agent, stopped at the end of the run, would leave the
+// tasks it had not stopped yet running (as agents do).
 func purge(ctx context.Context, c *client.Client, jobs []string) {
-	var wg sync.WaitGroup
-	next := make(chan string)
-	for range 4 {
-		wg.Go(func() {
-			for j := range next {
-				c.StopJob(ctx, j, true)
-			}
-		})
+	each := func(f func(string)) {
+		var wg sync.WaitGroup
+		next := make(chan string)
+		for range 4 {
+			wg.Go(func() {
+				for j := range next {
+					f(j)
+				}
+			})
+		}
+		for _, j := range jobs {
+			next <- j
+		}
+		close(next)
+		wg.Wait()
 	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
+	each(func(j string) { c.StopJob(ctx, j, false) })
+	waitTasksStopped(ctx, c, jobs)
+	each(func(j string) { c.StopJob(ctx, j, true) })
 }
 
 // currentLeader polls until a leader other than not is named.

@@ -270,20 +270,28 @@ func stopAllJobs(ctx context.Context, c *client.Client) {
 	for _, j := range jobs {
 		c.StopJob(ctx, j.Name, false)
 	}
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		allocs, _, err := c.Allocs(ctx, "", "", nil)
-		running := func(a *spec.Alloc) bool {
-			return !a.Terminal() && (a.Status != nil || a.DesiredStatus == spec.DesiredRun) // never reached an agent: nothing runs
-		}
-		if err == nil && !slices.ContainsFunc(allocs, running) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitTasksStopped(ctx, c, nil)
 	for _, j := range jobs {
 		c.StopJob(ctx, j.Name, true)
 	}
 	waitAllocsGone(ctx, c)
+}
+
+// waitTasksStopped waits, at most a minute, until no alloc of jobs (nil:
+// of any job), stopped before, still runs on an agent.
+func waitTasksStopped(ctx context.Context, c *client.Client, jobs []string) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		allocs, _, err := c.Allocs(ctx, "", "", nil)
+		running := func(a *spec.Alloc) bool {
+			return (jobs == nil || slices.Contains(jobs, a.Job)) &&
+				!a.Terminal() && (a.Status != nil || a.DesiredStatus == spec.DesiredRun) // never reached an agent: nothing runs
+		}
+		if err == nil && !slices.ContainsFunc(allocs, running) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func waitAllocsGone(ctx context.Context, c *client.Client) {
