@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/planview"
@@ -252,4 +255,36 @@ func placementFailure(out io.Writer, st *spec.JobStatus) error {
 			j.Name, strings.Join(lines, "\n"), j.Name)
 	}
 	return &exitError{code: exitUnplaceable, err: errors.New("cannot be placed"), silent: true}
+}
+
+// followFlags are the flags of a command that submits a new version of a
+// job from the server's copy (revert, scale) and follows it as run does.
+type followFlags struct {
+	detach     bool
+	timeout    time.Duration
+	checkIndex int64
+	minHealthy time.Duration
+}
+
+// add declares the flags; verb says what the command does ("revert").
+func (f *followFlags) add(fs *pflag.FlagSet, verb string) {
+	fs.BoolVarP(&f.detach, "detach", "d", false, "return after the "+verb+", without following")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long to follow before giving up (the job keeps going)")
+	fs.Int64Var(&f.checkIndex, "check-index", 0, "refuse the "+verb+" unless the stored job's modify index is this (0: no check)")
+	fs.DurationVar(&f.minHealthy, "min-healthy-time", 5*time.Second, "without an update block: a service counts as running once every instance has stayed up this long")
+}
+
+// finish prints what the submit did (changed or unchanged), then follows
+// it unless --detach.
+func (f *followFlags) finish(ctx context.Context, c *client.Client, out io.Writer, res *spec.SubmitResponse, changed, unchanged string) error {
+	if res.Changed {
+		fmt.Fprintln(out, changed)
+	} else {
+		fmt.Fprintln(out, unchanged)
+	}
+	if f.detach {
+		fmt.Fprintf(out, "Follow it with: drover status %s\n", res.Job.Name)
+		return nil
+	}
+	return followJob(ctx, c, out, res, isTerminal(os.Stdout), f.minHealthy)
 }

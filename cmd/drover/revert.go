@@ -3,18 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 )
 
 func newRevertCmd(g *globals) *cobra.Command {
-	var detach bool
-	var timeout time.Duration
-	var checkIndex int64
-	var minHealthy time.Duration
+	var f followFlags
 	cmd := &cobra.Command{
 		Use:   "revert JOB VERSION",
 		Short: "Submit an earlier version's spec again, as the job's next version, and follow it",
@@ -38,28 +33,17 @@ Exit status: as drover run's.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			res, err := c.RevertJob(ctx, name, version, checkIndex)
+			res, err := c.RevertJob(ctx, name, version, f.checkIndex)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if res.Changed {
-				fmt.Fprintf(out, "Job %q reverted to version %d: now version %d.\n", name, version, res.Job.Version)
-			} else {
-				fmt.Fprintf(out, "Job %q unchanged: version %d's spec is the current one (version %d).\n", name, version, res.Job.Version)
-			}
-			if detach {
-				fmt.Fprintf(out, "Follow it with: drover status %s\n", name)
-				return nil
-			}
-			return followJob(ctx, c, out, res, isTerminal(os.Stdout), minHealthy)
+			return f.finish(ctx, c, cmd.OutOrStdout(), res,
+				fmt.Sprintf("Job %q reverted to version %d: now version %d.", name, version, res.Job.Version),
+				fmt.Sprintf("Job %q unchanged: version %d's spec is the current one (version %d).", name, version, res.Job.Version))
 		},
 	}
-	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return after reverting, without following")
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to follow before giving up (the job keeps going)")
-	cmd.Flags().Int64Var(&checkIndex, "check-index", 0, "refuse to revert unless the stored job's modify index is this (0: no check)")
-	cmd.Flags().DurationVar(&minHealthy, "min-healthy-time", 5*time.Second, "without an update block: a service counts as running once every instance has stayed up this long")
+	f.add(cmd.Flags(), "revert")
 	return cmd
 }

@@ -3,18 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 )
 
 func newScaleCmd(g *globals) *cobra.Command {
-	var detach bool
-	var timeout time.Duration
-	var checkIndex int64
-	var minHealthy time.Duration
+	var f followFlags
 	var message string
 	cmd := &cobra.Command{
 		Use:   "scale JOB [GROUP] COUNT",
@@ -44,29 +39,18 @@ Exit status: as drover run's.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
-			res, err := c.ScaleJob(ctx, name, group, count, message, checkIndex)
+			res, err := c.ScaleJob(ctx, name, group, count, message, f.checkIndex)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if res.Changed {
-				fmt.Fprintf(out, "Job %q scaled to %d: now version %d.\n", name, count, res.Job.Version)
-			} else {
-				fmt.Fprintf(out, "Job %q unchanged: the count is %d already (version %d).\n", name, count, res.Job.Version)
-			}
-			if detach {
-				fmt.Fprintf(out, "Follow it with: drover status %s\n", name)
-				return nil
-			}
-			return followJob(ctx, c, out, res, isTerminal(os.Stdout), minHealthy)
+			return f.finish(ctx, c, cmd.OutOrStdout(), res,
+				fmt.Sprintf("Job %q scaled to %d: now version %d.", name, count, res.Job.Version),
+				fmt.Sprintf("Job %q unchanged: the count is %d already (version %d).", name, count, res.Job.Version))
 		},
 	}
-	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return after scaling, without following")
+	f.add(cmd.Flags(), "scale")
 	cmd.Flags().StringVarP(&message, "message", "m", "", "why, kept in the version's Submitted event")
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to follow before giving up (the job keeps going)")
-	cmd.Flags().Int64Var(&checkIndex, "check-index", 0, "refuse to scale unless the stored job's modify index is this (0: no check)")
-	cmd.Flags().DurationVar(&minHealthy, "min-healthy-time", 5*time.Second, "without an update block: a service counts as running once every instance has stayed up this long")
 	return cmd
 }
