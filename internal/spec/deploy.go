@@ -140,19 +140,8 @@ func (u *UpdateStrategy) validate(ps *Problems, path string, jt JobType) {
 	if u.Canary != nil && (*u.Canary < 0 || *u.Canary > MaxCount) {
 		ps.Add(path+".canary", "canary %d is out of range; use 0 to %d", *u.Canary, MaxCount)
 	}
-	switch u.HealthCheck {
-	case "", HealthChecks, HealthTaskStates:
-	default:
-		ps.Add(path+".health_check", "unknown health_check %q; use %q or %q", u.HealthCheck, HealthChecks, HealthTaskStates)
-	}
-	for _, d := range []struct {
-		name string
-		v    Duration
-	}{{"min_healthy_time", u.MinHealthyTime}, {"healthy_deadline", u.HealthyDeadline}, {"progress_deadline", u.ProgressDeadline}} {
-		if d.v < 0 {
-			ps.Add(path+"."+d.name, "%s must not be negative, got %s", d.name, d.v)
-		}
-	}
+	validateHealth(ps, path, u.HealthCheck, namedDuration{"min_healthy_time", u.MinHealthyTime},
+		namedDuration{"healthy_deadline", u.HealthyDeadline}, namedDuration{"progress_deadline", u.ProgressDeadline})
 	full := u.WithDefaults(DefaultUpdate())
 	if full.MinHealthyTime >= full.HealthyDeadline {
 		ps.Add(path+".healthy_deadline", "healthy_deadline (%s) must be longer than min_healthy_time (%s)",
@@ -161,6 +150,26 @@ func (u *UpdateStrategy) validate(ps *Problems, path string, jt JobType) {
 	if full.ProgressDeadline < full.HealthyDeadline {
 		ps.Add(path+".progress_deadline", "progress_deadline (%s) must be at least healthy_deadline (%s)",
 			full.ProgressDeadline.Short(), full.HealthyDeadline.Short())
+	}
+}
+
+type namedDuration struct {
+	name string
+	v    Duration
+}
+
+// validateHealth checks the health settings an update and a migrate
+// block share: the health_check mode and durations that are not negative.
+func validateHealth(ps *Problems, path, healthCheck string, ds ...namedDuration) {
+	switch healthCheck {
+	case "", HealthChecks, HealthTaskStates:
+	default:
+		ps.Add(path+".health_check", "unknown health_check %q; use %q or %q", healthCheck, HealthChecks, HealthTaskStates)
+	}
+	for _, d := range ds {
+		if d.v < 0 {
+			ps.Add(path+"."+d.name, "%s must not be negative, got %s", d.name, d.v)
+		}
 	}
 }
 

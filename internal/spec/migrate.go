@@ -68,19 +68,7 @@ func (m *MigrateStrategy) validate(ps *Problems, path string, jt JobType) {
 	if m.MaxParallel != nil && (*m.MaxParallel < 1 || *m.MaxParallel > MaxCount) {
 		ps.Add(path+".max_parallel", "max_parallel %d is out of range; use 1 to %d", *m.MaxParallel, MaxCount)
 	}
-	switch m.HealthCheck {
-	case "", HealthChecks, HealthTaskStates:
-	default:
-		ps.Add(path+".health_check", "unknown health_check %q; use %q or %q", m.HealthCheck, HealthChecks, HealthTaskStates)
-	}
-	for _, d := range []struct {
-		name string
-		v    Duration
-	}{{"min_healthy_time", m.MinHealthyTime}, {"healthy_deadline", m.HealthyDeadline}} {
-		if d.v < 0 {
-			ps.Add(path+"."+d.name, "%s must not be negative, got %s", d.name, d.v)
-		}
-	}
+	validateHealth(ps, path, m.HealthCheck, namedDuration{"min_healthy_time", m.MinHealthyTime}, namedDuration{"healthy_deadline", m.HealthyDeadline})
 	if full := m.withDefaults(DefaultMigrate()); full.MinHealthyTime >= full.HealthyDeadline {
 		ps.Add(path+".healthy_deadline", "healthy_deadline (%s) must be longer than min_healthy_time (%s)",
 			full.HealthyDeadline.Short(), full.MinHealthyTime.Short())
