@@ -195,6 +195,18 @@ type agentsChildResult struct {
 	P50ms           float64 `json:"p50_ms,omitempty"`
 	P99ms           float64 `json:"p99_ms,omitempty"`
 	MaxMs           float64 `json:"max_ms,omitempty"`
+	// Phases: the same figures for the heartbeats sent in each phase the
+	// parent named (idle, placing, steady), in its order.
+	Phases []agentsPhase `json:"phases,omitempty"`
+}
+
+// agentsPhase is what the heartbeats sent during one phase took.
+type agentsPhase struct {
+	Name  string  `json:"name"`
+	N     int     `json:"n"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
 }
 
 func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) {
@@ -238,7 +250,7 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 	t0 := time.Now()
 	conn := st.waitFor("agents connected", agentsConnectTimeout(n), func(r agentsChildResult) (int, int) { return r.Connected, n })
 	connectTime := time.Since(t0)
-	io.WriteString(stdin, "measure\n") // heartbeats are timed from now
+	io.WriteString(stdin, "measure idle\n") // heartbeats are timed from now
 	// Idle: a few heartbeats each, nothing placed.
 	time.Sleep(agentsSettle)
 	mem1, live1 := serverMemory()
@@ -266,12 +278,14 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 			Config: spec.TaskConfig{Command: "/bin/sleep", Args: []string{"infinity"}},
 		}}}}}
 		job.Canonicalize()
+		io.WriteString(stdin, "measure placing\n")
 		if _, err := s.client.SubmitJob(ctx, job, 0); err != nil {
 			return nil, fmt.Errorf("submitting the job: %w", err)
 		}
 		t1 := time.Now()
 		run := st.waitFor("instances running", agentsRunTimeout(n), func(r agentsChildResult) (int, int) { return r.Running, conn.Connected })
 		rep.linef("  instances running:     %d of %d in %s (one per agent, each reported by its agent)", run.Running, conn.Connected, time.Since(t1).Round(time.Millisecond))
+		io.WriteString(stdin, "measure steady\n")
 		time.Sleep(d)
 	}
 	// Counted after heartbeats, queries and reports have all run.
@@ -301,6 +315,10 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 	rep.set("heartbeat_p99_ms", hb)
 	rep.linef("  heartbeats:            n=%d errors=%d p50=%.2fms p99=%.2fms max=%.2fms, registered again %d times (node TTL ran out)  [target p99 <= %s: %s]",
 		end.Heartbeats, end.HeartbeatErrors, end.P50ms, end.P99ms, end.MaxMs, end.Reregistrations, agentsHeartbeatTarget, verdict(hb <= agentsHeartbeatTarget))
+	for _, ph := range end.Phases {
+		rep.set("heartbeat_"+ph.Name+"_p99_ms", time.Duration(ph.P99ms*float64(time.Millisecond)))
+		rep.linef("    sent while %-8s n=%d p50=%.2fms p99=%.2fms max=%.2fms", ph.Name+":", ph.N, ph.P50ms, ph.P99ms, ph.MaxMs)
+	}
 	if conn.Connected < n {
 		rep.failed = fmt.Errorf("only %d of %d agents connected", conn.Connected, n)
 	}
@@ -466,23 +484,30 @@ func runAgentsChild(url, tlsDir string, n int) error {
 			sleep(ctx, time.Second)
 		}
 	}()
-	// "measure" starts the heartbeats' timing; the end of stdin stops all.
+	// "measure PHASE" starts the heartbeats' timing, or a new phase of
+	// it; the end of stdin stops all.
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		if in.Text() == "measure" {
-			f.measuring.Store(true)
+		if phase, ok := strings.CutPrefix(in.Text(), "measure "); ok {
+			f.startPhase(phase)
 		}
 	}
 	cancel()
 	wg.Wait()
 	<-said
-	hb := f.heartbeats()
+	hb, phases := f.heartbeats()
 	res := agentsChildResult{Done: true, Connected: int(f.connected.Load()), Running: int(f.running.Load()),
 		Heartbeats: len(hb), HeartbeatErrors: int(f.hbErrors.Load()), Reregistrations: f.reregistrations.Load()}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	if len(hb) > 0 {
 		s := sortedCopy(hb)
-		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		res.P50ms, res.P99ms, res.MaxMs = ms(quantile(s, 0.5)), ms(quantile(s, 0.99)), ms(s[len(s)-1])
+	}
+	for i, name := range f.phaseNames {
+		if s := sortedCopy(phases[i]); len(s) > 0 {
+			res.Phases = append(res.Phases, agentsPhase{Name: name, N: len(s),
+				P50ms: ms(quantile(s, 0.5)), P99ms: ms(quantile(s, 0.99)), MaxMs: ms(s[len(s)-1])})
+		}
 	}
 	return out.Encode(res)
 }
@@ -490,16 +515,27 @@ func runAgentsChild(url, tlsDir string, n int) error {
 // agentsFleet is what the child's agents share: counts and heartbeat times.
 type agentsFleet struct {
 	connected, running atomic.Int64
-	measuring          atomic.Bool  // heartbeats are timed once the parent says
+	phase              atomic.Int64 // 0 before the parent says measure, then 1 + the phase's index
 	reregistrations    atomic.Int64 // after a 404: the server let the node go
 	hbErrors           atomic.Int64
 
-	mu sync.Mutex
-	hb []time.Duration
+	mu         sync.Mutex
+	phaseNames []string
+	hb         [][]time.Duration // by phase
 }
 
-func (f *agentsFleet) heartbeat(d time.Duration, err error) {
-	if !f.measuring.Load() {
+func (f *agentsFleet) startPhase(name string) {
+	f.mu.Lock()
+	f.phaseNames = append(f.phaseNames, name)
+	f.hb = append(f.hb, nil)
+	f.phase.Store(int64(len(f.phaseNames)))
+	f.mu.Unlock()
+}
+
+// heartbeat records one heartbeat that took d, under the phase it was
+// sent in (phase, from f.phase before it was sent).
+func (f *agentsFleet) heartbeat(phase int64, d time.Duration, err error) {
+	if phase == 0 {
 		return
 	}
 	if err != nil {
@@ -507,14 +543,19 @@ func (f *agentsFleet) heartbeat(d time.Duration, err error) {
 		return
 	}
 	f.mu.Lock()
-	f.hb = append(f.hb, d)
+	f.hb[phase-1] = append(f.hb[phase-1], d)
 	f.mu.Unlock()
 }
 
-func (f *agentsFleet) heartbeats() []time.Duration {
+// heartbeats returns every timed heartbeat, and them by phase.
+func (f *agentsFleet) heartbeats() ([]time.Duration, [][]time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.hb
+	var all []time.Duration
+	for _, p := range f.hb {
+		all = append(all, p...)
+	}
+	return all, f.hb
 }
 
 // loadAgent is one simulated agent: the requests of internal/agent's
@@ -591,6 +632,7 @@ func (a *loadAgent) heartbeatLoop(ctx context.Context) {
 			return
 		}
 		hctx, cancel := context.WithTimeout(ctx, every)
+		phase := a.f.phase.Load()
 		t0 := time.Now()
 		beat, err := a.c.Heartbeat(hctx, a.node.ID)
 		d := time.Since(t0)
@@ -601,7 +643,7 @@ func (a *loadAgent) heartbeatLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		a.f.heartbeat(d, err)
+		a.f.heartbeat(phase, d, err)
 		if client.IsStatus(err, http.StatusNotFound) {
 			a.f.reregistrations.Add(1)
 			a.register(ctx)

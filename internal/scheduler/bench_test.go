@@ -220,3 +220,28 @@ func BenchmarkIndexAfterAJoin(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPassesWhileNodesJoin is the leader's call when one node has
+// joined a cluster of 10,000 since its previous pass and nothing is to
+// be placed: the calls of a control plane that agents are registering
+// with. Every thousandth call places one instance (a job arrives).
+func BenchmarkPassesWhileNodesJoin(b *testing.B) {
+	const size = 10_000
+	var nodes []*spec.Node
+	for i := range size + 200_000 {
+		nodes = append(nodes, node(fmt.Sprintf("%08x", uint32(i)*2654435761), 4000, 8192, "exec"))
+	}
+	cache := NewCache()
+	j := job("arrives", 1, group("g", 100, 128, "exec"))
+	place := reqs(j, j.Groups[0], 0)
+	Place(Input{Nodes: nodes[:size], Requests: place, Cache: cache})
+	n := size
+	for b.Loop() {
+		n++
+		in := Input{Nodes: nodes[:n], Cache: cache}
+		if n%1000 == 0 {
+			in.Requests = place
+		}
+		Place(in)
+	}
+}

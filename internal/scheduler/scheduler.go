@@ -134,6 +134,12 @@ func Place(in Input) Result {
 	slices.SortStableFunc(reqs, compareRequests)
 
 	var s *state
+	if in.Cache != nil && len(reqs) == 0 {
+		// Most of the leader's passes place nothing: the Cache learns
+		// what changed, and its node index waits for a call that places.
+		in.Cache.note(in)
+		return Result{}
+	}
 	if in.Cache != nil {
 		s = in.Cache.state(in)
 	} else {
