@@ -279,12 +279,18 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 		}}}}}
 		job.Canonicalize()
 		io.WriteString(stdin, "measure placing\n")
+		srv0, _ := cpuTime(os.Getpid())
+		kid0, _ := cpuTime(child.Process.Pid)
 		if _, err := s.client.SubmitJob(ctx, job, 0); err != nil {
 			return nil, fmt.Errorf("submitting the job: %w", err)
 		}
 		t1 := time.Now()
 		run := st.waitFor("instances running", agentsRunTimeout(n), func(r agentsChildResult) (int, int) { return r.Running, conn.Connected })
-		rep.linef("  instances running:     %d of %d in %s (one per agent, each reported by its agent)", run.Running, conn.Connected, time.Since(t1).Round(time.Millisecond))
+		span := time.Since(t1)
+		srv1, _ := cpuTime(os.Getpid())
+		kid1, _ := cpuTime(child.Process.Pid)
+		rep.linef("  instances running:     %d of %d in %s (one per agent, each reported by its agent); CPU meanwhile: server %.2f cores, agents' process %.2f",
+			run.Running, conn.Connected, span.Round(time.Millisecond), (srv1-srv0).Seconds()/span.Seconds(), (kid1-kid0).Seconds()/span.Seconds())
 		io.WriteString(stdin, "measure steady\n")
 		time.Sleep(d)
 	}

@@ -649,8 +649,12 @@ func (tr *taskRunner) leftOf(p driver.Process) leftTask {
 	return l
 }
 
-// openLogs opens the task's size-rotated stdout and stderr files.
+// openLogs opens the task's size-rotated stdout and stderr files, or
+// writers that keep nothing when its logs are disabled.
 func (tr *taskRunner) openLogs() (stdout, stderr *tasklog.Writer, err error) {
+	if tr.task.LogsDisabled() {
+		return tasklog.Discard(), tasklog.Discard(), nil
+	}
 	name := tr.task.Name
 	// The task's logs block counts the file being written; the writer
 	// keeps that many rotated ones beside it.

@@ -34,6 +34,7 @@ var apiRenamed = map[string]string{
 	"Group.Reschedule":        "ReschedulePolicy",
 	"Group.Network":           "Networks",
 	"Task.Restart":            "RestartPolicy",
+	"Task.Logs":               "LogConfig",
 	"Constraint.Attribute":    "LTarget",
 	"Constraint.Operator":     "Operand",
 	"Constraint.Value":        "RTarget",
@@ -76,7 +77,6 @@ var apiDefaults = map[string]string{
 	"Group.EphemeralDisk": `{"SizeMB": 300}`,
 	"Group.Migrate":       `{"MaxParallel": 1, "HealthCheck": "checks", "MinHealthyTime": 10000000000, "HealthyDeadline": 300000000000}`,
 	"Group.Consul":        `{"Cluster": "default"}`,
-	"Task.LogConfig":      `{"MaxFiles": 10, "MaxFileSizeMB": 10}`,
 	"Periodic.SpecType":   `"cron"`,
 	"Scaling.Type":        `"horizontal"`,
 	// A volume_mount's propagation Nomad writes out when unset.

@@ -141,14 +141,18 @@ func TestNomadInspectOutputIsAJob(t *testing.T) {
 	if task.Config.Args[0] != "report for ${NOMAD_JOB_NAME}" || task.Resources.MemoryMB != 300 {
 		t.Errorf("task: %+v", task)
 	}
-	// Not a default: refused.
+	// LogConfig is the logs block: Nomad's values, as written out, are
+	// kept (Nomad keeps 10 files; drover's own default is 4).
+	if l := task.Logs; l == nil || l.MaxFiles != 10 || l.MaxFileSizeMB != 10 || l.Disabled {
+		t.Errorf("logs: %+v, want Nomad's 10 files of 10 MB as written", task.Logs)
+	}
 	src, err := os.ReadFile("testdata/good/nomad-inspect.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Decode("x.json", []byte(strings.Replace(string(src), `"MaxFiles": 10`, `"MaxFiles": 3`, 1)))
-	if err == nil || !strings.Contains(err.Error(), "LogConfig is not something drover takes yet") {
-		t.Errorf("a LogConfig that is not Nomad's default: %v", err)
+	j, err = Decode("x.json", []byte(strings.Replace(string(src), `"Disabled": false, "MaxFileSizeMB": 10, "MaxFiles": 10`, `"Disabled": true, "MaxFileSizeMB": 10, "MaxFiles": 3`, 1)))
+	if err != nil || j.Groups[0].Tasks[0].Logs.MaxFiles != 3 || !j.Groups[0].Tasks[0].Logs.Disabled {
+		t.Errorf("a LogConfig of 3 files, disabled: %v, %+v", err, j)
 	}
 }
 

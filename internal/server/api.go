@@ -710,6 +710,13 @@ func (s *Server) forAgent(r *http.Request, capability, what string) (*agentCall,
 		}
 		return nil, httpapi.BadRequest("allocation %s has no task %q; its tasks are: %s", a.Name, task, strings.Join(names, ", "))
 	}
+	if what == "logs" {
+		for _, t := range a.Tasks {
+			if t.Name == task && t.LogsDisabled() {
+				return nil, httpapi.NotFound("task %s of allocation %s keeps no logs: its logs block says disabled = true; remove that line and submit the job again to keep them", task, a.Name)
+			}
+		}
+	}
 	q.Set("task", task)
 	return s.agentCallFor(a, what, q, ss)
 }

@@ -2,11 +2,18 @@ package spec
 
 // LogConfig is a task's logs block, as Nomad's: how many files of its
 // stdout, and as many of its stderr, the agent keeps (the one being
-// written and the rotated ones), each rotated at max_file_size MB.
+// written and the rotated ones), each rotated at max_file_size MB, or
+// none at all (disabled).
 type LogConfig struct {
 	MaxFiles      int `json:"max_files,omitempty"`
 	MaxFileSizeMB int `json:"max_file_size,omitempty"`
+	// Disabled keeps no log files: the task's output is read and thrown
+	// away, and asking for its logs says so.
+	Disabled bool `json:"disabled,omitempty"`
 }
+
+// LogsDisabled reports whether the task keeps no logs.
+func (t *Task) LogsDisabled() bool { return t.Logs != nil && t.Logs.Disabled }
 
 // The defaults for a task without a logs block, or a field it leaves
 // out: 4 files of 10 MB (Nomad keeps 10).

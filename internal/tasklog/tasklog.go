@@ -51,6 +51,7 @@ type Writer struct {
 	lastMark time.Time
 	size     int64
 	closed   bool
+	discard  bool // Discard's: every write is dropped
 }
 
 // markEvery is how often at most a time mark is written: --since is
@@ -73,6 +74,10 @@ func NewWriter(dir, name string, maxBytes int64, keep int) (*Writer, error) {
 	}
 	return &Writer{dir: dir, file: name + ".log", path: filepath.Join(dir, name+".log"), maxBytes: maxBytes, keep: keep}, nil
 }
+
+// Discard returns a writer that keeps nothing: the output of a task
+// whose logs are disabled. It opens no file.
+func Discard() *Writer { return &Writer{discard: true} }
 
 // Path is the current file's path.
 func Path(dir, name string) string { return filepath.Join(dir, name+".log") }
@@ -118,6 +123,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	if w.closed {
 		return 0, errors.New("tasklog: write to closed writer")
+	}
+	if w.discard {
+		return len(p), nil
 	}
 	if w.f == nil {
 		if err := w.open(); err != nil {
