@@ -479,6 +479,13 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"Sysctl":           func(t *spec.Task) { t.Config.Sysctl = map[string]string{"net.core.somaxconn": "1024"} },
 		"ForcePull":        func(t *spec.Task) { t.Config.ForcePull = true },
 		"ImagePullTimeout": func(t *spec.Task) { t.Config.ImagePullTimeout = spec.Duration(time.Minute) },
+		"Hostname":         func(t *spec.Task) { t.Config.Hostname = "web-1" },
+		"DNSServers":       func(t *spec.Task) { t.Config.DNSServers = []string{"10.0.0.2"} },
+		"DNSSearchDomains": func(t *spec.Task) { t.Config.DNSSearchDomains = []string{"svc"} },
+		"DNSOptions":       func(t *spec.Task) { t.Config.DNSOptions = []string{"ndots:2"} },
+		"ExtraHosts":       func(t *spec.Task) { t.Config.ExtraHosts = []string{"db:10.0.0.5"} },
+		"ReadonlyRootfs":   func(t *spec.Task) { t.Config.ReadonlyRootfs = true },
+		"ShmSize":          func(t *spec.Task) { t.Config.ShmSize = 1 << 20 },
 		"VolumeMounts":     func(t *spec.Task) { t.VolumeMounts = []*spec.VolumeMount{{Volume: "d", Destination: "/data"}} },
 		"Logs":             func(t *spec.Task) { t.Logs = &spec.LogConfig{MaxFiles: 2} },
 	}

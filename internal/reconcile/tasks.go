@@ -131,7 +131,14 @@ func configEqual(a, b spec.TaskConfig) bool {
 		maps.Equal(a.Ulimit, b.Ulimit) &&
 		maps.Equal(a.Sysctl, b.Sysctl) &&
 		a.ForcePull == b.ForcePull &&
-		a.ImagePullTimeout == b.ImagePullTimeout
+		a.ImagePullTimeout == b.ImagePullTimeout &&
+		a.Hostname == b.Hostname &&
+		slices.Equal(a.DNSServers, b.DNSServers) &&
+		slices.Equal(a.DNSSearchDomains, b.DNSSearchDomains) &&
+		slices.Equal(a.DNSOptions, b.DNSOptions) &&
+		slices.Equal(a.ExtraHosts, b.ExtraHosts) &&
+		a.ReadonlyRootfs == b.ReadonlyRootfs &&
+		a.ShmSize == b.ShmSize
 }
 
 func commandEqual(a, b spec.Command) bool {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"net"
 	"path"
 	"slices"
 	"strconv"
@@ -83,6 +84,7 @@ func validateDockerExtras(ps *Problems, path_ string, c *TaskConfig, g *Group) {
 	if c.ImagePullTimeout < 0 {
 		ps.Add(path_+".image_pull_timeout", "image_pull_timeout %s must not be negative", c.ImagePullTimeout.Short())
 	}
+	validateDockerNames(ps, path_, c)
 	for _, list := range []struct {
 		key  string
 		caps []string
@@ -130,4 +132,61 @@ func BeyondDefaultCaps(add []string) []string {
 		}
 	}
 	return out
+}
+
+// validateDockerNames checks a docker task's host name, resolver and
+// extra hosts, and its /dev/shm size; a value with an interpolation in it
+// is checked by docker at the start, once it is known.
+func validateDockerNames(ps *Problems, path string, c *TaskConfig) {
+	later := func(v string) bool { return strings.Contains(v, "${") }
+	if h := c.Hostname; h != "" && !later(h) && !validHostname(h) {
+		ps.Add(path+".hostname", "hostname %q is not a host name: letters, digits, '-' and '.', at most 63 characters between dots, such as \"web-1\"", h)
+	}
+	for i, ip := range c.DNSServers {
+		if !later(ip) && net.ParseIP(ip) == nil {
+			ps.Add(fmt.Sprintf("%s.dns_servers[%d]", path, i), "dns server %q is not an IP address, such as \"10.0.0.2\"", ip)
+		}
+	}
+	for i, d := range c.DNSSearchDomains {
+		if !later(d) && !validHostname(d) {
+			ps.Add(fmt.Sprintf("%s.dns_search_domains[%d]", path, i), "search domain %q is not a domain name, such as \"service.internal\"", d)
+		}
+	}
+	for i, o := range c.DNSOptions {
+		if o == "" || strings.ContainsAny(o, " \t\n") {
+			ps.Add(fmt.Sprintf("%s.dns_options[%d]", path, i), "dns option %q is not one resolv.conf option, such as \"ndots:2\"", o)
+		}
+	}
+	for i, e := range c.ExtraHosts {
+		name, addr, ok := strings.Cut(e, ":")
+		if later(e) {
+			continue
+		}
+		if !ok || !validHostname(name) || net.ParseIP(addr) == nil {
+			ps.Add(fmt.Sprintf("%s.extra_hosts[%d]", path, i), "extra host %q is not \"name:address\", such as \"db.internal:10.0.0.5\"", e)
+		}
+	}
+	if c.ShmSize < 0 {
+		ps.Add(path+".shm_size", "shm_size %d must not be negative; it is /dev/shm's size in bytes", c.ShmSize)
+	}
+}
+
+// validHostname reports whether h is a host or domain name: labels of
+// letters, digits and '-', 1 to 63 characters, not starting or ending
+// with '-', joined by dots, 253 characters at most.
+func validHostname(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

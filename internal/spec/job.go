@@ -305,6 +305,19 @@ type TaskConfig struct {
 	// it; ImagePullTimeout bounds a pull (DefaultImagePullTimeout when 0).
 	ForcePull        bool     `json:"force_pull,omitempty"`
 	ImagePullTimeout Duration `json:"image_pull_timeout,omitempty"`
+	// Hostname is the container's host name; DNSServers,
+	// DNSSearchDomains and DNSOptions its /etc/resolv.conf (the node's
+	// when none is given); ExtraHosts lines added to its /etc/hosts, each
+	// "name:address".
+	Hostname         string   `json:"hostname,omitempty"`
+	DNSServers       []string `json:"dns_servers,omitempty"`
+	DNSSearchDomains []string `json:"dns_search_domains,omitempty"`
+	DNSOptions       []string `json:"dns_options,omitempty"`
+	ExtraHosts       []string `json:"extra_hosts,omitempty"`
+	// ReadonlyRootfs mounts the image's file system read-only; ShmSize is
+	// the size of /dev/shm in bytes (docker's 64 MB when 0).
+	ReadonlyRootfs bool  `json:"readonly_rootfs,omitempty"`
+	ShmSize        int64 `json:"shm_size,omitempty"`
 }
 
 // Command is a program and its arguments, run without a shell.

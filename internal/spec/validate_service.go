@@ -11,7 +11,8 @@ const DriverDocker = "docker"
 
 // dockerConfigKeys are the config keys only the docker driver reads.
 var dockerConfigKeys = []string{"image", "entrypoint", "ports", "labels", "privileged", "network_mode", "pid_mode", "volumes",
-	"port_map", "mounts", "mount", "cap_add", "cap_drop", "ulimit", "sysctl", "force_pull", "image_pull_timeout"}
+	"port_map", "mounts", "mount", "cap_add", "cap_drop", "ulimit", "sysctl", "force_pull", "image_pull_timeout",
+	"hostname", "dns_servers", "dns_search_domains", "dns_options", "extra_hosts", "readonly_rootfs", "shm_size"}
 
 // ConfigKeyRefusal says why driver does not take the config key, with what
 // to do instead, or "" when it does. Drivers this build does not know take
@@ -56,6 +57,13 @@ func (c *TaskConfig) setKeys() []string {
 	add("sysctl", len(c.Sysctl) > 0)
 	add("force_pull", c.ForcePull)
 	add("image_pull_timeout", c.ImagePullTimeout != 0)
+	add("hostname", c.Hostname != "")
+	add("dns_servers", len(c.DNSServers) > 0)
+	add("dns_search_domains", len(c.DNSSearchDomains) > 0)
+	add("dns_options", len(c.DNSOptions) > 0)
+	add("extra_hosts", len(c.ExtraHosts) > 0)
+	add("readonly_rootfs", c.ReadonlyRootfs)
+	add("shm_size", c.ShmSize != 0)
 	add("prestart", len(c.Prestart) > 0)
 	add("stop", c.Stop != nil)
 	add("poststop", len(c.Poststop) > 0)

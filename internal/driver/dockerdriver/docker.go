@@ -134,7 +134,13 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		return nil, err
 	}
 
+	dns, err := dnsServers(cfg.DNSServers)
+	if err != nil {
+		return nil, err
+	}
+
 	ccfg := &container.Config{
+		Hostname:     cfg.Hostname,
 		Image:        cfg.Image,
 		Env:          t.Env,
 		Entrypoint:   cfg.Entrypoint,
@@ -156,16 +162,22 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		ccfg.WorkingDir = cfg.WorkDir
 	}
 	hcfg := &container.HostConfig{
-		PortBindings:  bindings,
-		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
-		Privileged:    cfg.Privileged,
-		NetworkMode:   container.NetworkMode(cfg.NetworkMode),
-		PidMode:       container.PidMode(cfg.PidMode),
-		Binds:         binds(t.Mounts, cfg.Volumes),
-		Mounts:        mounts,
-		CapAdd:        cfg.CapAdd,
-		CapDrop:       cfg.CapDrop,
-		Sysctls:       cfg.Sysctl,
+		PortBindings:   bindings,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Privileged:     cfg.Privileged,
+		NetworkMode:    container.NetworkMode(cfg.NetworkMode),
+		PidMode:        container.PidMode(cfg.PidMode),
+		Binds:          binds(t.Mounts, cfg.Volumes),
+		Mounts:         mounts,
+		CapAdd:         cfg.CapAdd,
+		CapDrop:        cfg.CapDrop,
+		Sysctls:        cfg.Sysctl,
+		DNS:            dns,
+		DNSSearch:      cfg.DNSSearchDomains,
+		DNSOptions:     cfg.DNSOptions,
+		ExtraHosts:     cfg.ExtraHosts,
+		ReadonlyRootfs: cfg.ReadonlyRootfs,
+		ShmSize:        cfg.ShmSize,
 	}
 	hcfg.Ulimits = ulimits
 	hcfg.Memory = int64(t.Resources.MemoryLimitMB()) << 20
@@ -247,6 +259,19 @@ func dockerMounts(ms []*spec.DockerMount, taskDirs []driver.Mount) ([]mount.Moun
 			dm.Source = filepath.Join(filepath.Dir(taskDirs[i].Host), m.Source)
 		}
 		out = append(out, dm)
+	}
+	return out, nil
+}
+
+// dnsServers reads the task's dns_servers as addresses.
+func dnsServers(servers []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, v := range servers {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("docker: dns server %q is not an IP address", v)
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }

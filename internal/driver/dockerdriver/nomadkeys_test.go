@@ -209,3 +209,34 @@ func TestNomadDockerPulls(t *testing.T) {
 		t.Errorf("the pull took %s despite image_pull_timeout 1s", took)
 	}
 }
+
+// TestNomadDockerNamesAndResolver: hostname, dns_servers,
+// dns_search_domains, dns_options, extra_hosts, readonly_rootfs and
+// shm_size are what the container's own files say.
+func TestNomadDockerNamesAndResolver(t *testing.T) {
+	e := setup(t)
+	task := e.task("-report", "-exit", "0", "-dirs", "/",
+		"-files", "/etc/hostname,/etc/resolv.conf,/etc/hosts,/proc/mounts")
+	c := task.Config
+	c.Hostname = "web-7"
+	c.DNSServers = []string{"10.9.8.7", "10.9.8.6"}
+	c.DNSSearchDomains = []string{"svc.internal"}
+	c.DNSOptions = []string{"ndots:3"}
+	c.ExtraHosts = []string{"db.internal:10.0.0.5"}
+	c.ReadonlyRootfs = true
+	c.ShmSize = 32 << 20
+	out := e.report(e.d, task)
+	wantLines(t, out, "file /etc/hostname: web-7", "nameserver 10.9.8.7", "nameserver 10.9.8.6",
+		"search svc.internal", "options ndots:3", "db.internal", "size=32768k")
+	if !strings.Contains(out, "10.0.0.5\tdb.internal") {
+		t.Errorf("/etc/hosts lacks the extra host:\n%s", out)
+	}
+	if !strings.Contains(out, "dir /: ") || strings.Contains(out, "dir /: ok") {
+		t.Errorf("readonly_rootfs: the image's file system was writable:\n%s", out)
+	}
+	// And without them, the container's own defaults.
+	plain := e.report(e.d, e.task("-report", "-exit", "0", "-dirs", "/", "-files", "/etc/hostname,/proc/mounts"))
+	if strings.Contains(plain, "web-7") || strings.Contains(plain, "size=32768k") || !strings.Contains(plain, "dir /: ok") {
+		t.Errorf("a container without the keys:\n%s", plain)
+	}
+}
