@@ -23,7 +23,7 @@ func TestDockerNamesValidation(t *testing.T) {
 	}{
 		{"all good", docker(func(c *TaskConfig) {
 			c.Hostname, c.DNSServers, c.DNSSearchDomains = "cache-1.svc", []string{"10.0.0.2", "fd00::53"}, []string{"svc.internal"}
-			c.DNSOptions, c.ExtraHosts, c.ReadonlyRootfs, c.ShmSize = []string{"ndots:2"}, []string{"db:10.0.0.5", "v6:::1"}, true, 64 << 20
+			c.DNSOptions, c.ExtraHosts, c.ReadonlyRootfs, c.ShmSize = []string{"ndots:2"}, []string{"db:10.0.0.5", "v6:::1"}, true, 64<<20
 		}), ""},
 		{"interpolated", docker(func(c *TaskConfig) {
 			c.Hostname, c.DNSServers, c.ExtraHosts = "web-${NOMAD_ALLOC_INDEX}", []string{"${attr.unique.network.ip-address}"}, []string{"self:${NOMAD_IP_http}"}
