@@ -206,3 +206,47 @@ func TestContainerGetsNoNodePaths(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerGroupNetworkNames: a group network's hostname (interpolated)
+// and dns block are what its docker task's /etc/hostname and
+// /etc/resolv.conf say; a second task's own dns_servers win over the
+// group's.
+func TestDockerGroupNetworkNames(t *testing.T) {
+	t.Parallel()
+	dockertest.Require(t)
+	image := dockertest.Image(t)
+	c := newCluster(t)
+	c.startDockerAgent(t.TempDir())
+	report := func(name string) *spec.Task {
+		return &spec.Task{
+			Name: name, Driver: "docker",
+			Config: spec.TaskConfig{Image: image,
+				Args: []string{"-report", "-files", "/etc/hostname,/etc/resolv.conf", "-exit", "0"}},
+			Resources:   spec.Resources{CPU: 100, MemoryMB: 64},
+			KillTimeout: spec.Duration(2 * time.Second),
+			Restart:     restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail),
+		}
+	}
+	own := report("own")
+	own.Config.DNSServers = []string{"10.1.1.1"}
+	j := job("names", spec.JobBatch, report("group"), own)
+	j.Groups[0].Network = &spec.Network{Hostname: "names-${NOMAD_ALLOC_INDEX}",
+		DNS: &spec.DNSConfig{Servers: []string{"10.9.8.7"}, Searches: []string{"svc.internal"}, Options: []string{"ndots:3"}}}
+	c.submit(j)
+	a := c.alloc("names", 60*time.Second, "the report tasks complete", func(a *spec.Alloc) bool {
+		if a.ClientStatusOr() == spec.ClientFailed {
+			t.Fatalf("a report task failed:\n%s", describe(a))
+		}
+		return a.ClientStatusOr() == spec.ClientComplete
+	})
+	group := logs(t, c.client, a.ID, "group", false)
+	for _, want := range []string{"file /etc/hostname: names-0", "nameserver 10.9.8.7", "search svc.internal", "options ndots:3"} {
+		if !strings.Contains(group, want) {
+			t.Errorf("the group's task: output lacks %q:\n%s", want, group)
+		}
+	}
+	ownOut := logs(t, c.client, a.ID, "own", false)
+	if !strings.Contains(ownOut, "nameserver 10.1.1.1") || strings.Contains(ownOut, "10.9.8.7") || !strings.Contains(ownOut, "search svc.internal") {
+		t.Errorf("the task with its own dns_servers: want its server and the group's search domain:\n%s", ownOut)
+	}
+}

@@ -327,6 +327,9 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 		return driver.Task{}, err
 	}
 	cfg.User = tr.task.UserOf() // the task's user is where Nomad writes it
+	if tr.drv.Info().OwnNetwork {
+		groupNames(&cfg, tr.ar.alloc, func(v string) string { return rt.Interpolate(v, env) })
+	}
 	var args []string
 	for _, arg := range c.Args {
 		args = append(args, rt.Interpolate(arg, env))
@@ -357,6 +360,33 @@ func (tr *taskRunner) driverTask(c spec.Command, hook bool) (driver.Task, error)
 		Hook:      hook,
 		NetNS:     tr.netNS(),
 	}, nil
+}
+
+// groupNames gives a task with a network of its own (a container) the
+// host name and resolver of its group's network where its config gives
+// none, each value interpolated.
+func groupNames(cfg *spec.TaskConfig, a *spec.Alloc, interpolate func(string) string) {
+	each := func(vs []string) []string {
+		out := make([]string, len(vs))
+		for i, v := range vs {
+			out[i] = interpolate(v)
+		}
+		return out
+	}
+	if cfg.Hostname == "" && a.Hostname != "" {
+		cfg.Hostname = interpolate(a.Hostname)
+	}
+	if d := a.DNS; d != nil {
+		if len(cfg.DNSServers) == 0 {
+			cfg.DNSServers = each(d.Servers)
+		}
+		if len(cfg.DNSSearchDomains) == 0 {
+			cfg.DNSSearchDomains = each(d.Searches)
+		}
+		if len(cfg.DNSOptions) == 0 {
+			cfg.DNSOptions = each(d.Options)
+		}
+	}
 }
 
 // makeDirs makes the alloc's directories, then the task's, once each.

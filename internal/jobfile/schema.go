@@ -402,7 +402,7 @@ func init() {
 	for _, n := range strings.Fields(`
 		multiregion
 		device numa
-		action schedule secret ui sidecar_service sidecar_task dns
+		action schedule secret ui sidecar_service sidecar_task
 		all_at_once vault_token consul_token
 		cores iops
 		render_templates max_kill_timeout kind id`) {
@@ -414,9 +414,8 @@ func init() {
 // of one struct only, by the struct's name.
 var unsupportedIn = map[string][]string{
 	// Ports are reserved on the node's own address; mode bridge maps them
-	// into the instance's namespace. No CNI plugins, no hostname of its
-	// own (the namespace shares the node's UTS), no bandwidth.
-	"Network": {"hostname", "cni", "mbits"},
+	// into the instance's namespace. No CNI plugins, no bandwidth.
+	"Network": {"cni", "mbits"},
 	"Port":    {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.

@@ -187,6 +187,8 @@ func newAlloc(p scheduler.Placement, id string, now time.Time) *spec.Alloc {
 		Resources:     r.Group.Resources(),
 		Ports:         p.Ports,
 		NetworkMode:   networkModeOf(r.Group),
+		DNS:           r.Group.NetworkDNS(),
+		Hostname:      r.Group.NetworkHostname(),
 		Tasks:         tasks,
 		Volumes:       r.Group.Volumes,
 		Meta:          spec.MergeMeta(r.Job.Meta, r.Group.Meta),

@@ -499,7 +499,8 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 // version of group g, mounts other volumes, or runs them in another
 // network mode: it must be replaced for the version to run.
 func outdated(j *spec.Job, g *spec.Group, a *spec.Alloc) bool {
-	return a.JobVersion != j.Version && (!tasksEqual(a.Tasks, g.Tasks) || !volumesEqual(a.Volumes, g.Volumes) || a.NetworkModeOf() != g.NetworkMode())
+	return a.JobVersion != j.Version && (!tasksEqual(a.Tasks, g.Tasks) || !volumesEqual(a.Volumes, g.Volumes) || a.NetworkModeOf() != g.NetworkMode() ||
+		!dnsEqual(a.DNS, g.NetworkDNS()) || a.Hostname != g.NetworkHostname())
 }
 
 // rescheduling is what the reschedule policy says about an instance that

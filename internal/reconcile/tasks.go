@@ -152,3 +152,10 @@ func restartEqual(a, b *spec.RestartPolicy) bool {
 	return a.Allowed() == b.Allowed() && (a.Attempts == nil) == (b.Attempts == nil) &&
 		a.Interval == b.Interval && a.Delay == b.Delay && a.Mode == b.Mode
 }
+
+func dnsEqual(a, b *spec.DNSConfig) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return slices.Equal(a.Servers, b.Servers) && slices.Equal(a.Searches, b.Searches) && slices.Equal(a.Options, b.Options)
+}

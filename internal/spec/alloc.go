@@ -36,6 +36,10 @@ type Alloc struct {
 	// (Group.NetworkMode; "" is host), so that the agent sets up the
 	// instance's network without the job at hand.
 	NetworkMode string `json:"network_mode,omitempty"`
+	// DNS and Hostname are the group network's, as of JobVersion: the
+	// resolver and host name of the alloc's docker tasks.
+	DNS      *DNSConfig `json:"dns,omitempty"`
+	Hostname string     `json:"hostname,omitempty"`
 	// Tasks is the group's tasks as of JobVersion, so that the agent runs
 	// exactly what was placed even while the job changes.
 	Tasks []*Task `json:"tasks"`

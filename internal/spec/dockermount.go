@@ -138,28 +138,10 @@ func BeyondDefaultCaps(add []string) []string {
 // extra hosts, and its /dev/shm size; a value with an interpolation in it
 // is checked by docker at the start, once it is known.
 func validateDockerNames(ps *Problems, path string, c *TaskConfig) {
-	later := func(v string) bool { return strings.Contains(v, "${") }
-	if h := c.Hostname; h != "" && !later(h) && !validHostname(h) {
-		ps.Add(path+".hostname", "hostname %q is not a host name: letters, digits, '-' and '.', at most 63 characters between dots, such as \"web-1\"", h)
-	}
-	for i, ip := range c.DNSServers {
-		if !later(ip) && net.ParseIP(ip) == nil {
-			ps.Add(fmt.Sprintf("%s.dns_servers[%d]", path, i), "dns server %q is not an IP address, such as \"10.0.0.2\"", ip)
-		}
-	}
-	for i, d := range c.DNSSearchDomains {
-		if !later(d) && !validHostname(d) {
-			ps.Add(fmt.Sprintf("%s.dns_search_domains[%d]", path, i), "search domain %q is not a domain name, such as \"service.internal\"", d)
-		}
-	}
-	for i, o := range c.DNSOptions {
-		if o == "" || strings.ContainsAny(o, " \t\n") {
-			ps.Add(fmt.Sprintf("%s.dns_options[%d]", path, i), "dns option %q is not one resolv.conf option, such as \"ndots:2\"", o)
-		}
-	}
+	validateResolver(ps, path, "hostname", c.Hostname, "dns_servers", c.DNSServers, "dns_search_domains", c.DNSSearchDomains, "dns_options", c.DNSOptions)
 	for i, e := range c.ExtraHosts {
 		name, addr, ok := strings.Cut(e, ":")
-		if later(e) {
+		if strings.Contains(e, "${") {
 			continue
 		}
 		if !ok || !validHostname(name) || net.ParseIP(addr) == nil {
@@ -168,6 +150,39 @@ func validateDockerNames(ps *Problems, path string, c *TaskConfig) {
 	}
 	if c.ShmSize < 0 {
 		ps.Add(path+".shm_size", "shm_size %d must not be negative; it is /dev/shm's size in bytes", c.ShmSize)
+	}
+}
+
+// validateNames checks a group network's hostname and dns block.
+func validateNames(ps *Problems, path, hostname string, dns *DNSConfig) {
+	if dns == nil {
+		dns = &DNSConfig{}
+	}
+	validateResolver(ps, path, "hostname", hostname, "dns.servers", dns.Servers, "dns.searches", dns.Searches, "dns.options", dns.Options)
+}
+
+// validateResolver checks a host name, resolver servers, search domains
+// and options, each under its key; a value with an interpolation in it is
+// checked by docker at the start, once it is known.
+func validateResolver(ps *Problems, path, hKey, hostname, sKey string, servers []string, dKey string, domains []string, oKey string, options []string) {
+	later := func(v string) bool { return strings.Contains(v, "${") }
+	if hostname != "" && !later(hostname) && !validHostname(hostname) {
+		ps.Add(path+"."+hKey, "hostname %q is not a host name: letters, digits, '-' and '.', at most 63 characters between dots, such as \"web-1\"", hostname)
+	}
+	for i, ip := range servers {
+		if !later(ip) && net.ParseIP(ip) == nil {
+			ps.Add(fmt.Sprintf("%s.%s[%d]", path, sKey, i), "dns server %q is not an IP address, such as \"10.0.0.2\"", ip)
+		}
+	}
+	for i, d := range domains {
+		if !later(d) && !validHostname(d) {
+			ps.Add(fmt.Sprintf("%s.%s[%d]", path, dKey, i), "search domain %q is not a domain name, such as \"service.internal\"", d)
+		}
+	}
+	for i, o := range options {
+		if o == "" || strings.ContainsAny(o, " \t\n") {
+			ps.Add(fmt.Sprintf("%s.%s[%d]", path, oKey, i), "dns option %q is not one resolv.conf option, such as \"ndots:2\"", o)
+		}
 	}
 }
 

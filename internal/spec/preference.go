@@ -75,6 +75,19 @@ type Network struct {
 	// only when it says it can (NetworkModeAttribute).
 	Mode  string `json:"mode,omitempty"`
 	Ports []Port `json:"ports,omitempty" hcl:"port"`
+	// DNS and Hostname are the resolver and host name of the instance's
+	// docker tasks (their own config's dns_* and hostname win); exec and
+	// raw_exec tasks share the node's /etc/resolv.conf and host name.
+	DNS      *DNSConfig `json:"dns,omitempty"`
+	Hostname string     `json:"hostname,omitempty"`
+}
+
+// DNSConfig is a group network's dns block, as Nomad's: the resolver's
+// servers, search domains and options.
+type DNSConfig struct {
+	Servers  []string `json:"servers,omitempty"`
+	Searches []string `json:"searches,omitempty"`
+	Options  []string `json:"options,omitempty"`
 }
 
 // The network modes of a group (Network.Mode).
@@ -91,6 +104,22 @@ var NetworkModes = []string{NetworkHost, NetworkBridge, NetworkNone}
 // it can run groups in mode m: network.bridge, network.none. Host mode
 // needs none.
 func NetworkModeAttribute(m string) string { return "network." + m }
+
+// NetworkDNS is the group network's dns block, nil when it has none.
+func (g *Group) NetworkDNS() *DNSConfig {
+	if g.Network == nil {
+		return nil
+	}
+	return g.Network.DNS
+}
+
+// NetworkHostname is the group network's hostname, "" when it has none.
+func (g *Group) NetworkHostname() string {
+	if g.Network == nil {
+		return ""
+	}
+	return g.Network.Hostname
+}
 
 // NetworkMode is the group's network mode, NetworkHost when it says none.
 func (g *Group) NetworkMode() string {
@@ -331,6 +360,7 @@ func validateNetwork(ps *Problems, p string, n *Network) {
 	if n.Mode != "" && !slices.Contains(NetworkModes, n.Mode) {
 		ps.Add(p+".mode", "network mode %q is not one drover has; use \"host\" (the node's network, the default), \"bridge\" (a namespace of the instance's own, its ports mapped from the node's) or \"none\" (only loopback)", n.Mode)
 	}
+	validateNames(ps, p, n.Hostname, n.DNS)
 	if n.Mode == NetworkNone && len(n.Ports) > 0 {
 		ps.Add(p+".mode", "a group in network mode \"none\" has no network to reach its %d port(s) through; remove the ports or use mode \"bridge\"", len(n.Ports))
 	}
