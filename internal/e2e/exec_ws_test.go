@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/drover-org/drover/internal/execstream"
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// TestExecWebSocket opens the web UI's exec WebSocket on a real drover dev
+// as the page does (the session cookie from dev's login link, the UI's
+// Origin) and runs a shell in a running task through the server and the
+// agent: a resize reaches the command's terminal, typed input runs, a file
+// it writes is on disk in the task's directory, and the exit code comes
+// back, followed by a close.
+func TestExecWebSocket(t *testing.T) {
+	d := startDev(t, t.TempDir(), "../../examples/hello.hcl")
+	var alloc *spec.Alloc
+	eventually(t, "hello's instances running", func() (bool, string) {
+		for _, a := range d.jobStatus("hello").Allocations {
+			if a.Status == nil {
+				continue
+			}
+			if ts := a.Status.Tasks["greeter"]; a.ClientStatusOr() == spec.ClientRunning && ts != nil && ts.PID > 0 {
+				alloc = a
+				return true, ""
+			}
+		}
+		return false, "none running"
+	})
+
+	// The session cookie, as the page gets it from dev's link.
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(filepath.Join(d.dataDir, "tls", "ca.pem"))
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("dev's CA: %v", err)
+	}
+	tlsCfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 10 * time.Second}
+	link := devLoginLink(t, d)
+	code := link[strings.Index(link, "#login=")+len("#login="):]
+	req, _ := http.NewRequest("POST", d.addr+"/v1/ui/session", strings.NewReader(`{"code":"`+code+`"}`))
+	req.Header.Set("Origin", d.addr)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie string
+	for _, c := range resp.Cookies() {
+		if c.Name == "drover_session" {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatalf("login: %d, no session cookie", resp.StatusCode)
+	}
+
+	q := url.Values{"task": {"greeter"}, "tty": {"1"}, "cmd": {"/bin/sh"}}
+	u := "wss" + strings.TrimPrefix(d.addr, "https") + "/v1/allocations/" + alloc.ID + "/exec?" + q.Encode()
+	dialer := websocket.Dialer{TLSClientConfig: tlsCfg, HandshakeTimeout: 10 * time.Second}
+	hdr := http.Header{"Cookie": {cookie}, "Origin": {d.addr}}
+	if _, resp, err := dialer.Dial(u, http.Header{"Cookie": {cookie}, "Origin": {"https://evil.example"}}); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a WebSocket from another origin: %v %v; want a 403", err, resp)
+	}
+	ws, _, err := dialer.Dial(u, hdr)
+	if err != nil {
+		t.Fatalf("open the exec WebSocket: %v", err)
+	}
+	defer ws.Close()
+	send := func(typ byte, p []byte) {
+		t.Helper()
+		if err := ws.WriteMessage(websocket.BinaryMessage, append([]byte{typ}, p...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := make([]byte, 4)
+	binary.BigEndian.PutUint16(size[:2], 97)
+	binary.BigEndian.PutUint16(size[2:], 31)
+	send(execstream.Resize, size)
+	send(execstream.Stdin, []byte("stty size; echo hi-from-ws > \"$NOMAD_TASK_DIR/from-ws\"; exit 3\n"))
+
+	var out strings.Builder
+	exit := -1
+	ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for exit < 0 {
+		typ, msg, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("reading the exec WebSocket before an exit code: %v; output so far:\n%s", err, out.String())
+		}
+		if typ != websocket.BinaryMessage || len(msg) == 0 {
+			t.Fatalf("a message of type %d, %d bytes; want binary frames", typ, len(msg))
+		}
+		switch msg[0] {
+		case execstream.Stdout, execstream.Stderr:
+			out.Write(msg[1:])
+		case execstream.Exit:
+			if exit, err = execstream.ParseExit(msg[1:]); err != nil {
+				t.Fatal(err)
+			}
+		case execstream.Error:
+			t.Fatalf("exec error: %s", msg[1:])
+		}
+	}
+	if exit != 3 {
+		t.Errorf("exit code %d, want 3", exit)
+	}
+	if !strings.Contains(out.String(), "31 97") {
+		t.Errorf("stty size printed %q; want the resize's 31 rows, 97 columns", out.String())
+	}
+	// After the exit code, the server closes the socket.
+	if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
+		t.Errorf("after the exit code: %v; want a normal close", err)
+	}
+	// The file is on disk, in the instance's task directory.
+	var found []string
+	filepath.WalkDir(d.dataDir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Name() == "from-ws" && strings.Contains(p, alloc.ID) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) != 1 {
+		t.Fatalf("files named from-ws under dev's data dir for alloc %s: %v; want one", alloc.ID, found)
+	}
+	if b, err := os.ReadFile(found[0]); err != nil || string(b) != "hi-from-ws\n" {
+		t.Errorf("%s holds %q (%v); want hi-from-ws", found[0], b, err)
+	}
+}
