@@ -27,19 +27,7 @@ import (
 // back, followed by a close.
 func TestExecWebSocket(t *testing.T) {
 	d := startDev(t, t.TempDir(), "../../examples/hello.hcl")
-	var alloc *spec.Alloc
-	eventually(t, "hello's instances running", func() (bool, string) {
-		for _, a := range d.jobStatus("hello").Allocations {
-			if a.Status == nil {
-				continue
-			}
-			if ts := a.Status.Tasks["greeter"]; a.ClientStatusOr() == spec.ClientRunning && ts != nil && ts.PID > 0 {
-				alloc = a
-				return true, ""
-			}
-		}
-		return false, "none running"
-	})
+	alloc := runningAlloc(t, d, "hello", "greeter")
 
 	// The session cookie, as the page gets it from dev's link.
 	pool := x509.NewCertPool()
@@ -125,17 +113,55 @@ func TestExecWebSocket(t *testing.T) {
 		t.Errorf("after the exit code: %v; want a normal close", err)
 	}
 	// The file is on disk, in the instance's task directory.
+	if got := readTaskFile(t, d, alloc.ID, "from-ws"); got != "hi-from-ws\n" {
+		t.Errorf("the file the command wrote holds %q; want hi-from-ws", got)
+	}
+}
+
+// runningAlloc waits (30 s) for an instance of job whose task runs, with
+// a PID, and returns it.
+func runningAlloc(t *testing.T, d *devProc, job, task string) *spec.Alloc {
+	t.Helper()
+	var alloc *spec.Alloc
+	eventually(t, job+"'s instances running", func() (bool, string) {
+		for _, a := range d.jobStatus(job).Allocations {
+			if a.Status == nil {
+				continue
+			}
+			if ts := a.Status.Tasks[task]; a.ClientStatusOr() == spec.ClientRunning && ts != nil && ts.PID > 0 {
+				alloc = a
+				return true, ""
+			}
+		}
+		return false, "none running"
+	})
+	return alloc
+}
+
+// readTaskFile reads the one file named name that a task of alloc wrote
+// under dev's data directory (its task directories are there).
+func readTaskFile(t *testing.T, d *devProc, alloc, name string) string {
+	t.Helper()
+	found := findTaskFiles(d, alloc, name)
+	if len(found) != 1 {
+		t.Fatalf("files named %s under dev's data dir for alloc %s: %v; want one", name, alloc, found)
+	}
+	b, err := os.ReadFile(found[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// findTaskFiles lists the files named name under dev's data directory in
+// alloc's directories.
+func findTaskFiles(d *devProc, alloc, name string) []string {
 	var found []string
 	filepath.WalkDir(d.dataDir, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.Name() == "from-ws" && strings.Contains(p, alloc.ID) {
+		if err == nil && e.Name() == name && strings.Contains(p, alloc) {
 			found = append(found, p)
 		}
 		return nil
 	})
-	if len(found) != 1 {
-		t.Fatalf("files named from-ws under dev's data dir for alloc %s: %v; want one", alloc.ID, found)
-	}
-	if b, err := os.ReadFile(found[0]); err != nil || string(b) != "hi-from-ws\n" {
-		t.Errorf("%s holds %q (%v); want hi-from-ws", found[0], b, err)
-	}
+	return found
 }
