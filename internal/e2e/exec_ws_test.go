@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +26,7 @@ import (
 // Origin) and runs a shell in a running task through the server and the
 // agent: a resize reaches the command's terminal, typed input runs, a file
 // it writes is on disk in the task's directory, and the exit code comes
-// back, followed by a close.
+// back, followed by a close; a command whose socket drops is ended.
 func TestExecWebSocket(t *testing.T) {
 	d := startDev(t, t.TempDir(), "../../examples/hello.hcl")
 	alloc := runningAlloc(t, d, "hello", "greeter")
@@ -116,6 +118,37 @@ func TestExecWebSocket(t *testing.T) {
 	if got := readTaskFile(t, d, alloc.ID, "from-ws"); got != "hi-from-ws\n" {
 		t.Errorf("the file the command wrote holds %q; want hi-from-ws", got)
 	}
+
+	// The browser's side ending ends the command: a sleep runs until its
+	// socket drops (no close message, as when a tab is closed).
+	secs := strconv.Itoa(100000 + os.Getpid())
+	u = "wss" + strings.TrimPrefix(d.addr, "https") + "/v1/allocations/" + alloc.ID + "/exec?" + url.Values{"task": {"greeter"}, "cmd": {"/bin/sleep", secs}}.Encode()
+	ws2, _, err := dialer.Dial(u, hdr)
+	if err != nil {
+		t.Fatalf("open a second exec WebSocket: %v", err)
+	}
+	eventually(t, "the exec'd sleep running", func() (bool, string) {
+		n := len(procsWithArgs("/bin/sleep", secs))
+		return n == 1, fmt.Sprintf("%d processes /bin/sleep %s", n, secs)
+	})
+	ws2.NetConn().Close()
+	eventually(t, "the exec'd sleep ended after its socket dropped", func() (bool, string) {
+		n := len(procsWithArgs("/bin/sleep", secs))
+		return n == 0, fmt.Sprintf("%d processes /bin/sleep %s", n, secs)
+	})
+}
+
+// procsWithArgs lists the PIDs in /proc whose command line is args.
+func procsWithArgs(args ...string) []string {
+	want := strings.Join(args, "\x00") + "\x00"
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == want {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
 }
 
 // runningAlloc waits (30 s) for an instance of job whose task runs, with
