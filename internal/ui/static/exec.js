@@ -50,7 +50,8 @@ document.addEventListener("submit", (ev) => {
   ev.preventDefault();
   const argv = document.getElementById("exec-cmd").value.trim().split(/\s+/).filter(Boolean);
   if (!argv.length) { say("give a command to run, such as /bin/sh", true); return; }
-  open(document.getElementById("exec-panel").dataset.alloc, document.getElementById("exec-task").value, argv);
+  open(document.getElementById("exec-panel").dataset.alloc, document.getElementById("exec-task").value, argv)
+    .catch((e) => say(`cannot open a terminal: ${e.message}`, true));
 });
 
 // execAfterRender ends a session whose panel the page no longer shows
@@ -157,6 +158,9 @@ async function open(allocID, task, argv) {
 // be read.
 function stop(s) {
   s.ro?.disconnect();
+  // The page does not redraw under a focused input: with the command
+  // ended, the terminal lets go of the keyboard, and the page updates again.
+  s.term.blur();
   s.term.options.disableStdin = true;
   s.term.options.cursorBlink = false;
   if (s.ws.readyState <= WebSocket.OPEN) s.ws.close(1000, "closed by the user");
