@@ -26,8 +26,9 @@ import (
 //
 // A request authenticated by the cookie that changes anything must pass
 // net/http's CrossOriginProtection (Sec-Fetch-Site, or Origin against
-// Host) besides SameSite=Strict; the cookie never authorizes a connection
-// upgrade (exec).
+// Host) besides SameSite=Strict. The only connection upgrade it opens is
+// the web UI terminal's WebSocket (exec_ws.go), and only from a page whose
+// Origin is this server's own.
 
 const (
 	// uiCookie names the session cookie.
@@ -244,18 +245,29 @@ func (s *Server) uiWhoami(w http.ResponseWriter, r *http.Request) error {
 
 // uiSessionSecret finds the token secret of a request that carries the
 // UI's session cookie and no token: ok is false without a cookie; an
-// unknown or ended session, an upgrade, or a cross-origin change is an
-// error.
+// unknown or ended session, an upgrade other than a same-origin
+// WebSocket, or a cross-origin change is an error.
 func (s *Server) uiSessionSecret(r *http.Request) (secret string, ok bool, err error) {
 	c, cerr := r.Cookie(uiCookie)
 	if cerr != nil || c.Value == "" {
 		return "", false, nil
 	}
-	if r.Header.Get("Upgrade") != "" {
-		return "", true, forbidden("%s %s: the web UI's session does not open connections (exec); use drover exec with a token", r.Method, r.URL.Path)
-	}
-	if err := http.NewCrossOriginProtection().Check(r); err != nil {
-		return "", true, forbidden("%s %s with the web UI's session must come from the UI's own page: %v", r.Method, r.URL.Path, err)
+	switch {
+	case isWebSocket(r):
+		// The terminal's WebSocket: a browser always sends Origin with
+		// one, and it must be this server's.
+		if r.Header.Get("Origin") == "" {
+			return "", true, forbidden("%s %s: a WebSocket with the web UI's session must come from the UI's own page, and this one has no Origin", r.Method, r.URL.Path)
+		}
+		if err := checkExecOrigin(r); err != nil {
+			return "", true, err
+		}
+	case r.Header.Get("Upgrade") != "":
+		return "", true, forbidden("%s %s: the web UI's session opens no %s connection; use drover exec with a token", r.Method, r.URL.Path, r.Header.Get("Upgrade"))
+	default:
+		if err := http.NewCrossOriginProtection().Check(r); err != nil {
+			return "", true, forbidden("%s %s with the web UI's session must come from the UI's own page: %v", r.Method, r.URL.Path, err)
+		}
 	}
 	secret, found := s.ui.session(c.Value)
 	if !found {

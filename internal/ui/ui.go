@@ -1,9 +1,13 @@
 // Package ui is drover's web UI: static files embedded in the binary and
-// served at /ui/, no build step (docs/ui.md says why). The page is plain
+// served at /ui/, no framework (docs/ui.md says why). The page is plain
 // HTML and JavaScript modules that read the same /v1 API as the CLI, with
 // the session cookie a login link gives (internal/server's ui_session.go),
-// and stay current by following GET /v1/events.
+// and stay current by following GET /v1/events. Its terminal is xterm.js,
+// vendored from npm into static/vendor by build.sh (committed, so building
+// drover needs no npm; TestVendoredFilesMatchNPM checks the copies).
 package ui
+
+//go:generate bash build.sh
 
 import (
 	"embed"

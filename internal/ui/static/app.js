@@ -4,6 +4,7 @@
 // from elsewhere (docs/ui.md says why).
 import { html } from "./html.js";
 import { api, APIError, enc } from "./api.js";
+import { execPanel, execAfterRender } from "./exec.js";
 
 const main = document.getElementById("main");
 const live = document.getElementById("live");
@@ -337,6 +338,7 @@ const views = {
     const here = (t, ty) => `#/allocs/${a.id}?task=${enc(t)}&type=${ty}`;
     const submit = can(a.namespace, "submit");
     const why = nsReason(a.namespace, "submit");
+    const canExec = can(a.namespace, "exec");
     const live = a.desired_status === "run" && !["complete", "failed", "lost"].includes(st);
     const logs = `/v1/allocations/${enc(a.id)}/logs?task=${enc(task)}&type=${type}`;
     setTimeout(() => startLogs(logs), 0);
@@ -350,9 +352,11 @@ const views = {
           ? action("Stop", { allowed: false, reason: `${a.name} is an instance of system job ${a.job}, which runs on every node that fits: stop the job, or drain the node` })
           : action("Stop", { allowed: submit, reason: why, danger: true, confirm: `Stop ${a.name}? The scheduler places a replacement.`,
             run: async () => { await api(`/v1/allocations/${enc(a.id)}/stop`, { method: "POST" }); return `${a.name}: stop requested; a replacement is placed.`; } })}
+        ${canExec ? html`<button type="button" id="exec-open">Exec</button>` : action("Exec", { allowed: false, reason: nsReason(a.namespace, "exec") })}
       </div>` : ""}
       <div class="filters">${tasks.map((t) => html`<a href="${here(t, type)}"><button type="button" class="${t === task ? "on" : ""}">${t}</button></a>`)}</div>
       <p class="muted" id="task-state">Task ${task}: ${ts.state || "pending"}, ${ts.restarts || 0} restarts${ts.pid ? ", pid " + ts.pid : ""}</p>
+      ${live && canExec ? execPanel(a, tasks, task) : ""}
       <h2>Logs</h2>
       <div class="filters">${["stdout", "stderr"].map((x) => html`<a href="${here(task, x)}"><button type="button" class="${x === type ? "on" : ""}" id="log-${x}">${x}</button></a>`)}</div>
       <div id="log-panel">
@@ -812,11 +816,11 @@ async function render() {
     const same = main.dataset.key === key;
     if (same && out === lastHTML) { actions = building; return; }
     // A job being edited is not redrawn at all; an instance's page is,
-    // around its log panel, which keeps its stream, search and text.
+    // around its log and exec panels, which keep their streams and text.
     if (same && (typing || dialog.open || document.getElementById("job-source"))) return;
-    const panel = same ? document.getElementById("log-panel") : null;
+    const panels = same ? ["log-panel", "exec-panel"].map((p) => document.getElementById(p)).filter(Boolean) : [];
     main.innerHTML = out;
-    if (panel) document.getElementById("log-panel")?.replaceWith(panel);
+    for (const p of panels) document.getElementById(p.id)?.replaceWith(p);
     lastHTML = out;
     actions = building;
     main.dataset.key = key;
@@ -827,6 +831,7 @@ async function render() {
     lastHTML = "";
     actions = new Map();
   } finally {
+    execAfterRender(); // a terminal no longer on the page is closed
     rendering = false;
     if (again) { again = false; setTimeout(render, 0); }
   }
