@@ -95,6 +95,10 @@ func Serve(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) *http.
 	return s
 }
 
+// hpackTableSize bounds each HTTP/2 connection's header compression
+// tables, each way.
+const hpackTableSize = 256
+
 // newServer returns an http.Server for h within lim, and ln bounded to
 // lim.MaxConns connections: serve the one on the other.
 func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*http.Server, net.Listener) {
@@ -122,6 +126,11 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		cfg := lim.TLS.Clone()
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 		s.TLSConfig = cfg // net/http serves HTTP/2 when this offers h2
+		// Each connection keeps HPACK tables of the headers it has seen,
+		// 4 KB each way by default: most of a connection's memory when
+		// 10,000 agents hold one each. An agent's few headers are sent
+		// whole instead, a few hundred bytes a request.
+		s.HTTP2 = &http.HTTP2Config{MaxDecoderHeaderTableSize: hpackTableSize, MaxEncoderHeaderTableSize: hpackTableSize}
 		ln = tls.NewListener(ln, cfg)
 	}
 	return s, ln
