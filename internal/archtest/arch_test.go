@@ -38,7 +38,7 @@ var pureLibs = map[string][]string{
 }
 
 var pureStd = []string{
-	"bytes", "cmp", "container/heap", "encoding/base64", "encoding/json", "errors", "fmt", "maps", "math", "path", "regexp",
+	"bytes", "cmp", "container/heap", "encoding/base64", "encoding/json", "errors", "fmt", "maps", "math", "net/netip", "path", "regexp",
 	"slices", "sort", "strconv", "strings", "text/template", "time", "unicode", "unicode/utf8",
 }
 

@@ -2,7 +2,7 @@ package spec
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
@@ -144,7 +144,7 @@ func validateDockerNames(ps *Problems, path string, c *TaskConfig) {
 		if strings.Contains(e, "${") {
 			continue
 		}
-		if !ok || !validHostname(name) || net.ParseIP(addr) == nil {
+		if !ok || !validHostname(name) || !validIP(addr) {
 			ps.Add(fmt.Sprintf("%s.extra_hosts[%d]", path, i), "extra host %q is not \"name:address\", such as \"db.internal:10.0.0.5\"", e)
 		}
 	}
@@ -170,7 +170,7 @@ func validateResolver(ps *Problems, path, hKey, hostname, sKey string, servers [
 		ps.Add(path+"."+hKey, "hostname %q is not a host name: letters, digits, '-' and '.', at most 63 characters between dots, such as \"web-1\"", hostname)
 	}
 	for i, ip := range servers {
-		if !later(ip) && net.ParseIP(ip) == nil {
+		if !later(ip) && !validIP(ip) {
 			ps.Add(fmt.Sprintf("%s.%s[%d]", path, sKey, i), "dns server %q is not an IP address, such as \"10.0.0.2\"", ip)
 		}
 	}
@@ -184,6 +184,12 @@ func validateResolver(ps *Problems, path, hKey, hostname, sKey string, servers [
 			ps.Add(fmt.Sprintf("%s.%s[%d]", path, oKey, i), "dns option %q is not one resolv.conf option, such as \"ndots:2\"", o)
 		}
 	}
+}
+
+// validIP reports whether s is an IPv4 or IPv6 address.
+func validIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 // validHostname reports whether h is a host or domain name: labels of
