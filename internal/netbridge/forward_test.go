@@ -269,6 +269,7 @@ func TestBridgeForwardPastDropPolicy(t *testing.T) {
 		t.Errorf("FORWARD after two opens = %q, want one rule %q, the first", fwd, jump)
 	}
 	own := iptablesRules(t, ipt, netbridge.ForwardChain(bridge))
+	t.Logf("after two opens:\n%s\n%s", strings.Join(iptablesRules(t, ipt, "FORWARD"), "\n"), strings.Join(own, "\n"))
 	if len(own) != 3 || count(own, "-i "+bridge+" ") != 1 || count(own, "-o "+bridge+" ") != 1 {
 		t.Errorf("chain %s after two opens = %q, want its creation and 2 rules: in from %s, replies out to it", netbridge.ForwardChain(bridge), own, bridge)
 	}
