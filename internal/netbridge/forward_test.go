@@ -397,3 +397,19 @@ func setSysctl(t *testing.T, file, v string) {
 		t.Fatal(err)
 	}
 }
+
+// Without an iptables command, bridge mode is still available and
+// ForwardError says why the forward rules are missing.
+func TestBridgeWithoutIPTables(t *testing.T) {
+	if inOwnNetns(t) {
+		return
+	}
+	t.Setenv("PATH", t.TempDir())
+	m := open(t, "drvtest6", "10.213.6.0/24")
+	if err := m.ForwardError(); err == nil || !strings.Contains(err.Error(), "iptables") {
+		t.Errorf("ForwardError with no iptables on PATH = %v, want one naming iptables", err)
+	}
+	if got := m.Modes(); len(got) != 2 || got[0] != netbridge.ModeBridge {
+		t.Errorf("modes without iptables = %v, want bridge and none", got)
+	}
+}
