@@ -27,6 +27,8 @@ func (a *Agent) openNetwork() {
 	}
 	if err := m.BridgeError(); err != nil {
 		a.log.Info("network mode bridge not available on this node; groups in it are placed elsewhere", "why", err)
+	} else if err := m.ForwardError(); err != nil {
+		a.log.Warn("no iptables forward rules for the bridge: where the host firewall's FORWARD policy drops (Docker sets it so), bridge-mode instances reach nothing beyond this node, nor host ports through its addresses", "bridge", cfg.Bridge, "why", err)
 	}
 	a.net = m
 }

@@ -58,9 +58,9 @@ var clockAndChance = map[string][]string{
 // evidence drover does not produce, and writes keys of its own there as a
 // shared etcd's other users do. HCL has four: job files, ACL policies and
 // the daemons' config files (flagfile) are written in it, and inputlimit
-// lexes them before they are parsed. Network namespaces, links and
-// nftables rules belong to netbridge (the exec driver joins a namespace
-// with setns alone).
+// lexes them before they are parsed. Network namespaces, links,
+// nftables and iptables rules belong to netbridge (the exec driver joins
+// a namespace with setns alone).
 var owners = map[string][]string{
 	"go.etcd.io/":                       {"internal/registry", "internal/chaos"},
 	"github.com/moby/moby/":             {"internal/driver/dockerdriver", "internal/dockertest"},
@@ -70,6 +70,7 @@ var owners = map[string][]string{
 	"github.com/opencontainers/cgroups": {"internal/driver/execdriver"},
 	"github.com/vishvananda/":           {"internal/netbridge"},
 	"github.com/google/nftables":        {"internal/netbridge"},
+	"github.com/coreos/go-iptables":     {"internal/netbridge"},
 }
 
 // apart: a package and the imports it must not have. The leader's loop

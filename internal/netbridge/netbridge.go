@@ -3,16 +3,18 @@
 // "none") or with a veth pair to a Linux bridge on the node, an address
 // from the bridge's subnet, a default route through the bridge, and the
 // allocation's host ports forwarded to its address by nftables DNAT rules
-// (mode "bridge"). It is the one package that talks netlink and nftables
-// (vishvananda/netlink and netns, google/nftables); the agent calls it and
-// the exec driver joins the namespaces it makes.
+// (mode "bridge"). It is the one package that talks netlink, nftables and
+// iptables (vishvananda/netlink and netns, google/nftables,
+// coreos/go-iptables); the agent calls it and the exec driver joins the
+// namespaces it makes.
 //
 // Everything it makes is named after the bridge and the node (Owner), so
 // that what one agent made is found again by the next (a restart) and
 // never confused with what another agent made, on the same bridge or
 // another: namespace /run/netns/<bridge>-<owner>-<alloc ID>, host-side
 // veth "dv" + the first 12 hex digits of the alloc ID, nftables table
-// "drover_<bridge>", each DNAT rule tagged with its namespace's name.
+// "drover_<bridge>", each DNAT rule tagged with its namespace's name,
+// iptables chain DROVER-FWD-<bridge> (forward.go).
 package netbridge
 
 import (
@@ -86,6 +88,9 @@ type Manager struct {
 	// bridgeErr says why mode bridge is not available (nil: it is); mode
 	// none needs only namespaces, which Open checked.
 	bridgeErr error
+	// forwardErr says why the iptables forward rules (ensureForward) are
+	// not there (nil: they are).
+	forwardErr error
 
 	mu   sync.Mutex
 	used map[netip.Addr]string // address -> alloc ID
@@ -121,6 +126,8 @@ func Open(cfg Config) (*Manager, error) {
 		m.bridgeErr = fmt.Errorf("bridge %s: %w", cfg.Bridge, err)
 	} else if err := m.ensureTable(); err != nil {
 		m.bridgeErr = fmt.Errorf("nftables: %w", err)
+	} else if err := m.ensureForward(); err != nil {
+		m.forwardErr = err
 	}
 	m.recover()
 	return m, nil
@@ -136,6 +143,13 @@ func (m *Manager) Modes() []string {
 
 // BridgeError says why mode bridge is not available, nil when it is.
 func (m *Manager) BridgeError() error { return m.bridgeErr }
+
+// ForwardError says why the bridge's iptables forward rules could not be
+// made (iptables is missing, for one), nil when they were or when mode
+// bridge is not available. Without them, where the host firewall's
+// FORWARD policy drops (Docker sets it so), allocs reach nothing beyond
+// the node, nor each other's host ports through the node's addresses.
+func (m *Manager) ForwardError() error { return m.forwardErr }
 
 // Config is the manager's configuration.
 func (m *Manager) Config() Config { return m.cfg }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -40,13 +41,8 @@ func open(t *testing.T, name, subnet string) *netbridge.Manager {
 		t.Skipf("bridge mode not available here: %v", err)
 	}
 	t.Cleanup(func() {
-		if l, err := netlink.LinkByName(name); err == nil {
-			netlink.LinkDel(l)
-		}
-		c, err := nftables.New()
-		if err == nil {
-			c.DelTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: netbridge.TableName(name)})
-			c.Flush()
+		if err := netbridge.Remove(name); err != nil {
+			t.Errorf("remove bridge %s: %v", name, err)
 		}
 	})
 	return m
@@ -78,7 +74,7 @@ func serveIn(t *testing.T, path string, port int) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "inside %s", r.Host)
+		fmt.Fprintf(w, "inside %s %s", filepath.Base(path), r.Host)
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

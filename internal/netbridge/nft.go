@@ -16,16 +16,36 @@ import (
 //
 //	prerouting  (nat, dstnat)  DNAT of the allocs' host ports, from other machines and namespaces
 //	output      (nat, dstnat)  the same for connections the node itself opens (curl 127.0.0.1:PORT)
-//	postrouting (nat, srcnat)  masquerade: the node's loopback DNATed to an alloc, and allocs going out
+//	postrouting (nat, srcnat)  masquerade: the node's loopback DNATed to an alloc, allocs going out,
+//	                           and hairpin (an alloc's connection DNATed back into the bridge)
 //
 // The DNAT rules carry their alloc's namespace name as user data; the
 // postrouting rules are the bridge's, made anew by each agent that opens
-// it.
+// it, and carry the names below (Masquerade*) as user data.
 const (
 	chainPrerouting  = "prerouting"
 	chainOutput      = "output"
 	chainPostrouting = "postrouting"
 )
+
+// The user data of the postrouting chain's masquerade rules.
+const (
+	// MasqueradeLoopback: the node's loopback DNATed to an alloc; the
+	// alloc must not answer 127.0.0.1, its own loopback.
+	MasqueradeLoopback = "masquerade loopback"
+	// MasqueradeOut: allocs reaching beyond the bridge's subnet go out as
+	// the node.
+	MasqueradeOut = "masquerade out"
+	// MasqueradeHairpin: an alloc reaching a host port through one of the
+	// node's addresses, DNATed back into the bridge it came from; the
+	// other alloc must answer through the node, which undoes the DNAT, not
+	// straight across the bridge.
+	MasqueradeHairpin = "masquerade hairpin"
+)
+
+// ipsDstNAT is the conntrack status bit of a connection whose
+// destination was NATed (IPS_DST_NAT, linux/netfilter/nf_conntrack_common.h).
+const ipsDstNAT = 1 << 5
 
 func (m *Manager) table() *nftables.Table {
 	return &nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName(m.cfg.Bridge)}
@@ -57,19 +77,28 @@ func (m *Manager) ensureTable() error {
 	c.FlushChain(post)
 	bridge := ifname(m.cfg.Bridge)
 	lo := netip.MustParsePrefix("127.0.0.0/8")
-	// The node's loopback DNATed to an alloc: the alloc must not answer
-	// 127.0.0.1, its own loopback.
-	c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: slices.Concat(
+	c.AddRule(&nftables.Rule{Table: t, Chain: post, UserData: []byte(MasqueradeLoopback), Exprs: slices.Concat(
 		[]expr.Any{&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: bridge}},
 		inPrefix(12, lo, true),
 		[]expr.Any{&expr.Masq{}},
 	)})
-	// Allocs reaching beyond the bridge's subnet go out as the node.
-	c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: slices.Concat(
+	c.AddRule(&nftables.Rule{Table: t, Chain: post, UserData: []byte(MasqueradeOut), Exprs: slices.Concat(
 		inPrefix(12, m.cfg.Subnet, true),
 		inPrefix(16, m.cfg.Subnet, false),
 		[]expr.Any{&expr.Masq{}},
 	)})
+	// iifname bridge oifname bridge ct status dnat masquerade
+	c.AddRule(&nftables.Rule{Table: t, Chain: post, UserData: []byte(MasqueradeHairpin), Exprs: []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: bridge},
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: bridge},
+		&expr.Ct{Key: expr.CtKeySTATUS, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Masq{},
+	}})
 	return c.Flush()
 }
 

@@ -1,0 +1,136 @@
+package netbridge
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/coreos/go-iptables/iptables"
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+)
+
+// Traffic the node forwards for the allocs (out of the node, or hairpin:
+// back into the bridge) passes the forward hook of every firewall on the
+// node, and an accept in drover's nftables table does not outvote a drop
+// in another: Docker sets the policy of iptables' filter FORWARD chain to
+// DROP. So, as Nomad's CNI firewall plugin does, each bridge has an
+// iptables chain of its own in table filter, jumped to from the top of
+// FORWARD, that accepts what comes in from the bridge and what answers
+// it. The chain is made when the bridge is, by the library
+// github.com/coreos/go-iptables (which runs the machine's iptables: on
+// Debian its nf_tables backend).
+const (
+	filterTable   = "filter"
+	forwardHook   = "FORWARD"
+	iptablesWaitS = 10 // seconds iptables waits for the xtables lock
+)
+
+// ForwardChain is the iptables chain (table filter) of a bridge's
+// forward rules. Chain names have at most 28 bytes; bridges 15.
+func ForwardChain(bridge string) string { return "DROVER-FWD-" + bridge }
+
+// forwardRules are the rules of the bridge's chain, in order.
+func forwardRules(bridge string) [][]string {
+	return [][]string{
+		{"-i", bridge, "-m", "comment", "--comment", "drover: from bridge " + bridge, "-j", "ACCEPT"},
+		{"-o", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-m", "comment", "--comment", "drover: replies to bridge " + bridge, "-j", "ACCEPT"},
+	}
+}
+
+// forwardJump is the rule of FORWARD that jumps to the bridge's chain.
+func forwardJump(bridge string) []string {
+	return []string{"-m", "comment", "--comment", "drover: bridge " + bridge, "-j", ForwardChain(bridge)}
+}
+
+func newIPTables() (*iptables.IPTables, error) {
+	ipt, err := iptables.New(iptables.Timeout(iptablesWaitS))
+	if err != nil {
+		return nil, fmt.Errorf("iptables: %w", err)
+	}
+	return ipt, nil
+}
+
+// ensureForward makes the bridge's chain and the jump to it, or finds
+// them (an earlier agent, or another on the same bridge, made them):
+// each rule is added only when it is missing.
+func (m *Manager) ensureForward() error {
+	ipt, err := newIPTables()
+	if err != nil {
+		return err
+	}
+	chain := ForwardChain(m.cfg.Bridge)
+	if err := ensureChain(ipt, chain); err != nil {
+		return err
+	}
+	for _, r := range forwardRules(m.cfg.Bridge) {
+		if err := ipt.AppendUnique(filterTable, chain, r...); err != nil {
+			return fmt.Errorf("iptables: add to chain %s: %w", chain, err)
+		}
+	}
+	if err := ipt.InsertUnique(filterTable, forwardHook, 1, forwardJump(m.cfg.Bridge)...); err != nil {
+		return fmt.Errorf("iptables: jump from %s to %s: %w", forwardHook, chain, err)
+	}
+	return nil
+}
+
+// ensureChain makes chain in table filter unless it exists. Another
+// agent making it meanwhile is no error.
+func ensureChain(ipt *iptables.IPTables, chain string) error {
+	ok, err := ipt.ChainExists(filterTable, chain)
+	if err != nil {
+		return fmt.Errorf("iptables: list chains of table %s: %w", filterTable, err)
+	}
+	if ok {
+		return nil
+	}
+	if err := ipt.NewChain(filterTable, chain); err != nil {
+		if ok, _ := ipt.ChainExists(filterTable, chain); ok {
+			return nil
+		}
+		return fmt.Errorf("iptables: make chain %s: %w", chain, err)
+	}
+	return nil
+}
+
+// Remove deletes what Open makes for a bridge and leaves in place when
+// the agent stops: the bridge, its nftables table, its iptables chain
+// and the jump to it. Call it once no agent uses the bridge and every
+// alloc on it is torn down. What is already gone is no error.
+func Remove(bridge string) error {
+	var errs []error
+	if l, err := netlink.LinkByName(bridge); err == nil {
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete bridge %s: %w", bridge, err))
+		}
+	}
+	if c, err := nftables.New(); err != nil {
+		errs = append(errs, fmt.Errorf("nftables: %w", err))
+	} else {
+		t := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName(bridge)}
+		if tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4); err != nil {
+			errs = append(errs, fmt.Errorf("nftables: list tables: %w", err))
+		} else {
+			for _, have := range tables {
+				if have.Name == t.Name {
+					c.DelTable(t)
+					if err := c.Flush(); err != nil {
+						errs = append(errs, fmt.Errorf("nftables: delete table %s: %w", t.Name, err))
+					}
+				}
+			}
+		}
+	}
+	if ipt, err := newIPTables(); err == nil {
+		// No chain, no jump: iptables refuses a jump to a missing chain.
+		if ok, err := ipt.ChainExists(filterTable, ForwardChain(bridge)); err != nil || !ok {
+			return errors.Join(append(errs, err)...)
+		}
+		if err := ipt.DeleteIfExists(filterTable, forwardHook, forwardJump(bridge)...); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: delete the jump to %s: %w", ForwardChain(bridge), err))
+		}
+		if err := ipt.ClearAndDeleteChain(filterTable, ForwardChain(bridge)); err != nil {
+			errs = append(errs, fmt.Errorf("iptables: delete chain %s: %w", ForwardChain(bridge), err))
+		}
+	}
+	return errors.Join(errs...)
+}
