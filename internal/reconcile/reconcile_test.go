@@ -484,6 +484,7 @@ func TestTasksEqualCoversEveryField(t *testing.T) {
 		"DNSSearchDomains": func(t *spec.Task) { t.Config.DNSSearchDomains = []string{"svc"} },
 		"DNSOptions":       func(t *spec.Task) { t.Config.DNSOptions = []string{"ndots:2"} },
 		"ExtraHosts":       func(t *spec.Task) { t.Config.ExtraHosts = []string{"db:10.0.0.5"} },
+		"Init":             func(t *spec.Task) { t.Config.Init = true },
 		"ReadonlyRootfs":   func(t *spec.Task) { t.Config.ReadonlyRootfs = true },
 		"ShmSize":          func(t *spec.Task) { t.Config.ShmSize = 1 << 20 },
 		"VolumeMounts":     func(t *spec.Task) { t.VolumeMounts = []*spec.VolumeMount{{Volume: "d", Destination: "/data"}} },

@@ -137,6 +137,7 @@ func configEqual(a, b spec.TaskConfig) bool {
 		slices.Equal(a.DNSSearchDomains, b.DNSSearchDomains) &&
 		slices.Equal(a.DNSOptions, b.DNSOptions) &&
 		slices.Equal(a.ExtraHosts, b.ExtraHosts) &&
+		a.Init == b.Init &&
 		a.ReadonlyRootfs == b.ReadonlyRootfs &&
 		a.ShmSize == b.ShmSize
 }

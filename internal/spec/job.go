@@ -314,8 +314,11 @@ type TaskConfig struct {
 	DNSSearchDomains []string `json:"dns_search_domains,omitempty"`
 	DNSOptions       []string `json:"dns_options,omitempty"`
 	ExtraHosts       []string `json:"extra_hosts,omitempty"`
-	// ReadonlyRootfs mounts the image's file system read-only; ShmSize is
-	// the size of /dev/shm in bytes (docker's 64 MB when 0).
+	// Init runs docker's init (the daemon's docker-init) as the
+	// container's first process: it reaps the task's orphans and passes
+	// signals on. ReadonlyRootfs mounts the image's file system read-only;
+	// ShmSize is the size of /dev/shm in bytes (docker's 64 MB when 0).
+	Init           bool  `json:"init,omitempty"`
 	ReadonlyRootfs bool  `json:"readonly_rootfs,omitempty"`
 	ShmSize        int64 `json:"shm_size,omitempty"`
 }

@@ -12,7 +12,7 @@ const DriverDocker = "docker"
 // dockerConfigKeys are the config keys only the docker driver reads.
 var dockerConfigKeys = []string{"image", "entrypoint", "ports", "labels", "privileged", "network_mode", "pid_mode", "volumes",
 	"port_map", "mounts", "mount", "cap_add", "cap_drop", "ulimit", "sysctl", "force_pull", "image_pull_timeout",
-	"hostname", "dns_servers", "dns_search_domains", "dns_options", "extra_hosts", "readonly_rootfs", "shm_size"}
+	"hostname", "dns_servers", "dns_search_domains", "dns_options", "extra_hosts", "init", "readonly_rootfs", "shm_size"}
 
 // ConfigKeyRefusal says why driver does not take the config key, with what
 // to do instead, or "" when it does. Drivers this build does not know take
@@ -62,6 +62,7 @@ func (c *TaskConfig) setKeys() []string {
 	add("dns_search_domains", len(c.DNSSearchDomains) > 0)
 	add("dns_options", len(c.DNSOptions) > 0)
 	add("extra_hosts", len(c.ExtraHosts) > 0)
+	add("init", c.Init)
 	add("readonly_rootfs", c.ReadonlyRootfs)
 	add("shm_size", c.ShmSize != 0)
 	add("prestart", len(c.Prestart) > 0)

@@ -179,6 +179,9 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		ReadonlyRootfs: cfg.ReadonlyRootfs,
 		ShmSize:        cfg.ShmSize,
 	}
+	if cfg.Init {
+		hcfg.Init = &cfg.Init
+	}
 	hcfg.Ulimits = ulimits
 	hcfg.Memory = int64(t.Resources.MemoryLimitMB()) << 20
 	if t.Resources.MemoryMaxMB > t.Resources.MemoryMB {

@@ -211,8 +211,8 @@ func TestNomadDockerPulls(t *testing.T) {
 }
 
 // TestNomadDockerNamesAndResolver: hostname, dns_servers,
-// dns_search_domains, dns_options, extra_hosts, readonly_rootfs and
-// shm_size are what the container's own files say.
+// dns_search_domains, dns_options, extra_hosts, readonly_rootfs,
+// shm_size and init are what the container's own files say.
 func TestNomadDockerNamesAndResolver(t *testing.T) {
 	e := setup(t)
 	task := e.task("-report", "-exit", "0", "-dirs", "/",
@@ -235,8 +235,15 @@ func TestNomadDockerNamesAndResolver(t *testing.T) {
 		t.Errorf("readonly_rootfs: the image's file system was writable:\n%s", out)
 	}
 	// And without them, the container's own defaults.
-	plain := e.report(e.d, e.task("-report", "-exit", "0", "-dirs", "/", "-files", "/etc/hostname,/proc/mounts"))
-	if strings.Contains(plain, "web-7") || strings.Contains(plain, "size=32768k") || !strings.Contains(plain, "dir /: ok") {
+	plain := e.report(e.d, e.task("-report", "-exit", "0", "-dirs", "/", "-files", "/etc/hostname,/proc/mounts,/proc/1/cmdline"))
+	if strings.Contains(plain, "web-7") || strings.Contains(plain, "size=32768k") || !strings.Contains(plain, "dir /: ok") || strings.Contains(plain, "docker-init") {
 		t.Errorf("a container without the keys:\n%s", plain)
+	}
+	// init: docker's init is the container's first process, the task
+	// its child.
+	withInit := e.task("-report", "-exit", "0", "-files", "/proc/1/cmdline")
+	withInit.Config.Init = true
+	if out := e.report(e.d, withInit); !strings.Contains(out, "docker-init") {
+		t.Errorf("init = true: the first process is not docker's init:\n%s", out)
 	}
 }
