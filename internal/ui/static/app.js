@@ -125,6 +125,8 @@ main.addEventListener("click", (ev) => {
   if (l) { ev.preventDefault(); goToLine(Number(l.dataset.line)); }
 });
 main.addEventListener("input", (ev) => {
+  const keep = ev.target.closest("[data-keep]");
+  if (keep) keep.dataset.dirty = "1";
   if (ev.target.id === "log-search") showLogs();
   if (ev.target.id === "job-source" && planned && ev.target.value !== planned.source) {
     planned = null;
@@ -139,19 +141,25 @@ main.addEventListener("change", (ev) => {
   else if (logAbort) logAbort.abort();
 });
 document.getElementById("confirm-cancel").addEventListener("click", () => { pending = null; dialog.close(); });
+// Escape closes the dialog (the browser's own for a modal <dialog>): nothing is done.
+dialog.addEventListener("cancel", () => { pending = null; });
 document.getElementById("confirm-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const a = pending;
   pending = null;
   dialog.close();
   if (!a) return;
+  let done = false;
   try {
     say(await a.run(), false);
+    done = true;
   } catch (e) {
     say(e.message, true);
   }
-  // What was typed for the action is used: the page may redraw now.
+  // What was typed for the action is used: the page may redraw now (a
+  // form whose action failed keeps what was typed in it).
   if (document.activeElement && main.contains(document.activeElement)) document.activeElement.blur();
+  if (done) document.querySelectorAll("[data-keep][data-dirty]").forEach((f) => delete f.dataset.dirty);
   render();
 });
 
@@ -311,7 +319,10 @@ const views = {
           : action("Make ineligible", { allowed: write, reason: why, confirm: `Take ${n.name} out of scheduling? What runs there keeps running.`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: false } }); return `${n.name} is ineligible.`; } })}
       </div>
+      ${draining ? "" : html`<p class="muted" id="drain-note">A drain moves the node's service instances elsewhere; batch instances finish where they are;
+        system jobs' instances stop once nothing else is left (drover has no option to leave them running). With a deadline, whatever is left then is stopped.</p>`}
       <p>${link(`#/whatif?node=${enc(n.id)}`, `What if ${n.name} were lost or drained`)}</p>
+      ${usageSection(n)}
       <h2>Resources</h2>
       ${table(["", "Allocated", "Used", "Total"], [
         [td("CPU MHz"), td(a.cpu, "num"), td(u.cpu, "num"), td(html`${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num")],
@@ -368,6 +379,8 @@ const views = {
   },
 
   run() { return jobEditor(""); },
+
+  acl(_, __, params) { return aclPage(params); },
 
   whatif(_, __, params) { return whatIf(params.getAll("node")); },
 
@@ -777,6 +790,170 @@ async function runPlanned() {
   return r.changed ? `Job ${r.job.name} submitted: version ${r.job.version}.` : `Job ${r.job.name} is unchanged: version ${r.job.version}.`;
 }
 
+// ---- ACL tokens and policies: management tokens only ----
+
+// newToken is the token this page has just created, secret and all: shown
+// once, on the ACL page, until the user goes to another page. No list
+// ever holds a secret (GET /v1/acl/tokens leaves them out).
+let newToken = null;
+
+async function aclPage(params) {
+  const title = html`<h1>ACL <small>tokens and policies</small></h1>`;
+  if (!me.acl) return html`${title}<p class="why" id="acl-denied">ACLs are off on this server (it was started with --acl=false): every request is allowed and tokens mean nothing.</p>`;
+  if (!me.management) {
+    return html`${title}<p class="why" id="acl-denied">token "${me.token}" is a ${me.token_type || "client"} token: only a management token may list, create
+      or delete tokens and policies (<code>drover acl token create --type management</code> makes one).</p>`;
+  }
+  const [tokens, policies] = await Promise.all([api("/v1/acl/tokens"), api("/v1/acl/policies")]);
+  tokens.sort((a, b) => a.name.localeCompare(b.name) || a.accessor_id.localeCompare(b.accessor_id));
+  policies.sort((a, b) => a.name.localeCompare(b.name));
+  const editing = policies.find((p) => p.name === params.get("policy"));
+  const shown = newToken && newToken.hash === location.hash ? newToken.token : null;
+  return html`${title}
+    ${shown ? html`<div class="secret" id="new-token"><p>The secret of token <b>${shown.name}</b>, shown this once (the server never shows it again):</p>
+      <pre class="code" id="new-token-secret">${shown.secret_id}</pre><p class="muted">Accessor <span class="id">${shown.accessor_id}</span>.
+      Use it as <code>DROVER_TOKEN</code>, or log a browser in with <code>drover ui</code>.</p></div>` : ""}
+    <h2>Tokens <small class="muted">${tokens.length}</small></h2>
+    ${table(["Name", "Accessor", "Type", "Policies", "Created", ""], tokens.map((t) => [td(t.name), td(html`<span class="id">${t.accessor_id}</span>`),
+      td(t.type), td((t.policies || []).join(", ") || "-"), td(when(t.create_time)),
+      td(action("Delete", { danger: true, confirm: `Delete token "${t.name}" (accessor ${short(t.accessor_id)})? Whoever uses it is refused from then on${t.name === me.token ? ", this browser too if it is logged in with it" : ""}.`,
+        run: async () => { await api(`/v1/acl/tokens/${enc(t.accessor_id)}`, { method: "DELETE" }); return `Token "${t.name}" deleted.`; } }))]),
+      "No tokens.", "", "token-table")}
+    <form class="aclform" id="token-form" data-keep>
+      <h3>Create a token</h3>
+      <label>name <input id="token-name" placeholder="whose it is" size="24" maxlength="128"></label>
+      <label>type <select id="token-type"><option value="client">client (its policies)</option><option value="management">management (everything)</option></select></label>
+      <fieldset><legend>policies (client tokens)</legend>${policies.length
+        ? policies.map((p) => html`<label><input type="checkbox" data-token-policy="${p.name}"> ${p.name}</label> `)
+        : html`<span class="muted">none yet: apply one below first</span>`}</fieldset>
+      ${action("Create token", { confirm: tokenQuestion, run: createToken })}
+    </form>
+    <h2>Policies <small class="muted">${policies.length}</small></h2>
+    ${table(["Name", "Description", "Rules", ""], policies.map((p) => [td(p.name), td(p.description || ""), td(html`<pre class="rules">${p.rules}</pre>`),
+      td(html`${link(`#/acl?policy=${enc(p.name)}`, "Edit")}
+        ${action("Delete", { danger: true, confirm: `Delete policy "${p.name}"? Tokens that hold it lose what it grants at once.`,
+          run: async () => { await api(`/v1/acl/policies/${enc(p.name)}`, { method: "DELETE" }); return `Policy "${p.name}" deleted.`; } })}`)]),
+      "No policies: a client token needs one.", "", "policy-table")}
+    <form class="aclform" id="policy-form" data-keep>
+      <h3>${editing ? `Edit policy ${editing.name}` : "Apply a policy"}</h3>
+      <label>name <input id="policy-name" value="${editing?.name || ""}" placeholder="e.g. readonly" size="24"></label>
+      <label>description <input id="policy-description" value="${editing?.description || ""}" size="40"></label>
+      <textarea id="policy-rules" class="source" rows="8" spellcheck="false" aria-label="the policy's rules (HCL)"
+        placeholder='namespace "default" { capabilities = ["read"] }'>${editing?.rules || ""}</textarea>
+      ${action("Apply policy", { confirm: policyQuestion, run: applyPolicy })}
+      <p class="muted">Rules as <code>drover acl policy apply</code> takes them: <code>namespace "NAME" { capabilities = [...] }</code>, <code>node { capabilities = [...] }</code>.</p>
+    </form>`;
+}
+
+const aclValue = (id) => (document.getElementById(id)?.value || "").trim();
+const tokenPolicies = () => [...document.querySelectorAll("input[data-token-policy]:checked")].map((i) => i.dataset.tokenPolicy);
+
+function tokenQuestion() {
+  const type = aclValue("token-type"), ps = tokenPolicies();
+  return `Create ${type} token "${aclValue("token-name")}"${type === "client" ? ` with ${ps.length ? "policies " + ps.join(", ") : "no policy (the server refuses that)"}` : ", which may do everything"}?`;
+}
+
+async function createToken() {
+  const type = aclValue("token-type");
+  const body = { name: aclValue("token-name"), type };
+  if (type === "client") body.policies = tokenPolicies();
+  const t = await api("/v1/acl/tokens", { method: "POST", body });
+  newToken = { hash: location.hash, token: t };
+  return `Token "${t.name}" created: copy its secret below now; it is not shown again.`;
+}
+
+function policyQuestion() {
+  const name = aclValue("policy-name");
+  return `Apply policy "${name}"? If it exists its rules are replaced, and every token holding it gets the new rules at once.`;
+}
+
+async function applyPolicy() {
+  const name = aclValue("policy-name");
+  if (!name) throw new Error("give the policy a name (the name field above its rules)");
+  const p = await api(`/v1/acl/policies/${enc(name)}`, { method: "PUT",
+    body: { rules: document.getElementById("policy-rules")?.value || "", description: aclValue("policy-description") } });
+  return `Policy "${p.name}" applied.`;
+}
+
+// ---- a node's usage over the last minutes ----
+
+// The server keeps only each node's latest usage report, no history: the
+// node page asks GET /v1/nodes/{id}/usage (its agent's sample) every
+// usageEvery while it is open, and keeps the last usageKeep samples of each
+// node for as long as the browser tab lives.
+const usageEvery = 10000, usageKeep = 30; // 5 minutes
+const usageSamples = new Map(); // node ID -> [{t, cpu, memory}], oldest first
+let usageTimer = null, usageNodeID = "", usageTotals = null;
+
+function addUsage(id, u) {
+  if (!u?.time || !u.tasks) return;
+  const t = Date.parse(u.time);
+  const list = usageSamples.get(id) || [];
+  if (list.length && list[list.length - 1].t >= t) return;
+  list.push({ t, cpu: u.tasks.cpu, memory: u.tasks.memory });
+  while (list.length > usageKeep) list.shift();
+  usageSamples.set(id, list);
+}
+
+async function sampleUsage() {
+  const { view, args } = route();
+  if (view !== "node" || !usageNodeID || (args[0] !== usageNodeID && !usageNodeID.startsWith(args[0]))) {
+    clearInterval(usageTimer);
+    usageTimer = null;
+    return;
+  }
+  const id = usageNodeID;
+  try {
+    addUsage(id, await api(`/v1/nodes/${enc(id)}/usage`, { signal: AbortSignal.timeout(8000) }));
+  } catch (e) {
+    const el = document.getElementById("usage-error");
+    if (el) el.textContent = `The last sample failed: ${e.message}`;
+    return;
+  }
+  const el = document.getElementById("usage");
+  if (el && usageTotals) el.outerHTML = String(usageBlock(id, usageTotals));
+}
+
+// usageSection draws the node's charts and keeps sampling while the page
+// shows this node.
+function usageSection(n) {
+  addUsage(n.id, n.usage);
+  usageTotals = n.resources;
+  if (usageNodeID !== n.id || !usageTimer) {
+    usageNodeID = n.id;
+    clearInterval(usageTimer);
+    usageTimer = setInterval(sampleUsage, usageEvery);
+    setTimeout(sampleUsage, 0);
+  }
+  return usageBlock(n.id, n.resources);
+}
+
+function usageBlock(id, res) {
+  const samples = usageSamples.get(id) || [];
+  const W = 300, H = 60, span = usageEvery * usageKeep, now = Date.now();
+  // Each chart's top is a little above its highest sample (a node's
+  // tasks often use a sliver of it: on the node's total the line would
+  // lie flat on the floor); the caption says the node's total.
+  const chart = (key, total, unit, label) => {
+    const top = Math.max(1, Math.ceil(1.25 * Math.max(0, ...samples.map((s) => s[key]))));
+    const x = (t) => Math.max(0, W - ((now - t) / span) * W).toFixed(1);
+    const y = (v) => (H - Math.min(1, v / top) * H).toFixed(1);
+    const pts = samples.map((s) => `${x(s.t)},${y(s[key])}`);
+    const last = samples[samples.length - 1];
+    return html`<figure class="usage-chart" id="usage-${key}" data-samples="${JSON.stringify(samples.map((s) => [s.t, s[key]]))}">
+      <figcaption>${label}: ${last ? `${last[key]} ${unit} now, of ${total}` : "no sample yet"}</figcaption>
+      <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${label} used over the last 5 minutes, 0 to ${top} ${unit}">
+        ${pts.length ? html`<polygon points="${x(samples[0].t)},${H} ${pts.join(" ")} ${x(last.t)},${H}"></polygon>
+        <polyline points="${pts.length === 1 ? `${Math.max(0, Number(x(last.t)) - 3)},${y(last[key])} ` : ""}${pts.join(" ")}"></polyline>` : ""}</svg>
+      <span class="muted axis">5 min ago</span><span class="muted axis right">now · top of the chart ${top} ${unit}</span></figure>`;
+  };
+  return html`<section id="usage"><h2>Usage <small class="muted">the last 5 minutes</small></h2>
+    <p class="muted">What the node's tasks use, as its agent samples it: one sample every ${usageEvery / 1000} s while this page is open
+      (the server keeps only the latest), up to the last 5 minutes. ${plural(samples.length, "sample")} so far.</p>
+    <div class="usage">${chart("cpu", res.cpu, "MHz", "CPU")}${chart("memory", res.memory, "MB", "Memory")}</div>
+    <p class="error" id="usage-error"></p></section>`;
+}
+
 // ---- routing and rendering ----
 
 // route reads #/VIEW/ARG/SUB?QUERY.
@@ -813,7 +990,7 @@ async function render() {
     if (same && out === lastHTML) { actions = building; return; }
     // A job being edited is not redrawn at all; an instance's page is,
     // around its log panel, which keeps its stream, search and text.
-    if (same && (typing || dialog.open || document.getElementById("job-source"))) return;
+    if (same && (typing || dialog.open || document.getElementById("job-source") || document.querySelector("[data-keep][data-dirty]"))) return;
     const panel = same ? document.getElementById("log-panel") : null;
     main.innerHTML = out;
     if (panel) document.getElementById("log-panel")?.replaceWith(panel);
@@ -944,6 +1121,21 @@ searchBox.addEventListener("input", () => {
   }, 250);
 });
 
+// Keyboard: "/" goes to the search box from anywhere but a field being
+// typed in; Escape there leaves it. Every action is a button or a link,
+// so Tab reaches it and Enter triggers it.
+document.addEventListener("keydown", (ev) => {
+  const t = ev.target;
+  const field = t instanceof HTMLElement && (["INPUT", "SELECT", "TEXTAREA"].includes(t.tagName) || t.isContentEditable);
+  if (ev.key === "/" && !field && !dialog.open && !ev.ctrlKey && !ev.metaKey && !ev.altKey && me) {
+    ev.preventDefault();
+    searchBox.focus();
+    searchBox.select();
+  } else if (ev.key === "Escape" && t === searchBox) {
+    searchBox.blur();
+  }
+});
+
 nsSelect.addEventListener("change", () => {
   ns = nsSelect.value;
   localStorage.setItem("drover-namespace", ns);
@@ -962,6 +1154,7 @@ window.addEventListener("hashchange", () => {
   if (location.hash.startsWith("#login=")) { start(); return; }
   if (logAbort && route().view !== "allocs") logAbort.abort();
   if (location.hash !== flashHash) say("", false);
+  if (newToken && location.hash !== newToken.hash) newToken = null;
   render();
 });
 
