@@ -170,8 +170,9 @@ func devLoginLinkFresh(t *testing.T, d *devProc) string {
 // Escape closing a dialog with nothing done, "/" reaching the search box;
 // at a phone's 390 px every page is as wide as the screen (tables scroll
 // in their own box); the system's dark mode changes the page's colours;
-// and a node's usage chart holds samples that its agent gave
-// (GET /v1/nodes/{id}/usage read beside it).
+// a node's usage chart holds samples that its agent gave
+// (GET /v1/nodes/{id}/usage read beside it); and the node's drain form
+// sets the deadline and ignore_system_jobs the API then shows.
 func TestWebUIKeyboardPhoneDarkUsage(t *testing.T) {
 	dir := t.TempDir()
 	d := startDev(t, dir, "../../examples/hello.hcl")
@@ -292,6 +293,24 @@ func TestWebUIKeyboardPhoneDarkUsage(t *testing.T) {
 		t.Errorf("the chart's last memory sample is %v MB; the API says %d MB now", last[1], u.Tasks.MemoryMB)
 	}
 	b.screenshot("ui-node-usage")
+
+	// The drain form's options: a deadline, and system jobs left running.
+	b.step("drain options", chromedp.WaitVisible(`#drain-deadline`), typeInto(`#drain-deadline`, "30m"), clickJS(`#drain-ignore-system`))
+	b.act("Drain", "leaving its system jobs' instances running")
+	eventually(t, "the node draining for 30m, system jobs left", func() (bool, string) {
+		n, err := c.Node(ctx, node.ID)
+		if err != nil || n.Drain == nil {
+			return false, fmt.Sprint(err)
+		}
+		d := n.Drain.Deadline.Sub(n.Drain.StartedAt)
+		return d == 30*time.Minute && n.Drain.IgnoreSystemJobs, fmt.Sprintf("%+v", n.Drain)
+	})
+	b.step("the drain shown", chromedp.WaitVisible(`#drain-system`))
+	b.act("End drain", "End the drain")
+	eventually(t, "the drain ended", func() (bool, string) {
+		n, err := c.Node(ctx, node.ID)
+		return err == nil && n.Drain == nil && n.Eligible(), fmt.Sprintf("%+v %v", n, err)
+	})
 
 	// Dark mode follows the system.
 	bg := func() string {

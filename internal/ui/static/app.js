@@ -301,7 +301,8 @@ const views = {
       <div class="grid">
         <div class="card">Status<b>${status(nodeState(n))}</b></div>
         <div class="card">Scheduling<b id="eligibility">${n.ineligible ? "ineligible" : "eligible"}</b></div>
-        <div class="card">Drain<b id="drain-state">${draining ? (n.drain.deadline ? `until ${when(n.drain.deadline)}` : "no deadline") : "none"}</b></div>
+        <div class="card">Drain<b id="drain-state">${draining ? (n.drain.deadline ? `until ${when(n.drain.deadline)}` : "no deadline") : "none"}</b>${
+          draining && n.drain.ignore_system_jobs ? html`<span class="muted" id="drain-system">system jobs stay</span>` : ""}</div>
         <div class="card">Instances<b>${a.n}</b></div>
       </div>
       <div class="actions">
@@ -309,10 +310,8 @@ const views = {
           ? action("End drain", { allowed: write, reason: why, confirm: `End the drain of ${n.name}? It becomes eligible for new work.`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body: { enable: false } }); return `Drain of ${n.name} ended.`; } })
           : html`<label>deadline <input id="drain-deadline" placeholder="e.g. 1h (none: wait for all)" size="18"></label>
-              ${action("Drain", { allowed: write, reason: why, danger: true,
-                confirm: () => `Drain ${n.name}: move its ${a.n} instances elsewhere${drainDeadline() ? ", within " + drainDeadline() : ""}, and take it out of scheduling?`,
-                run: async () => { const body = { enable: true }; if (drainDeadline()) body.deadline = drainDeadline();
-                  await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body }); return `Drain of ${n.name} started.`; } })}`}
+              <label><input type="checkbox" id="drain-ignore-system"> leave system jobs running</label>
+              ${action("Drain", { allowed: write, reason: why, danger: true, confirm: () => drainQuestion(n, a.n), run: () => drainNode(n) })}`}
         ${draining ? "" : n.ineligible
           ? action("Make eligible", { allowed: write, reason: why, confirm: `Let the scheduler place new work on ${n.name}?`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: true } }); return `${n.name} is eligible.`; } })
@@ -320,7 +319,7 @@ const views = {
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: false } }); return `${n.name} is ineligible.`; } })}
       </div>
       ${draining ? "" : html`<p class="muted" id="drain-note">A drain moves the node's service instances elsewhere; batch instances finish where they are;
-        system jobs' instances stop once nothing else is left (drover has no option to leave them running). With a deadline, whatever is left then is stopped.</p>`}
+        system jobs' instances stop once nothing else is left, unless left running. With a deadline, whatever is left then is stopped.</p>`}
       <p>${link(`#/whatif?node=${enc(n.id)}`, `What if ${n.name} were lost or drained`)}</p>
       ${usageSection(n)}
       <h2>Resources</h2>
@@ -465,6 +464,21 @@ function allocatedByNode(allocs) {
 
 const scaleInput = (group) => Number(document.getElementById(`scale-${group}`)?.value);
 const drainDeadline = () => (document.getElementById("drain-deadline")?.value || "").trim();
+const drainIgnoreSystem = () => !!document.getElementById("drain-ignore-system")?.checked;
+
+// The drain form's question and request: the deadline and whether the
+// node's system jobs' instances stay (PUT /v1/nodes/{id}/drain).
+function drainQuestion(n, count) {
+  return `Drain ${n.name}: move its ${count} instances elsewhere${drainDeadline() ? ", within " + drainDeadline() : ""}${
+    drainIgnoreSystem() ? ", leaving its system jobs' instances running" : ""}, and take it out of scheduling?`;
+}
+async function drainNode(n) {
+  const body = { enable: true };
+  if (drainDeadline()) body.deadline = drainDeadline();
+  if (drainIgnoreSystem()) body.ignore_system_jobs = true;
+  await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body });
+  return `Drain of ${n.name} started.`;
+}
 
 // scale submits the job again with one group's count changed, refused
 // (409) if the job changed since it was read.
