@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -337,7 +338,11 @@ func uiBench(agents, jobs, instances, loads, stream int, nodeTTL time.Duration) 
 	rep.linef("    (%d loads, each in a new tab, the browser's clock; %d rows drawn of %d jobs)", loads, rows, listed)
 	addRow(rep, "topology: navigation -> blocks drawn, p50", ms(pct(topoTimes, 50)), "report")
 	addRow(rep, "topology: navigation -> blocks drawn, max", ms(slices.Max(topoTimes)), "")
-	rep.linef("    (%d boxes with %d instance blocks; each load: %v)", agents, blocks, topoTimes)
+	each := make([]string, len(topoTimes))
+	for i, d := range topoTimes {
+		each[i] = fmt.Sprintf("%.0f", float64(d.Microseconds())/1000)
+	}
+	rep.linef("    (%d boxes with %d instance blocks; each load, ms: %s)", agents, blocks, strings.Join(each, ", "))
 	addRow(rep, "while events stream: timer lateness p99", ms(pct(lags, 99)), "report")
 	addRow(rep, "while events stream: timer lateness max", ms(slices.Max(lags)), "report")
 	addRow(rep, "while events stream: long tasks", fmt.Sprintf("%d, %s in all", len(long), ms(longSum)), "report")

@@ -329,7 +329,7 @@ func TestWebUIKeyboardPhoneDarkUsage(t *testing.T) {
 	b.step("light again", emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}}))
 
 	// A phone: no page is wider than the screen.
-	b.step("a phone's width", emulation.SetDeviceMetricsOverride(390, 844, 3, true))
+	b.step("a phone's width", emulation.SetDeviceMetricsOverride(390, 844, 2, true))
 	for _, page := range []string{"#/jobs", "#/jobs/hog", "#/nodes", "#/nodes/" + node.ID, "#/events", "#/acl", "#/topology", "#/allocs/" + d.jobStatus("hog").Allocations[0].ID} {
 		var sw, iw int
 		b.step("phone "+page, b.open(page), chromedp.Sleep(300*time.Millisecond),
