@@ -897,7 +897,7 @@ async function applyPolicy() {
 // node for as long as the browser tab lives.
 const usageEvery = 10000, usageKeep = 30; // 5 minutes
 const usageSamples = new Map(); // node ID -> [{t, cpu, memory}], oldest first
-let usageTimer = null, usageNodeID = "", usageTotals = null;
+let usageTimer = null, usageNodeID = "", usageNodeName = "", usageTotals = null;
 
 function addUsage(id, u) {
   if (!u?.time || !u.tasks) return;
@@ -911,7 +911,9 @@ function addUsage(id, u) {
 
 async function sampleUsage() {
   const { view, args } = route();
-  if (view !== "node" || !usageNodeID || (args[0] !== usageNodeID && !usageNodeID.startsWith(args[0]))) {
+  // The page's address names the node by ID, an ID prefix or its name.
+  const shown = view === "node" && args[0] && (usageNodeID.startsWith(args[0]) || args[0] === usageNodeName);
+  if (!me || !usageNodeID || !shown) {
     clearInterval(usageTimer);
     usageTimer = null;
     return;
@@ -933,6 +935,7 @@ async function sampleUsage() {
 function usageSection(n) {
   addUsage(n.id, n.usage);
   usageTotals = n.resources;
+  usageNodeName = n.name;
   if (usageNodeID !== n.id || !usageTimer) {
     usageNodeID = n.id;
     clearInterval(usageTimer);
