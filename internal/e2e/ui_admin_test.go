@@ -67,8 +67,14 @@ func TestWebUIACLPages(t *testing.T) {
 
 	// A client token with that policy.
 	b.step("the ACL page again", b.open("#/acl"), chromedp.WaitVisible(`#token-form`), chromedp.WaitVisible(`input[data-token-policy="ui-reader"]`),
-		typeInto(`#token-name`, "ui-made"), clickJS(`input[data-token-policy="ui-reader"]`))
-	b.act("Create token", `Create client token "ui-made" with policies ui-reader`)
+		clickJS(`input[data-token-policy="ui-reader"]`), typeInto(`#token-name`, "ui-made"))
+	// Enter in the name field asks, as the Create token button does.
+	var question string
+	b.step("Enter in the token's name", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`#confirm`), chromedp.Text(`#confirm-text`, &question),
+		chromedp.Click(`#confirm-ok`), chromedp.WaitVisible(`#flash`), chromedp.Text(`#flash`, &flash))
+	if !strings.Contains(question, `Create client token "ui-made" with policies ui-reader`) || !strings.Contains(flash, `Token "ui-made" created`) {
+		t.Errorf("creating the token asked %q and said %q", question, flash)
+	}
 	var secret string
 	b.step("the secret, once", chromedp.WaitVisible(`#new-token-secret`), chromedp.Text(`#new-token-secret`, &secret))
 	b.screenshot("ui-acl")

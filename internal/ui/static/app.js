@@ -518,6 +518,13 @@ async function jobDiff(name, params) {
       : html`<p class="muted" id="diff">No change to the spec.</p>`}`;
 }
 main.addEventListener("submit", (ev) => {
+  // Enter in an ACL form's field asks its action's question, as its
+  // button does; the form itself never goes anywhere.
+  if (ev.target.classList.contains("aclform")) {
+    ev.preventDefault();
+    ev.target.querySelector("button[data-action]")?.click();
+    return;
+  }
   if (ev.target.id === "events-form") {
     ev.preventDefault();
     const q = new URLSearchParams();
