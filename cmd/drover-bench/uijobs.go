@@ -28,6 +28,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,15 +73,6 @@ func uiFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	}
 }
 
-func findChromium() (string, error) {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	return "", &unavailableError{"chromium is needed (apt-get install chromium)"}
-}
-
 // drawnScript runs in the page before its own scripts: it records the
 // browser's clock when the jobs table first has a row.
 // On the topology page: when the boxes have their instances' blocks.
@@ -102,16 +94,24 @@ const lagScript = `(() => {
 })();`
 
 func uiBench(agents, jobs, instances, loads, stream int, nodeTTL time.Duration) (*report, error) {
-	path, err := findChromium()
-	if err != nil {
-		return nil, err
-	}
 	n := jobs * instances
 	if n+stream*instances > agents*uiSlotsPerNode {
 		return nil, fmt.Errorf("%d instances do not fit on %d agents of %d slots; raise -agents", n+stream*instances, agents, uiSlotsPerNode)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	// chromedp finds the browser (chromium, chromium-browser,
+	// google-chrome, ... on the PATH).
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.NoSandbox, chromedp.WindowSize(1280, 800))
+	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelA()
+	bctx, cancelB := chromedp.NewContext(actx)
+	defer cancelB()
+	if err := chromedp.Run(bctx); errors.Is(err, exec.ErrNotFound) {
+		return nil, &unavailableError{fmt.Sprintf("a headless chromium is needed (apt-get install chromium): %v", err)}
+	} else if err != nil {
+		return nil, fmt.Errorf("starting headless chromium: %w", err)
+	}
 	c, startup, err := startSimWithAgents(ctx, nodeTTL, agents)
 	if err != nil {
 		return nil, err
@@ -175,14 +175,6 @@ func uiBench(agents, jobs, instances, loads, stream int, nodeTTL time.Duration) 
 	}
 	listed := len(list)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 800))
-	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelA()
-	bctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	if err := chromedp.Run(bctx); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", path, err)
-	}
 	step := func(what string, timeout time.Duration, actions ...chromedp.Action) error {
 		sctx, cancel := context.WithTimeout(bctx, timeout)
 		defer cancel()
@@ -328,7 +320,7 @@ func uiBench(agents, jobs, instances, loads, stream int, nodeTTL time.Duration) 
 	}
 
 	rep := newReport("ui")
-	rep.linef("ui: %d jobs x %d instances on %d simulated agents; the jobs page in headless chromium (%s)", jobs, instances, agents, path)
+	rep.linef("ui: %d jobs x %d instances on %d simulated agents; the jobs page in headless chromium", jobs, instances, agents)
 	c.clusterLines(rep, agents, startup)
 	addRow(rep, "submitted and all reported running", ms(ready), "")
 	addRow(rep, "GET /v1/jobs p50 (from this process)", ms(pct(apiTimes, 50)), "")
