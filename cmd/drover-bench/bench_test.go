@@ -57,6 +57,8 @@ var wantKeys = map[string][]string{
 		"raw_exec_submit_to_running_p50_ms", "raw_exec_submit_to_running_p99_ms", "raw_exec_submit_to_running_max_ms",
 		"submit_to_placed_p50_ms", "submit_to_placed_p99_ms", "submit_to_placed_max_ms",
 		"raw_fork_exec_p50_ms", "raw_fork_exec_p99_ms", "raw_fork_exec_max_ms"},
+	"ui": {"agents", "agents_startup_ms", "api_jobs_bytes", "api_jobs_p50_ms", "instances", "jobs", "load_max_ms", "load_p50_ms", "log_warnings", "node_ttl_ms", "ready_ms", "rows_drawn",
+		"stream_lag_max_ms", "stream_lag_p99_ms", "stream_long_tasks", "stream_long_tasks_ms", "topology_max_ms", "topology_p50_ms"},
 	"footprint": {"interval_seconds", "tasks", "idle_rss_mb", "idle_rss_anon_mb", "idle_cpu_percent", "idle_threads",
 		"exec_tasks_rss_mb", "exec_tasks_rss_anon_mb", "exec_tasks_cpu_percent",
 		"raw_exec_tasks_rss_mb", "raw_exec_tasks_rss_anon_mb", "raw_exec_tasks_cpu_percent", "tasks_threads", "server_rss_mb",

@@ -84,6 +84,7 @@ func newNodeDrainCmd(g *globals) *cobra.Command {
 		detach         bool
 		disable        bool
 		keepIneligible bool
+		ignoreSystem   bool
 		timeout        time.Duration
 	)
 	cmd := &cobra.Command{
@@ -93,7 +94,7 @@ func newNodeDrainCmd(g *globals) *cobra.Command {
 nodes, each group's update max_parallel at a time (1 without an update
 block), each replacement healthy before the next moves. Batch instances
 finish where they are; system jobs' instances stop once nothing else is
-left. At the deadline (--deadline; none by default) whatever is left is
+left (--ignore-system leaves them running). At the deadline (--deadline; none by default) whatever is left is
 stopped. Draining a draining node again changes its deadline.
 
 It then follows the node's instances, one line per change, until none but
@@ -107,11 +108,12 @@ Exit status: 0 drained (or the deadline passed, or --detach/--disable);
 going: drover nodes).`,
 		Example: `  drover node drain node-a
   drover node drain node-a --deadline 1h --detach
+  drover node drain node-a --ignore-system
   drover node drain node-a --disable --keep-ineligible`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if disable && (deadline != 0 || detach) {
-				return errors.New("--disable ends a drain: --deadline and --detach do not go with it")
+			if disable && (deadline != 0 || detach || ignoreSystem) {
+				return errors.New("--disable ends a drain: --deadline, --detach and --ignore-system do not go with it")
 			}
 			if keepIneligible && !disable {
 				return errors.New("--keep-ineligible goes with --disable: a draining node takes no new work anyway")
@@ -128,7 +130,7 @@ going: drover nodes).`,
 			}
 			out := cmd.OutOrStdout()
 			rctx, rcancel := context.WithTimeout(cmd.Context(), readTimeout)
-			n, err := c.DrainNode(rctx, args[0], !disable, deadline, keepIneligible)
+			n, err := c.DrainNode(rctx, args[0], !disable, client.DrainOptions{Deadline: deadline, KeepIneligible: keepIneligible, IgnoreSystemJobs: ignoreSystem})
 			rcancel()
 			if err != nil {
 				return err
@@ -158,6 +160,7 @@ going: drover nodes).`,
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return once the drain started, without following")
 	cmd.Flags().BoolVar(&disable, "disable", false, "end the node's drain; the node is eligible again")
 	cmd.Flags().BoolVar(&keepIneligible, "keep-ineligible", false, "with --disable: leave the node ineligible for new work")
+	cmd.Flags().BoolVar(&ignoreSystem, "ignore-system", false, "leave the node's system jobs' instances running (they stop once nothing else is left, without it)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop following after this long (0: until drained or the deadline; the drain keeps going)")
 	return outputs(cmd, documents...)
 }

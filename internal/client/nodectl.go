@@ -20,18 +20,27 @@ func (c *Client) SetNodeEligibility(ctx context.Context, node string, eligible b
 	return &out, err
 }
 
-// DrainNode starts (enable) or ends a drain of node (an ID, unique ID
-// prefix or name), and returns the node as stored. deadline bounds the
-// drain (0: none); keepIneligible, when ending one, leaves the node
+// DrainOptions are a drain's: Deadline bounds it (0: none) and
+// IgnoreSystemJobs leaves the node's system jobs' instances running, when
+// starting one; KeepIneligible, when ending one, leaves the node
 // ineligible for new work.
-func (c *Client) DrainNode(ctx context.Context, node string, enable bool, deadline time.Duration, keepIneligible bool) (*spec.Node, error) {
+type DrainOptions struct {
+	Deadline         time.Duration
+	IgnoreSystemJobs bool
+	KeepIneligible   bool
+}
+
+// DrainNode starts (enable) or ends a drain of node (an ID, unique ID
+// prefix or name), and returns the node as stored.
+func (c *Client) DrainNode(ctx context.Context, node string, enable bool, o DrainOptions) (*spec.Node, error) {
 	body := struct {
-		Enable         bool   `json:"enable"`
-		Deadline       string `json:"deadline,omitempty"`
-		KeepIneligible bool   `json:"keep_ineligible,omitempty"`
-	}{Enable: enable, KeepIneligible: keepIneligible}
-	if deadline > 0 {
-		body.Deadline = deadline.String()
+		Enable           bool   `json:"enable"`
+		Deadline         string `json:"deadline,omitempty"`
+		KeepIneligible   bool   `json:"keep_ineligible,omitempty"`
+		IgnoreSystemJobs bool   `json:"ignore_system_jobs,omitempty"`
+	}{Enable: enable, KeepIneligible: o.KeepIneligible, IgnoreSystemJobs: o.IgnoreSystemJobs}
+	if o.Deadline > 0 {
+		body.Deadline = o.Deadline.String()
 	}
 	var out spec.Node
 	_, err := c.do(ctx, "PUT", "/v1/nodes/"+url.PathEscape(node)+"/drain", nil, &body, &out)

@@ -296,3 +296,25 @@ func TestAllocStopReplacesThatInstanceAtOnce(t *testing.T) {
 		t.Fatalf("places %+v; want one replacement of %s", res.Place, allocs[1].Name)
 	}
 }
+
+// A drain with IgnoreSystemJobs leaves the system instance running once
+// the rest has left, and at the deadline too.
+func TestDrainIgnoringSystemJobsKeepsThem(t *testing.T) {
+	sys := svc("agentd", 1, grp("d", 1, "run"))
+	sys.Type = spec.JobSystem
+	a, b := sized("a", 4000, 4000), sized("b", 4000, 4000)
+	a.Drain = &spec.DrainStrategy{StartedAt: now.Add(-time.Hour), Deadline: now.Add(time.Minute), IgnoreSystemJobs: true}
+	sa := mk("sys-a", sys, "d", 0, 1, spec.ClientRunning, on("a"))
+	sb := mk("sys-b", sys, "d", 1, 2, spec.ClientRunning, on("b"))
+	for _, at := range []time.Time{now, a.Drain.Deadline.Add(time.Second)} {
+		res := Reconcile(Input{Jobs: []*spec.Job{sys}, Allocs: []*spec.Alloc{sa, sb}, Nodes: []*spec.Node{a, b}, Now: at})
+		if p, s := placesAndStops(res); p != 0 || s != 0 {
+			t.Fatalf("at %v: %d places, %d stops (%+v); want the system instances left alone", at, p, s, res.Stop)
+		}
+	}
+	a.Drain.IgnoreSystemJobs = false
+	res := Reconcile(Input{Jobs: []*spec.Job{sys}, Allocs: []*spec.Alloc{sa, sb}, Nodes: []*spec.Node{a, b}, Now: now})
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != sa {
+		t.Fatalf("without IgnoreSystemJobs the drained node's system instance stops: %+v", res.Stop)
+	}
+}

@@ -166,7 +166,7 @@ func (r *reconciler) system(j *spec.Job, g *spec.Group, as []*spec.Alloc, nodes 
 		as, st := byNode[id], states[id]
 		r.stopLost(as)
 		switch {
-		case st.eligible() && r.view.drained(id, r.now):
+		case st.eligible() && r.view.drained(id, r.now) && !st.node.Drain.IgnoreSystemJobs:
 			r.gc(as, assess(j, g, as).counted)
 			r.stopLive(as, spec.CauseDrain, fmt.Sprintf("node %s is drained", st.node.Name))
 		case st.eligible() && !st.node.Eligible():

@@ -38,6 +38,9 @@ type drainRequest struct {
 	Deadline string `json:"deadline,omitempty"`
 	// KeepIneligible, when ending a drain, leaves the node ineligible.
 	KeepIneligible bool `json:"keep_ineligible,omitempty"`
+	// IgnoreSystemJobs, with enable, leaves the node's system jobs'
+	// instances running (spec.DrainStrategy).
+	IgnoreSystemJobs bool `json:"ignore_system_jobs,omitempty"`
 }
 
 // putNodeEligibility marks a node eligible or not for new work. A
@@ -103,6 +106,8 @@ func (s *Server) putNodeDrain(w http.ResponseWriter, r *http.Request) error {
 		return httpapi.BadRequest("keep_ineligible applies when ending a drain (enable false); a draining node takes no new work anyway")
 	case !enable && deadline > 0:
 		return httpapi.BadRequest("deadline applies when starting a drain (enable true)")
+	case !enable && req.IgnoreSystemJobs:
+		return httpapi.BadRequest("ignore_system_jobs applies when starting a drain (enable true)")
 	}
 	now := time.Now().UTC()
 	err = s.reg.UpdateNodeControl(r.Context(), node.ID, func(c spec.NodeControl) (spec.NodeControl, error) {
@@ -112,7 +117,7 @@ func (s *Server) putNodeDrain(w http.ResponseWriter, r *http.Request) error {
 			c.Drain, c.Ineligible = nil, req.KeepIneligible
 			return c, nil
 		}
-		d := spec.DrainStrategy{StartedAt: now}
+		d := spec.DrainStrategy{StartedAt: now, IgnoreSystemJobs: req.IgnoreSystemJobs}
 		if c.Drain != nil {
 			d.StartedAt = c.Drain.StartedAt
 		}

@@ -51,7 +51,7 @@ func TestNodeEligibilityAndDrain(t *testing.T) {
 	}
 
 	before := time.Now().UTC()
-	n, err = op.DrainNode(ctx, "aaaa1111", true, time.Hour, false)
+	n, err = op.DrainNode(ctx, "aaaa1111", true, client.DrainOptions{Deadline: time.Hour})
 	if err != nil || n.Drain == nil || n.Eligible() {
 		t.Fatalf("drain = %+v, %v", n, err)
 	}
@@ -72,17 +72,21 @@ func TestNodeEligibilityAndDrain(t *testing.T) {
 	}
 	// Draining again replaces the deadline and keeps the start.
 	time.Sleep(10 * time.Millisecond)
-	if n, err = op.DrainNode(ctx, "alpha", true, 0, false); err != nil || !n.Drain.StartedAt.Equal(started) || !n.Drain.Deadline.IsZero() {
+	if n, err = op.DrainNode(ctx, "alpha", true, client.DrainOptions{}); err != nil || !n.Drain.StartedAt.Equal(started) || !n.Drain.Deadline.IsZero() {
 		t.Fatalf("drain again without deadline = %+v, %v; want started %v, no deadline", n.Drain, err, started)
 	}
 	// Ending it: ineligible when asked to stay so, else eligible.
-	if n, err = op.DrainNode(ctx, "alpha", false, 0, true); err != nil || n.Drain != nil || !n.Ineligible {
+	if n, err = op.DrainNode(ctx, "alpha", false, client.DrainOptions{KeepIneligible: true}); err != nil || n.Drain != nil || !n.Ineligible {
 		t.Fatalf("end drain, keep ineligible = %+v, %v", n, err)
 	}
-	if _, err = op.DrainNode(ctx, "alpha", true, 0, false); err != nil {
-		t.Fatal(err)
+	// A drain that leaves system jobs' instances says so in the node.
+	if n, err = op.DrainNode(ctx, "alpha", true, client.DrainOptions{IgnoreSystemJobs: true}); err != nil || n.Drain == nil || !n.Drain.IgnoreSystemJobs {
+		t.Fatalf("drain ignoring system jobs = %+v, %v", n.Drain, err)
 	}
-	if n, err = op.DrainNode(ctx, "alpha", false, 0, false); err != nil || n.Drain != nil || n.Ineligible || !n.Eligible() {
+	if _, err = op.DrainNode(ctx, "alpha", false, client.DrainOptions{IgnoreSystemJobs: true}); !client.IsStatus(err, http.StatusBadRequest) {
+		t.Fatalf("ending a drain with ignore_system_jobs: %v, want 400", err)
+	}
+	if n, err = op.DrainNode(ctx, "alpha", false, client.DrainOptions{}); err != nil || n.Drain != nil || n.Ineligible || !n.Eligible() {
 		t.Fatalf("end drain = %+v, %v", n, err)
 	}
 	// The other node was never touched.
@@ -93,7 +97,7 @@ func TestNodeEligibilityAndDrain(t *testing.T) {
 	if _, err := op.SetNodeEligibility(ctx, "gamma", false); !client.IsStatus(err, http.StatusNotFound) {
 		t.Fatalf("eligibility of an unknown node: %v, want 404", err)
 	}
-	if _, err := op.DrainNode(ctx, "gamma", true, 0, false); !client.IsStatus(err, http.StatusNotFound) {
+	if _, err := op.DrainNode(ctx, "gamma", true, client.DrainOptions{}); !client.IsStatus(err, http.StatusNotFound) {
 		t.Fatalf("drain of an unknown node: %v, want 404", err)
 	}
 }

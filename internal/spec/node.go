@@ -149,10 +149,15 @@ type NodeControl struct {
 // move under its update block's max_parallel (1 without one), each
 // replacement healthy before the next moves. Batch instances finish where
 // they are. At Deadline (zero: none) whatever is left is stopped; system
-// jobs' instances stop once nothing else is left.
+// jobs' instances stop once nothing else is left, unless IgnoreSystemJobs.
 type DrainStrategy struct {
 	StartedAt time.Time `json:"started_at"`
 	Deadline  time.Time `json:"deadline,omitzero"`
+	// IgnoreSystemJobs leaves the node's system and sysbatch instances
+	// running when the rest has left (and at the deadline): the node
+	// keeps its per-node services (log shippers, monitoring) through a
+	// drain, as Nomad's -ignore-system.
+	IgnoreSystemJobs bool `json:"ignore_system_jobs,omitempty"`
 }
 
 // Admits reports whether the job may run on n at all: n is in its node

@@ -126,6 +126,8 @@ main.addEventListener("click", (ev) => {
   if (l) { ev.preventDefault(); goToLine(Number(l.dataset.line)); }
 });
 main.addEventListener("input", (ev) => {
+  const keep = ev.target.closest("[data-keep]");
+  if (keep) keep.dataset.dirty = "1";
   if (ev.target.id === "log-search") showLogs();
   if (ev.target.id === "job-source" && planned && ev.target.value !== planned.source) {
     planned = null;
@@ -140,19 +142,25 @@ main.addEventListener("change", (ev) => {
   else if (logAbort) logAbort.abort();
 });
 document.getElementById("confirm-cancel").addEventListener("click", () => { pending = null; dialog.close(); });
+// Escape closes the dialog (the browser's own for a modal <dialog>): nothing is done.
+dialog.addEventListener("cancel", () => { pending = null; });
 document.getElementById("confirm-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const a = pending;
   pending = null;
   dialog.close();
   if (!a) return;
+  let done = false;
   try {
     say(await a.run(), false);
+    done = true;
   } catch (e) {
     say(e.message, true);
   }
-  // What was typed for the action is used: the page may redraw now.
+  // What was typed for the action is used: the page may redraw now (a
+  // form whose action failed keeps what was typed in it).
   if (document.activeElement && main.contains(document.activeElement)) document.activeElement.blur();
+  if (done) document.querySelectorAll("[data-keep][data-dirty]").forEach((f) => delete f.dataset.dirty);
   render();
 });
 
@@ -294,7 +302,8 @@ const views = {
       <div class="grid">
         <div class="card">Status<b>${status(nodeState(n))}</b></div>
         <div class="card">Scheduling<b id="eligibility">${n.ineligible ? "ineligible" : "eligible"}</b></div>
-        <div class="card">Drain<b id="drain-state">${draining ? (n.drain.deadline ? `until ${when(n.drain.deadline)}` : "no deadline") : "none"}</b></div>
+        <div class="card">Drain<b id="drain-state">${draining ? (n.drain.deadline ? `until ${when(n.drain.deadline)}` : "no deadline") : "none"}</b>${
+          draining && n.drain.ignore_system_jobs ? html`<span class="muted" id="drain-system">system jobs stay</span>` : ""}</div>
         <div class="card">Instances<b>${a.n}</b></div>
       </div>
       <div class="actions">
@@ -302,17 +311,18 @@ const views = {
           ? action("End drain", { allowed: write, reason: why, confirm: `End the drain of ${n.name}? It becomes eligible for new work.`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body: { enable: false } }); return `Drain of ${n.name} ended.`; } })
           : html`<label>deadline <input id="drain-deadline" placeholder="e.g. 1h (none: wait for all)" size="18"></label>
-              ${action("Drain", { allowed: write, reason: why, danger: true,
-                confirm: () => `Drain ${n.name}: move its ${a.n} instances elsewhere${drainDeadline() ? ", within " + drainDeadline() : ""}, and take it out of scheduling?`,
-                run: async () => { const body = { enable: true }; if (drainDeadline()) body.deadline = drainDeadline();
-                  await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body }); return `Drain of ${n.name} started.`; } })}`}
+              <label><input type="checkbox" id="drain-ignore-system"> leave system jobs running</label>
+              ${action("Drain", { allowed: write, reason: why, danger: true, confirm: () => drainQuestion(n, a.n), run: () => drainNode(n) })}`}
         ${draining ? "" : n.ineligible
           ? action("Make eligible", { allowed: write, reason: why, confirm: `Let the scheduler place new work on ${n.name}?`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: true } }); return `${n.name} is eligible.`; } })
           : action("Make ineligible", { allowed: write, reason: why, confirm: `Take ${n.name} out of scheduling? What runs there keeps running.`,
               run: async () => { await api(`/v1/nodes/${enc(n.id)}/eligibility`, { method: "PUT", body: { eligible: false } }); return `${n.name} is ineligible.`; } })}
       </div>
+      ${draining ? "" : html`<p class="muted" id="drain-note">A drain moves the node's service instances elsewhere; batch instances finish where they are;
+        system jobs' instances stop once nothing else is left, unless left running. With a deadline, whatever is left then is stopped.</p>`}
       <p>${link(`#/whatif?node=${enc(n.id)}`, `What if ${n.name} were lost or drained`)}</p>
+      ${usageSection(n)}
       <h2>Resources</h2>
       ${table(["", "Allocated", "Used", "Total"], [
         [td("CPU MHz"), td(a.cpu, "num"), td(u.cpu, "num"), td(html`${n.resources.cpu}${bar(a.cpu, u.cpu, n.resources.cpu)}`, "num")],
@@ -372,6 +382,8 @@ const views = {
   },
 
   run() { return jobEditor(""); },
+
+  acl(_, __, params) { return aclPage(params); },
 
   whatif(_, __, params) { return whatIf(params.getAll("node")); },
 
@@ -456,6 +468,21 @@ function allocatedByNode(allocs) {
 
 const scaleInput = (group) => Number(document.getElementById(`scale-${group}`)?.value);
 const drainDeadline = () => (document.getElementById("drain-deadline")?.value || "").trim();
+const drainIgnoreSystem = () => !!document.getElementById("drain-ignore-system")?.checked;
+
+// The drain form's question and request: the deadline and whether the
+// node's system jobs' instances stay (PUT /v1/nodes/{id}/drain).
+function drainQuestion(n, count) {
+  return `Drain ${n.name}: move its ${count} instances elsewhere${drainDeadline() ? ", within " + drainDeadline() : ""}${
+    drainIgnoreSystem() ? ", leaving its system jobs' instances running" : ""}, and take it out of scheduling?`;
+}
+async function drainNode(n) {
+  const body = { enable: true };
+  if (drainDeadline()) body.deadline = drainDeadline();
+  if (drainIgnoreSystem()) body.ignore_system_jobs = true;
+  await api(`/v1/nodes/${enc(n.id)}/drain`, { method: "PUT", body });
+  return `Drain of ${n.name} started.`;
+}
 
 // scale submits the job again with one group's count changed, refused
 // (409) if the job changed since it was read.
@@ -495,6 +522,13 @@ async function jobDiff(name, params) {
       : html`<p class="muted" id="diff">No change to the spec.</p>`}`;
 }
 main.addEventListener("submit", (ev) => {
+  // Enter in an ACL form's field asks its action's question, as its
+  // button does; the form itself never goes anywhere.
+  if (ev.target.classList.contains("aclform")) {
+    ev.preventDefault();
+    ev.target.querySelector("button[data-action]")?.click();
+    return;
+  }
   if (ev.target.id === "events-form") {
     ev.preventDefault();
     const q = new URLSearchParams();
@@ -781,6 +815,173 @@ async function runPlanned() {
   return r.changed ? `Job ${r.job.name} submitted: version ${r.job.version}.` : `Job ${r.job.name} is unchanged: version ${r.job.version}.`;
 }
 
+// ---- ACL tokens and policies: management tokens only ----
+
+// newToken is the token this page has just created, secret and all: shown
+// once, on the ACL page, until the user goes to another page. No list
+// ever holds a secret (GET /v1/acl/tokens leaves them out).
+let newToken = null;
+
+async function aclPage(params) {
+  const title = html`<h1>ACL <small>tokens and policies</small></h1>`;
+  if (!me.acl) return html`${title}<p class="why" id="acl-denied">ACLs are off on this server (it was started with --acl=false): every request is allowed and tokens mean nothing.</p>`;
+  if (!me.management) {
+    return html`${title}<p class="why" id="acl-denied">token "${me.token}" is a ${me.token_type || "client"} token: only a management token may list, create
+      or delete tokens and policies (<code>drover acl token create --type management</code> makes one).</p>`;
+  }
+  const [tokens, policies] = await Promise.all([api("/v1/acl/tokens"), api("/v1/acl/policies")]);
+  tokens.sort((a, b) => a.name.localeCompare(b.name) || a.accessor_id.localeCompare(b.accessor_id));
+  policies.sort((a, b) => a.name.localeCompare(b.name));
+  const editing = policies.find((p) => p.name === params.get("policy"));
+  const shown = newToken && newToken.hash === location.hash ? newToken.token : null;
+  return html`${title}
+    ${shown ? html`<div class="secret" id="new-token"><p>The secret of token <b>${shown.name}</b>, shown this once (the server never shows it again):</p>
+      <pre class="code" id="new-token-secret">${shown.secret_id}</pre><p class="muted">Accessor <span class="id">${shown.accessor_id}</span>.
+      Use it as <code>DROVER_TOKEN</code>, or log a browser in with <code>drover ui</code>.</p></div>` : ""}
+    <h2>Tokens <small class="muted">${tokens.length}</small></h2>
+    ${table(["Name", "Accessor", "Type", "Policies", "Created", ""], tokens.map((t) => [td(t.name), td(html`<span class="id">${t.accessor_id}</span>`),
+      td(t.type), td((t.policies || []).join(", ") || "-"), td(when(t.create_time)),
+      td(action("Delete", { danger: true, confirm: `Delete token "${t.name}" (accessor ${short(t.accessor_id)})? Whoever uses it is refused from then on${t.name === me.token ? ", this browser too if it is logged in with it" : ""}.`,
+        run: async () => { await api(`/v1/acl/tokens/${enc(t.accessor_id)}`, { method: "DELETE" }); return `Token "${t.name}" deleted.`; } }))]),
+      "No tokens.", "", "token-table")}
+    <form class="aclform" id="token-form" data-keep>
+      <h3>Create a token</h3>
+      <label>name <input id="token-name" placeholder="whose it is" size="24" maxlength="128"></label>
+      <label>type <select id="token-type"><option value="client">client (its policies)</option><option value="management">management (everything)</option></select></label>
+      <fieldset><legend>policies (client tokens)</legend>${policies.length
+        ? policies.map((p) => html`<label><input type="checkbox" data-token-policy="${p.name}"> ${p.name}</label> `)
+        : html`<span class="muted">none yet: apply one below first</span>`}</fieldset>
+      ${action("Create token", { confirm: tokenQuestion, run: createToken })}
+    </form>
+    <h2>Policies <small class="muted">${policies.length}</small></h2>
+    ${table(["Name", "Description", "Rules", ""], policies.map((p) => [td(p.name), td(p.description || ""), td(html`<pre class="rules">${p.rules}</pre>`),
+      td(html`${link(`#/acl?policy=${enc(p.name)}`, "Edit")}
+        ${action("Delete", { danger: true, confirm: `Delete policy "${p.name}"? Tokens that hold it lose what it grants at once.`,
+          run: async () => { await api(`/v1/acl/policies/${enc(p.name)}`, { method: "DELETE" }); return `Policy "${p.name}" deleted.`; } })}`)]),
+      "No policies: a client token needs one.", "", "policy-table")}
+    <form class="aclform" id="policy-form" data-keep>
+      <h3>${editing ? `Edit policy ${editing.name}` : "Apply a policy"}</h3>
+      <label>name <input id="policy-name" value="${editing?.name || ""}" placeholder="e.g. readonly" size="24"></label>
+      <label>description <input id="policy-description" value="${editing?.description || ""}" size="40"></label>
+      <textarea id="policy-rules" class="source" rows="8" spellcheck="false" aria-label="the policy's rules (HCL)"
+        placeholder='namespace "default" { capabilities = ["read"] }'>${editing?.rules || ""}</textarea>
+      ${action("Apply policy", { confirm: policyQuestion, run: applyPolicy })}
+      <p class="muted">Rules as <code>drover acl policy apply</code> takes them: <code>namespace "NAME" { capabilities = [...] }</code>, <code>node { capabilities = [...] }</code>.</p>
+    </form>`;
+}
+
+const aclValue = (id) => (document.getElementById(id)?.value || "").trim();
+const tokenPolicies = () => [...document.querySelectorAll("input[data-token-policy]:checked")].map((i) => i.dataset.tokenPolicy);
+
+function tokenQuestion() {
+  const type = aclValue("token-type"), ps = tokenPolicies();
+  return `Create ${type} token "${aclValue("token-name")}"${type === "client" ? ` with ${ps.length ? "policies " + ps.join(", ") : "no policy (the server refuses that)"}` : ", which may do everything"}?`;
+}
+
+async function createToken() {
+  const type = aclValue("token-type");
+  const body = { name: aclValue("token-name"), type };
+  if (type === "client") body.policies = tokenPolicies();
+  const t = await api("/v1/acl/tokens", { method: "POST", body });
+  newToken = { hash: location.hash, token: t };
+  return `Token "${t.name}" created: copy its secret below now; it is not shown again.`;
+}
+
+function policyQuestion() {
+  const name = aclValue("policy-name");
+  return `Apply policy "${name}"? If it exists its rules are replaced, and every token holding it gets the new rules at once.`;
+}
+
+async function applyPolicy() {
+  const name = aclValue("policy-name");
+  if (!name) throw new Error("give the policy a name (the name field above its rules)");
+  const p = await api(`/v1/acl/policies/${enc(name)}`, { method: "PUT",
+    body: { rules: document.getElementById("policy-rules")?.value || "", description: aclValue("policy-description") } });
+  return `Policy "${p.name}" applied.`;
+}
+
+// ---- a node's usage over the last minutes ----
+
+// The server keeps only each node's latest usage report, no history: the
+// node page asks GET /v1/nodes/{id}/usage (its agent's sample) every
+// usageEvery while it is open, and keeps the last usageKeep samples of each
+// node for as long as the browser tab lives.
+const usageEvery = 10000, usageKeep = 30; // 5 minutes
+const usageSamples = new Map(); // node ID -> [{t, cpu, memory}], oldest first
+let usageTimer = null, usageNodeID = "", usageNodeName = "", usageTotals = null;
+
+function addUsage(id, u) {
+  if (!u?.time || !u.tasks) return;
+  const t = Date.parse(u.time);
+  const list = usageSamples.get(id) || [];
+  if (list.length && list[list.length - 1].t >= t) return;
+  list.push({ t, cpu: u.tasks.cpu, memory: u.tasks.memory });
+  while (list.length > usageKeep) list.shift();
+  usageSamples.set(id, list);
+}
+
+async function sampleUsage() {
+  const { view, args } = route();
+  // The page's address names the node by ID, an ID prefix or its name.
+  const shown = view === "node" && args[0] && (usageNodeID.startsWith(args[0]) || args[0] === usageNodeName);
+  if (!me || !usageNodeID || !shown) {
+    clearInterval(usageTimer);
+    usageTimer = null;
+    return;
+  }
+  const id = usageNodeID;
+  try {
+    addUsage(id, await api(`/v1/nodes/${enc(id)}/usage`, { signal: AbortSignal.timeout(8000) }));
+  } catch (e) {
+    const el = document.getElementById("usage-error");
+    if (el) el.textContent = `The last sample failed: ${e.message}`;
+    return;
+  }
+  const el = document.getElementById("usage");
+  if (el && usageTotals) el.outerHTML = String(usageBlock(id, usageTotals));
+}
+
+// usageSection draws the node's charts and keeps sampling while the page
+// shows this node.
+function usageSection(n) {
+  addUsage(n.id, n.usage);
+  usageTotals = n.resources;
+  usageNodeName = n.name;
+  if (usageNodeID !== n.id || !usageTimer) {
+    usageNodeID = n.id;
+    clearInterval(usageTimer);
+    usageTimer = setInterval(sampleUsage, usageEvery);
+    setTimeout(sampleUsage, 0);
+  }
+  return usageBlock(n.id, n.resources);
+}
+
+function usageBlock(id, res) {
+  const samples = usageSamples.get(id) || [];
+  const W = 300, H = 60, span = usageEvery * usageKeep, now = Date.now();
+  // Each chart's top is a little above its highest sample (a node's
+  // tasks often use a sliver of it: on the node's total the line would
+  // lie flat on the floor); the caption says the node's total.
+  const chart = (key, total, unit, label) => {
+    const top = Math.max(1, Math.ceil(1.25 * Math.max(0, ...samples.map((s) => s[key]))));
+    const x = (t) => Math.max(0, W - ((now - t) / span) * W).toFixed(1);
+    const y = (v) => (H - Math.min(1, v / top) * H).toFixed(1);
+    const pts = samples.map((s) => `${x(s.t)},${y(s[key])}`);
+    const last = samples[samples.length - 1];
+    return html`<figure class="usage-chart" id="usage-${key}" data-samples="${JSON.stringify(samples.map((s) => [s.t, s[key]]))}">
+      <figcaption>${label}: ${last ? `${last[key]} ${unit} now, of ${total}` : "no sample yet"}</figcaption>
+      <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${label} used over the last 5 minutes, 0 to ${top} ${unit}">
+        ${pts.length ? html`<polygon points="${x(samples[0].t)},${H} ${pts.join(" ")} ${x(last.t)},${H}"></polygon>
+        <polyline points="${pts.length === 1 ? `${Math.max(0, Number(x(last.t)) - 3)},${y(last[key])} ` : ""}${pts.join(" ")}"></polyline>` : ""}</svg>
+      <span class="muted axis">5 min ago</span><span class="muted axis right">now · top of the chart ${top} ${unit}</span></figure>`;
+  };
+  return html`<section id="usage"><h2>Usage <small class="muted">the last 5 minutes</small></h2>
+    <p class="muted">What the node's tasks use, as its agent samples it: one sample every ${usageEvery / 1000} s while this page is open
+      (the server keeps only the latest), up to the last 5 minutes. ${plural(samples.length, "sample")} so far.</p>
+    <div class="usage">${chart("cpu", res.cpu, "MHz", "CPU")}${chart("memory", res.memory, "MB", "Memory")}</div>
+    <p class="error" id="usage-error"></p></section>`;
+}
+
 // ---- routing and rendering ----
 
 // route reads #/VIEW/ARG/SUB?QUERY.
@@ -817,7 +1018,7 @@ async function render() {
     if (same && out === lastHTML) { actions = building; return; }
     // A job being edited is not redrawn at all; an instance's page is,
     // around its log and exec panels, which keep their streams and text.
-    if (same && (typing || dialog.open || document.getElementById("job-source"))) return;
+    if (same && (typing || dialog.open || document.getElementById("job-source") || document.querySelector("[data-keep][data-dirty]"))) return;
     const panels = same ? ["log-panel", "exec-panel"].map((p) => document.getElementById(p)).filter(Boolean) : [];
     main.innerHTML = out;
     for (const p of panels) document.getElementById(p.id)?.replaceWith(p);
@@ -949,6 +1150,21 @@ searchBox.addEventListener("input", () => {
   }, 250);
 });
 
+// Keyboard: "/" goes to the search box from anywhere but a field being
+// typed in; Escape there leaves it. Every action is a button or a link,
+// so Tab reaches it and Enter triggers it.
+document.addEventListener("keydown", (ev) => {
+  const t = ev.target;
+  const field = t instanceof HTMLElement && (["INPUT", "SELECT", "TEXTAREA"].includes(t.tagName) || t.isContentEditable);
+  if (ev.key === "/" && !field && !dialog.open && !ev.ctrlKey && !ev.metaKey && !ev.altKey && me) {
+    ev.preventDefault();
+    searchBox.focus();
+    searchBox.select();
+  } else if (ev.key === "Escape" && t === searchBox) {
+    searchBox.blur();
+  }
+});
+
 nsSelect.addEventListener("change", () => {
   ns = nsSelect.value;
   localStorage.setItem("drover-namespace", ns);
@@ -967,6 +1183,7 @@ window.addEventListener("hashchange", () => {
   if (location.hash.startsWith("#login=")) { start(); return; }
   if (logAbort && route().view !== "allocs") logAbort.abort();
   if (location.hash !== flashHash) say("", false);
+  if (newToken && location.hash !== newToken.hash) newToken = null;
   render();
 });
 
