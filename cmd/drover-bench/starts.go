@@ -45,12 +45,13 @@ func startsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	runs := fs.Int("runs", 1, "jobs to submit, one after the other")
 	pprof := fs.String("pprof-addr", "", "have drover dev serve Go profiles here")
 	first := fs.String("first", "exec", "the driver of each run's first job, exec or raw_exec: the first job on a fresh agent finds fewer directory trees made ahead")
+	gap := fs.Duration("gap", 0, "pause before each job's submit: time for the agent to make directories and cgroups ahead, as between bursts of starts on a node")
 	return func() (*report, error) {
-		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof, *first)
+		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof, *first, *gap)
 	}
 }
 
-func starts(bin string, n, runs int, pprofAddr, first string) (*report, error) {
+func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration) (*report, error) {
 	if first != "exec" && first != "raw_exec" {
 		return nil, fmt.Errorf("-first %q: want exec or raw_exec", first)
 	}
@@ -85,14 +86,14 @@ func starts(bin string, n, runs int, pprofAddr, first string) (*report, error) {
 	var droverCPU, rawExecCPU, rawCPU time.Duration
 	for r := 0; r < runs; r++ {
 		execJob := func() error {
-			l, p, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n)
+			l, p, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n, gap)
 			lat, placed, received = append(lat, l...), append(placed, p...), append(received, rc...)
 			droverSpan += span
 			droverCPU += cpu
 			return err
 		}
 		rawExecJob := func() error {
-			l, _, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n)
+			l, _, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n, gap)
 			rawExecLat, rawExecReceived = append(rawExecLat, l...), append(rawExecReceived, rc...)
 			rawExecSpan += span
 			rawExecCPU += cpu
@@ -154,9 +155,10 @@ func starts(bin string, n, runs int, pprofAddr, first string) (*report, error) {
 // submit call to its task's start as recorded by the agent, the time to
 // the last one, and the CPU time process pid (drover dev) used from the
 // submit until all were seen running. It stops and purges the job afterwards.
-func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int) (lat, placed, received []time.Duration, span, cpu time.Duration, err error) {
+func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int, gap time.Duration) (lat, placed, received []time.Duration, span, cpu time.Duration, err error) {
 	job := sleepJob(name, n)
 	job.Groups[0].Tasks[0].Driver = drv
+	time.Sleep(gap)
 	cpu0, err := cpuTime(pid)
 	if err != nil {
 		return nil, nil, nil, 0, 0, err
