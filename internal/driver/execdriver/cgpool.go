@@ -3,7 +3,6 @@ package execdriver
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -12,13 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Making a task's cgroup on v1 was most of what an exec start cost beyond
-// a raw_exec one: a mkdir in each of three hierarchies, each the kernel
-// setting up a cgroup (the memory controller's the dearest). A
-// cgroupPool makes those cgroups ahead of time, in a background thread of
-// the lowest CPU priority, under names of its own (pool-<pid>-<n>), and a
-// start takes one by renaming it to the task's name in each hierarchy: a
-// rename is a fraction of a mkdir, and the task's cgroup keeps the name a
+// Making a task's cgroup on v1 was a large part of what an exec start cost
+// beyond a raw_exec one (moving the forking thread was the other, see
+// forker.go): a mkdir in each of three hierarchies, 40 to 65 µs each on
+// the VM of docs/performance.md, the kernel setting up a cgroup. A
+// cgroupPool makes those cgroups ahead of time, in a goroutine of its own,
+// under names of its own (pool-<pid>-<n>), and a start takes one by
+// renaming it to the task's name in each hierarchy: some 12 µs each, and
+// the task's cgroup keeps the name a
 // later agent finds it by (adoptedCgroup, taskCgroupName).
 //
 // v1 only: cgroup v2 cannot rename a cgroup (its directories take no
@@ -117,12 +117,13 @@ func (p *cgroupPool) kick() {
 
 func (p *cgroupPool) short() int64 { return p.want.Load() - int64(len(p.ready)) }
 
-// fill makes cgroups until the pool holds what it wants, on a thread of
-// its own at the lowest priority. The thread stays locked and ends with
-// the goroutine, so that no other goroutine inherits its priority.
+// fill makes cgroups until the pool holds what it wants. Not at a low
+// priority, unlike the directory pool's thread: a mkdir holds the
+// kernel's one cgroup mutex, which every start's move into its cgroup
+// needs too, and a thread of the lowest priority on a busy machine can
+// be kept off the CPU holding it. It waits for the starts to be quiet
+// instead, and a cgroup costs some 50 µs a hierarchy.
 func (p *cgroupPool) fill() {
-	runtime.LockOSThread()
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
 	for {
 		for !p.off.Load() && p.short() > 0 {
 			if wait := cgroupPoolQuiet - time.Since(time.Unix(0, p.lastTake.Load())); wait > 0 {
