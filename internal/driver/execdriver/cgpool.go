@@ -13,7 +13,7 @@ import (
 
 // Making a task's cgroup on v1 was a large part of what an exec start cost
 // beyond a raw_exec one (moving the forking thread was the other, see
-// forker.go): a mkdir in each of three hierarchies, 40 to 65 µs each on
+// forker.go): a mkdir in each of three hierarchies, 38 to 67 µs each on
 // the VM of docs/performance.md, the kernel setting up a cgroup. A
 // cgroupPool makes those cgroups ahead of time, in a goroutine of its own,
 // under names of its own (pool-<pid>-<n>), and a start takes one by

@@ -17,7 +17,7 @@ import (
 // thread that forks it, and v1 moves single threads (the tasks file). So
 // exec's tasks are forked by one OS thread of the agent's, the forker,
 // which joins each task's cgroups before it forks the task. Moving a
-// thread is a write to a tasks file per hierarchy, some 20 to 45 µs each
+// thread is a write to a tasks file per hierarchy, some 20 to 46 µs each
 // on the 2-core VM of docs/performance.md: going into the task's cgroup and
 // back to the agent's after each fork was six of them, the larger part of
 // what an exec start cost beyond a raw_exec one. The forker does not go
