@@ -198,3 +198,57 @@ func TestForkerLeavesTaskCgroups(t *testing.T) {
 		t.Errorf("5 tasks of true took %s from start to exit, their cgroups removed: the forker did not leave them when asked", took)
 	}
 }
+
+// Starts from many goroutines at once, as an agent's alloc runners make
+// them: each task, reading /proc/self/cgroup as it starts, is in its own
+// cgroup in every hierarchy, never in another task's (on v1 one thread
+// forks them all, moving from cgroup to cgroup), with the pool on and
+// emptied along the way.
+func TestConcurrentStartsAreEachBornInTheirCgroup(t *testing.T) {
+	d := isolatingDriver(t)
+	controllers := []string{"memory", "cpu", "cpuacct"}
+	if d.Isolation() == execdriver.IsolationV2 {
+		controllers = []string{""}
+	}
+	const workers, each = 12, 4
+	errs := make(chan string, workers*each)
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range each {
+				id := driver.TaskID{AllocID: uuid.NewString(), Task: "web" + strconv.Itoa(w)}
+				var out syncBuffer
+				h, err := d.Start(context.Background(), driver.Task{Command: "cat", Args: []string{"/proc/self/cgroup"}, Env: []string{testPATH},
+					Dir: t.TempDir(), ID: id, Resources: spec.Resources{CPU: 100, MemoryMB: 64}, Stdout: &out})
+				if err != nil {
+					errs <- "Start: " + err.Error()
+					continue
+				}
+				select {
+				case e := <-h.Wait():
+					if !e.Successful() {
+						errs <- "cat: " + e.String()
+						continue
+					}
+				case <-time.After(20 * time.Second):
+					errs <- "cat did not exit within 20s"
+					continue
+				}
+				want := "/drover/" + id.AllocID + "-" + id.Task
+				for _, c := range controllers {
+					if got := cgroupLine(out.String(), c); !strings.HasSuffix(got, want) {
+						errs <- "in " + c + " cgroup " + got + " at its start, want one ending in " + want
+					}
+				}
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
