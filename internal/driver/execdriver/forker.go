@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +42,10 @@ type v1Forker struct {
 	// to be, which it serves before it may end. Both under mu.
 	alive   bool
 	pending int
+	// in is the task cgroup the thread is in, "" for the agent's: written
+	// by the forker's goroutine before it answers a request, read by
+	// vacate, which asks the forker only when it is in the cgroup.
+	in atomic.Pointer[string]
 }
 
 // forkerIdle is how long the forker waits in a task's cgroup for the next
@@ -97,7 +102,9 @@ func vacate(path string) {
 	v1Forkers.Unlock()
 	for _, f := range all {
 		if name, ok := f.nameOf(path); ok {
-			f.do(forkReq{name: name})
+			if in := f.in.Load(); in != nil && *in == name {
+				f.do(forkReq{name: name})
+			}
 		}
 	}
 }
@@ -123,6 +130,7 @@ func (f *v1Forker) run() {
 			f.mu.Unlock()
 			var err error
 			in, err = f.serve(tid, in, r)
+			f.setIn(in)
 			r.done <- err
 			if errors.Is(err, errThreadAstray) {
 				f.end()
@@ -136,6 +144,7 @@ func (f *v1Forker) run() {
 					return // locked: the runtime ends the thread with this goroutine
 				}
 				in = ""
+				f.setIn(in)
 			}
 			f.mu.Lock()
 			if f.pending > 0 {
@@ -150,6 +159,9 @@ func (f *v1Forker) run() {
 		}
 	}
 }
+
+// setIn notes which task cgroup the thread is in, for vacate.
+func (f *v1Forker) setIn(name string) { f.in.Store(&name) }
 
 // end marks the forker's thread gone: requests already sent are served
 // by a new one, else the next start starts one.
