@@ -29,6 +29,7 @@ import (
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/proc"
+	"github.com/drover-org/drover/internal/spec"
 )
 
 func init() {
@@ -43,12 +44,17 @@ func startsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	instances := fs.Int("instances", 500, "instances per job (-quick: 50)")
 	runs := fs.Int("runs", 1, "jobs to submit, one after the other")
 	pprof := fs.String("pprof-addr", "", "have drover dev serve Go profiles here")
+	first := fs.String("first", "exec", "the driver of each run's first job, exec or raw_exec: the first job on a fresh agent finds fewer directory trees made ahead")
+	gap := fs.Duration("gap", 0, "pause before each job's submit: time for the agent to make directories and cgroups ahead, as between bursts of starts on a node")
 	return func() (*report, error) {
-		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof)
+		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof, *first, *gap)
 	}
 }
 
-func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
+func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration) (*report, error) {
+	if first != "exec" && first != "raw_exec" {
+		return nil, fmt.Errorf("-first %q: want exec or raw_exec", first)
+	}
 	if err := need("/bin/sleep", "/proc/self"); err != nil {
 		return nil, err
 	}
@@ -73,17 +79,33 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 	defer cancel()
 
 	var lat, rawExecLat, placed, raw []time.Duration
+	// received: submit -> the agent's task runner began (its Received
+	// event); the rest of submit -> running is the agent's start.
+	var received, rawExecReceived []time.Duration
 	var droverSpan, rawExecSpan, rawSpan time.Duration
 	var droverCPU, rawExecCPU, rawCPU time.Duration
 	for r := 0; r < runs; r++ {
-		l, p, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n)
-		if err != nil {
+		execJob := func() error {
+			l, p, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n, gap)
+			lat, placed, received = append(lat, l...), append(placed, p...), append(received, rc...)
+			droverSpan += span
+			droverCPU += cpu
+			return err
+		}
+		rawExecJob := func() error {
+			l, _, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n, gap)
+			rawExecLat, rawExecReceived = append(rawExecLat, l...), append(rawExecReceived, rc...)
+			rawExecSpan += span
+			rawExecCPU += cpu
+			return err
+		}
+		jobs := []func() error{execJob, rawExecJob}
+		if first == "raw_exec" {
+			jobs[0], jobs[1] = rawExecJob, execJob
+		}
+		if err := jobs[0](); err != nil {
 			return nil, err
 		}
-		lat = append(lat, l...)
-		placed = append(placed, p...)
-		droverSpan += span
-		droverCPU += cpu
 		rw, rspan, cpu, err := rawForkExec(n)
 		if err != nil {
 			return nil, err
@@ -91,13 +113,9 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 		raw = append(raw, rw...)
 		rawSpan += rspan
 		rawCPU += cpu
-		l, _, span, cpu, err = submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n)
-		if err != nil {
+		if err := jobs[1](); err != nil {
 			return nil, err
 		}
-		rawExecLat = append(rawExecLat, l...)
-		rawExecSpan += span
-		rawExecCPU += cpu
 	}
 	perStart := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n*runs) }
 	dr := float64(n*runs) / droverSpan.Seconds()
@@ -107,7 +125,9 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 	rep.linef("drover-bench starts: %d instances x %d runs of /bin/sleep, exec and raw_exec drivers, drover dev, %d CPUs, %s/%s",
 		n, runs, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 	rep.linef("submit->placed per instance            %s", dist(placed))
+	rep.linef("submit->received per instance, exec    %s", dist(received))
 	rep.linef("submit->running per instance, exec     %s", dist(lat))
+	rep.linef("submit->received per instance, raw_exec %s", dist(rawExecReceived))
 	rep.linef("submit->running per instance, raw_exec %s", dist(rawExecLat))
 	rep.linef("raw fork/exec per process              %s", dist(raw))
 	rep.linef("starts/s: exec %.0f, raw_exec %.0f (submit to last running), raw fork/exec %.0f (sequential); exec/raw = %.2f, raw_exec/raw = %.2f (target >= %.2f each: %s, %s)",
@@ -135,58 +155,70 @@ func starts(bin string, n, runs int, pprofAddr string) (*report, error) {
 // submit call to its task's start as recorded by the agent, the time to
 // the last one, and the CPU time process pid (drover dev) used from the
 // submit until all were seen running. It stops and purges the job afterwards.
-func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int) (lat, placed []time.Duration, span, cpu time.Duration, err error) {
+func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int, gap time.Duration) (lat, placed, received []time.Duration, span, cpu time.Duration, err error) {
 	job := sleepJob(name, n)
 	job.Groups[0].Tasks[0].Driver = drv
+	time.Sleep(gap)
 	cpu0, err := cpuTime(pid)
 	if err != nil {
-		return nil, nil, 0, 0, err
+		return nil, nil, nil, 0, 0, err
 	}
 	t0 := time.Now()
 	if _, err := c.SubmitJob(ctx, job, 0); err != nil {
-		return nil, nil, 0, 0, err
+		return nil, nil, nil, 0, 0, err
 	}
 	var index int64
 	for {
 		st, idx, err := c.Job(ctx, name, &client.QueryOptions{Index: index, Wait: 30 * time.Second})
 		if err != nil {
-			return nil, nil, 0, 0, err
+			return nil, nil, nil, 0, 0, err
 		}
 		index = idx
-		lat, placed = lat[:0], placed[:0]
+		lat, placed, received = lat[:0], placed[:0], received[:0]
 		for _, a := range st.Allocations {
 			placed = append(placed, a.CreateTime.Sub(t0))
-			if a.Status != nil && a.Status.Tasks["t"] != nil && !a.Status.Tasks["t"].StartedAt.IsZero() {
-				lat = append(lat, a.Status.Tasks["t"].StartedAt.Sub(t0))
+			var ts *spec.TaskState
+			if a.Status != nil {
+				ts = a.Status.Tasks["t"]
+			}
+			if ts == nil || ts.StartedAt.IsZero() {
+				continue
+			}
+			lat = append(lat, ts.StartedAt.Sub(t0))
+			for _, e := range ts.Events {
+				if e.Type == spec.EventReceived {
+					received = append(received, e.Time.Sub(t0))
+					break
+				}
 			}
 		}
 		if len(lat) == n {
 			break
 		}
 		if len(st.Failures) > 0 {
-			return nil, nil, 0, 0, fmt.Errorf("job %s cannot be placed: %s", name, st.Failures[0].String())
+			return nil, nil, nil, 0, 0, fmt.Errorf("job %s cannot be placed: %s", name, st.Failures[0].String())
 		}
 	}
 	span = slices.Max(lat)
 	cpu1, err := cpuTime(pid)
 	if err != nil {
-		return nil, nil, 0, 0, err
+		return nil, nil, nil, 0, 0, err
 	}
 	if _, err := c.StopJob(ctx, name, true); err != nil {
-		return nil, nil, 0, 0, err
+		return nil, nil, nil, 0, 0, err
 	}
 	// Wait for the instances to go so that runs do not overlap.
 	for {
 		allocs, idx, err := c.Allocs(ctx, name, "", &client.QueryOptions{Index: index, Wait: 30 * time.Second})
 		if err != nil {
-			return nil, nil, 0, 0, err
+			return nil, nil, nil, 0, 0, err
 		}
 		index = idx
 		if len(allocs) == 0 {
 			break
 		}
 	}
-	return lat, placed, span, cpu1 - cpu0, nil
+	return lat, placed, received, span, cpu1 - cpu0, nil
 }
 
 // cpuTime is the CPU time process pid has used.

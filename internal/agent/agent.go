@@ -509,6 +509,12 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 // after another was purged waited for the purged one's files. No alloc
 // uses a directory of another's ID. Run waits for the removals before it
 // returns.
+//
+// Nor do they run beside a burst of starts (a job replacing the one just
+// purged, a deployment's next batch): they wait until the starts have been
+// quiet for dirPoolQuiet, up to removeDeferMax. Removing a hundred allocs'
+// files took a tenth of the agent's CPU in `drover-bench starts`, taken
+// from the next job's forks.
 func (a *Agent) removeDirs(dirs []string) {
 	if len(dirs) == 0 {
 		return
@@ -516,6 +522,7 @@ func (a *Agent) removeDirs(dirs []string) {
 	a.removing.Add(1)
 	go func() {
 		defer a.removing.Done()
+		a.dirPools.awaitQuiet(removeDeferMax)
 		for _, dir := range dirs {
 			if err := os.RemoveAll(dir); err != nil {
 				a.log.Warn("cannot remove alloc dir", "dir", dir, "err", err)
@@ -523,6 +530,10 @@ func (a *Agent) removeDirs(dirs []string) {
 		}
 	}()
 }
+
+// removeDeferMax bounds how long removeDirs waits for starts to be quiet:
+// on a node that never stops starting tasks, files are still removed.
+const removeDeferMax = 2 * time.Second
 
 // stoppedMarker is the file an agent that stopped its tasks on exit leaves
 // for the next one: the server still has them running (their stop was not

@@ -272,6 +272,23 @@ func (ps *dirPools) touch() {
 	}
 }
 
+// awaitQuiet waits until no start has asked for a tree, or ended, for
+// dirPoolQuiet, or for most, whichever comes first; at once without a pool.
+func (ps *dirPools) awaitQuiet(most time.Duration) {
+	if ps == nil {
+		return
+	}
+	deadline := time.Now().Add(most)
+	for {
+		wait := dirPoolQuiet - time.Since(time.Unix(0, ps.lastUse.Load()))
+		left := time.Until(deadline)
+		if wait <= 0 || left <= 0 {
+			return
+		}
+		time.Sleep(min(wait, left))
+	}
+}
+
 // allocPool and taskPool are nil (no pool) when ps is.
 func (ps *dirPools) allocPool() *dirPool {
 	if ps == nil {

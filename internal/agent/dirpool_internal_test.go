@@ -346,3 +346,40 @@ func BenchmarkStartDirs(b *testing.B) {
 		}
 	})
 }
+
+// awaitQuiet returns once starts have been quiet for dirPoolQuiet, and
+// after most however busy they stay.
+func TestDirPoolAwaitQuiet(t *testing.T) {
+	ps := newDirPools(t.TempDir(), 8, makeAllocTree, makeTaskTree) // not run: no tree is made
+	t0 := time.Now()
+	ps.awaitQuiet(time.Second)
+	if took := time.Since(t0); took > dirPoolQuiet {
+		t.Errorf("with no start ever, awaitQuiet took %s", took)
+	}
+	ps.touch()
+	t0 = time.Now()
+	ps.awaitQuiet(time.Second)
+	if took := time.Since(t0); took < dirPoolQuiet*9/10 || took > time.Second/2 {
+		t.Errorf("after one start, awaitQuiet took %s, want about %s", took, dirPoolQuiet)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(dirPoolQuiet / 5):
+				ps.touch()
+			}
+		}
+	}()
+	ps.touch()
+	t0 = time.Now()
+	ps.awaitQuiet(300 * time.Millisecond)
+	if took := time.Since(t0); took < 300*time.Millisecond || took > 2*time.Second {
+		t.Errorf("with starts every %s, awaitQuiet(300ms) took %s", dirPoolQuiet/5, took)
+	}
+	var nilPools *dirPools
+	nilPools.awaitQuiet(time.Hour) // no pool: at once
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +52,10 @@ type cgroupSetup struct {
 	// v1: each hierarchy's drover directory and the agent's own tasks
 	// file, held open, in v1Controllers' order (see startInV1).
 	v1 []v1Hierarchy
+	// pool: v1, task cgroups made ahead (cgpool.go); forker: v1, the
+	// thread that forks tasks in their cgroups (forker.go).
+	pool   *cgroupPool
+	forker *v1Forker
 }
 
 // v1Hierarchy is where a start makes a task's cgroup in one v1 hierarchy
@@ -101,6 +104,9 @@ func probeCgroups() (*cgroupSetup, error) {
 		if err := s.openV1(); err != nil {
 			return nil, err
 		}
+		s.removeStalePools()
+		s.pool = newCgroupPool(s)
+		s.forker = newV1Forker(s)
 	}
 	return s, nil
 }
@@ -223,15 +229,24 @@ func (s *cgroupSetup) newTaskCgroup(id driver.TaskID, hook bool, r spec.Resource
 }
 
 // makeV1 makes cgroup name in each v1 hierarchy and writes its limits:
-// three mkdirs and a write per limit, relative to the open drover
-// directories. (The library's Apply and Set cost some forty system calls
-// here: a stat walk before each mkdir, and each limit written, then read
-// back.) A cgroup left by a task that ran before (an agent killed before it
-// removed it) is reused, its limits set anew.
+// a cgroup from the pool renamed (cgpool.go), or three mkdirs, then a
+// write per limit, relative to the open drover directories. (The
+// library's Apply and Set cost some forty system calls here: a stat walk
+// before each mkdir, and each limit written, then read back.) A cgroup
+// left by a task that ran before (an agent killed before it removed it)
+// is reused, its limits set anew; a fresh one has none, so only the
+// limits a task has are written.
 func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
-	for _, h := range s.v1 {
-		if err := unix.Mkdirat(h.dir, name, 0o755); err != nil && err != unix.EEXIST {
-			return fmt.Errorf("mkdir in the %s hierarchy: %w", h.controller, err)
+	fresh := s.pool.take(name)
+	if !fresh {
+		fresh = true
+		for _, h := range s.v1 {
+			err := unix.Mkdirat(h.dir, name, 0o755)
+			if err == unix.EEXIST {
+				fresh = false
+			} else if err != nil {
+				return fmt.Errorf("mkdir in the %s hierarchy: %w", h.controller, err)
+			}
 		}
 	}
 	res := s.resources(r)
@@ -252,13 +267,16 @@ func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
 		if err != nil {
 			return err
 		}
-		// A reused cgroup may hold a soft limit from before: always set.
-		soft := "-1"
-		if res.MemoryReservation > 0 {
-			soft = strconv.FormatInt(res.MemoryReservation, 10)
-		}
-		if err := writeCgroupFiles(mem.dir, name, []string{"memory.soft_limit_in_bytes"}, soft); err != nil {
-			return err
+		// A reused cgroup may hold a soft limit from before: set it there
+		// even when the task has none.
+		if res.MemoryReservation > 0 || !fresh {
+			soft := "-1"
+			if res.MemoryReservation > 0 {
+				soft = strconv.FormatInt(res.MemoryReservation, 10)
+			}
+			if err := writeCgroupFiles(mem.dir, name, []string{"memory.soft_limit_in_bytes"}, soft); err != nil {
+				return err
+			}
 		}
 	}
 	if res.CpuShares > 0 {
@@ -296,48 +314,13 @@ func writeAt(dir int, path, value string) error {
 var errJoin = errors.New("join cgroup")
 
 // startInV1 runs start, which forks the task, with the task born in its
-// cgroup name: v1 has no clone3 CLONE_INTO_CGROUP, but a child is born in
-// the cgroups of the thread that forks it, and v1 moves single threads
-// (the tasks file). So start runs on an OS thread of its own, moved into
-// the task's cgroup in each hierarchy and back into the agent's after the
-// fork. Nothing the task runs, from its first instruction, escapes its
-// limits (joining after the fork left the task outside for the
+// cgroup name: on the forker's thread, moved into the task's cgroups
+// first (forker.go). Nothing the task runs, from its first instruction,
+// escapes its limits (joining after the fork left the task outside for the
 // microseconds of its exec and loader, and what it allocated then charged
-// to the agent). The agent's memory stays charged to the agent: v1 charges
-// a process's pages to the memory cgroup of its thread group's leader.
-// A thread that cannot go back is ended rather than left to fork other
-// tasks into this one's cgroup.
+// to the agent).
 func (s *cgroupSetup) startInV1(name string, start func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		tid := []byte(strconv.Itoa(unix.Gettid()))
-		var err error
-		joined := 0
-		for _, h := range s.v1 {
-			if err = writeAt(h.dir, name+"/tasks", string(tid)); err != nil {
-				err = fmt.Errorf("%w in the %s hierarchy: %w", errJoin, h.controller, err)
-				break
-			}
-			joined++
-		}
-		if err == nil {
-			err = start()
-		}
-		if errors.Is(err, errThreadAstray) {
-			errc <- err
-			return // locked: the runtime ends the thread with this goroutine
-		}
-		for _, h := range s.v1[:joined] {
-			if _, berr := unix.Pwrite(h.home, tid, 0); berr != nil {
-				errc <- err
-				return // locked: the runtime ends the thread with this goroutine
-			}
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	return <-errc
+	return s.forker.do(forkReq{name: name, start: start})
 }
 
 // adoptedCgroup finds the cgroup of a task that an earlier agent started,
@@ -394,12 +377,18 @@ func removeCgroup(m cgroups.Manager) {
 	if m == nil {
 		return
 	}
+	if !cgroups.IsCgroup2UnifiedMode() {
+		vacate(m.Path("memory"))
+	}
 	for range 10 {
 		if err := m.Destroy(); err == nil {
 			return
 		}
 		if pids, err := m.GetAllPids(); err == nil {
 			for _, pid := range pids {
+				if pid == os.Getpid() {
+					continue // never the agent: a thread of its in there is leaving
+				}
 				unix.Kill(pid, unix.SIGKILL)
 			}
 		}

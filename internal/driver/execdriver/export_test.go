@@ -3,6 +3,7 @@ package execdriver
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/drover-org/drover/internal/driver"
 )
@@ -19,3 +20,58 @@ func CountProcScans(t *testing.T) *atomic.Int64 {
 	t.Cleanup(func() { scanGroups = scan })
 	return n
 }
+
+// FillCgroupPool has d's cgroup pool (cgroup v1) hold n cgroups, and waits
+// up to timeout for them; false if d has no pool or it did not fill.
+func FillCgroupPool(d *Driver, n int, timeout time.Duration) bool {
+	if d.cg == nil || d.cg.pool == nil {
+		return false
+	}
+	p := d.cg.pool
+	p.want.Store(int64(min(n, maxCgroupPool)))
+	p.kick()
+	deadline := time.Now().Add(timeout)
+	for p.short() > 0 {
+		if time.Now().After(deadline) || p.off.Load() {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// CgroupsTaken is how many cgroups d's pool handed out.
+func CgroupsTaken(d *Driver) int64 {
+	if d.cg == nil || d.cg.pool == nil {
+		return 0
+	}
+	return d.cg.pool.taken.Load()
+}
+
+// StopCgroupPool turns d's cgroup pool off: starts make their cgroups.
+func StopCgroupPool(d *Driver) {
+	if d.cg != nil && d.cg.pool != nil {
+		d.cg.pool.off.Store(true)
+		for {
+			select {
+			case slot := <-d.cg.pool.ready:
+				d.cg.pool.remove(slot)
+				continue
+			default:
+			}
+			return
+		}
+	}
+}
+
+// CgroupPoolPrefix is the names d's pooled cgroups start with ("" without
+// a pool).
+func CgroupPoolPrefix(d *Driver) string {
+	if d.cg == nil || d.cg.pool == nil {
+		return ""
+	}
+	return d.cg.pool.prefix
+}
+
+// ForkerIdle is how long the v1 forker waits in a task's cgroup.
+const ForkerIdle = forkerIdle
