@@ -58,7 +58,7 @@ func TestWebUIPagingSearchEvents(t *testing.T) {
 	b.step("log in", chromedp.Navigate(devLoginLink(t, d)), chromedp.WaitVisible(`a[href="#/jobs/hello"]`))
 
 	for i := range 110 {
-		job, err := jobfile.Decode("p.hcl", fmt.Appendf(nil, `job "p%03d" {
+		job, _, err := jobfile.DecodeWith("p.hcl", fmt.Appendf(nil, `job "p%03d" {
   group "g" {
     count = 0
     task "t" {
@@ -68,7 +68,7 @@ func TestWebUIPagingSearchEvents(t *testing.T) {
       }
     }
   }
-}`, i))
+}`, i), jobfile.Options{})
 		if err == nil {
 			_, err = c.SubmitJob(ctx, job, 0)
 		}

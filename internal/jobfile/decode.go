@@ -19,12 +19,12 @@ import (
 	"github.com/drover-org/drover/internal/suggest"
 )
 
-// Decode parses src as a job file named filename. The format comes from the
-// extension (.hcl, .nomad: HCL; .json: JSON; .yaml, .yml: YAML; .service: a
-// systemd unit with fleet's [X-Fleet] section, see unit.go). For any other
-// name (such as "-" for stdin) it is sniffed: a first non-space byte '{'
-// means JSON, else a file that parses as HCL with a job block is HCL, else
-// YAML.
+// DecodeWith parses src as a job file named filename. The format comes
+// from the extension (.hcl, .nomad: HCL; .json: JSON; .yaml, .yml: YAML;
+// .service: a systemd unit with fleet's [X-Fleet] section, see unit.go).
+// For any other name (such as "-" for stdin) it is sniffed: a first
+// non-space byte '{' means JSON, else a file that parses as HCL with a job
+// block is HCL, else YAML.
 //
 // Before any parsing, src is checked against the limits every drover
 // decoder applies (inputlimit): its size, the one a server accepts, and
@@ -33,23 +33,14 @@ import (
 // On success the job is canonicalized and valid. Otherwise the error is a
 // spec.Problems holding every problem found, decoding and validation
 // together, each with its position ("web.hcl:12:5") where it is known.
-// Positions use filename as given.
-func Decode(filename string, src []byte) (*spec.Job, error) {
-	job, _, err := DecodeWarn(filename, src)
-	return job, err
-}
-
-// DecodeWarn is Decode that also returns the warnings: what the file says
+// Positions use filename as given. The warnings are what the file says
 // that drover accepts but does otherwise than asked (a systemd key it
 // ignores), each with its position, whether or not the file is valid.
-func DecodeWarn(filename string, src []byte) (*spec.Job, spec.Problems, error) {
-	return DecodeWith(filename, src, Options{})
-}
-
-// DecodeWith is DecodeWarn for an HCL file whose variables take values
-// from o (-var, -var-file, the environment). Its filesystem functions
-// (file("x")) read paths relative to filename's folder. Only HCL files
-// have variables: o's -var and -var-file on another format are a problem.
+//
+// o gives an HCL file's variables their values (-var, -var-file, the
+// environment); its filesystem functions (file("x")) read paths relative
+// to filename's folder. Only HCL files have variables: o's -var and
+// -var-file on another format are a problem.
 func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problems, error) {
 	name := filename
 	dir := filepath.Dir(filename)
@@ -93,21 +84,9 @@ func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problem
 	return noWarnings(decodeYAML(name, src))
 }
 
-// DecodeFile reads the file at path and decodes it with Decode. A unit
-// instance such as web@1.service that is not on disk is read from its
+// DecodeFileWith reads the file at path and decodes it with DecodeWith. A
+// unit instance such as web@1.service that is not on disk is read from its
 // template web@.service.
-func DecodeFile(path string) (*spec.Job, error) {
-	job, _, err := DecodeFileWarn(path)
-	return job, err
-}
-
-// DecodeFileWarn is DecodeFile that also returns the warnings (DecodeWarn).
-func DecodeFileWarn(path string) (*spec.Job, spec.Problems, error) {
-	return DecodeFileWith(path, Options{})
-}
-
-// DecodeFileWith is DecodeFileWarn for an HCL file whose variables take
-// values from o (DecodeWith).
 func DecodeFileWith(path string, o Options) (*spec.Job, spec.Problems, error) {
 	if strings.ToLower(filepath.Ext(path)) == unitSuffix && !o.given() {
 		return decodeUnitFile(path)

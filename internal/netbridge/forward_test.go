@@ -317,8 +317,8 @@ func TestBridgeHairpin(t *testing.T) {
 	}
 	dropForward(t)
 	const bridge = "drvtest5"
+	open(t, bridge, "10.213.5.0/24") // the first open; the second below
 	m := open(t, bridge, "10.213.5.0/24")
-	m = open(t, bridge, "10.213.5.0/24")
 	// The node's primary address, on an interface of its own (one end of
 	// a veth pair: this kernel may lack the dummy interface).
 	primary := netip.MustParseAddr("10.214.8.1")

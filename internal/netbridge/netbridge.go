@@ -151,9 +151,6 @@ func (m *Manager) BridgeError() error { return m.bridgeErr }
 // the node, nor each other's host ports through the node's addresses.
 func (m *Manager) ForwardError() error { return m.forwardErr }
 
-// Config is the manager's configuration.
-func (m *Manager) Config() Config { return m.cfg }
-
 // NamespaceName is the name of alloc's namespace in NamespaceDir.
 func (m *Manager) NamespaceName(allocID string) string { return m.prefix() + allocID }
 
@@ -548,15 +545,4 @@ func addrOf(name string) (netip.Addr, bool) {
 	}
 	defer h.Close()
 	return nsAddr(h)
-}
-
-// UsedAddrs are the addresses held, by alloc ID.
-func (m *Manager) UsedAddrs() map[string]netip.Addr {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[string]netip.Addr{}
-	for a, id := range m.used {
-		out[id] = a
-	}
-	return out
 }

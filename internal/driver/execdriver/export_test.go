@@ -40,14 +40,6 @@ func FillCgroupPool(d *Driver, n int, timeout time.Duration) bool {
 	return true
 }
 
-// CgroupsTaken is how many cgroups d's pool handed out.
-func CgroupsTaken(d *Driver) int64 {
-	if d.cg == nil || d.cg.pool == nil {
-		return 0
-	}
-	return d.cg.pool.taken.Load()
-}
-
 // StopCgroupPool turns d's cgroup pool off: starts make their cgroups.
 func StopCgroupPool(d *Driver) {
 	if d.cg != nil && d.cg.pool != nil {
