@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -321,9 +322,16 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 	rep.set("heartbeat_p99_ms", hb)
 	rep.linef("  heartbeats:            n=%d errors=%d p50=%.2fms p99=%.2fms max=%.2fms, registered again %d times (node TTL ran out)  [target p99 <= %s: %s]",
 		end.Heartbeats, end.HeartbeatErrors, end.P50ms, end.P99ms, end.MaxMs, end.Reregistrations, agentsHeartbeatTarget, verdict(hb <= agentsHeartbeatTarget))
-	for _, ph := range end.Phases {
-		rep.set("heartbeat_"+ph.Name+"_p99_ms", time.Duration(ph.P99ms*float64(time.Millisecond)))
-		rep.linef("    sent while %-8s n=%d p50=%.2fms p99=%.2fms max=%.2fms", ph.Name+":", ph.N, ph.P50ms, ph.P99ms, ph.MaxMs)
+	// Every phase has its keys, a phase without heartbeats n 0 and p99 0
+	// (a short run may time none while it places).
+	for _, name := range []string{"idle", "placing", "steady"} {
+		ph := agentsPhase{Name: name}
+		if i := slices.IndexFunc(end.Phases, func(p agentsPhase) bool { return p.Name == name }); i >= 0 {
+			ph = end.Phases[i]
+		}
+		rep.set("heartbeats_"+name, ph.N)
+		rep.set("heartbeat_"+name+"_p99_ms", time.Duration(ph.P99ms*float64(time.Millisecond)))
+		rep.linef("    sent while %-8s n=%d p50=%.2fms p99=%.2fms max=%.2fms", name+":", ph.N, ph.P50ms, ph.P99ms, ph.MaxMs)
 	}
 	if conn.Connected < n {
 		rep.failed = fmt.Errorf("only %d of %d agents connected", conn.Connected, n)

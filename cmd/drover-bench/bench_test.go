@@ -78,7 +78,8 @@ var wantKeys = map[string][]string{
 		"min_healthy_good", "min_healthy_bad", "bad_to_failed_ms", "bad_to_reverted_ms"},
 	"state": {"nodes", "allocs", "probes", "register_nodes_ms", "place_allocs_ms", "probe_p50_ms", "probe_p99_ms", "snapshot_ms",
 		"metrics_scrape_ms", "metrics_state_errors", "idle_cpu_percent", "idle_window_cpu_percent", "full_pass_ms", "resync_share_percent", "heap_bytes_per_alloc", "heap_bytes_per_alloc_before_scrapes", "rss_mb", "idle_alloc_writes", "log_warnings"},
-	"agents": {"agents", "connected", "conns_per_agent", "server_bytes_per_agent", "heartbeat_p99_ms"},
+	"agents": {"agents", "connected", "conns_per_agent", "server_bytes_per_agent", "heartbeat_p99_ms",
+		"heartbeats_idle", "heartbeat_idle_p99_ms", "heartbeats_placing", "heartbeat_placing_p99_ms", "heartbeats_steady", "heartbeat_steady_p99_ms"},
 	"machineloss": {"trials", "node_ttl_ms", "kill_to_placed_p50_ms", "kill_to_placed_p99_ms", "kill_to_placed_max_ms",
 		"kill_to_running_p50_ms", "kill_to_running_p99_ms", "kill_to_running_max_ms"},
 }
