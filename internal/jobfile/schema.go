@@ -420,10 +420,10 @@ var unsupportedIn = map[string][]string{
 	"Port":    {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
-	"Service": {"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
-		"tagged_addresses", "meta", "on_update"},
+	"Service": {"address", "address_mode", "canary_meta", "enable_tag_override",
+		"tagged_addresses", "meta"},
 	"Check": {"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
-		"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
+		"success_before_passing", "failures_before_critical", "failures_before_warning", "address_mode",
 		"expose", "grpc_service", "grpc_use_tls"},
 	"CheckRestart": {"ignore_warnings"},
 }
@@ -432,7 +432,6 @@ var unsupportedIn = map[string][]string{
 // another way to say.
 var instead = map[string]string{
 	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
-	"provider":     "drover registers services in its own catalog; remove it",
 }
 
 // notHere are Nomad blocks that ask for something drover does not have
@@ -461,6 +460,14 @@ var notHereIn = map[string]map[string]string{
 		"replace":    "drover replaces the instances of a node declared down (after stop_on_client_after, when set, so that the cut-off copy has stopped first); replace does nothing",
 		"reconcile":  "drover keeps no second copy to choose between once stop_on_client_after is set; without it both copies run until the node comes back; reconcile does nothing",
 	},
+	// Services go to drover's own catalog, whatever the provider; what
+	// only Consul does with a service or a check is told, not refused.
+	"Service": {
+		"provider":    "drover registers every service in its own catalog (its API and DNS), as Nomad's provider \"nomad\" does; provider does nothing",
+		"canary_tags": "canary_tags are not applied: a canary is registered with the service's tags, like every other instance",
+		"on_update":   "on_update is not applied: every check of the service counts towards a deployment's health (on_update = \"require_healthy\")",
+	},
+	"Check":          {"on_update": "on_update is not applied: the check counts towards a deployment's health (on_update = \"require_healthy\")"},
 	"Scaling":        {"policy": "drover has no autoscaler: the policy is for one such as the Nomad Autoscaler, and drover does not keep it; min and max bound every count (drover job scale)"},
 	"Task":           {"scaling": "drover does not resize a task's resources (Nomad Enterprise's dynamic application sizing); the block does nothing"},
 	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
