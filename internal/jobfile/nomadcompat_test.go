@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -425,15 +426,26 @@ func TestGroupServices(t *testing.T) {
 	}
 }
 
-// TestNomadCompatCorpus: each Nomad-style file of testdata/nomadcompat
-// (a driver drover lacks, Vault/Consul/CSI blocks, group services,
-// docker keys, a system job's update) is valid, and its warnings are
-// those of its .warnings file, one a line. Run with -update after a
-// deliberate change and read the diff.
+// TestNomadCompatCorpus: each Nomad-style file of testdata/nomadcompat,
+// written in Nomad's HCL or in the JSON of Nomad's API, one or more per
+// feature of Nomad's job language (node attributes, interpolation, HCL2
+// variables, quoted numbers, group services, network modes, templates,
+// artifacts, lifecycle hooks, job kinds, task options, policy merges,
+// docker keys, Vault/Consul/CSI, a driver drover lacks), is valid, and its
+// warnings are those of its .warnings file, one a line. The files
+// validate-only.txt names exist. Run with -update after a deliberate
+// change and read the diff.
 func TestNomadCompatCorpus(t *testing.T) {
-	files, err := filepath.Glob("testdata/nomadcompat/*.nomad")
-	if err != nil || len(files) < 5 {
-		t.Fatalf("corpus: %v, %d files", err, len(files))
+	var files []string
+	for _, pattern := range []string{"testdata/nomadcompat/*.nomad", "testdata/nomadcompat/*.json"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 20 {
+		t.Fatalf("corpus: %d files, want one or more per feature", len(files))
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -445,7 +457,7 @@ func TestNomadCompatCorpus(t *testing.T) {
 			for _, w := range warns {
 				fmt.Fprintf(&got, "%s: %s\n", w.Pos, w.Message)
 			}
-			golden := strings.TrimSuffix(path, ".nomad") + ".warnings"
+			golden := strings.TrimSuffix(path, filepath.Ext(path)) + ".warnings"
 			if *update {
 				if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
 					t.Fatal(err)
@@ -460,6 +472,19 @@ func TestNomadCompatCorpus(t *testing.T) {
 				t.Errorf("warnings differ from %s\n--- got:\n%s--- want:\n%s", golden, got.String(), want)
 			}
 		})
+	}
+	only, err := os.ReadFile("testdata/nomadcompat/validate-only.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(only)) {
+		name, reason, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		if !ok || reason == "" || !slices.Contains(files, filepath.Join("testdata/nomadcompat", name)) {
+			t.Errorf("validate-only.txt: %q is not FILE: reason of a file of the corpus", strings.TrimSpace(line))
+		}
 	}
 }
 
