@@ -150,6 +150,7 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 		return nil, failed(c)
 	}
 	keepRuntimeRefs(body, src)
+	wrapJobTasks(body)
 	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir, o.NoFiles), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
 	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 		if b, ok := n.(*hclsyntax.Body); ok {
@@ -162,6 +163,32 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 		return nil, failed(c)
 	}
 	return finish(job, c, d.at)
+}
+
+// wrapJobTasks puts each task block written directly in a job block, as
+// Nomad's older files do, into a group block of its own named after the
+// task, where Nomad puts it too: `job "j" { task "t" { ... } }` reads as
+// `job "j" { group "t" { task "t" { ... } } }`.
+func wrapJobTasks(body *hclsyntax.Body) {
+	for _, job := range body.Blocks {
+		if job.Type != "job" {
+			continue
+		}
+		for i, b := range job.Body.Blocks {
+			if b.Type != "task" || len(b.Labels) != 1 {
+				continue
+			}
+			r := b.Range()
+			job.Body.Blocks[i] = &hclsyntax.Block{
+				Type: "group", Labels: b.Labels,
+				Body:            &hclsyntax.Body{Blocks: hclsyntax.Blocks{b}, SrcRange: r, EndRange: hcl.Range{Filename: r.Filename, Start: r.End, End: r.End}},
+				TypeRange:       b.TypeRange,
+				LabelRanges:     b.LabelRanges,
+				OpenBraceRange:  b.OpenBraceRange,
+				CloseBraceRange: b.CloseBraceRange,
+			}
+		}
+	}
 }
 
 // failed returns the collected problems as an error, never a nil one.

@@ -511,3 +511,36 @@ func TestDriverTypoIsRefused(t *testing.T) {
 		t.Errorf("exec2: %v, warnings %v", err, warns)
 	}
 }
+
+// TestJobLevelTask: a task written directly in the job block is read as a
+// group of its own named after it, in file order, its problems told at
+// their lines; a group of that name already there is a conflict.
+func TestJobLevelTask(t *testing.T) {
+	job, err := DecodeFile("testdata/nomadcompat/job-level-task.nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(job.Groups) != 2 || job.Groups[0].Name != "first" || job.Groups[1].Name != "second" ||
+		len(job.Groups[0].Tasks) != 1 || job.Groups[0].Tasks[0].Name != "first" || job.Groups[0].Count != 1 {
+		t.Fatalf("groups %+v", job.Groups)
+	}
+	_, err = Decode("tl.hcl", []byte(`job "x" {
+  group "t" {
+    task "a" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+  task "t" {
+    driver = "raw_exec"
+    config { command = "/bin/true" }
+    bogus = 1
+  }
+}
+`))
+	for _, w := range []string{`tl.hcl:8:8: groups[1].name: group "t" is already defined`, `tl.hcl:11:5: unknown attribute "bogus" in task "t"`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("%v, want %q", err, w)
+		}
+	}
+}
