@@ -152,6 +152,7 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 	keepRuntimeRefs(body, src)
 	wrapJobTasks(body)
 	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir, o.NoFiles), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
+	d.liftTaskNetworks(body)
 	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 		if b, ok := n.(*hclsyntax.Body); ok {
 			d.bodies[b.MissingItemRange().Start.Byte] = b
@@ -187,6 +188,52 @@ func wrapJobTasks(body *hclsyntax.Body) {
 				OpenBraceRange:  b.OpenBraceRange,
 				CloseBraceRange: b.CloseBraceRange,
 			}
+		}
+	}
+}
+
+// liftTaskNetworks moves a network block written in a task's resources
+// block, Nomad's older form, to the task's group, with a warning, where
+// the group has no network block and that task is its only one with such
+// a block; otherwise it stays where it is, and is refused there with
+// where it belongs.
+func (d *hclDecoder) liftTaskNetworks(body *hclsyntax.Body) {
+	for _, job := range body.Blocks {
+		if job.Type != "job" {
+			continue
+		}
+		for _, g := range job.Body.Blocks {
+			if g.Type != "group" || slices.ContainsFunc(g.Body.Blocks, func(b *hclsyntax.Block) bool { return b.Type == "network" }) {
+				continue
+			}
+			type found struct {
+				task, res *hclsyntax.Block
+				at        int
+			}
+			var nets []found
+			for _, t := range g.Body.Blocks {
+				if t.Type != "task" {
+					continue
+				}
+				for _, r := range t.Body.Blocks {
+					if r.Type != "resources" {
+						continue
+					}
+					for i, n := range r.Body.Blocks {
+						if n.Type == "network" {
+							nets = append(nets, found{t, r, i})
+						}
+					}
+				}
+			}
+			if len(nets) != 1 {
+				continue
+			}
+			f := nets[0]
+			n := f.res.Body.Blocks[f.at]
+			f.res.Body.Blocks = slices.Delete(f.res.Body.Blocks, f.at, f.at+1)
+			g.Body.Blocks = append(g.Body.Blocks, n)
+			d.c.warn(rangePos(&n.TypeRange), "network in the resources block of task %q is read as its group's network, where Nomad has moved it; write it in the group block", strings.Join(f.task.Labels, ""))
 		}
 	}
 }

@@ -544,3 +544,32 @@ func TestJobLevelTask(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskNetworkLifted: a network in a task's resources is its group's
+// (task-network.nomad), but not where the group has its own or two tasks
+// have one: there it is refused at its line with where it belongs.
+func TestTaskNetworkLifted(t *testing.T) {
+	job, err := DecodeFile("testdata/nomadcompat/task-network.nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := job.Groups[0].Network; n == nil || len(n.Ports) != 1 || n.Ports[0].Label != "http" {
+		t.Fatalf("the group's network: %+v", n)
+	}
+	task := func(name string) string {
+		return `    task "` + name + `" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+      resources {
+        network {
+          port "p` + name + `" {}
+        }
+      }
+    }
+`
+	}
+	_, err = Decode("two.hcl", []byte("job \"x\" {\n  group \"g\" {\n"+task("a")+task("b")+"  }\n}\n"))
+	if err == nil || !strings.Contains(err.Error(), `two.hcl:7:9: network belongs in a group block, not in the resources block of task "a"`) {
+		t.Errorf("two tasks' networks: %v", err)
+	}
+}

@@ -416,7 +416,7 @@ var unsupportedIn = map[string][]string{
 	// Ports are reserved on the node's own address; mode bridge maps them
 	// into the instance's namespace. No CNI plugins, no hostname of its
 	// own (the namespace shares the node's UTS), no bandwidth.
-	"Network": {"hostname", "cni", "mbits"},
+	"Network": {"hostname", "cni"},
 	"Port":    {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
@@ -450,7 +450,8 @@ var notHere = map[string]string{
 // only, by the struct's name, and does nothing with: each is a warning
 // saying so.
 var notHereIn = map[string]map[string]string{
-	"Job": {"region": "drover has no regions: the job runs in the cluster it is submitted to; region does nothing"},
+	"Network": {"mbits": "drover reserves no bandwidth (Nomad has deprecated mbits); mbits does nothing"},
+	"Job":     {"region": "drover has no regions: the job runs in the cluster it is submitted to; region does nothing"},
 	"Group": {
 		"max_client_disconnect":      "drover replaces the instances of a node declared down (one heartbeat TTL after its last heartbeat) at once, and a node only cut off runs its copies until it comes back, as Nomad does without this setting; disconnect { stop_on_client_after } stops the cut-off copies first so that there is never more than one. max_client_disconnect does nothing",
 		"prevent_reschedule_on_lost": "drover replaces the instances of a node declared down; to wait for them instead, disconnect { stop_on_client_after } places the replacement only after the cut-off copy has stopped. prevent_reschedule_on_lost does nothing",
