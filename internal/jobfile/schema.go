@@ -417,7 +417,9 @@ var unsupportedIn = map[string][]string{
 	// into the instance's namespace. No CNI plugins, no hostname of its
 	// own (the namespace shares the node's UTS), no bandwidth.
 	"Network": {"hostname", "cni"},
-	"Port":    {"host_network"},
+	// Nomad 1.11's limit on how long an instance may run.
+	"Group": {"max_run_duration"},
+	"Port":  {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
 	"Service": {"address", "address_mode", "canary_meta", "enable_tag_override",
@@ -431,7 +433,8 @@ var unsupportedIn = map[string][]string{
 // instead says what to write for an unsupported Nomad name that drover has
 // another way to say.
 var instead = map[string]string{
-	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
+	"host_network":     "ports are reserved on the node's own address (its network.ip attribute)",
+	"max_run_duration": "drover does not stop an instance after a time; bound the task's command instead (command = \"timeout\", args = [\"5s\", ...])",
 }
 
 // notHere are Nomad blocks that ask for something drover does not have
