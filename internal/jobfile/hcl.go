@@ -153,6 +153,7 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 	wrapJobTasks(body)
 	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir, o.NoFiles), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
 	d.liftTaskNetworks(body)
+	d.mountsAsBlocks(body)
 	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 		if b, ok := n.(*hclsyntax.Body); ok {
 			d.bodies[b.MissingItemRange().Start.Byte] = b
@@ -236,6 +237,63 @@ func (d *hclDecoder) liftTaskNetworks(body *hclsyntax.Body) {
 			d.c.warn(rangePos(&n.TypeRange), "network in the resources block of task %q is read as its group's network, where Nomad has moved it; write it in the group block", strings.Join(f.task.Labels, ""))
 		}
 	}
+}
+
+// mountsAsBlocks reads the docker driver's older `mounts = [{ ... }]`, a
+// list of objects in a task's config block, as the mount blocks Nomad
+// has since written, one a list item, with a warning; a list it cannot
+// read so (an item not an object of plain keys) is left as written, and
+// refused as an unknown attribute.
+func (d *hclDecoder) mountsAsBlocks(body *hclsyntax.Body) {
+	for _, job := range body.Blocks {
+		if job.Type != "job" {
+			continue
+		}
+		for _, g := range job.Body.Blocks {
+			if g.Type != "group" {
+				continue
+			}
+			for _, t := range g.Body.Blocks {
+				if t.Type != "task" {
+					continue
+				}
+				for _, c := range t.Body.Blocks {
+					if a := c.Body.Attributes["mounts"]; c.Type == "config" && a != nil {
+						if blocks, ok := mountBlocks(a); ok {
+							delete(c.Body.Attributes, "mounts")
+							c.Body.Blocks = append(c.Body.Blocks, blocks...)
+							d.c.warn(rangePos(&a.NameRange), "mounts = [...] in task %q is Nomad's older form of mount blocks, read as %d mount block(s); write mount { ... } blocks instead", strings.Join(t.Labels, ""), len(blocks))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// mountBlocks turns mounts = [{ k = v, ... }, ...] into mount blocks.
+func mountBlocks(a *hclsyntax.Attribute) (hclsyntax.Blocks, bool) {
+	list, ok := a.Expr.(*hclsyntax.TupleConsExpr)
+	if !ok {
+		return nil, false
+	}
+	var out hclsyntax.Blocks
+	for _, e := range list.Exprs {
+		obj, ok := e.(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			return nil, false
+		}
+		b := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, SrcRange: obj.SrcRange, EndRange: hcl.Range{Filename: obj.SrcRange.Filename, Start: obj.SrcRange.End, End: obj.SrcRange.End}}
+		for _, it := range obj.Items {
+			key := hcl.ExprAsKeyword(it.KeyExpr)
+			if key == "" || b.Attributes[key] != nil {
+				return nil, false
+			}
+			b.Attributes[key] = &hclsyntax.Attribute{Name: key, Expr: it.ValueExpr, SrcRange: hcl.RangeBetween(it.KeyExpr.Range(), it.ValueExpr.Range()), NameRange: it.KeyExpr.Range()}
+		}
+		out = append(out, &hclsyntax.Block{Type: "mount", Body: b, TypeRange: obj.OpenRange, OpenBraceRange: obj.OpenRange, CloseBraceRange: hcl.Range{Filename: obj.SrcRange.Filename, Start: obj.SrcRange.End, End: obj.SrcRange.End}})
+	}
+	return out, len(out) > 0
 }
 
 // failed returns the collected problems as an error, never a nil one.

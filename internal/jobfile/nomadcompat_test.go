@@ -573,3 +573,38 @@ func TestTaskNetworkLifted(t *testing.T) {
 		t.Errorf("two tasks' networks: %v", err)
 	}
 }
+
+// TestDockerMountsList: the docker driver's older mounts = [{ ... }] is
+// read as mount blocks beside those written as blocks, with a warning at
+// its line; a list that is not of plain objects stays an unknown
+// attribute.
+func TestDockerMountsList(t *testing.T) {
+	job, warns, err := DecodeFileWarn("testdata/nomadcompat/docker-keys.nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := job.Groups[0].Tasks[0].Config.Mounts
+	if len(m) != 2 || m[0].Type != "tmpfs" || *m[1] != (spec.DockerMount{Type: "bind", Source: "local", Target: "/etc/nginx/conf.d", ReadOnly: true}) {
+		t.Errorf("mounts %+v", m)
+	}
+	if !slices.ContainsFunc(warns, func(w spec.Problem) bool {
+		return strings.HasSuffix(w.Pos, ":30:9") && strings.Contains(w.Message, "mounts = [...] in task \"nginx\" is Nomad's older form of mount blocks")
+	}) {
+		t.Errorf("no warning at the mounts line: %v", warns)
+	}
+	_, err = Decode("m.hcl", []byte(`job "m" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image  = "redis:7"
+        mounts = ["/a:/b"]
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `m.hcl:7:9: unknown attribute "mounts"`) {
+		t.Errorf("mounts of strings: %v", err)
+	}
+}
