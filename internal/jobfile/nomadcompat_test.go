@@ -608,3 +608,28 @@ func TestDockerMountsList(t *testing.T) {
 		t.Errorf("mounts of strings: %v", err)
 	}
 }
+
+// TestExecHostNamespaces: an exec or raw_exec task's pid_mode = "host"
+// says what it does and is taken (exec-host-namespaces.nomad), any other
+// value is refused at its line; ipc_mode is a warning for every driver.
+func TestExecHostNamespaces(t *testing.T) {
+	_, err := Decode("pm.hcl", []byte(`job "p" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command  = "/bin/true"
+        pid_mode = "private"
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `pm.hcl:7:20: groups[0].tasks[0].config.pid_mode: pid_mode "private": raw_exec tasks run in the node's process namespace; write "host"`) {
+		t.Errorf("pid_mode private: %v", err)
+	}
+	job, warns, err := DecodeFileWarn("testdata/nomadcompat/exec-host-namespaces.nomad")
+	if err != nil || job.Groups[0].Tasks[0].Config.PidMode != "host" || len(warns) != 1 || !strings.Contains(warns[0].Message, "ipc_mode does nothing") {
+		t.Errorf("%v; pid_mode %q; warnings %v", err, job.Groups[0].Tasks[0].Config.PidMode, warns)
+	}
+}

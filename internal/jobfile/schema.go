@@ -479,6 +479,7 @@ var notHereIn = map[string]map[string]string{
 	"TaskConfig": {
 		"auth":           "drover does not pass registry credentials from the job: the node's docker daemon pulls with its own (docker login on the node); auth does nothing",
 		"auth_soft_fail": "drover does not pass registry credentials from the job, so there is no auth to fail; auth_soft_fail does nothing",
+		"ipc_mode":       "drover does not set a task's IPC namespace: exec and raw_exec tasks share the node's (as ipc_mode = \"host\" asks), docker containers get docker's default; ipc_mode does nothing",
 		"logging":        "drover reads the container's output through the daemon into its own task logs (drover logs); logging's driver and options are not applied, the daemon's default log driver is used",
 	},
 	// Nomad's options of CSI volumes and of mount propagation.
