@@ -150,7 +150,10 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 		return nil, failed(c)
 	}
 	keepRuntimeRefs(body, src)
+	wrapJobTasks(body)
 	d := &hclDecoder{c: c, at: positions{}, opts: o, ctx: baseContext(dir, o.NoFiles), bodies: map[int]*hclsyntax.Body{}, secret: map[string]bool{}}
+	d.liftTaskNetworks(body)
+	d.mountsAsBlocks(body)
 	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 		if b, ok := n.(*hclsyntax.Body); ok {
 			d.bodies[b.MissingItemRange().Start.Byte] = b
@@ -162,6 +165,135 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 		return nil, failed(c)
 	}
 	return finish(job, c, d.at)
+}
+
+// wrapJobTasks puts each task block written directly in a job block, as
+// Nomad's older files do, into a group block of its own named after the
+// task, where Nomad puts it too: `job "j" { task "t" { ... } }` reads as
+// `job "j" { group "t" { task "t" { ... } } }`.
+func wrapJobTasks(body *hclsyntax.Body) {
+	for _, job := range body.Blocks {
+		if job.Type != "job" {
+			continue
+		}
+		for i, b := range job.Body.Blocks {
+			if b.Type != "task" || len(b.Labels) != 1 {
+				continue
+			}
+			r := b.Range()
+			job.Body.Blocks[i] = &hclsyntax.Block{
+				Type: "group", Labels: b.Labels,
+				Body:            &hclsyntax.Body{Blocks: hclsyntax.Blocks{b}, SrcRange: r, EndRange: hcl.Range{Filename: r.Filename, Start: r.End, End: r.End}},
+				TypeRange:       b.TypeRange,
+				LabelRanges:     b.LabelRanges,
+				OpenBraceRange:  b.OpenBraceRange,
+				CloseBraceRange: b.CloseBraceRange,
+			}
+		}
+	}
+}
+
+// liftTaskNetworks moves a network block written in a task's resources
+// block, Nomad's older form, to the task's group, with a warning, where
+// the group has no network block and that task is its only one with such
+// a block; otherwise it stays where it is, and is refused there with
+// where it belongs.
+func (d *hclDecoder) liftTaskNetworks(body *hclsyntax.Body) {
+	for _, job := range body.Blocks {
+		if job.Type != "job" {
+			continue
+		}
+		for _, g := range job.Body.Blocks {
+			if g.Type != "group" || slices.ContainsFunc(g.Body.Blocks, func(b *hclsyntax.Block) bool { return b.Type == "network" }) {
+				continue
+			}
+			type found struct {
+				task, res *hclsyntax.Block
+				at        int
+			}
+			var nets []found
+			for _, t := range g.Body.Blocks {
+				if t.Type != "task" {
+					continue
+				}
+				for _, r := range t.Body.Blocks {
+					if r.Type != "resources" {
+						continue
+					}
+					for i, n := range r.Body.Blocks {
+						if n.Type == "network" {
+							nets = append(nets, found{t, r, i})
+						}
+					}
+				}
+			}
+			if len(nets) != 1 {
+				continue
+			}
+			f := nets[0]
+			n := f.res.Body.Blocks[f.at]
+			f.res.Body.Blocks = slices.Delete(f.res.Body.Blocks, f.at, f.at+1)
+			g.Body.Blocks = append(g.Body.Blocks, n)
+			d.c.warn(rangePos(&n.TypeRange), "network in the resources block of task %q is read as its group's network, where Nomad has moved it; write it in the group block", strings.Join(f.task.Labels, ""))
+		}
+	}
+}
+
+// mountsAsBlocks reads the docker driver's older `mounts = [{ ... }]`, a
+// list of objects in a task's config block, as the mount blocks Nomad
+// has since written, one a list item, with a warning; a list it cannot
+// read so (an item not an object of plain keys) is left as written, and
+// refused as an unknown attribute.
+func (d *hclDecoder) mountsAsBlocks(body *hclsyntax.Body) {
+	for _, job := range body.Blocks {
+		if job.Type != "job" {
+			continue
+		}
+		for _, g := range job.Body.Blocks {
+			if g.Type != "group" {
+				continue
+			}
+			for _, t := range g.Body.Blocks {
+				if t.Type != "task" {
+					continue
+				}
+				for _, c := range t.Body.Blocks {
+					if a := c.Body.Attributes["mounts"]; c.Type == "config" && a != nil {
+						if blocks, ok := mountBlocks(a); ok {
+							delete(c.Body.Attributes, "mounts")
+							c.Body.Blocks = append(c.Body.Blocks, blocks...)
+							d.c.warn(rangePos(&a.NameRange), "mounts = [...] in task %q is Nomad's older form of mount blocks, read as %d mount block(s); write mount { ... } blocks instead", strings.Join(t.Labels, ""), len(blocks))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// mountBlocks turns mounts = [{ k = v, ... }, ...] into mount blocks.
+func mountBlocks(a *hclsyntax.Attribute) (hclsyntax.Blocks, bool) {
+	list, ok := a.Expr.(*hclsyntax.TupleConsExpr)
+	if !ok {
+		return nil, false
+	}
+	var out hclsyntax.Blocks
+	for _, e := range list.Exprs {
+		obj, ok := e.(*hclsyntax.ObjectConsExpr)
+		if !ok {
+			return nil, false
+		}
+		b := &hclsyntax.Body{Attributes: hclsyntax.Attributes{}, SrcRange: obj.SrcRange, EndRange: hcl.Range{Filename: obj.SrcRange.Filename, Start: obj.SrcRange.End, End: obj.SrcRange.End}}
+		for _, it := range obj.Items {
+			key := hcl.ExprAsKeyword(it.KeyExpr)
+			if key == "" || b.Attributes[key] != nil {
+				return nil, false
+			}
+			b.Attributes[key] = &hclsyntax.Attribute{Name: key, Expr: it.ValueExpr, SrcRange: hcl.RangeBetween(it.KeyExpr.Range(), it.ValueExpr.Range()), NameRange: it.KeyExpr.Range()}
+		}
+		out = append(out, &hclsyntax.Block{Type: "mount", Body: b, TypeRange: obj.OpenRange, OpenBraceRange: obj.OpenRange, CloseBraceRange: hcl.Range{Filename: obj.SrcRange.Filename, Start: obj.SrcRange.End, End: obj.SrcRange.End}})
+	}
+	return out, len(out) > 0
 }
 
 // failed returns the collected problems as an error, never a nil one.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -425,15 +426,26 @@ func TestGroupServices(t *testing.T) {
 	}
 }
 
-// TestNomadCompatCorpus: each Nomad-style file of testdata/nomadcompat
-// (a driver drover lacks, Vault/Consul/CSI blocks, group services,
-// docker keys, a system job's update) is valid, and its warnings are
-// those of its .warnings file, one a line. Run with -update after a
-// deliberate change and read the diff.
+// TestNomadCompatCorpus: each Nomad-style file of testdata/nomadcompat,
+// written in Nomad's HCL or in the JSON of Nomad's API, one or more per
+// feature of Nomad's job language (node attributes, interpolation, HCL2
+// variables, quoted numbers, group services, network modes, templates,
+// artifacts, lifecycle hooks, job kinds, task options, policy merges,
+// docker keys, Vault/Consul/CSI, a driver drover lacks), is valid, and its
+// warnings are those of its .warnings file, one a line. The files
+// validate-only.txt names exist. Run with -update after a deliberate
+// change and read the diff.
 func TestNomadCompatCorpus(t *testing.T) {
-	files, err := filepath.Glob("testdata/nomadcompat/*.nomad")
-	if err != nil || len(files) < 5 {
-		t.Fatalf("corpus: %v, %d files", err, len(files))
+	var files []string
+	for _, pattern := range []string{"testdata/nomadcompat/*.nomad", "testdata/nomadcompat/*.json"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 20 {
+		t.Fatalf("corpus: %d files, want one or more per feature", len(files))
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -445,7 +457,7 @@ func TestNomadCompatCorpus(t *testing.T) {
 			for _, w := range warns {
 				fmt.Fprintf(&got, "%s: %s\n", w.Pos, w.Message)
 			}
-			golden := strings.TrimSuffix(path, ".nomad") + ".warnings"
+			golden := strings.TrimSuffix(path, filepath.Ext(path)) + ".warnings"
 			if *update {
 				if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
 					t.Fatal(err)
@@ -460,6 +472,19 @@ func TestNomadCompatCorpus(t *testing.T) {
 				t.Errorf("warnings differ from %s\n--- got:\n%s--- want:\n%s", golden, got.String(), want)
 			}
 		})
+	}
+	only, err := os.ReadFile("testdata/nomadcompat/validate-only.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(only)) {
+		name, reason, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		if !ok || reason == "" || !slices.Contains(files, filepath.Join("testdata/nomadcompat", name)) {
+			t.Errorf("validate-only.txt: %q is not FILE: reason of a file of the corpus", strings.TrimSpace(line))
+		}
 	}
 }
 
@@ -484,5 +509,127 @@ func TestDriverTypoIsRefused(t *testing.T) {
 	}
 	if _, warns, err := DecodeWarn("exec2.hcl", []byte(job("exec2"))); err != nil || len(warns) != 1 || !strings.Contains(warns[0].Message, "drover has no exec2 driver") {
 		t.Errorf("exec2: %v, warnings %v", err, warns)
+	}
+}
+
+// TestJobLevelTask: a task written directly in the job block is read as a
+// group of its own named after it, in file order, its problems told at
+// their lines; a group of that name already there is a conflict.
+func TestJobLevelTask(t *testing.T) {
+	job, err := DecodeFile("testdata/nomadcompat/job-level-task.nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(job.Groups) != 2 || job.Groups[0].Name != "first" || job.Groups[1].Name != "second" ||
+		len(job.Groups[0].Tasks) != 1 || job.Groups[0].Tasks[0].Name != "first" || job.Groups[0].Count != 1 {
+		t.Fatalf("groups %+v", job.Groups)
+	}
+	_, err = Decode("tl.hcl", []byte(`job "x" {
+  group "t" {
+    task "a" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+  task "t" {
+    driver = "raw_exec"
+    config { command = "/bin/true" }
+    bogus = 1
+  }
+}
+`))
+	for _, w := range []string{`tl.hcl:8:8: groups[1].name: group "t" is already defined`, `tl.hcl:11:5: unknown attribute "bogus" in task "t"`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("%v, want %q", err, w)
+		}
+	}
+}
+
+// TestTaskNetworkLifted: a network in a task's resources is its group's
+// (task-network.nomad), but not where the group has its own or two tasks
+// have one: there it is refused at its line with where it belongs.
+func TestTaskNetworkLifted(t *testing.T) {
+	job, err := DecodeFile("testdata/nomadcompat/task-network.nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := job.Groups[0].Network; n == nil || len(n.Ports) != 1 || n.Ports[0].Label != "http" {
+		t.Fatalf("the group's network: %+v", n)
+	}
+	task := func(name string) string {
+		return `    task "` + name + `" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+      resources {
+        network {
+          port "p` + name + `" {}
+        }
+      }
+    }
+`
+	}
+	_, err = Decode("two.hcl", []byte("job \"x\" {\n  group \"g\" {\n"+task("a")+task("b")+"  }\n}\n"))
+	if err == nil || !strings.Contains(err.Error(), `two.hcl:7:9: network belongs in a group block, not in the resources block of task "a"`) {
+		t.Errorf("two tasks' networks: %v", err)
+	}
+}
+
+// TestDockerMountsList: the docker driver's older mounts = [{ ... }] is
+// read as mount blocks beside those written as blocks, with a warning at
+// its line; a list that is not of plain objects stays an unknown
+// attribute.
+func TestDockerMountsList(t *testing.T) {
+	job, warns, err := DecodeFileWarn("testdata/nomadcompat/docker-keys.nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := job.Groups[0].Tasks[0].Config.Mounts
+	if len(m) != 2 || m[0].Type != "tmpfs" || *m[1] != (spec.DockerMount{Type: "bind", Source: "local", Target: "/etc/nginx/conf.d", ReadOnly: true}) {
+		t.Errorf("mounts %+v", m)
+	}
+	if !slices.ContainsFunc(warns, func(w spec.Problem) bool {
+		return strings.HasSuffix(w.Pos, ":30:9") && strings.Contains(w.Message, "mounts = [...] in task \"nginx\" is Nomad's older form of mount blocks")
+	}) {
+		t.Errorf("no warning at the mounts line: %v", warns)
+	}
+	_, err = Decode("m.hcl", []byte(`job "m" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image  = "redis:7"
+        mounts = ["/a:/b"]
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `m.hcl:7:9: unknown attribute "mounts"`) {
+		t.Errorf("mounts of strings: %v", err)
+	}
+}
+
+// TestExecHostNamespaces: an exec or raw_exec task's pid_mode = "host"
+// says what it does and is taken (exec-host-namespaces.nomad), any other
+// value is refused at its line; ipc_mode is a warning for every driver.
+func TestExecHostNamespaces(t *testing.T) {
+	_, err := Decode("pm.hcl", []byte(`job "p" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command  = "/bin/true"
+        pid_mode = "private"
+      }
+    }
+  }
+}
+`))
+	if err == nil || !strings.Contains(err.Error(), `pm.hcl:7:20: groups[0].tasks[0].config.pid_mode: pid_mode "private": raw_exec tasks run in the node's process namespace; write "host"`) {
+		t.Errorf("pid_mode private: %v", err)
+	}
+	job, warns, err := DecodeFileWarn("testdata/nomadcompat/exec-host-namespaces.nomad")
+	if err != nil || job.Groups[0].Tasks[0].Config.PidMode != "host" || len(warns) != 1 || !strings.Contains(warns[0].Message, "ipc_mode does nothing") {
+		t.Errorf("%v; pid_mode %q; warnings %v", err, job.Groups[0].Tasks[0].Config.PidMode, warns)
 	}
 }

@@ -414,15 +414,17 @@ func init() {
 // of one struct only, by the struct's name.
 var unsupportedIn = map[string][]string{
 	// Ports are reserved on the node's own address; mode bridge maps them
-	// into the instance's namespace. No CNI plugins, no bandwidth.
-	"Network": {"cni", "mbits"},
-	"Port":    {"host_network"},
+	// into the instance's namespace. No CNI plugins.
+	"Network": {"cni"},
+	// Nomad 1.11's limit on how long an instance may run.
+	"Group": {"max_run_duration"},
+	"Port":  {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
-	"Service": {"provider", "address", "address_mode", "canary_tags", "canary_meta", "enable_tag_override",
-		"tagged_addresses", "meta", "on_update"},
+	"Service": {"address", "address_mode", "canary_meta", "enable_tag_override",
+		"tagged_addresses", "meta"},
 	"Check": {"method", "header", "body", "protocol", "tls_skip_verify", "tls_server_name", "initial_status",
-		"success_before_passing", "failures_before_critical", "failures_before_warning", "on_update", "address_mode",
+		"success_before_passing", "failures_before_critical", "failures_before_warning", "address_mode",
 		"expose", "grpc_service", "grpc_use_tls"},
 	"CheckRestart": {"ignore_warnings"},
 }
@@ -430,8 +432,8 @@ var unsupportedIn = map[string][]string{
 // instead says what to write for an unsupported Nomad name that drover has
 // another way to say.
 var instead = map[string]string{
-	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
-	"provider":     "drover registers services in its own catalog; remove it",
+	"host_network":     "ports are reserved on the node's own address (its network.ip attribute)",
+	"max_run_duration": "drover does not stop an instance after a time; bound the task's command instead (command = \"timeout\", args = [\"5s\", ...])",
 }
 
 // notHere are Nomad blocks that ask for something drover does not have
@@ -450,7 +452,8 @@ var notHere = map[string]string{
 // only, by the struct's name, and does nothing with: each is a warning
 // saying so.
 var notHereIn = map[string]map[string]string{
-	"Job": {"region": "drover has no regions: the job runs in the cluster it is submitted to; region does nothing"},
+	"Network": {"mbits": "drover reserves no bandwidth (Nomad has deprecated mbits); mbits does nothing"},
+	"Job":     {"region": "drover has no regions: the job runs in the cluster it is submitted to; region does nothing"},
 	"Group": {
 		"max_client_disconnect":      "drover replaces the instances of a node declared down (one heartbeat TTL after its last heartbeat) at once, and a node only cut off runs its copies until it comes back, as Nomad does without this setting; disconnect { stop_on_client_after } stops the cut-off copies first so that there is never more than one. max_client_disconnect does nothing",
 		"prevent_reschedule_on_lost": "drover replaces the instances of a node declared down; to wait for them instead, disconnect { stop_on_client_after } places the replacement only after the cut-off copy has stopped. prevent_reschedule_on_lost does nothing",
@@ -460,6 +463,14 @@ var notHereIn = map[string]map[string]string{
 		"replace":    "drover replaces the instances of a node declared down (after stop_on_client_after, when set, so that the cut-off copy has stopped first); replace does nothing",
 		"reconcile":  "drover keeps no second copy to choose between once stop_on_client_after is set; without it both copies run until the node comes back; reconcile does nothing",
 	},
+	// Services go to drover's own catalog, whatever the provider; what
+	// only Consul does with a service or a check is told, not refused.
+	"Service": {
+		"provider":    "drover registers every service in its own catalog (its API and DNS), as Nomad's provider \"nomad\" does; provider does nothing",
+		"canary_tags": "canary_tags are not applied: a canary is registered with the service's tags, like every other instance",
+		"on_update":   "on_update is not applied: every check of the service counts towards a deployment's health (on_update = \"require_healthy\")",
+	},
+	"Check":          {"on_update": "on_update is not applied: the check counts towards a deployment's health (on_update = \"require_healthy\")"},
 	"Scaling":        {"policy": "drover has no autoscaler: the policy is for one such as the Nomad Autoscaler, and drover does not keep it; min and max bound every count (drover job scale)"},
 	"Task":           {"scaling": "drover does not resize a task's resources (Nomad Enterprise's dynamic application sizing); the block does nothing"},
 	"UpdateStrategy": {"stagger": "drover paces a rollout by each batch's health (min_healthy_time), not by a fixed pause; stagger does nothing"},
@@ -467,6 +478,7 @@ var notHereIn = map[string]map[string]string{
 	"TaskConfig": {
 		"auth":           "drover does not pass registry credentials from the job: the node's docker daemon pulls with its own (docker login on the node); auth does nothing",
 		"auth_soft_fail": "drover does not pass registry credentials from the job, so there is no auth to fail; auth_soft_fail does nothing",
+		"ipc_mode":       "drover does not set a task's IPC namespace: exec and raw_exec tasks share the node's (as ipc_mode = \"host\" asks), docker containers get docker's default; ipc_mode does nothing",
 		"logging":        "drover reads the container's output through the daemon into its own task logs (drover logs); logging's driver and options are not applied, the daemon's default log driver is used",
 	},
 	// Nomad's options of CSI volumes and of mount propagation.

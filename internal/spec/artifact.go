@@ -156,10 +156,13 @@ func checkArtifactDestination(dest string, file bool) string {
 		}
 	}
 	switch clean := path.Clean(rest); {
-	case strings.Contains(rest, "${"):
-		return fmt.Sprintf("destination %q: only %s may be interpolated, at its start", dest, strings.Join(TemplateDirVars, ", "))
+	case strings.Contains(rest, interpolationStart):
+		return "" // another runtime variable: the agent resolves it and keeps the artifact inside the task's or the alloc's directory
 	case path.IsAbs(rest):
 		return fmt.Sprintf("destination %q is absolute; write it relative to the task's directory (\"local/\") or under ${NOMAD_TASK_DIR}", dest)
+	case clean == sharedFromTask || strings.HasPrefix(clean, sharedFromTask+"/"):
+		// Nomad's "../alloc/": the alloc's shared directory, beside
+		// the task's, as ${NOMAD_ALLOC_DIR} is.
 	case clean == ".." || strings.HasPrefix(clean, "../"):
 		return fmt.Sprintf("destination %q leaves the task's directory; write it inside (\"local/\")", dest)
 	case file && (rest == "" || clean == "." || strings.HasSuffix(rest, "/")):

@@ -243,8 +243,18 @@ func ParseEnvFile(s string) (map[string]string, error) {
 	return out, nil
 }
 
-// TemplateDirVars are the variables a destination may start with.
+// TemplateDirVars are the variables of the task's directories a
+// destination may start with; past them its literal path is checked. A
+// destination with another runtime variable (${NOMAD_META_dir},
+// ${NOMAD_TASK_NAME}) is checked when the agent has resolved it.
 var TemplateDirVars = []string{"${NOMAD_TASK_DIR}", "${NOMAD_SECRETS_DIR}", "${NOMAD_ALLOC_DIR}"}
+
+// interpolationStart opens a runtime variable in a destination.
+const interpolationStart = "${"
+
+// sharedFromTask is the alloc's shared directory as a path from the
+// task's directory, Nomad's "../alloc".
+const sharedFromTask = "../alloc"
 
 func validateTemplates(ps *Problems, path string, t *Task) {
 	dests := map[string]int{}
@@ -312,8 +322,8 @@ func checkDestination(dest string) string {
 		}
 	}
 	switch {
-	case strings.Contains(rest, "${"):
-		return fmt.Sprintf("destination %q: only %s may be interpolated, at its start", dest, strings.Join(TemplateDirVars, ", "))
+	case strings.Contains(rest, interpolationStart):
+		return "" // another runtime variable: the agent resolves it and keeps the file inside the task's or the alloc's directory
 	case path.IsAbs(rest):
 		return fmt.Sprintf("destination %q is absolute; write it relative to the task's directory (\"local/app.conf\") or under ${NOMAD_TASK_DIR}", dest)
 	case rest == "" || path.Clean(rest) == ".":

@@ -24,7 +24,7 @@ func TestTemplateValidation(t *testing.T) {
 		{"no destination", Template{Data: "a"}, "templates[0].destination: task \"t\": template 1: needs a destination"},
 		{"absolute", Template{Data: "a", Destination: "/etc/x"}, `destination "/etc/x" is absolute`},
 		{"escapes", Template{Data: "a", Destination: "${NOMAD_TASK_DIR}/../../x"}, `leaves the task's directory`},
-		{"other variable", Template{Data: "a", Destination: "${NOMAD_ALLOC_ID}/x"}, `only ${NOMAD_TASK_DIR}, ${NOMAD_SECRETS_DIR}, ${NOMAD_ALLOC_DIR} may be interpolated`},
+		{"other variable", Template{Data: "a", Destination: "${NOMAD_META_dir}/${NOMAD_TASK_NAME}.env"}, ""},
 		{"signal without one", Template{Data: "a", Destination: "x", ChangeMode: ChangeSignal}, `change_mode "signal" needs a change_signal`},
 		{"bad signal", Template{Data: "a", Destination: "x", ChangeMode: ChangeSignal, ChangeSignal: "hup"}, `unknown signal "hup"; write it "SIGHUP"`},
 		{"signal without mode", Template{Data: "a", Destination: "x", ChangeSignal: "SIGHUP"}, `change_signal is for change_mode = "signal"`},

@@ -245,6 +245,9 @@ func (t *Task) validate(ps *Problems, path string, g *Group) {
 	case t.Config.Command == "":
 		ps.Add(path+".config.command", "task %q needs a command to run", t.Name)
 	}
+	if t.Driver != DriverDocker && slices.Contains(KnownDrivers, t.Driver) && t.Config.PidMode != "" && t.Config.PidMode != "host" {
+		ps.Add(path+".config.pid_mode", "pid_mode %q: %s tasks run in the node's process namespace; write \"host\", which says so, or leave it out", t.Config.PidMode, t.Driver)
+	}
 	for _, key := range t.Config.setKeys() {
 		if why := ConfigKeyRefusal(t.Driver, key); why != "" {
 			ps.Add(path+".config."+key, "%s", why)

@@ -26,6 +26,10 @@ func ConfigKeyRefusal(driver, key string) string {
 		// The agent runs them on the node, outside the container, where
 		// the image's files and tools are not.
 		return fmt.Sprintf("the docker driver does not run %s commands; do that work in the image's entrypoint", key)
+	case (driver == "exec" || driver == "raw_exec") && key == "pid_mode":
+		// Their tasks share the node's process namespace: "host" says
+		// what they do; validation refuses any other value.
+		return ""
 	case (driver == "exec" || driver == "raw_exec") && slices.Contains(dockerConfigKeys, key):
 		return fmt.Sprintf("only the docker driver uses %s; remove it, or set driver = \"docker\"", key)
 	}

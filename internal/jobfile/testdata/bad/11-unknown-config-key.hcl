@@ -5,7 +5,7 @@ job "web" {
       config {
         comand   = "/bin/sleep"
         args     = ["60"]
-        pid_mode = "host"
+        image    = "redis:7"
       }
     }
   }

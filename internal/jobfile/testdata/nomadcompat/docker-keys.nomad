@@ -26,6 +26,15 @@ job "proxy" {
             size = 100000
           }
         }
+        # Nomad's older list form of mount blocks.
+        mounts = [
+          {
+            type     = "bind"
+            source   = "local"
+            target   = "/etc/nginx/conf.d"
+            readonly = true
+          }
+        ]
         cap_drop = ["NET_RAW"]
         ulimit {
           nofile = "4096:8192"
