@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,68 @@ job "hvdocker" {
 	logs := cliOK(t, d, "logs", "--alloc", a.ID)
 	if !strings.Contains(logs, "dir /data: ok") || !strings.Contains(logs, "dir /etc/certs: open /etc/certs/probe: read-only file system") {
 		t.Errorf("the task's report:\n%s", logs)
+	}
+}
+
+// TestHostVolumePerAllocExec: with per_alloc, instance N of a group
+// mounts host volume data[N]: drover dev offers data[0] and data[1] (names
+// with an instance index, given with --host-volume), a count = 2 batch
+// job's raw_exec tasks each write their NOMAD_ALLOC_INDEX through the
+// volume, and each directory on disk holds its own instance's index.
+// A third instance, whose data[2] no node has, is not placed, and drover
+// run says so.
+func TestHostVolumePerAllocExec(t *testing.T) {
+	dir := t.TempDir()
+	dirs := []string{filepath.Join(dir, "vol0"), filepath.Join(dir, "vol1")}
+	flags := []string{}
+	for i, p := range dirs {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--host-volume", fmt.Sprintf("data[%d]=%s", i, p))
+	}
+	d := startDevFlags(t, dir+"/data", flags)
+	job := func(name string, count int) string {
+		return writeJob(t, dir, name+".nomad", fmt.Sprintf(`
+job %q {
+  type = "batch"
+  group "db" {
+    count = %d
+    volume "data" {
+      type      = "host"
+      source    = "data"
+      per_alloc = true
+    }
+    task "replica" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo $NOMAD_ALLOC_INDEX > local/data/%s-index.txt"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "local/data"
+      }
+      resources {
+        cpu    = 10
+        memory = 16
+      }
+    }
+  }
+}
+`, name, count, name))
+	}
+	if out, errOut, code := d.cli("", "run", job("pa", 2)); code != 0 {
+		t.Fatalf("drover run pa: exit %d\n%s%s", code, out, errOut)
+	}
+	for i, p := range dirs {
+		b, err := os.ReadFile(filepath.Join(p, "pa-index.txt"))
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(i) {
+			t.Errorf("%s (host volume data[%d]) holds %q (%v), want instance %d's index", p, i, b, err, i)
+		}
+	}
+	want := "no node has host volume data[2]"
+	if out, errOut, code := d.cli("", "run", job("pa3", 3)); code != 2 || !strings.Contains(out, want) {
+		t.Errorf("drover run pa3 (count 3): exit %d, want 2 with %q\n%s%s", code, want, out, errOut)
 	}
 }
