@@ -207,12 +207,13 @@ func Place(in Input) Result {
 		}
 		if n := s.node(r.Node); n != nil {
 			p.nodes = append(p.nodes, n)
+			p.indexes = append(p.indexes, r.Index)
 		} else {
 			p.unknown++
 		}
 	}
 	for i, p := range pins {
-		pf := p.gr.explain(p.nodes)
+		pf := p.explain()
 		if p.unknown > 0 {
 			pf.Dimensions = append([]spec.DimensionFailure{{Dimension: "unregistered", Nodes: p.unknown}}, pf.Dimensions...)
 		}
@@ -225,11 +226,27 @@ func Place(in Input) Result {
 	return res
 }
 
+// explain says why none of the pinned requests fit their nodes. The
+// instances of a per_alloc group each need their own volumes, so each
+// node is explained for its own request's index.
+func (p *pinFailures) explain() spec.PlacementFailure {
+	if !p.gr.perAlloc {
+		return p.gr.explain(p.nodes)
+	}
+	var out spec.PlacementFailure
+	for i, n := range p.nodes {
+		p.gr.index = p.indexes[i]
+		out = mergeFailures(out, p.gr.explain([]*nodeState{n}), false)
+	}
+	return out
+}
+
 // pinFailures are the nodes on which a group's pinned requests failed.
 type pinFailures struct {
 	gr      *groupRun
 	nodes   []*nodeState
-	unknown int // pins to nodes that are not registered
+	indexes []int // the index of each node's request
+	unknown int   // pins to nodes that are not registered
 }
 
 type groupKey struct{ job, group string }

@@ -183,6 +183,21 @@ func TestPerAllocHostVolumePlacement(t *testing.T) {
 		t.Error("a failure for a missing per_alloc volume is not permanent")
 	}
 
+	// Pinned requests (a system job's) are explained each for its own
+	// index: instance 1 pinned to n2 lacks data[1], instance 2 pinned to
+	// n1 lacks data[2]; instance 0 on n2 is placed.
+	pin := reqs(j, g, 0, 1, 2)
+	for i, id := range []string{"n2", "n2", "n1"} {
+		pin[i].Node = id
+	}
+	got = Place(Input{Nodes: few, Requests: pin})
+	if len(got.Placements) != 1 || got.Placements[0].Request.Index != 0 || got.Placements[0].NodeID != "n2" || len(got.Failures) != 1 {
+		t.Fatalf("pinned: want instance 0 on n2 and one failure, got %+v", got)
+	}
+	if s, w := got.Failures[0].String(), "0/2 nodes fit: missing host volume data[1] on 1; missing host volume data[2] on 1"; s != w {
+		t.Errorf("pinned failure reads %q, want %q", s, w)
+	}
+
 	// Read-only where the group writes counts as not there.
 	got = Place(Input{Nodes: nodes()[1:2], Requests: reqs(j, g, 2)})
 	if len(got.Failures) != 1 || got.Failures[0].String() != "0/1 nodes fit: host volume data[2] is read-only on 1 node" {
