@@ -296,3 +296,63 @@ job %q {
 		t.Errorf("drover run pa3 (count 3): exit %d, want 2 with %q\n%s%s", code, want, out, errOut)
 	}
 }
+
+// TestHostVolumePerAllocDocker: a docker task of a per_alloc volume gets
+// its own instance's host volume as its bind mount. Each host directory
+// holds a subdirectory named for the instance it belongs to (from0 in
+// data[0], from1 in data[1]); each container makes a file in
+// /data/from$NOMAD_ALLOC_INDEX, which exists only if it got its own.
+func TestHostVolumePerAllocDocker(t *testing.T) {
+	dockertest.Require(t)
+	image := dockertest.Image(t)
+	dir := t.TempDir()
+	var flags, subs []string
+	for i := range 2 {
+		p := filepath.Join(dir, fmt.Sprintf("vol%d", i))
+		sub := filepath.Join(p, fmt.Sprintf("from%d", i))
+		if err := os.MkdirAll(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		// The image's user may not be ours; let it write.
+		if err := os.Chmod(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--host-volume", fmt.Sprintf("data[%d]=%s", i, p))
+		subs = append(subs, sub)
+	}
+	d := startDevFlags(t, dir+"/data", flags)
+	job := writeJob(t, dir, "pad.nomad", `
+job "padocker" {
+  type = "batch"
+  group "g" {
+    count = 2
+    volume "data" {
+      source    = "data"
+      per_alloc = true
+    }
+    task "server" {
+      driver = "docker"
+      config {
+        image = "`+image+`"
+        args  = ["-report", "-dirs", "/data/from${NOMAD_ALLOC_INDEX}", "-exit", "0"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/data"
+      }
+      resources {
+        memory = 64
+      }
+    }
+  }
+}
+`)
+	if out, errOut, code := d.cli("", "run", job); code != 0 {
+		t.Fatalf("drover run: exit %d\n%s%s", code, out, errOut)
+	}
+	for i, sub := range subs {
+		if _, err := os.Stat(filepath.Join(sub, "probe")); err != nil {
+			t.Errorf("instance %d's write to /data/from%d is not in host volume data[%d]: %v", i, i, i, err)
+		}
+	}
+}
