@@ -89,7 +89,8 @@ func TestServerConfigFiles(t *testing.T) {
 }
 
 // TestHostVolumeConfig: host_volume is read as a list of NAME=PATH[:ro]
-// and as Nomad's client blocks, host_volume "name" { path, read_only };
+// and as Nomad's client blocks, host_volume "name" { path, read_only },
+// a name with an instance index ("data[0]", for per_alloc) in both;
 // a block without a path, with an attribute it does not take, or beside
 // the list form is an error at its line.
 func TestHostVolumeConfig(t *testing.T) {
@@ -114,12 +115,15 @@ host_volume "certs" {
   path      = "/etc/ssl/certs"
   read_only = true
 }
+host_volume "data[0]" {
+  path = "/srv/data0"
+}
 `))
-	if err != nil || got != "[shared=/srv/shared,certs=/etc/ssl/certs:ro]" {
+	if err != nil || got != "[shared=/srv/shared,certs=/etc/ssl/certs:ro,data[0]=/srv/data0]" {
 		t.Errorf("blocks: %q, %v", got, err)
 	}
-	got, err = load(write("list.hcl", `host_volume = ["shared=/srv/shared", "certs=/etc/ssl/certs:ro"]`))
-	if err != nil || got != "[shared=/srv/shared,certs=/etc/ssl/certs:ro]" {
+	got, err = load(write("list.hcl", `host_volume = ["shared=/srv/shared", "certs=/etc/ssl/certs:ro", "data[1]=/srv/data1"]`))
+	if err != nil || got != "[shared=/srv/shared,certs=/etc/ssl/certs:ro,data[1]=/srv/data1]" {
 		t.Errorf("list: %q, %v", got, err)
 	}
 	for file, want := range map[string]string{

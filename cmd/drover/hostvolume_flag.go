@@ -23,7 +23,7 @@ type hostVolumes struct {
 var _ flagfile.BlockListValue = (*hostVolumes)(nil)
 
 func (h *hostVolumes) add(fs *pflag.FlagSet) {
-	fs.Var(h, "host-volume", "offer a directory of this machine to jobs as host volume NAME (a group's volume \"x\" { source = \"NAME\" }), read-only with :ro (repeatable)")
+	fs.Var(h, "host-volume", "offer a directory of this machine to jobs as host volume NAME (a group's volume \"x\" { source = \"NAME\" }; NAME[N], such as data[0], is instance N's of a per_alloc volume), read-only with :ro (repeatable)")
 }
 
 func (h *hostVolumes) Set(s string) error {

@@ -56,7 +56,7 @@ func checkHostVolumes(vs []HostVolume) error {
 	seen := map[string]bool{}
 	for _, v := range vs {
 		what := fmt.Sprintf("host volume %q (%s)", v.Name, v.String())
-		if msg := spec.CheckName(v.Name); msg != "" {
+		if msg := spec.CheckHostVolumeName(v.Name); msg != "" {
 			errs = append(errs, fmt.Errorf("%s: name %s", what, msg))
 		}
 		if seen[v.Name] {
@@ -102,7 +102,8 @@ func (a *Agent) hostVolume(name string) (HostVolume, bool) {
 }
 
 // volumeMounts resolves the task's volume_mount blocks into the host
-// paths they mount, each read-only when the mount, the group's volume or
+// paths they mount (a per_alloc volume's is the host volume named for the
+// instance's index, data[N]), each read-only when the mount, the group's volume or
 // the agent's host volume says so. A CSI volume mounts nothing (drover
 // has no CSI). An error says which mount cannot be made; starting again
 // would not make it (driver.ErrNoRetry).
@@ -120,10 +121,11 @@ func (tr *taskRunner) volumeMounts(env map[string]string, rt spec.TaskRuntime) (
 		if req.TypeOf() != spec.VolumeHost {
 			continue
 		}
-		hv, ok := tr.ar.agent.hostVolume(req.Source)
+		source := req.SourceFor(tr.ar.alloc.Index)
+		hv, ok := tr.ar.agent.hostVolume(source)
 		if !ok {
 			return nil, fmt.Errorf("volume %q: node %s has no host volume %q (its agent's --host-volume flags changed since the instance was placed): %w",
-				m.Volume, tr.ar.agent.nodeName, req.Source, driver.ErrNoRetry)
+				m.Volume, tr.ar.agent.nodeName, source, driver.ErrNoRetry)
 		}
 		dest := rt.Interpolate(m.Destination, env)
 		ro := g.VolumeMountReadOnly(m) || hv.ReadOnly

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,128 @@ job "hvdocker" {
 	logs := cliOK(t, d, "logs", "--alloc", a.ID)
 	if !strings.Contains(logs, "dir /data: ok") || !strings.Contains(logs, "dir /etc/certs: open /etc/certs/probe: read-only file system") {
 		t.Errorf("the task's report:\n%s", logs)
+	}
+}
+
+// TestHostVolumePerAllocExec: with per_alloc, instance N of a group
+// mounts host volume data[N]: drover dev offers data[0] and data[1] (names
+// with an instance index, given with --host-volume), a count = 2 batch
+// job's raw_exec tasks each write their NOMAD_ALLOC_INDEX through the
+// volume, and each directory on disk holds its own instance's index.
+// A third instance, whose data[2] no node has, is not placed, and drover
+// run says so.
+func TestHostVolumePerAllocExec(t *testing.T) {
+	dir := t.TempDir()
+	dirs := []string{filepath.Join(dir, "vol0"), filepath.Join(dir, "vol1")}
+	flags := []string{}
+	for i, p := range dirs {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--host-volume", fmt.Sprintf("data[%d]=%s", i, p))
+	}
+	d := startDevFlags(t, dir+"/data", flags)
+	job := func(name string, count int) string {
+		return writeJob(t, dir, name+".nomad", fmt.Sprintf(`
+job %q {
+  type = "batch"
+  group "db" {
+    count = %d
+    volume "data" {
+      type      = "host"
+      source    = "data"
+      per_alloc = true
+    }
+    task "replica" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo $NOMAD_ALLOC_INDEX > local/data/%s-index.txt"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "local/data"
+      }
+      resources {
+        cpu    = 10
+        memory = 16
+      }
+    }
+  }
+}
+`, name, count, name))
+	}
+	if out, errOut, code := d.cli("", "run", job("pa", 2)); code != 0 {
+		t.Fatalf("drover run pa: exit %d\n%s%s", code, out, errOut)
+	}
+	for i, p := range dirs {
+		b, err := os.ReadFile(filepath.Join(p, "pa-index.txt"))
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(i) {
+			t.Errorf("%s (host volume data[%d]) holds %q (%v), want instance %d's index", p, i, b, err, i)
+		}
+	}
+	want := "no node has host volume data[2]"
+	if out, errOut, code := d.cli("", "run", job("pa3", 3)); code != 2 || !strings.Contains(out, want) {
+		t.Errorf("drover run pa3 (count 3): exit %d, want 2 with %q\n%s%s", code, want, out, errOut)
+	}
+}
+
+// TestHostVolumePerAllocDocker: a docker task of a per_alloc volume gets
+// its own instance's host volume as its bind mount. Each host directory
+// holds a subdirectory named for the instance it belongs to (from0 in
+// data[0], from1 in data[1]); each container makes a file in
+// /data/from$NOMAD_ALLOC_INDEX, which exists only if it got its own.
+func TestHostVolumePerAllocDocker(t *testing.T) {
+	dockertest.Require(t)
+	image := dockertest.Image(t)
+	dir := t.TempDir()
+	var flags, subs []string
+	for i := range 2 {
+		p := filepath.Join(dir, fmt.Sprintf("vol%d", i))
+		sub := filepath.Join(p, fmt.Sprintf("from%d", i))
+		if err := os.MkdirAll(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		// The image's user may not be ours; let it write.
+		if err := os.Chmod(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		flags = append(flags, "--host-volume", fmt.Sprintf("data[%d]=%s", i, p))
+		subs = append(subs, sub)
+	}
+	d := startDevFlags(t, dir+"/data", flags)
+	job := writeJob(t, dir, "pad.nomad", `
+job "padocker" {
+  type = "batch"
+  group "g" {
+    count = 2
+    volume "data" {
+      source    = "data"
+      per_alloc = true
+    }
+    task "server" {
+      driver = "docker"
+      config {
+        image = "`+image+`"
+        args  = ["-report", "-dirs", "/data/from${NOMAD_ALLOC_INDEX}", "-exit", "0"]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/data"
+      }
+      resources {
+        memory = 64
+      }
+    }
+  }
+}
+`)
+	if out, errOut, code := d.cli("", "run", job); code != 0 {
+		t.Fatalf("drover run: exit %d\n%s%s", code, out, errOut)
+	}
+	for i, sub := range subs {
+		if _, err := os.Stat(filepath.Join(sub, "probe")); err != nil {
+			t.Errorf("instance %d's write to /data/from%d is not in host volume data[%d]: %v", i, i, i, err)
+		}
 	}
 }

@@ -474,8 +474,7 @@ func moveGroupServices(job *spec.Job, at positions) {
 }
 
 // warnVolumes says what a group's volume blocks that drover takes without
-// doing what Nomad does mean here: a CSI volume attaches nothing, and
-// per_alloc does not suffix the source with the instance's index.
+// doing what Nomad does mean here: a CSI volume attaches nothing.
 func warnVolumes(job *spec.Job, c *collector, at positions) {
 	for i, g := range job.Groups {
 		if g == nil {
@@ -488,9 +487,6 @@ func warnVolumes(job *spec.Job, c *collector, at positions) {
 			vp := fmt.Sprintf("groups[%d].volumes[%d]", i, k)
 			if v.TypeOf() == spec.VolumeCSI {
 				c.warn(at.lookup(vp+".type"), "volume %q in group %q: drover has no CSI, so nothing is attached: what the tasks write at its volume_mount destinations stays in the instance's directory and is lost with it; use a host volume (type = \"host\") to keep data", v.Name, g.Name)
-			}
-			if v.PerAlloc {
-				c.warn(at.lookup(vp+".per_alloc"), "volume %q in group %q: per_alloc is not applied: every instance mounts host volume %q itself, not %q by its index", v.Name, g.Name, v.Source, v.Source+"[N]")
 			}
 		}
 	}

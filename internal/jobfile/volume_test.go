@@ -122,10 +122,11 @@ func TestVolumeMountOfUndeclaredVolume(t *testing.T) {
 	}
 }
 
-// TestVolumePerAllocWarns: per_alloc is taken with a warning that says
-// every instance mounts the source itself; access_mode and
-// attachment_mode are taken without one.
-func TestVolumePerAllocWarns(t *testing.T) {
+// TestVolumePerAlloc: per_alloc on a host volume is taken without a
+// warning now that instance N mounts host volume source[N]; access_mode
+// and attachment_mode are taken without one too. On a CSI volume,
+// per_alloc is an error at its line.
+func TestVolumePerAlloc(t *testing.T) {
 	src := `job "pa" {
   group "g" {
     volume "data" {
@@ -145,10 +146,15 @@ func TestVolumePerAllocWarns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := job.Groups[0].Volumes[0]; !v.PerAlloc || v.AccessMode != "single-node-writer" || v.AttachmentMode != "file-system" {
+	if v := job.Groups[0].Volumes[0]; !v.PerAlloc || v.AccessMode != "single-node-writer" || v.AttachmentMode != "file-system" || v.SourceFor(1) != "shared[1]" {
 		t.Errorf("volume %+v", v)
 	}
-	if len(warns) != 1 || warns[0].Pos != "pa.hcl:5:25" || !strings.Contains(warns[0].Message, "per_alloc is not applied") {
-		t.Errorf("warnings %v, want one at pa.hcl:5:25 about per_alloc", warns)
+	if len(warns) != 0 {
+		t.Errorf("warnings %v, want none", warns)
+	}
+	_, _, err = DecodeWarn("csi.hcl", []byte(strings.Replace(src, `source          = "shared"`, `type = "csi"
+      source = "shared"`, 1)))
+	if err == nil || !strings.Contains(err.Error(), "csi.hcl:6:") || !strings.Contains(err.Error(), "per_alloc applies to host volumes only") {
+		t.Errorf("csi with per_alloc: %v, want an error at csi.hcl:6 saying per_alloc is for host volumes", err)
 	}
 }

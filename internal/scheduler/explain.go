@@ -86,7 +86,7 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 			continue
 		}
 		for i, v := range gr.volumes {
-			switch volumeLack(n.node, v) {
+			switch volumeLack(n.node, v, gr.index) {
 			case volumeMissing:
 				volMissing[i]++
 				lacks = true
@@ -173,10 +173,10 @@ func (gr *groupRun) explain(nodes []*nodeState) spec.PlacementFailure {
 	}
 	for i, v := range gr.volumes {
 		if volMissing[i] > 0 {
-			add(spec.DimensionFailure{Dimension: spec.HostVolumeDimension(v.Name), Nodes: volMissing[i]})
+			add(spec.DimensionFailure{Dimension: spec.HostVolumeDimension(v.For(gr.index)), Nodes: volMissing[i]})
 		}
 		if volReadOnly[i] > 0 {
-			add(spec.DimensionFailure{Dimension: spec.HostVolumeReadOnlyDimension(v.Name), Nodes: volReadOnly[i]})
+			add(spec.DimensionFailure{Dimension: spec.HostVolumeReadOnlyDimension(v.For(gr.index)), Nodes: volReadOnly[i]})
 		}
 	}
 	if netMissing > 0 {
@@ -255,17 +255,27 @@ func plural(n int, what string) string {
 }
 
 // mergeFailures adds one explanation to a group's failure: a group whose
-// unpinned and pinned requests both failed has two.
-func mergeFailures(a, b spec.PlacementFailure) spec.PlacementFailure {
+// unpinned and pinned requests both failed has two. With sameNodes, b
+// looked at the nodes a did (two unpinned instances of a per_alloc group,
+// each explained for its own volumes): a node counts once in each
+// dimension.
+func mergeFailures(a, b spec.PlacementFailure, sameNodes bool) spec.PlacementFailure {
 	out := a
 	out.Group = cmp.Or(a.Group, b.Group)
 	out.NodesEvaluated += b.NodesEvaluated
+	if sameNodes {
+		out.NodesEvaluated = max(a.NodesEvaluated, b.NodesEvaluated)
+	}
 	out.Dimensions = append([]spec.DimensionFailure(nil), a.Dimensions...)
 	for _, d := range b.Dimensions {
 		found := false
 		for i := range out.Dimensions {
 			if o := &out.Dimensions[i]; o.Dimension == d.Dimension {
-				o.Nodes += d.Nodes
+				if sameNodes {
+					o.Nodes = max(o.Nodes, d.Nodes)
+				} else {
+					o.Nodes += d.Nodes
+				}
 				o.MostFree = max(o.MostFree, d.MostFree)
 				// Too large only if too large for both sets of nodes.
 				if o.Largest > 0 && d.Largest > 0 {

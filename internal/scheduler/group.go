@@ -22,8 +22,13 @@ type groupRun struct {
 	net     uint8    // the group's network mode (netModeBit)
 	classes []*class // the classes that have every driver in drivers, and net
 	scoring spec.Scoring
-	// volumes are the host volumes the group needs on its node.
-	volumes []spec.HostVolumeNeed
+	// volumes are the host volumes the group needs on its node; a
+	// per_alloc one names a different volume for each instance (its
+	// index is the request's: index), so it is not checked with the rest
+	// of meetsStatic, which drops a node for the whole call.
+	volumes  []spec.HostVolumeNeed
+	perAlloc bool // some need is per_alloc
+	index    int  // the index of the request being placed
 
 	rules    []*rule // every constraint, in spec.Job.ConstraintsOf order
 	static   []*rule // the ones that look at the node alone
@@ -71,6 +76,9 @@ func (s *state) newGroupRun(r Request) *groupRun {
 		s: s, job: r.Job, g: g, key: groupKey{r.Job.Name, g.Name},
 		need: g.Resources(), drivers: g.Drivers(), net: netModeBit(g.NetworkMode()), scoring: r.Job.ScoringOf(),
 		volumes: g.HostVolumeNeeds(),
+	}
+	for _, v := range gr.volumes {
+		gr.perAlloc = gr.perAlloc || v.PerAlloc
 	}
 	for _, c := range s.classes {
 		ok := c.net&gr.net == gr.net
@@ -232,7 +240,7 @@ func (gr *groupRun) meetsStatic(n *nodeState) bool {
 		return false
 	}
 	for _, v := range gr.volumes {
-		if volumeLack(n.node, v) != volumeOK {
+		if !v.PerAlloc && volumeLack(n.node, v, 0) != volumeOK {
 			return false
 		}
 	}
@@ -257,6 +265,21 @@ func (gr *groupRun) meetsStatic(n *nodeState) bool {
 		gr.meets[n.idx] = 1
 	}
 	return ok
+}
+
+// ownVolumes checks the per_alloc host volumes of the instance being
+// placed (gr.index): the node must have data[index]. A node without them
+// may still take the group's other instances.
+func (gr *groupRun) ownVolumes(n *nodeState) bool {
+	if !gr.perAlloc {
+		return true
+	}
+	for _, v := range gr.volumes {
+		if v.PerAlloc && volumeLack(n.node, v, gr.index) != volumeOK {
+			return false
+		}
+	}
+	return true
 }
 
 // placeable checks the rules that depend on other instances: distinct_*,
@@ -412,9 +435,21 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 	}
 	var fallback *nodeState // the avoided node, when it fits
 	var held *nodeHeap
+	// aside are the nodes without this instance's per_alloc volumes, out
+	// of their heaps for this pick only.
+	type setAside struct {
+		h   *nodeHeap
+		idx int32
+	}
+	var aside []setAside
 	defer func() {
 		if fallback != nil && gr.pos[fallback.idx] < 0 {
 			held.push(fallback.idx)
+		}
+		for _, a := range aside {
+			if gr.pos[a.idx] < 0 {
+				a.h.push(a.idx)
+			}
 		}
 	}()
 	for {
@@ -436,6 +471,10 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 			return fallback
 		}
 		n := gr.s.all[best.nodes[0]]
+		if !gr.ownVolumes(n) {
+			aside = append(aside, setAside{best, best.pop()})
+			continue
+		}
 		if !gr.feasible(n) {
 			best.pop() // for the rest of the call: see feasible
 			if gr.meetsStatic(n) {
@@ -455,7 +494,7 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 // pinned checks the one node a pinned request may use.
 func (gr *groupRun) pinned(id string) *nodeState {
 	n := gr.s.node(id)
-	if gr.impossible || n == nil || !gr.feasible(n) {
+	if gr.impossible || n == nil || !gr.ownVolumes(n) || !gr.feasible(n) {
 		return nil
 	}
 	return n
@@ -520,8 +559,10 @@ const (
 	volumeReadOnly // the node has it read-only; the group writes it
 )
 
-func volumeLack(n *spec.Node, need spec.HostVolumeNeed) volumeFit {
-	v, ok := n.HostVolume(need.Name)
+// volumeLack says what n lacks of need for instance index (which only a
+// per_alloc need looks at).
+func volumeLack(n *spec.Node, need spec.HostVolumeNeed, index int) volumeFit {
+	v, ok := n.HostVolume(need.For(index))
 	switch {
 	case !ok:
 		return volumeMissing

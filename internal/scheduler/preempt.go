@@ -35,7 +35,7 @@ func (gr *groupRun) preempt(r Request) (*nodeState, []*spec.Alloc) {
 	var bestEvict []*spec.Alloc
 	var bestCost [2]int
 	for _, n := range candidates {
-		if n.cls == nil || !gr.hasClass(n.cls) || !gr.meetsStatic(n) || gr.conflictNodes[n.idx] || !gr.colocated(n) {
+		if n.cls == nil || !gr.hasClass(n.cls) || !gr.meetsStatic(n) || !gr.ownVolumes(n) || gr.conflictNodes[n.idx] || !gr.colocated(n) {
 			continue
 		}
 		if r.Node == "" && n.node.ID == r.AvoidNode {

@@ -126,7 +126,10 @@ type Result struct {
 // index 2 could not use would only mean that some other, smaller group got
 // it instead; keeping a group's instances together also keeps the failure
 // readable and costs one scan of the nodes per failing group rather than
-// per failing request. Pinned requests each try their own node.
+// per failing request. Pinned requests each try their own node. The
+// instances of a group with a per_alloc host volume are not alike (each
+// needs its own volume, data[N], and goes only where that is), so each of
+// them is tried, and the group's Failure says which volumes no node has.
 //
 // Place does not modify its input.
 func Place(in Input) Result {
@@ -148,13 +151,15 @@ func Place(in Input) Result {
 	var res Result
 	failed := map[groupKey]int{} // index into res.Failures
 	gaveUp := map[groupKey]bool{}
-	pins := map[int]*pinFailures{} // by index into res.Failures
+	explained := map[groupKey]bool{} // an unpinned request's failure is explained
+	pins := map[int]*pinFailures{}   // by index into res.Failures
 	var gr *groupRun
 	for _, r := range reqs {
 		key := groupKey{r.Job.Name, r.Group.Name}
 		if gr == nil || gr.key != key {
 			gr = s.newGroupRun(r)
 		}
+		gr.index = r.Index
 		if r.Node == "" && gaveUp[key] {
 			f := &res.Failures[failed[key]]
 			f.Requests = append(f.Requests, r)
@@ -189,8 +194,9 @@ func Place(in Input) Result {
 		f.Missing = len(f.Requests)
 		if r.Node == "" {
 			// Explained now, against the use at the time of the failure.
-			f.PlacementFailure = mergeFailures(f.PlacementFailure, gr.explain(s.all))
-			gaveUp[key] = true
+			f.PlacementFailure = mergeFailures(f.PlacementFailure, gr.explain(s.all), explained[key])
+			explained[key] = true
+			gaveUp[key] = !gr.perAlloc
 			continue
 		}
 		// Explained once at the end, over all the group's failed pins.
@@ -201,17 +207,18 @@ func Place(in Input) Result {
 		}
 		if n := s.node(r.Node); n != nil {
 			p.nodes = append(p.nodes, n)
+			p.indexes = append(p.indexes, r.Index)
 		} else {
 			p.unknown++
 		}
 	}
 	for i, p := range pins {
-		pf := p.gr.explain(p.nodes)
+		pf := p.explain()
 		if p.unknown > 0 {
 			pf.Dimensions = append([]spec.DimensionFailure{{Dimension: "unregistered", Nodes: p.unknown}}, pf.Dimensions...)
 		}
 		f := &res.Failures[i]
-		f.PlacementFailure = mergeFailures(f.PlacementFailure, pf)
+		f.PlacementFailure = mergeFailures(f.PlacementFailure, pf, false)
 	}
 	if s.cache != nil {
 		s.cache.keep(s)
@@ -219,11 +226,27 @@ func Place(in Input) Result {
 	return res
 }
 
+// explain says why none of the pinned requests fit their nodes. The
+// instances of a per_alloc group each need their own volumes, so each
+// node is explained for its own request's index.
+func (p *pinFailures) explain() spec.PlacementFailure {
+	if !p.gr.perAlloc {
+		return p.gr.explain(p.nodes)
+	}
+	var out spec.PlacementFailure
+	for i, n := range p.nodes {
+		p.gr.index = p.indexes[i]
+		out = mergeFailures(out, p.gr.explain([]*nodeState{n}), false)
+	}
+	return out
+}
+
 // pinFailures are the nodes on which a group's pinned requests failed.
 type pinFailures struct {
 	gr      *groupRun
 	nodes   []*nodeState
-	unknown int // pins to nodes that are not registered
+	indexes []int // the index of each node's request
+	unknown int   // pins to nodes that are not registered
 }
 
 type groupKey struct{ job, group string }

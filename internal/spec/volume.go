@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -14,7 +15,9 @@ import (
 // each task mounts the group's volumes it names (VolumeMount,
 // `volume_mount { volume = "x", destination = "/data" }`). The group is
 // placed only on nodes that have each host volume it asks for, writable
-// when it asks for it writable.
+// when it asks for it writable. With per_alloc, instance N of the group
+// uses host volume Source[N] instead ("data[0]", "data[1]"): each instance
+// has its own, and goes only where it is.
 
 // HostVolume is one host volume a node offers: its name, and whether the
 // agent declared it read-only. The directory's path stays with the agent.
@@ -48,10 +51,11 @@ type VolumeRequest struct {
 	Type     string `json:"type,omitempty"`
 	Source   string `json:"source"`
 	ReadOnly bool   `json:"read_only,omitempty"`
-	// PerAlloc, AccessMode and AttachmentMode are Nomad's, taken so its
-	// files decode; none changes what a host volume does (the decoders
-	// warn of per_alloc: every instance mounts Source itself).
-	PerAlloc       bool   `json:"per_alloc,omitempty"`
+	// PerAlloc: instance N uses host volume Source[N] (PerAllocSource),
+	// not Source; host volumes only.
+	PerAlloc bool `json:"per_alloc,omitempty"`
+	// AccessMode and AttachmentMode are Nomad's, taken so its files
+	// decode; they only matter to CSI, and do nothing here.
 	AccessMode     string `json:"access_mode,omitempty"`
 	AttachmentMode string `json:"attachment_mode,omitempty"`
 }
@@ -62,6 +66,40 @@ func (v *VolumeRequest) TypeOf() string {
 		return VolumeHost
 	}
 	return v.Type
+}
+
+// SourceFor is the host volume instance index of the group uses for v:
+// Source, or Source[index] when v is per_alloc.
+func (v *VolumeRequest) SourceFor(index int) string {
+	if v.PerAlloc {
+		return PerAllocSource(v.Source, index)
+	}
+	return v.Source
+}
+
+// PerAllocSource is the name of instance index's own host volume of a
+// per_alloc volume with source: "data[2]", as in Nomad.
+func PerAllocSource(source string, index int) string {
+	return fmt.Sprintf("%s[%d]", source, index)
+}
+
+// CheckHostVolumeName reports what is wrong with the name of a host
+// volume a node offers: a name (CheckName), or one followed by an
+// instance index in brackets ("data[0]"), which per_alloc volumes ask
+// for. "" when it is fine.
+func CheckHostVolumeName(s string) string {
+	base, index, ok := strings.Cut(s, "[")
+	if !ok {
+		return CheckName(s)
+	}
+	if msg := CheckName(base); msg != "" {
+		return msg
+	}
+	digits, ok := strings.CutSuffix(index, "]")
+	if n, err := strconv.Atoi(digits); !ok || err != nil || n < 0 || strconv.Itoa(n) != digits {
+		return fmt.Sprintf("%q has a bracket that is not an instance index; write NAME or NAME[N] with N a number such as 0, the host volume of a per_alloc volume's instance N", s)
+	}
+	return ""
 }
 
 // VolumeMount is a task's volume_mount block: the group volume Volume at
@@ -85,27 +123,47 @@ func (g *Group) Volume(name string) *VolumeRequest {
 // HostVolumeNeed is one host volume a group needs on its node.
 type HostVolumeNeed struct {
 	Name string
+	// PerAlloc: each instance needs its own, Name[N] (For).
+	PerAlloc bool
 	// Write: some volume block asks for it read-write.
 	Write bool
 }
 
+// For is the host volume instance index needs: Name, or Name[index] when
+// the need is per_alloc.
+func (n HostVolumeNeed) For(index int) string {
+	if n.PerAlloc {
+		return PerAllocSource(n.Name, index)
+	}
+	return n.Name
+}
+
 // HostVolumeNeeds returns the host volumes the group's instances need on
-// their node, by source, sorted: a node without one of them, or with one
-// read-only that a need writes, cannot take the group.
+// their node, by source and then per_alloc, sorted: a node without one of
+// them, or with one read-only that a need writes, cannot take the
+// instance.
 func (g *Group) HostVolumeNeeds() []HostVolumeNeed {
 	var out []HostVolumeNeed
 	for _, v := range g.Volumes {
 		if v == nil || v.TypeOf() != VolumeHost || v.Source == "" {
 			continue
 		}
-		i := slices.IndexFunc(out, func(n HostVolumeNeed) bool { return n.Name == v.Source })
+		i := slices.IndexFunc(out, func(n HostVolumeNeed) bool { return n.Name == v.Source && n.PerAlloc == v.PerAlloc })
 		if i < 0 {
-			out = append(out, HostVolumeNeed{Name: v.Source})
+			out = append(out, HostVolumeNeed{Name: v.Source, PerAlloc: v.PerAlloc})
 			i = len(out) - 1
 		}
 		out[i].Write = out[i].Write || !v.ReadOnly
 	}
-	slices.SortFunc(out, func(a, b HostVolumeNeed) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b HostVolumeNeed) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 || a.PerAlloc == b.PerAlloc {
+			return c
+		}
+		if b.PerAlloc {
+			return -1 // the shared one first
+		}
+		return 1
+	})
 	return out
 }
 
@@ -168,6 +226,9 @@ func validateVolumes(ps *Problems, p string, g *Group) {
 				ps.Add(vp+".source", "volume %q needs a source: the name of a host volume declared on the nodes (drover agent --host-volume NAME=PATH)", v.Name)
 			}
 		case VolumeCSI:
+			if v.PerAlloc {
+				ps.Add(vp+".per_alloc", "volume %q: per_alloc applies to host volumes only (instance N mounts host volume SOURCE[N]), and drover has no CSI; remove per_alloc, or use type = \"host\" with host volumes named %s[0], %s[1], ... on the nodes", v.Name, v.Source, v.Source)
+			}
 		default:
 			ps.Add(vp+".type", "volume %q has type %q; use \"host\" (a node's host volume) or \"csi\"", v.Name, v.Type)
 		}
