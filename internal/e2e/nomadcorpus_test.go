@@ -44,7 +44,7 @@ func TestNomadCorpusRuns(t *testing.T) {
 		}
 		ran++
 		t.Run(base, func(t *testing.T) {
-			job, err := jobfile.DecodeFile(path)
+			job, _, err := jobfile.DecodeFileWith(path, jobfile.Options{})
 			if err != nil {
 				t.Fatalf("not valid: %v", err)
 			}
