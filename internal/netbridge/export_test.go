@@ -64,6 +64,8 @@ func Remove(bridge string) error {
 		if err := ipt.ClearAndDeleteChain(filterTable, ForwardChain(bridge)); err != nil {
 			errs = append(errs, fmt.Errorf("iptables: delete chain %s: %w", ForwardChain(bridge), err))
 		}
+		// The operator's chain, when no other bridge's jumps to it.
+		ipt.DeleteChain(filterTable, AdminChain)
 	}
 	return errors.Join(errs...)
 }

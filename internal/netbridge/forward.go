@@ -26,10 +26,22 @@ const (
 // forward rules. Chain names have at most 28 bytes; bridges 15.
 func ForwardChain(bridge string) string { return "DROVER-FWD-" + bridge }
 
-// forwardRules are the rules of the bridge's chain, in order.
+// AdminChain is the chain every bridge's chain jumps to first: drover
+// makes it empty and never changes it, so that an operator's rules there
+// (a DROP or REJECT of what allocs may not reach, such as other
+// networks of the node) decide before drover's accepts. Like Nomad's
+// CNI-ADMIN.
+const AdminChain = "DROVER-ADMIN"
+
+// forwardRules are the rules of the bridge's chain, in order: the
+// operator's chain; what comes in from the bridge (allocs reaching out
+// of the node, or hairpin); new connections to a host port, DNATed into
+// the bridge from other machines; the replies to the allocs' own.
 func forwardRules(bridge string) [][]string {
 	return [][]string{
+		{"-m", "comment", "--comment", "drover: the operator chain first", "-j", AdminChain},
 		{"-i", bridge, "-m", "comment", "--comment", "drover: from bridge " + bridge, "-j", "ACCEPT"},
+		{"-o", bridge, "-m", "conntrack", "--ctstate", "DNAT", "-m", "comment", "--comment", "drover: host ports into bridge " + bridge, "-j", "ACCEPT"},
 		{"-o", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-m", "comment", "--comment", "drover: replies to bridge " + bridge, "-j", "ACCEPT"},
 	}
 }
@@ -56,6 +68,9 @@ func (m *Manager) ensureForward() error {
 		return err
 	}
 	chain := ForwardChain(m.cfg.Bridge)
+	if err := ensureChain(ipt, AdminChain); err != nil {
+		return err
+	}
 	if err := ensureChain(ipt, chain); err != nil {
 		return err
 	}
@@ -87,4 +102,23 @@ func ensureChain(ipt *iptables.IPTables, chain string) error {
 		return fmt.Errorf("iptables: make chain %s: %w", chain, err)
 	}
 	return nil
+}
+
+// recheckForward makes the bridge's forward rules again when the jump to
+// them is gone from FORWARD (a firewall reload, iptables -F): run at each
+// instance's setup in mode bridge, one check when all is in place. Its
+// error is kept for ForwardError.
+func (m *Manager) recheckForward() {
+	m.fwdMu.Lock()
+	defer m.fwdMu.Unlock()
+	ipt, err := newIPTables()
+	if err != nil {
+		m.forwardErr = err
+		return
+	}
+	if ok, err := ipt.Exists(filterTable, forwardHook, forwardJump(m.cfg.Bridge)...); err == nil && ok {
+		m.forwardErr = nil
+		return
+	}
+	m.forwardErr = m.ensureForward()
 }

@@ -233,16 +233,25 @@ func TestBridgeForwardPastDropPolicy(t *testing.T) {
 		t.Fatalf("forward rules: %v", err)
 	}
 	alloc := "4a000000-0000-0000-0000-000000000001"
-	n, err := m.Setup(alloc, netbridge.ModeBridge, nil)
+	hostPort := freePort(t)
+	n, err := m.Setup(alloc, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: hostPort, To: 8082}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Teardown(alloc) })
+	serveIn(t, n.Namespace, 8082)
 	far := netip.AddrPortFrom(beyond(t, "drvtest4-beyond", 8081), 8081)
 
 	body, err := getFrom(n.Namespace, far)
 	if err != nil || !strings.HasPrefix(body, "inside drvtest4-beyond") {
 		t.Fatalf("GET %s from the alloc = %q, %v; want the server beyond the node", far, body, err)
+	}
+	// And the other way: from beyond the node to the alloc's host port on
+	// the node's address there, a new connection DNATed into the bridge.
+	hostAddr := netip.AddrPortFrom(netip.MustParseAddr("10.214.9.1"), uint16(hostPort))
+	farPath := netbridge.NamespaceDir + "/drvtest4-beyond"
+	if body, err := getFrom(farPath, hostAddr); err != nil || !strings.HasPrefix(body, "inside ") {
+		t.Fatalf("GET %s from beyond the node = %q, %v; want the alloc's answer", hostAddr, body, err)
 	}
 
 	// Without the jump, the policy drops the alloc's traffic.
@@ -257,6 +266,19 @@ func TestBridgeForwardPastDropPolicy(t *testing.T) {
 	if body, err := getFrom(n.Namespace, far); err == nil {
 		t.Fatalf("GET %s from the alloc without the jump to %s = %q; want it dropped by the FORWARD policy", far, netbridge.ForwardChain(bridge), body)
 	}
+	// The next instance set up in mode bridge puts the jump back (a
+	// firewall reload flushed it, say).
+	other := "4b000000-0000-0000-0000-000000000002"
+	if _, err := m.Setup(other, netbridge.ModeBridge, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Teardown(other) })
+	if body, err := getFrom(n.Namespace, far); err != nil || !strings.HasPrefix(body, "inside drvtest4-beyond") {
+		t.Fatalf("GET %s from the alloc after the next setup = %q, %v; want the jump made again", far, body, err)
+	}
+	if err := ipt.DeleteById("filter", "FORWARD", 1); err != nil {
+		t.Fatal(err)
+	}
 
 	// An agent restart makes what is missing, and nothing twice.
 	for range 2 {
@@ -270,8 +292,21 @@ func TestBridgeForwardPastDropPolicy(t *testing.T) {
 	}
 	own := iptablesRules(t, ipt, netbridge.ForwardChain(bridge))
 	t.Logf("after two opens:\n%s\n%s", strings.Join(iptablesRules(t, ipt, "FORWARD"), "\n"), strings.Join(own, "\n"))
-	if len(own) != 3 || count(own, "-i "+bridge+" ") != 1 || count(own, "-o "+bridge+" ") != 1 {
-		t.Errorf("chain %s after two opens = %q, want its creation and 2 rules: in from %s, replies out to it", netbridge.ForwardChain(bridge), own, bridge)
+	if len(own) != 5 || count(own, "-j "+netbridge.AdminChain) != 1 || !strings.Contains(own[1], "-j "+netbridge.AdminChain) ||
+		count(own, "-i "+bridge+" ") != 1 || count(own, "-o "+bridge+" ") != 2 || count(own, "--ctstate DNAT") != 1 {
+		t.Errorf("chain %s after two opens = %q, want its creation and 4 rules: the jump to %s first, in from %s, host ports into it, replies out to it",
+			netbridge.ForwardChain(bridge), own, netbridge.AdminChain, bridge)
+	}
+	// The operator's chain decides first: a REJECT there of the address
+	// beyond stops the alloc reaching it.
+	if err := ipt.Append("filter", netbridge.AdminChain, "-d", "10.214.9.2", "-j", "REJECT"); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := getFrom(n.Namespace, far); err == nil {
+		t.Errorf("GET %s from the alloc with the operator's REJECT in %s = %q; want it refused", far, netbridge.AdminChain, body)
+	}
+	if err := ipt.ClearChain("filter", netbridge.AdminChain); err != nil {
+		t.Fatal(err)
 	}
 
 	if err := netbridge.Remove(bridge); err != nil {

@@ -91,6 +91,7 @@ type Manager struct {
 	// forwardErr says why the iptables forward rules (ensureForward) are
 	// not there (nil: they are).
 	forwardErr error
+	fwdMu      sync.Mutex // forwardErr, and remaking the rules
 
 	mu   sync.Mutex
 	used map[netip.Addr]string // address -> alloc ID
@@ -149,7 +150,11 @@ func (m *Manager) BridgeError() error { return m.bridgeErr }
 // bridge is not available. Without them, where the host firewall's
 // FORWARD policy drops (Docker sets it so), allocs reach nothing beyond
 // the node, nor each other's host ports through the node's addresses.
-func (m *Manager) ForwardError() error { return m.forwardErr }
+func (m *Manager) ForwardError() error {
+	m.fwdMu.Lock()
+	defer m.fwdMu.Unlock()
+	return m.forwardErr
+}
 
 // NamespaceName is the name of alloc's namespace in NamespaceDir.
 func (m *Manager) NamespaceName(allocID string) string { return m.prefix() + allocID }
@@ -211,6 +216,7 @@ func (m *Manager) Setup(allocID, mode string, ports []Mapping) (Net, error) {
 	if mode == ModeNone {
 		return n, nil
 	}
+	m.recheckForward()
 	ip, err := m.plug(allocID, ns, h)
 	if err != nil {
 		return Net{}, err
