@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -115,19 +116,28 @@ func TestExecTakesItsCgroupFromThePool(t *testing.T) {
 	}
 }
 
-// Pooled cgroups an agent no longer running left (named by its pid) are
-// removed when the next driver is made; those of a running process stay.
+// Pooled cgroups an agent no longer running left (named by its pid and
+// start time) are removed when the next driver is made, and so are those
+// named by a running process's pid with another start time (the pid
+// reused: an agent that is PID 1 of a restarted container); those of a
+// running process stay.
 func TestCgroupPoolsOfDeadAgentsAreRemoved(t *testing.T) {
 	v1Driver(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	stale := "pool-" + strconv.Itoa(dead.Process.Pid) + "-1-1"
-	live := "pool-" + strconv.Itoa(os.Getpid()) + "-999999-1"
+	st, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, start := strconv.Itoa(os.Getpid()), strconv.FormatUint(st.StartTicks, 10)
+	stale := "pool-" + strconv.Itoa(dead.Process.Pid) + "-" + start + "-1-1"
+	reused := "pool-" + pid + "-" + strconv.FormatUint(st.StartTicks+1, 10) + "-1-1"
+	live := "pool-" + pid + "-" + start + "-999999-1"
 	dirs := droverDirs(t)
 	for _, dir := range dirs {
-		for _, n := range []string{stale, live} {
+		for _, n := range []string{stale, reused, live} {
 			if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -138,6 +148,9 @@ func TestCgroupPoolsOfDeadAgentsAreRemoved(t *testing.T) {
 	for _, dir := range dirs {
 		if exists(filepath.Join(dir, stale)) {
 			t.Errorf("%s: %s, a dead process's pooled cgroup, is still there", dir, stale)
+		}
+		if exists(filepath.Join(dir, reused)) {
+			t.Errorf("%s: %s, a pooled cgroup of an earlier process with this pid, is still there", dir, reused)
 		}
 		if !exists(filepath.Join(dir, live)) {
 			t.Errorf("%s: %s, a running process's pooled cgroup, was removed", dir, live)
