@@ -1,6 +1,7 @@
 package execdriver
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -9,14 +10,16 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/drover-org/drover/internal/proc"
 )
 
 // Making a task's cgroup on v1 was a large part of what an exec start cost
-// beyond a raw_exec one (moving the forking thread was the other, see
-// forker.go): a mkdir in each of three hierarchies, 38 to 67 µs each on
+// beyond a raw_exec one (moving the forking thread was the other): a mkdir in each of three hierarchies, 38 to 67 µs each on
 // the VM of docs/performance.md, the kernel setting up a cgroup. A
 // cgroupPool makes those cgroups ahead of time, in a goroutine of its own,
-// under names of its own (pool-<pid>-<n>), and a start takes one by
+// under names of its own (pool-<pid>-<start>-<pool>-<n>: the agent's pid
+// and start time in clock ticks after boot), and a start takes one by
 // renaming it to the task's name in each hierarchy: some 12 µs each, and
 // the task's cgroup keeps the name a
 // later agent finds it by (adoptedCgroup, taskCgroupName).
@@ -50,7 +53,7 @@ var cgroupPools atomic.Uint64
 
 type cgroupPool struct {
 	s      *cgroupSetup
-	prefix string // pool-<pid>-<pool>-
+	prefix string // pool-<pid>-<start>-<pool>-
 	ready  chan string
 	want   atomic.Int64
 	seq    atomic.Uint64
@@ -66,7 +69,7 @@ type cgroupPool struct {
 // newCgroupPool returns the pool of v1 setup s and starts filling it.
 func newCgroupPool(s *cgroupSetup) *cgroupPool {
 	p := &cgroupPool{s: s, ready: make(chan string, maxCgroupPool),
-		prefix: fmt.Sprintf("%s%d-%d-", cgroupPoolPrefix, os.Getpid(), cgroupPools.Add(1))}
+		prefix: fmt.Sprintf("%s%d-%d-%d-", cgroupPoolPrefix, os.Getpid(), ownStartTicks(), cgroupPools.Add(1))}
 	p.want.Store(minCgroupPool)
 	p.kick()
 	return p
@@ -150,18 +153,35 @@ func (p *cgroupPool) fill() {
 	}
 }
 
-// make makes one pooled cgroup in every hierarchy.
+// make makes one pooled cgroup in every hierarchy. A name that exists
+// is passed over for the next number: a cgroup of an earlier agent that
+// had the same pid and start time (as far as the clock ticks tell) and
+// was not removed. At most maxCgroupPool+1 names are tried, more than
+// such an agent could have left ready.
 func (p *cgroupPool) make() (string, error) {
-	slot := p.prefix + strconv.FormatUint(p.seq.Add(1), 10)
+	var err error
+	for range maxCgroupPool + 1 {
+		slot := p.prefix + strconv.FormatUint(p.seq.Add(1), 10)
+		if err = p.mkdir(slot); err == nil {
+			return slot, nil
+		} else if !errors.Is(err, unix.EEXIST) {
+			return "", err
+		}
+	}
+	return "", err
+}
+
+// mkdir makes cgroup slot in every hierarchy, or in none.
+func (p *cgroupPool) mkdir(slot string) error {
 	for i, h := range p.s.v1 {
 		if err := unix.Mkdirat(h.dir, slot, 0o755); err != nil {
 			for _, g := range p.s.v1[:i] {
 				unix.Unlinkat(g.dir, slot, unix.AT_REMOVEDIR)
 			}
-			return "", fmt.Errorf("mkdir %s in the %s hierarchy: %w", slot, h.controller, err)
+			return fmt.Errorf("mkdir %s in the %s hierarchy: %w", slot, h.controllers, err)
 		}
 	}
-	return slot, nil
+	return nil
 }
 
 // remove removes a pooled cgroup from every hierarchy it is in.
@@ -171,9 +191,21 @@ func (p *cgroupPool) remove(slot string) {
 	}
 }
 
+// ownStartTicks is when this process started, in clock ticks after boot
+// (0 if /proc cannot tell).
+func ownStartTicks() uint64 {
+	st, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return st.StartTicks
+}
+
 // removeStalePools removes the pooled cgroups of agents no longer running
-// (pool-<pid>-...: no process pid) from each v1 hierarchy's drover
-// directory. A pooled cgroup never held a process, so rmdir takes it.
+// (pool-<pid>-<start>-...: no process pid, or one that started at
+// another time, the pid reused: an agent that is PID 1 of a restarted
+// container) from each v1 hierarchy's drover directory. A pooled cgroup
+// never held a process, so rmdir takes it.
 func (s *cgroupSetup) removeStalePools() {
 	for _, h := range s.v1 {
 		entries, err := os.ReadDir(s.parents[h.controller])
@@ -185,10 +217,20 @@ func (s *cgroupSetup) removeStalePools() {
 			if !ok || !e.IsDir() {
 				continue
 			}
-			pidText, _, _ := strings.Cut(rest, "-")
+			pidText, rest, _ := strings.Cut(rest, "-")
+			startText, _, _ := strings.Cut(rest, "-")
 			pid, err := strconv.Atoi(pidText)
-			if err != nil || pid <= 0 || unix.Kill(pid, 0) != unix.ESRCH {
+			if err != nil || pid <= 0 {
 				continue
+			}
+			start, err := strconv.ParseUint(startText, 10, 64)
+			if err != nil {
+				continue // not a name this agent makes
+			}
+			if st, err := proc.ReadStat(pid); err == nil && st.StartTicks == start {
+				continue // its agent runs
+			} else if err != nil && unix.Kill(pid, 0) != unix.ESRCH {
+				continue // cannot tell
 			}
 			unix.Unlinkat(h.dir, e.Name(), unix.AT_REMOVEDIR)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
+	"github.com/drover-org/drover/internal/proc"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -115,19 +116,28 @@ func TestExecTakesItsCgroupFromThePool(t *testing.T) {
 	}
 }
 
-// Pooled cgroups an agent no longer running left (named by its pid) are
-// removed when the next driver is made; those of a running process stay.
+// Pooled cgroups an agent no longer running left (named by its pid and
+// start time) are removed when the next driver is made, and so are those
+// named by a running process's pid with another start time (the pid
+// reused: an agent that is PID 1 of a restarted container); those of a
+// running process stay.
 func TestCgroupPoolsOfDeadAgentsAreRemoved(t *testing.T) {
 	v1Driver(t)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	stale := "pool-" + strconv.Itoa(dead.Process.Pid) + "-1-1"
-	live := "pool-" + strconv.Itoa(os.Getpid()) + "-999999-1"
+	st, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, start := strconv.Itoa(os.Getpid()), strconv.FormatUint(st.StartTicks, 10)
+	stale := "pool-" + strconv.Itoa(dead.Process.Pid) + "-" + start + "-1-1"
+	reused := "pool-" + pid + "-" + strconv.FormatUint(st.StartTicks+1, 10) + "-1-1"
+	live := "pool-" + pid + "-" + start + "-999999-1"
 	dirs := droverDirs(t)
 	for _, dir := range dirs {
-		for _, n := range []string{stale, live} {
+		for _, n := range []string{stale, reused, live} {
 			if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -139,70 +149,19 @@ func TestCgroupPoolsOfDeadAgentsAreRemoved(t *testing.T) {
 		if exists(filepath.Join(dir, stale)) {
 			t.Errorf("%s: %s, a dead process's pooled cgroup, is still there", dir, stale)
 		}
+		if exists(filepath.Join(dir, reused)) {
+			t.Errorf("%s: %s, a pooled cgroup of an earlier process with this pid, is still there", dir, reused)
+		}
 		if !exists(filepath.Join(dir, live)) {
 			t.Errorf("%s: %s, a running process's pooled cgroup, was removed", dir, live)
 		}
 	}
 }
 
-// The thread that forks tasks stays in the last task's cgroups (the next
-// start moves it from there), leaves them before they are removed, and
-// goes back to the agent's when no start came for a while: then every
-// thread of the process is in the process's own cgroups again, and the
-// task's cgroup holds the task alone.
-func TestForkerLeavesTaskCgroups(t *testing.T) {
-	d := v1Driver(t)
-	own, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := startTask(t, d, spec.Resources{CPU: 100, MemoryMB: 64}, "sleep", "30")
-	dir := taskCgroupDirs(t, h.PID())[0]
-	poll(t, execdriver.ForkerIdle+10*time.Second, "every thread of the process back in its own cgroups", func() bool {
-		threads, _ := filepath.Glob("/proc/self/task/*/cgroup")
-		for _, f := range threads {
-			if b, err := os.ReadFile(f); err == nil && string(b) != string(own) {
-				return false
-			}
-		}
-		return true
-	})
-	b, err := os.ReadFile(filepath.Join(dir, "tasks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Fields(string(b)); len(got) != 1 || got[0] != strconv.Itoa(h.PID()) {
-		t.Errorf("%s/tasks = %v, want the task's pid %d alone", dir, got, h.PID())
-	}
-	// A task that ends at once: its cgroup is removed while the thread
-	// that forked it may still be in it. The thread leaves at once (a
-	// removal that waited for it to go back by itself would take
-	// ForkerIdle each).
-	t0 := time.Now()
-	for range 5 {
-		id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
-		h, err := d.Start(context.Background(), driver.Task{Command: "true", Env: []string{testPATH}, Dir: t.TempDir(),
-			ID: id, Resources: spec.Resources{MemoryMB: 64}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cg := filepath.Join(droverDirs(t)[0], id.AllocID+"-web")
-		if e := waitExit(t, h, 10*time.Second); !e.Successful() {
-			t.Fatalf("true: %s", e)
-		}
-		if exists(cg) {
-			t.Errorf("%s is still there after its task ended", cg)
-		}
-	}
-	if took := time.Since(t0); took > 5*execdriver.ForkerIdle/2 {
-		t.Errorf("5 tasks of true took %s from start to exit, their cgroups removed: the forker did not leave them when asked", took)
-	}
-}
-
 // Starts from many goroutines at once, as an agent's alloc runners make
 // them: each task, reading /proc/self/cgroup as it starts, is in its own
-// cgroup in every hierarchy, never in another task's (on v1 one thread
-// forks them all, moving from cgroup to cgroup), with the pool on and
+// cgroup in every hierarchy, never in another task's (on v1 each is forked
+// by a thread moved into its cgroups and back), with the pool on and
 // emptied along the way.
 func TestConcurrentStartsAreEachBornInTheirCgroup(t *testing.T) {
 	d := isolatingDriver(t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,21 +51,23 @@ type cgroupSetup struct {
 	// being OOM-killed (v2 sets memory.swap.max, ignored without swap).
 	swap bool
 	// v1: each hierarchy's drover directory and the agent's own tasks
-	// file, held open, in v1Controllers' order (see startInV1).
+	// file, held open, in v1Controllers' order (see startInV1), once per
+	// hierarchy: controllers mounted together (cpu,cpuacct) share one.
 	v1 []v1Hierarchy
-	// pool: v1, task cgroups made ahead (cgpool.go); forker: v1, the
-	// thread that forks tasks in their cgroups (forker.go).
-	pool   *cgroupPool
-	forker *v1Forker
+	// pool: v1, task cgroups made ahead (cgpool.go).
+	pool *cgroupPool
 }
 
 // v1Hierarchy is where a start makes a task's cgroup in one v1 hierarchy
 // (mkdirat and openat relative to dir: no path walk from the root), and
 // where its forking thread goes back to.
 type v1Hierarchy struct {
-	controller string
-	dir        int // the drover directory, O_PATH
-	home       int // the agent's own cgroup's tasks file, write-only
+	// controller is the first of v1Controllers in this hierarchy, the key
+	// of its drover directory in parents; controllers all of them
+	// ("cpu,cpuacct" where those are mounted together), for messages.
+	controller, controllers string
+	dir                     int // the drover directory, O_PATH
+	home                    int // the agent's own cgroup's tasks file, write-only
 }
 
 // probeCgroups finds where task cgroups go and checks that it can make
@@ -106,29 +109,56 @@ func probeCgroups() (*cgroupSetup, error) {
 		}
 		s.removeStalePools()
 		s.pool = newCgroupPool(s)
-		s.forker = newV1Forker(s)
 	}
 	return s, nil
 }
 
 // openV1 opens each v1 hierarchy's drover directory and the agent's own
 // tasks file in it, once for all starts. The descriptors live as long as
-// the driver, which lives as long as the agent.
+// the driver, which lives as long as the agent. Controllers mounted
+// together (cpu and cpuacct on most distributions: /sys/fs/cgroup/cpu and
+// cpuacct are links to cpu,cpuacct) are one hierarchy, one directory:
+// it is listed once, so that each start makes, renames and joins a cgroup
+// once in it (a second mkdir there fails with EEXIST).
 func (s *cgroupSetup) openV1() error {
+	type fileID struct{ dev, ino uint64 }
+	seen := map[fileID]int{} // a directory -> its index in s.v1
 	for _, c := range v1Controllers {
 		dir, err := unix.Open(s.parents[c], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("cgroup v1 controller %s: open %s: %w", c, s.parents[c], err)
 		}
+		var st unix.Stat_t
+		if err := unix.Fstat(dir, &st); err != nil {
+			unix.Close(dir)
+			return fmt.Errorf("cgroup v1 controller %s: stat %s: %w", c, s.parents[c], err)
+		}
+		id := fileID{uint64(st.Dev), st.Ino}
+		if i, ok := seen[id]; ok {
+			unix.Close(dir)
+			s.v1[i].controllers += "," + c
+			continue
+		}
+		seen[id] = len(s.v1)
 		tasks := filepath.Join(filepath.Dir(s.parents[c]), "tasks")
 		home, err := unix.Open(tasks, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			unix.Close(dir)
 			return fmt.Errorf("cgroup v1 controller %s: open %s: %w", c, tasks, err)
 		}
-		s.v1 = append(s.v1, v1Hierarchy{controller: c, dir: dir, home: home})
+		s.v1 = append(s.v1, v1Hierarchy{controller: c, controllers: c, dir: dir, home: home})
 	}
 	return nil
+}
+
+// v1Dir is the drover directory of the v1 hierarchy that holds controller c.
+func (s *cgroupSetup) v1Dir(c string) int {
+	for _, h := range s.v1 {
+		if slices.Contains(strings.Split(h.controllers, ","), c) {
+			return h.dir
+		}
+	}
+	return -1 // not reached: openV1 lists every one of v1Controllers
 }
 
 func firstKey(s *cgroupSetup) string {
@@ -245,24 +275,24 @@ func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
 			if err == unix.EEXIST {
 				fresh = false
 			} else if err != nil {
-				return fmt.Errorf("mkdir in the %s hierarchy: %w", h.controller, err)
+				return fmt.Errorf("mkdir in the %s hierarchy: %w", h.controllers, err)
 			}
 		}
 	}
 	res := s.resources(r)
-	mem, cpu := s.v1[0], s.v1[1] // v1Controllers' order
+	mem, cpu := s.v1Dir("memory"), s.v1Dir("cpu")
 	if res.Memory > 0 {
 		limit := strconv.FormatInt(res.Memory, 10)
 		files := []string{"memory.limit_in_bytes"}
 		if res.MemorySwap > 0 {
 			files = append(files, "memory.memsw.limit_in_bytes")
 		}
-		err := writeCgroupFiles(mem.dir, name, files, limit)
+		err := writeCgroupFiles(mem, name, files, limit)
 		if errors.Is(err, unix.EINVAL) && len(files) == 2 {
 			// A reused cgroup whose memory+swap limit is below the new
 			// memory limit: the kernel keeps memsw >= memory, so raise
 			// that first.
-			err = writeCgroupFiles(mem.dir, name, []string{files[1], files[0]}, limit)
+			err = writeCgroupFiles(mem, name, []string{files[1], files[0]}, limit)
 		}
 		if err != nil {
 			return err
@@ -274,13 +304,13 @@ func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
 			if res.MemoryReservation > 0 {
 				soft = strconv.FormatInt(res.MemoryReservation, 10)
 			}
-			if err := writeCgroupFiles(mem.dir, name, []string{"memory.soft_limit_in_bytes"}, soft); err != nil {
+			if err := writeCgroupFiles(mem, name, []string{"memory.soft_limit_in_bytes"}, soft); err != nil {
 				return err
 			}
 		}
 	}
 	if res.CpuShares > 0 {
-		return writeCgroupFiles(cpu.dir, name, []string{"cpu.shares"}, strconv.FormatUint(res.CpuShares, 10))
+		return writeCgroupFiles(cpu, name, []string{"cpu.shares"}, strconv.FormatUint(res.CpuShares, 10))
 	}
 	return nil
 }
@@ -314,13 +344,40 @@ func writeAt(dir int, path, value string) error {
 var errJoin = errors.New("join cgroup")
 
 // startInV1 runs start, which forks the task, with the task born in its
-// cgroup name: on the forker's thread, moved into the task's cgroups
-// first (forker.go). Nothing the task runs, from its first instruction,
-// escapes its limits (joining after the fork left the task outside for the
-// microseconds of its exec and loader, and what it allocated then charged
-// to the agent).
+// cgroup name: v1 has no clone3 CLONE_INTO_CGROUP, but a child is born in
+// the cgroups of the thread that forks it, and v1 moves single threads
+// (the tasks file). So start runs on an OS thread of its own, never the
+// main thread (thread.go), moved into the task's cgroup in each hierarchy
+// and back into the agent's after the fork. Nothing the task runs, from
+// its first instruction, escapes its limits (joining after the fork left
+// the task outside for the microseconds of its exec and loader, and what
+// it allocated then charged to the agent). A thread that cannot go back
+// is ended rather than left to run the agent's work in this task's
+// cgroup, or to fork other tasks into it.
 func (s *cgroupSetup) startInV1(name string, start func() error) error {
-	return s.forker.do(forkReq{name: name, start: start})
+	return offMainThread(func() (astray bool, err error) {
+		tid := []byte(strconv.Itoa(unix.Gettid()))
+		joined := 0
+		for _, h := range s.v1 {
+			if err = writeAt(h.dir, name+"/tasks", string(tid)); err != nil {
+				err = fmt.Errorf("%w in the %s hierarchy: %w", errJoin, h.controllers, err)
+				break
+			}
+			joined++
+		}
+		if err == nil {
+			err = start()
+		}
+		if errors.Is(err, errThreadAstray) {
+			return true, err
+		}
+		for _, h := range s.v1[:joined] {
+			if _, herr := unix.Pwrite(h.home, tid, 0); herr != nil {
+				return true, err // the task started, or not, as start says
+			}
+		}
+		return false, err
+	})
 }
 
 // adoptedCgroup finds the cgroup of a task that an earlier agent started,
@@ -376,9 +433,6 @@ func oomKilled(m cgroups.Manager, e driver.Exit) bool {
 func removeCgroup(m cgroups.Manager) {
 	if m == nil {
 		return
-	}
-	if !cgroups.IsCgroup2UnifiedMode() {
-		vacate(m.Path("memory"))
 	}
 	for range 10 {
 		if err := m.Destroy(); err == nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/drover-org/drover/internal/driver"
 )
 
@@ -65,5 +67,12 @@ func CgroupPoolPrefix(d *Driver) string {
 	return d.cg.pool.prefix
 }
 
-// ForkerIdle is how long the v1 forker waits in a task's cgroup.
-const ForkerIdle = forkerIdle
+// ForkingThread is the thread a start run from the calling goroutine's
+// thread forks on (lockedRun), and the thread the calling goroutine is on
+// once it has.
+func ForkingThread() (forking, caller int) {
+	errc := make(chan error, 1)
+	lockedRun(func() (bool, error) { forking = unix.Gettid(); return false, nil }, errc)
+	<-errc
+	return forking, unix.Gettid()
+}

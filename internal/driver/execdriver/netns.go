@@ -3,38 +3,30 @@ package execdriver
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
 
 // A task in its alloc's network namespace is started as a cgroup v1 task
 // is (startInV1): a process is born in the network namespace of the
-// thread that forks it, so start runs on a locked OS thread moved into the
-// namespace (setns) and back after the fork. A thread that cannot go back
-// is never given back to the runtime: it would run other goroutines'
-// network calls in the task's namespace. Its goroutine ends locked, and
-// the runtime ends the thread with it.
+// thread that forks it, so start runs on a locked OS thread (thread.go)
+// moved into the namespace (setns) and back after the fork. A thread that
+// cannot go back is never given back to the runtime: it would run other
+// goroutines' network calls in the task's namespace. Its goroutine ends
+// locked, and the runtime ends the thread with it.
 
-// errThreadAstray says the locking thread could not return to the agent's
-// namespace: its goroutine must end without unlocking it.
+// errThreadAstray says the locked thread could not return to the agent's
+// network namespace: its goroutine must end without unlocking it, so that
+// the runtime ends the thread.
 var errThreadAstray = errors.New("the starting thread could not return to the agent's network namespace")
 
 // startInNetns runs start on a locked thread of its own inside the
 // network namespace at path.
 func startInNetns(path string, start func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	return offMainThread(func() (bool, error) {
 		err := joinNetns(path, start)
-		if errors.Is(err, errThreadAstray) {
-			errc <- err
-			return // locked: the runtime ends the thread with this goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	return <-errc
+		return errors.Is(err, errThreadAstray), err
+	})
 }
 
 // joinNetns runs start on the calling thread, which must be locked, inside
