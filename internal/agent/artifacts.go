@@ -129,11 +129,7 @@ func (tr *taskRunner) fetchArtifact(ctx context.Context, a *spec.Artifact) (stri
 	}
 	u.RawQuery = q.Encode()
 
-	dest := host.Interpolate(a.DestinationOf(), host.Env())
-	if !filepath.IsAbs(dest) {
-		dest = filepath.Join(tr.dir, dest)
-	}
-	rootDir, rel, err := tr.destRoot(filepath.Clean(dest))
+	rootDir, rel, err := tr.destRoot(filepath.Clean(host.Interpolate(a.DestinationOf(), host.Env())))
 	if err != nil {
 		return fail(err)
 	}

@@ -346,21 +346,17 @@ func (cr *checkRunner) probe(ctx context.Context, cs checkSpec) (bool, string) {
 }
 
 // checkAddr is the host:port an http or tcp check probes: the alloc's port
-// of the check's label, at its host IP.
+// of the check's label, at its host IP, or the port the check names by
+// number, at the alloc's address.
 func checkAddr(a *spec.Alloc, cs checkSpec) (string, error) {
 	if cs.port == "" {
 		return "", fmt.Errorf("no port to probe: neither check %s nor service %s names a port", cs.check.Name, cs.service)
 	}
-	for _, p := range a.Ports {
-		if p.Label == cs.port {
-			ip := p.HostIP
-			if ip == "" {
-				ip = "127.0.0.1" // spec.NodeIPAttribute's default
-			}
-			return net.JoinHostPort(ip, strconv.Itoa(p.Value)), nil
-		}
+	ip, port, ok := a.ServicePort(cs.port)
+	if !ok {
+		return "", fmt.Errorf("port %q is not among the alloc's ports", cs.port)
 	}
-	return "", fmt.Errorf("port %q is not among the alloc's ports", cs.port)
+	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
 }
 
 // probeError says briefly why a connection or request failed: "connection

@@ -369,9 +369,14 @@ func (tr *taskRunner) templatePath(dest string) (string, error) {
 }
 
 // destRoot splits a destination dest (interpolated with the host's
-// directories) into the directory it must stay in, the task's or the
-// alloc's shared one, and its path relative to that directory.
+// directories; a relative one is from the task's directory, so Nomad's
+// "../alloc/x" is the alloc's shared directory) into the directory it must
+// stay in, the task's or the alloc's shared one, and its path relative to
+// that directory.
 func (tr *taskRunner) destRoot(dest string) (root, rel string, err error) {
+	if !filepath.IsAbs(dest) {
+		dest = filepath.Join(tr.dir, dest)
+	}
 	root, rel = tr.dir, dest
 	if shared := tr.ar.sharedDir(); dest == shared || strings.HasPrefix(dest, shared+"/") {
 		root, rel = shared, strings.TrimPrefix(strings.TrimPrefix(dest, shared), "/")

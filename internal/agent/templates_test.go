@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,5 +121,39 @@ func TestTemplateRestartsOnCatalogChange(t *testing.T) {
 	ts := taskState(a, "f")
 	if n := len(events(ts, spec.EventStarted)); n != 2 || ts.Restarts != 0 || a.ClientStatusOr() != spec.ClientRunning {
 		t.Errorf("front started %d times, %d restarts; want 2 and 0 (attempts = 0 would have failed it)\n%s", n, ts.Restarts, describe(a))
+	}
+}
+
+// TestTemplateInSharedAllocDir: a template whose destination is Nomad's
+// "../alloc/app.conf" is rendered into the alloc's shared alloc/
+// directory, where a real exec task reads it through $NOMAD_ALLOC_DIR;
+// the file is there on disk, and nothing is written in an alloc/ of the
+// task's own directory.
+func TestTemplateInSharedAllocDir(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	dataDir := t.TempDir()
+	c.startAgent(dataDir, true)
+	task := shTask("t", `cat "$NOMAD_ALLOC_DIR/app.conf"`)
+	task.Driver = "exec"
+	task.Templates = []*spec.Template{{Data: "alloc={{ env \"NOMAD_ALLOC_ID\" }}\n", Destination: "../alloc/app.conf"}}
+	task.Restart = restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail)
+	c.submit(job("tmplshared", spec.JobBatch, task))
+	a := c.alloc("tmplshared", 10*time.Second, "alloc complete", func(a *spec.Alloc) bool {
+		if a.ClientStatusOr() == spec.ClientFailed {
+			t.Fatalf("task failed:\n%s", describe(a))
+		}
+		return a.ClientStatusOr() == spec.ClientComplete
+	})
+	want := "alloc=" + a.ID + "\n"
+	if out := logs(t, c.client, a.ID, "t", false); out != want {
+		t.Errorf("task printed %q, want %q", out, want)
+	}
+	allocDir := filepath.Join(dataDir, "allocs", a.ID)
+	if b, err := os.ReadFile(filepath.Join(allocDir, "alloc", "app.conf")); err != nil || string(b) != want {
+		t.Errorf("alloc/app.conf in the alloc's directory: %q, %v; want %q", b, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(allocDir, "t", "alloc")); !os.IsNotExist(err) {
+		t.Errorf("the task's directory has an alloc/ (stat: %v); the template belongs in the alloc's shared one", err)
 	}
 }

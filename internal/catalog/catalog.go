@@ -100,7 +100,6 @@ func instance(a *spec.Alloc, t *spec.Task, ts *spec.TaskState, svc *spec.Service
 	in := spec.ServiceInstance{
 		Service:   svc.Name,
 		Tags:      slices.Clone(svc.Tags),
-		Address:   DefaultAddress,
 		AllocID:   a.ID,
 		AllocName: a.Name,
 		Job:       a.Job,
@@ -109,21 +108,9 @@ func instance(a *spec.Alloc, t *spec.Task, ts *spec.TaskState, svc *spec.Service
 		NodeID:    a.NodeID,
 		NodeName:  a.NodeName,
 	}
-	// The port's own host IP; with no port, any port's (they are all on
-	// the node's address), else the default.
-	found := false
-	for _, p := range a.Ports {
-		if svc.PortLabel != "" && p.Label == svc.PortLabel {
-			in.Port, found = p.Value, true
-			if p.HostIP != "" {
-				in.Address = p.HostIP
-			}
-			break
-		}
-	}
-	if !found && len(a.Ports) > 0 && a.Ports[0].HostIP != "" {
-		in.Address = a.Ports[0].HostIP
-	}
+	// The port's own host IP; with no port, or a port written as a
+	// number, the alloc's address.
+	in.Address, in.Port, _ = a.ServicePort(svc.PortLabel)
 	if ts != nil {
 		for _, cs := range ts.Checks {
 			if cs.Service == svc.Name {

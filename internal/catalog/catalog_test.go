@@ -88,6 +88,14 @@ func TestBuildHealthAndAddresses(t *testing.T) {
 			[]spec.ServiceInstance{with(func(i *spec.ServiceInstance) {
 				i.Service, i.Tags, i.Port, i.Health = "worker", nil, 0, spec.HealthHealthy
 			})}},
+		{"a port written as a number: that port, at the alloc's address", alloc("a1", 0, running(), &spec.Service{Name: "api", PortLabel: "9001", Tags: []string{"v1"}}),
+			[]spec.ServiceInstance{with(func(i *spec.ServiceInstance) { i.Port, i.Health = 9001, spec.HealthHealthy })}},
+		{"a port written as a number, no ports at all: that port, at the default address", func() *spec.Alloc {
+			a := alloc("a1", 0, running(), &spec.Service{Name: "api", PortLabel: "9001", Tags: []string{"v1"}})
+			a.Ports = nil
+			return a
+		}(),
+			[]spec.ServiceInstance{with(func(i *spec.ServiceInstance) { i.Address, i.Port, i.Health = DefaultAddress, 9001, spec.HealthHealthy })}},
 		{"no ports at all: the default address", func() *spec.Alloc { a := alloc("a1", 0, running(), api); a.Ports = nil; return a }(),
 			[]spec.ServiceInstance{with(func(i *spec.ServiceInstance) { i.Address, i.Port, i.Health = DefaultAddress, 0, spec.HealthHealthy })}},
 		{"a port without a host IP: the default address", func() *spec.Alloc { a := alloc("a1", 0, running(), api); a.Ports[1].HostIP = ""; return a }(),

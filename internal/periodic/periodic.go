@@ -7,6 +7,7 @@ package periodic
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +49,7 @@ func Parse(p *spec.Periodic, zone func(string) (*time.Location, error)) (*Schedu
 			ps.Add(field, "cron %q names its time zone inside the expression; write time_zone = \"...\" in the periodic block instead", expr)
 			return
 		}
-		c, err := parser.Parse(expr)
+		c, err := parser.Parse(sundaySeven(expr))
 		if err != nil {
 			hint := "five fields (minute hour day-of-month month day-of-week), six with seconds first, or @hourly, @daily, @weekly, @monthly, @yearly, @every 90m"
 			if len(strings.Fields(expr)) == 7 {
@@ -69,6 +70,69 @@ func Parse(p *spec.Periodic, zone func(string) (*time.Location, error)) (*Schedu
 		return nil, ps
 	}
 	return s, nil
+}
+
+// sundaySeven rewrites the day-of-week field of cron expression expr so
+// that 7 reads as Sunday, as Nomad's cron and most crons read it; the
+// parser takes 0 to 6 only. A lone 7 becomes 0, and a range or step that
+// ends at 7 (1-7, 5-7/2, 7/1) becomes the list of the days it names, 7
+// written 0. Anything else, names included, is left as it is: a malformed
+// field stays malformed, for the parser to refuse.
+func sundaySeven(expr string) string {
+	fields := strings.Fields(expr)
+	if len(fields) != 5 && len(fields) != 6 {
+		return expr // a descriptor (@daily), or a count of fields the parser refuses
+	}
+	dow := fields[len(fields)-1]
+	items := strings.Split(dow, ",")
+	changed := false
+	for i, item := range items {
+		if days, ok := daysReaching7(item); ok {
+			items[i], changed = days, true
+		}
+	}
+	if !changed {
+		return expr
+	}
+	fields[len(fields)-1] = strings.Join(items, ",")
+	return strings.Join(fields, " ")
+}
+
+// daysReaching7 is one item of a day-of-week list (N, N-M, N/S, N-M/S)
+// that names day 7, as the list of its days with 7 written 0; ok is false
+// when the item does not name 7 or is not numeric.
+func daysReaching7(item string) (string, bool) {
+	rng, step := item, 1
+	if r, s, found := strings.Cut(item, "/"); found {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return "", false
+		}
+		rng, step = r, n
+	}
+	lo, hi := 0, 0
+	var err error
+	if a, b, found := strings.Cut(rng, "-"); found {
+		if lo, err = strconv.Atoi(a); err != nil {
+			return "", false
+		}
+		if hi, err = strconv.Atoi(b); err != nil {
+			return "", false
+		}
+	} else {
+		if lo, err = strconv.Atoi(rng); err != nil {
+			return "", false
+		}
+		hi = lo // 7/S: from 7 to the field's end, which is 7
+	}
+	if hi != 7 || lo < 0 || lo > hi {
+		return "", false
+	}
+	var days []string
+	for d := lo; d <= hi; d += step {
+		days = append(days, strconv.Itoa(d%7))
+	}
+	return strings.Join(days, ","), true
 }
 
 // Check is Parse for validation: the problems only.

@@ -98,6 +98,8 @@ func TestParseRefuses(t *testing.T) {
 		{spec.Periodic{Crons: []string{"* * *"}}, "periodic.crons[0]", "five fields"},
 		{spec.Periodic{Crons: []string{"0 0 * * * * 2030"}}, "periodic.crons[0]", "seventh field (year)"},
 		{spec.Periodic{Cron: "61 * * * *"}, "periodic.cron", "does not parse"},
+		{spec.Periodic{Cron: "0 12 * * 8"}, "periodic.cron", "above maximum"},
+		{spec.Periodic{Cron: "0 12 * * 7-8"}, "periodic.cron", "above maximum"},
 		{spec.Periodic{Cron: "CRON_TZ=UTC 0 * * * *"}, "periodic.cron", "time_zone"},
 		{spec.Periodic{Cron: "@hourly", TimeZone: "Mars/Olympus"}, "periodic.time_zone", "IANA name"},
 	} {
@@ -105,5 +107,42 @@ func TestParseRefuses(t *testing.T) {
 		if len(ps) != 1 || ps[0].Field != c.field || !strings.Contains(ps[0].Message, c.has) {
 			t.Errorf("%+v: got %v; want one problem at %s saying %q", c.p, ps, c.field, c.has)
 		}
+	}
+}
+
+// TestSundaySeven: a day of week written 7 is Sunday, alone, as a range's
+// end, in a list and with a step; each expression's next runs from t0
+// (Sunday 1 March 2026, 10:00 UTC) are the days the crontab names.
+func TestSundaySeven(t *testing.T) {
+	day := func(d int) time.Time { return time.Date(2026, 3, d, 12, 0, 0, 0, time.UTC) }
+	tests := []struct {
+		cron string
+		want []time.Time
+	}{
+		{"0 12 * * 7", []time.Time{day(1), day(8), day(15)}},
+		{"0 12 * * 0", []time.Time{day(1), day(8), day(15)}},
+		{"0 12 * * 5-7", []time.Time{day(1), day(6), day(7), day(8)}},
+		{"0 12 * * 1-7", []time.Time{day(1), day(2), day(3), day(4)}},
+		{"0 12 * * 3,7", []time.Time{day(1), day(4), day(8), day(11)}},
+		{"0 12 * * 3-7/2", []time.Time{day(1), day(4), day(6), day(8)}},
+		{"0 12 * * 7/1", []time.Time{day(1), day(8), day(15)}},
+		{"0 0 12 * * 7", []time.Time{day(1), day(8), day(15)}}, // six fields, seconds first
+		{"0 12 * * SUN", []time.Time{day(1), day(8), day(15)}},
+		{"0 12 7 * 1", []time.Time{day(2), day(7), day(9)}}, // day of month 7 is left alone
+	}
+	for _, tt := range tests {
+		t.Run(tt.cron, func(t *testing.T) {
+			s, ps := Parse(&spec.Periodic{Cron: tt.cron}, time.LoadLocation)
+			if ps != nil {
+				t.Fatal(ps)
+			}
+			var got []time.Time
+			for n := s.Next(t0); len(got) < len(tt.want); n = s.Next(n) {
+				got = append(got, n)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("next runs of %q (-want +got):\n%s", tt.cron, diff)
+			}
+		})
 	}
 }

@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Service registers a task's instances in the service catalog under Name,
 // at the node's address and the port of the group port PortLabel. Only
@@ -9,8 +12,9 @@ import "time"
 // checks is healthy while its task runs.
 type Service struct {
 	Name string `json:"name"`
-	// PortLabel names a port of the group's network; "" registers the
-	// address with port 0 (an A record and no SRV target).
+	// PortLabel names a port of the group's network, or is a port number
+	// (NumericPort) registered as it is; "" registers the address with
+	// port 0 (an A record and no SRV target).
 	PortLabel string   `json:"port,omitempty"`
 	Tags      []string `json:"tags,omitempty"`
 	Checks    []*Check `json:"checks,omitempty" hcl:"check"`
@@ -46,7 +50,8 @@ type Check struct {
 	// a type).
 	Name string    `json:"name,omitempty"`
 	Type CheckType `json:"type"`
-	// PortLabel overrides the service's port for this check.
+	// PortLabel overrides the service's port for this check: a label of
+	// the group's ports or a number, as the service's.
 	PortLabel string `json:"port,omitempty"`
 	// Path is the HTTP check's path, "/" by default.
 	Path    string   `json:"path,omitempty"`
@@ -153,4 +158,47 @@ type NodeUsage struct {
 	Time   time.Time                   `json:"time"`
 	Tasks  Usage                       `json:"tasks"`
 	Allocs map[string]map[string]Usage `json:"allocs,omitempty"` // alloc ID -> task -> usage
+}
+
+// NumericPort reports whether a service's or check's port is written as a
+// number, as Nomad allows (port = "8080"): that port itself, at the
+// alloc's address, with no port of the group behind it. A port label never
+// starts with a digit, so the two cannot be confused; a number out of 1 to
+// 65535 is not a port (ok false, and validation says so).
+func NumericPort(port string) (n int, ok bool) {
+	if port == "" || port[0] < '0' || port[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, false
+	}
+	return n, true
+}
+
+// ServicePort resolves a service's or check's port on alloc a: the host
+// port reserved under label port, at its host IP; or a port written as a
+// number (NumericPort), at the alloc's address. ok is false when port is
+// "" or resolves to nothing; addr is then still the alloc's address: its
+// first port's host IP, else DefaultNodeIP.
+func (a *Alloc) ServicePort(port string) (addr string, value int, ok bool) {
+	addr = DefaultNodeIP
+	if len(a.Ports) > 0 && a.Ports[0].HostIP != "" {
+		addr = a.Ports[0].HostIP
+	}
+	if port == "" {
+		return addr, 0, false
+	}
+	for _, p := range a.Ports {
+		if p.Label == port {
+			if p.HostIP == "" {
+				return DefaultNodeIP, p.Value, true
+			}
+			return p.HostIP, p.Value, true
+		}
+	}
+	if n, num := NumericPort(port); num {
+		return addr, n, true
+	}
+	return addr, 0, false
 }

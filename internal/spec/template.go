@@ -328,8 +328,13 @@ func checkDestination(dest string) string {
 		return fmt.Sprintf("destination %q is absolute; write it relative to the task's directory (\"local/app.conf\") or under ${NOMAD_TASK_DIR}", dest)
 	case rest == "" || path.Clean(rest) == ".":
 		return fmt.Sprintf("destination %q names a directory, not a file", dest)
+	case path.Clean(rest) == sharedFromTask:
+		return fmt.Sprintf("destination %q names a directory, not a file", dest)
+	case strings.HasPrefix(path.Clean(rest), sharedFromTask+"/"):
+		// Nomad's "../alloc/": the alloc's shared directory, beside
+		// the task's, as ${NOMAD_ALLOC_DIR} is.
 	case path.Clean(rest) == ".." || strings.HasPrefix(path.Clean(rest), "../"):
-		return fmt.Sprintf("destination %q leaves the task's directory; write it inside", dest)
+		return fmt.Sprintf("destination %q leaves the task's directory; write it inside (\"local/app.conf\"), or in the alloc's shared directory (\"../alloc/app.conf\")", dest)
 	}
 	return ""
 }

@@ -161,6 +161,21 @@ func hasPort(g *Group, label string) bool {
 	return slices.ContainsFunc(g.Ports(), func(p Port) bool { return p.Label == label })
 }
 
+// servicePortProblem says what is wrong with a service's or check's port
+// (a label of g's ports, or a number: NumericPort), or "".
+func servicePortProblem(g *Group, port string) string {
+	if port == "" || hasPort(g, port) {
+		return ""
+	}
+	if port[0] >= '0' && port[0] <= '9' {
+		if _, ok := NumericPort(port); ok {
+			return ""
+		}
+		return fmt.Sprintf("port %q is not a port number: write one from 1 to 65535, or a label of the group's ports", port)
+	}
+	return fmt.Sprintf("port %q is not a port of group %q; %s", port, g.Name, portHint(g, port))
+}
+
 // portHint says which ports a group has, or how to give it the port label.
 func portHint(g *Group, label string) string {
 	var labels []string
@@ -219,8 +234,8 @@ func validateServices(ps *Problems, path string, t *Task, g *Group) {
 		} else {
 			names[s.Name] = i
 		}
-		if s.PortLabel != "" && !hasPort(g, s.PortLabel) {
-			ps.Add(sp+".port", "service port %q is not a port of group %q; %s", s.PortLabel, g.Name, portHint(g, s.PortLabel))
+		if msg := servicePortProblem(g, s.PortLabel); msg != "" {
+			ps.Add(sp+".port", "service %s", msg)
 		}
 		for k, tag := range s.Tags {
 			if strings.TrimSpace(tag) == "" {
@@ -262,8 +277,8 @@ func (c *Check) validate(ps *Problems, path string, s *Service, g *Group) {
 	default:
 		ps.Add(path+".type", "unknown check type %q; use \"http\", \"tcp\" or \"script\"", c.Type)
 	}
-	if c.PortLabel != "" && !hasPort(g, c.PortLabel) {
-		ps.Add(path+".port", "check port %q is not a port of group %q; %s", c.PortLabel, g.Name, portHint(g, c.PortLabel))
+	if msg := servicePortProblem(g, c.PortLabel); msg != "" {
+		ps.Add(path+".port", "check %s", msg)
 	}
 	if c.Type == CheckHTTP && !strings.HasPrefix(c.Path, "/") {
 		ps.Add(path+".path", "path %q must start with '/'", c.Path)

@@ -148,6 +148,20 @@ func TestValidateServices(t *testing.T) {
 			{Field: app + ".services[0].port", Message: `service port "grpc" is not a port of group "web"; the group's ports are "http", "admin"`},
 			{Field: app + ".services[0].tags[1]", Message: "tags must not be empty"},
 		}},
+		{"a service port written as a number needs no group port, and a tcp check probes it", func(j *Job) {
+			s := j.Groups[0].Tasks[0].Services[0]
+			s.PortLabel = "9001"
+			s.Checks = []*Check{{Type: CheckTCP}, {Type: CheckHTTP, PortLabel: "65535"}}
+		}, nil},
+		{"a port number out of range", func(j *Job) {
+			s := j.Groups[0].Tasks[0].Services[0]
+			s.PortLabel = "70000"
+			s.Checks = []*Check{{Type: CheckTCP, PortLabel: "0"}, {Type: CheckTCP, PortLabel: "9x"}}
+		}, Problems{
+			{Field: app + ".services[0].port", Message: `service port "70000" is not a port number: write one from 1 to 65535, or a label of the group's ports`},
+			{Field: app + ".services[0].checks[0].port", Message: `check port "0" is not a port number: write one from 1 to 65535, or a label of the group's ports`},
+			{Field: app + ".services[0].checks[1].port", Message: `check port "9x" is not a port number: write one from 1 to 65535, or a label of the group's ports`},
+		}},
 		{"checks", func(j *Job) {
 			s := j.Groups[0].Tasks[0].Services[0]
 			s.PortLabel = ""
