@@ -12,8 +12,11 @@ import (
 
 // TestEmbeddedKeepsLittleOfItsLogInMemory: an embedded member does not
 // hold what it wrote in memory a second time. 64 MB written in 4,000
-// entries leave the process's heap less than 32 MB larger: at etcd's
-// default snapshot count (10,000 entries) the raft log kept all 64.
+// entries leave the process's heap less than 32 MB larger (14 to 20 MB
+// with etcd 3.7). With etcd 3.5's raft log at its default snapshot count
+// (10,000 entries) all 64 stayed; etcd 3.7 keeps about as little at that
+// count as at the member's 1,000, so this now guards against anything
+// else keeping the values written (a cache of drover's, the client's).
 func TestEmbeddedKeepsLittleOfItsLogInMemory(t *testing.T) {
 	e := startEtcd(t)
 	r := open(t, e)
@@ -41,7 +44,15 @@ func TestEmbeddedKeepsLittleOfItsLogInMemory(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	grew := liveHeap() - before
+	// What the member keeps, not what it holds for a moment (a snapshot
+	// being made, the last writes' buffers): the least of the heaps over
+	// the next two seconds.
+	after := liveHeap()
+	for range 10 {
+		time.Sleep(200 * time.Millisecond)
+		after = min(after, liveHeap())
+	}
+	grew := after - before
 	t.Logf("heap grew %d MB after %d MB written", grew>>20, entries*size>>20)
 	if grew > 32<<20 {
 		t.Fatalf("the heap grew %d MB after %d MB written in %d entries: the member keeps its raft log in memory", grew>>20, entries*size>>20, entries)
