@@ -60,6 +60,7 @@ running.`,
 			if err != nil {
 				return err
 			}
+			defer closeDrivers(drv, log)
 			addrs := client.SplitAddrs(serverAddrs...)
 			if len(addrs) == 0 {
 				addrs = client.SplitAddrs(os.Getenv("DROVER_ADDR"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -123,6 +124,18 @@ func drivers(names []string, docker dockerdriver.Config, log *slog.Logger) ([]dr
 		log.Info("docker not available: " + err.Error())
 	}
 	return out, nil
+}
+
+// closeDrivers closes the drivers that hold something (exec's pooled
+// cgroups, docker's client) once the agent has stopped.
+func closeDrivers(drv []driver.Driver, log *slog.Logger) {
+	for _, d := range drv {
+		if c, ok := d.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Warn("closing a driver", "driver", d.Name(), "err", err)
+			}
+		}
+	}
 }
 
 // dockerFlags adds the flags that let containers reach past themselves.

@@ -130,6 +130,7 @@ it, jobs and their instances survive a restart.`,
 			if err != nil {
 				return err
 			}
+			defer closeDrivers(drv, log)
 			ag, err := agent.New(agent.Config{
 				DataDir: filepath.Join(dataDir, "agent"), Name: nodeName(), Address: addr,
 				Drivers: drv, Client: c, Logger: log, Monitor: monitorHub, StopTasksOnExit: true,

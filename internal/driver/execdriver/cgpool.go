@@ -184,6 +184,24 @@ func (p *cgroupPool) mkdir(slot string) error {
 	return nil
 }
 
+// close turns the pool off and removes the cgroups it holds ready, once
+// a fill under way has ended (within a second); the ones handed out are
+// tasks' cgroups and stay.
+func (p *cgroupPool) close() {
+	p.off.Store(true)
+	for deadline := time.Now().Add(time.Second); p.filling.Load() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for {
+		select {
+		case slot := <-p.ready:
+			p.remove(slot)
+		default:
+			return
+		}
+	}
+}
+
 // remove removes a pooled cgroup from every hierarchy it is in.
 func (p *cgroupPool) remove(slot string) {
 	for _, h := range p.s.v1 {

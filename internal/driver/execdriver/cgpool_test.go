@@ -211,3 +211,38 @@ func TestConcurrentStartsAreEachBornInTheirCgroup(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestCloseRemovesThePool: the driver's Close (an agent that stops)
+// removes every cgroup its pool holds ready, in every hierarchy, and
+// leaves the cgroup of a task that runs.
+func TestCloseRemovesThePool(t *testing.T) {
+	d := v1Driver(t)
+	if !execdriver.FillCgroupPool(d, 8, 30*time.Second) {
+		t.Fatal("the cgroup pool did not fill to 8 within 30s")
+	}
+	prefix := execdriver.CgroupPoolPrefix(d)
+	id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+	h, err := d.Start(context.Background(), driver.Task{Command: "sleep", Args: []string{"30"}, Env: []string{testPATH},
+		Dir: t.TempDir(), ID: id, Resources: spec.Resources{CPU: 100, MemoryMB: 48}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(-h.PID(), syscall.SIGKILL); waitExit(t, h, 10*time.Second) })
+	dirs := droverDirs(t)
+	for _, dir := range dirs {
+		if n := len(inodes(t, dir, prefix)); n == 0 {
+			t.Fatalf("%s holds no pooled cgroup before Close", dir)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		if left := inodes(t, dir, prefix); len(left) > 0 {
+			t.Errorf("%s holds %d pooled cgroups after Close: %v", dir, len(left), left)
+		}
+		if _, err := os.Stat(filepath.Join(dir, id.AllocID+"-web")); err != nil {
+			t.Errorf("the running task's cgroup after Close: %v", err)
+		}
+	}
+}

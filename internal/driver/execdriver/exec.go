@@ -61,6 +61,17 @@ func New(name string) *Driver {
 	return d
 }
 
+// Close removes what the driver made ahead and holds unused (exec's
+// pooled cgroups on v1), so that an agent that stops leaves none behind.
+// Running tasks are not touched; the driver makes its cgroups itself
+// after it.
+func (d *Driver) Close() error {
+	if d.cg != nil && d.cg.pool != nil {
+		d.cg.pool.close()
+	}
+	return nil
+}
+
 // Isolation is what isolates this driver's tasks, for the node attribute
 // driver.exec.isolation: IsolationV1, IsolationV2 or IsolationNone.
 func (d *Driver) Isolation() string {

@@ -43,20 +43,7 @@ func FillCgroupPool(d *Driver, n int, timeout time.Duration) bool {
 }
 
 // StopCgroupPool turns d's cgroup pool off: starts make their cgroups.
-func StopCgroupPool(d *Driver) {
-	if d.cg != nil && d.cg.pool != nil {
-		d.cg.pool.off.Store(true)
-		for {
-			select {
-			case slot := <-d.cg.pool.ready:
-				d.cg.pool.remove(slot)
-				continue
-			default:
-			}
-			return
-		}
-	}
-}
+func StopCgroupPool(d *Driver) { d.Close() }
 
 // CgroupPoolPrefix is the names d's pooled cgroups start with ("" without
 // a pool).
