@@ -352,20 +352,7 @@ func TestWebUIActions(t *testing.T) {
 
 	// A token that may only read: its own login link through drover ui;
 	// every action shows disabled with the reason, and none can be clicked.
-	policy := writeTemp(t, "viewer.hcl", "namespace \"default\" { capabilities = [\"read\"] }\nnode { capabilities = [\"read\"] }\n")
-	if _, stderr, code := d.cli("", "acl", "policy", "apply", "viewer", policy); code != 0 {
-		t.Fatalf("acl policy apply: %s", stderr)
-	}
-	out, stderr, code := d.cli("", "acl", "token", "create", "--name", "viewer", "--policy", "viewer", "-o", "json")
-	var tok spec.ACLToken
-	if code != 0 || json.Unmarshal([]byte(out), &tok) != nil {
-		t.Fatalf("acl token create: %s %s", out, stderr)
-	}
-	out, stderr, code = d.cliWith([]string{"DROVER_TOKEN=" + tok.SecretID}, "", "ui")
-	link := strings.TrimSpace(out)
-	if code != 0 || !strings.HasPrefix(link, d.addr+"/ui/#login=") {
-		t.Fatalf("drover ui: %q %s", out, stderr)
-	}
+	link := restrictedLoginLink(t, d, "viewer", "namespace \"default\" { capabilities = [\"read\"] }\nnode { capabilities = [\"read\"] }\n")
 	b.step("log out and in as viewer", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`),
 		chromedp.Navigate(link), chromedp.WaitVisible(`a[href="#/jobs/hello"]`), chromedp.Text(`#who`, &text))
 	if text != "viewer" {

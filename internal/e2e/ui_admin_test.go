@@ -162,12 +162,35 @@ func TestWebUIACLPages(t *testing.T) {
 // (drover ui, as the CLI finds dev's token).
 func devLoginLinkFresh(t *testing.T, d *devProc) string {
 	t.Helper()
-	out, stderr, code := d.cli("", "ui")
+	return uiLoginLink(t, d, nil)
+}
+
+// uiLoginLink is the one-time login link `drover ui` prints with env
+// (DROVER_TOKEN=... for another token than dev's).
+func uiLoginLink(t *testing.T, d *devProc, env []string) string {
+	t.Helper()
+	out, stderr, code := d.cliWith(env, "", "ui")
 	link := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(link, d.addr+"/ui/#login=") {
 		t.Fatalf("drover ui: %q %s", out, stderr)
 	}
 	return link
+}
+
+// restrictedLoginLink applies policy name with rules, makes a token of
+// that policy alone, and returns the token's login link.
+func restrictedLoginLink(t *testing.T, d *devProc, name, rules string) string {
+	t.Helper()
+	policy := writeTemp(t, name+".hcl", rules)
+	if _, stderr, code := d.cli("", "acl", "policy", "apply", name, policy); code != 0 {
+		t.Fatalf("acl policy apply: %s", stderr)
+	}
+	out, stderr, code := d.cli("", "acl", "token", "create", "--name", name, "--policy", name, "-o", "json")
+	var tok spec.ACLToken
+	if code != 0 || json.Unmarshal([]byte(out), &tok) != nil {
+		t.Fatalf("acl token create: %s %s", out, stderr)
+	}
+	return uiLoginLink(t, d, []string{"DROVER_TOKEN=" + tok.SecretID})
 }
 
 // TestWebUIKeyboardPhoneDarkUsage checks what issue 21 asks of the page

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,8 +11,6 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-
-	"github.com/drover-org/drover/internal/spec"
 )
 
 // TestWebUIExec drives the instance page's terminal in headless chromium
@@ -74,22 +71,10 @@ func TestWebUIExec(t *testing.T) {
 
 	// A token that may read and see logs but not exec: Exec is disabled,
 	// with the reason.
-	policy := writeTemp(t, "noexec.hcl", "namespace \"default\" { capabilities = [\"read\", \"logs\", \"submit\"] }\n")
-	if _, stderr, code := d.cli("", "acl", "policy", "apply", "noexec", policy); code != 0 {
-		t.Fatalf("acl policy apply: %s", stderr)
-	}
-	out, stderr, code := d.cli("", "acl", "token", "create", "--name", "noexec", "--policy", "noexec", "-o", "json")
-	var tok spec.ACLToken
-	if code != 0 || json.Unmarshal([]byte(out), &tok) != nil {
-		t.Fatalf("acl token create: %s %s", out, stderr)
-	}
-	out, stderr, code = d.cliWith([]string{"DROVER_TOKEN=" + tok.SecretID}, "", "ui")
-	if code != 0 {
-		t.Fatalf("drover ui: %s", stderr)
-	}
+	link := restrictedLoginLink(t, d, "noexec", "namespace \"default\" { capabilities = [\"read\", \"logs\", \"submit\"] }\n")
 	var reason string
 	var panels int
-	b.step("as a token without exec", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`), chromedp.Navigate(strings.TrimSpace(out)),
+	b.step("as a token without exec", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`), chromedp.Navigate(link),
 		chromedp.WaitVisible(`a[href="#/jobs/hello"]`), b.open(page), chromedp.WaitVisible(`.why`), chromedp.Text(`.why`, &reason),
 		chromedp.Evaluate(`document.querySelectorAll("#exec-open, #exec-panel").length`, &panels))
 	if panels != 0 || !strings.Contains(reason, `may not exec in namespace "default"`) {

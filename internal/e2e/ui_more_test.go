@@ -295,20 +295,8 @@ func TestWebUISubmitInstanceLogsPages(t *testing.T) {
 
 	// A token that may only read: the instance's actions and Run are
 	// disabled, with the reason.
-	policy := writeTemp(t, "viewer.hcl", "namespace \"default\" { capabilities = [\"read\", \"logs\"] }\nnode { capabilities = [\"read\"] }\n")
-	if _, stderr, code := d.cli("", "acl", "policy", "apply", "viewer", policy); code != 0 {
-		t.Fatalf("acl policy apply: %s", stderr)
-	}
-	out, stderr, code := d.cli("", "acl", "token", "create", "--name", "viewer", "--policy", "viewer", "-o", "json")
-	var tok spec.ACLToken
-	if code != 0 || json.Unmarshal([]byte(out), &tok) != nil {
-		t.Fatalf("acl token create: %s %s", out, stderr)
-	}
-	out, stderr, code = d.cliWith([]string{"DROVER_TOKEN=" + tok.SecretID}, "", "ui")
-	if code != 0 {
-		t.Fatalf("drover ui: %s", stderr)
-	}
-	b.step("log in as viewer", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`), chromedp.Navigate(strings.TrimSpace(out)), chromedp.WaitVisible(`a[href="#/jobs/hello"]`))
+	link := restrictedLoginLink(t, d, "viewer", "namespace \"default\" { capabilities = [\"read\", \"logs\"] }\nnode { capabilities = [\"read\"] }\n")
+	b.step("log in as viewer", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`), chromedp.Navigate(link), chromedp.WaitVisible(`a[href="#/jobs/hello"]`))
 	var live int
 	for _, page := range []string{"#/allocs/" + first.ID, "#/jobs/uirun/edit"} {
 		b.step("as viewer: "+page, b.open(page), chromedp.WaitVisible(`.why`), chromedp.Text(`.why`, &text),
