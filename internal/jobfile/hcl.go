@@ -2,6 +2,7 @@ package jobfile
 
 import (
 	"fmt"
+	"iter"
 	"reflect"
 	"regexp"
 	"slices"
@@ -172,12 +173,9 @@ func decodeHCLInto(c *collector, src []byte, o Options, dir string) (*spec.Job, 
 // task, where Nomad puts it too: `job "j" { task "t" { ... } }` reads as
 // `job "j" { group "t" { task "t" { ... } } }`.
 func wrapJobTasks(body *hclsyntax.Body) {
-	for _, job := range body.Blocks {
-		if job.Type != "job" {
-			continue
-		}
-		for i, b := range job.Body.Blocks {
-			if b.Type != "task" || len(b.Labels) != 1 {
+	for _, job := range blocksOf(body, "job") {
+		for i, b := range blocksOf(job.Body, "task") {
+			if len(b.Labels) != 1 {
 				continue
 			}
 			r := b.Range()
@@ -199,12 +197,9 @@ func wrapJobTasks(body *hclsyntax.Body) {
 // a block; otherwise it stays where it is, and is refused there with
 // where it belongs.
 func (d *hclDecoder) liftTaskNetworks(body *hclsyntax.Body) {
-	for _, job := range body.Blocks {
-		if job.Type != "job" {
-			continue
-		}
-		for _, g := range job.Body.Blocks {
-			if g.Type != "group" || slices.ContainsFunc(g.Body.Blocks, func(b *hclsyntax.Block) bool { return b.Type == "network" }) {
+	for _, job := range blocksOf(body, "job") {
+		for _, g := range blocksOf(job.Body, "group") {
+			if slices.ContainsFunc(g.Body.Blocks, func(b *hclsyntax.Block) bool { return b.Type == "network" }) {
 				continue
 			}
 			type found struct {
@@ -212,18 +207,10 @@ func (d *hclDecoder) liftTaskNetworks(body *hclsyntax.Body) {
 				at        int
 			}
 			var nets []found
-			for _, t := range g.Body.Blocks {
-				if t.Type != "task" {
-					continue
-				}
-				for _, r := range t.Body.Blocks {
-					if r.Type != "resources" {
-						continue
-					}
-					for i, n := range r.Body.Blocks {
-						if n.Type == "network" {
-							nets = append(nets, found{t, r, i})
-						}
+			for _, t := range blocksOf(g.Body, "task") {
+				for _, r := range blocksOf(t.Body, "resources") {
+					for i := range blocksOf(r.Body, "network") {
+						nets = append(nets, found{t, r, i})
 					}
 				}
 			}
@@ -245,20 +232,11 @@ func (d *hclDecoder) liftTaskNetworks(body *hclsyntax.Body) {
 // read so (an item not an object of plain keys) is left as written, and
 // refused as an unknown attribute.
 func (d *hclDecoder) mountsAsBlocks(body *hclsyntax.Body) {
-	for _, job := range body.Blocks {
-		if job.Type != "job" {
-			continue
-		}
-		for _, g := range job.Body.Blocks {
-			if g.Type != "group" {
-				continue
-			}
-			for _, t := range g.Body.Blocks {
-				if t.Type != "task" {
-					continue
-				}
-				for _, c := range t.Body.Blocks {
-					if a := c.Body.Attributes["mounts"]; c.Type == "config" && a != nil {
+	for _, job := range blocksOf(body, "job") {
+		for _, g := range blocksOf(job.Body, "group") {
+			for _, t := range blocksOf(g.Body, "task") {
+				for _, c := range blocksOf(t.Body, "config") {
+					if a := c.Body.Attributes["mounts"]; a != nil {
 						if blocks, ok := mountBlocks(a); ok {
 							delete(c.Body.Attributes, "mounts")
 							c.Body.Blocks = append(c.Body.Blocks, blocks...)
@@ -266,6 +244,18 @@ func (d *hclDecoder) mountsAsBlocks(body *hclsyntax.Body) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// blocksOf yields the blocks of type typ directly in b, with their index
+// among b's blocks.
+func blocksOf(b *hclsyntax.Body, typ string) iter.Seq2[int, *hclsyntax.Block] {
+	return func(yield func(int, *hclsyntax.Block) bool) {
+		for i, blk := range b.Blocks {
+			if blk.Type == typ && !yield(i, blk) {
+				return
 			}
 		}
 	}
