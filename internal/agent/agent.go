@@ -503,7 +503,8 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 }
 
 // removeDirs removes the directories of forgotten allocs in the
-// background: a few milliseconds each (a dozen directories and the logs),
+// background, giving their trees to the directory pool where it can
+// (dirPools.recycle): a few milliseconds each (a dozen directories and the logs),
 // seconds for hundreds, which converge spent holding a.mu and before
 // fetching the next assignments, so the starts of a job submitted just
 // after another was purged waited for the purged one's files. No alloc
@@ -524,7 +525,7 @@ func (a *Agent) removeDirs(dirs []string) {
 		defer a.removing.Done()
 		a.dirPools.awaitQuiet(removeDeferMax)
 		for _, dir := range dirs {
-			if err := os.RemoveAll(dir); err != nil {
+			if err := a.dirPools.recycle(dir); err != nil {
 				a.log.Warn("cannot remove alloc dir", "dir", dir, "err", err)
 			}
 		}

@@ -70,6 +70,10 @@ type dirPool struct {
 	off   *atomic.Bool // shared by the agent's pools
 	kick  chan<- struct{}
 	taken atomic.Int64 // trees handed out
+	// dirs are the directories of a tree of this kind (taskdir.go), which
+	// a recycled tree must have, and nothing else.
+	dirs     []treeDir
+	recycled atomic.Int64 // trees given back by recycle
 	// lastUse is when a start last asked this pool or the other for a
 	// tree, or ended, in Unix nanoseconds (dirPoolQuiet).
 	lastUse *atomic.Int64
@@ -150,8 +154,11 @@ type dirPools struct {
 	off         atomic.Bool
 	lastUse     atomic.Int64
 	kick        chan struct{}
-	seq         uint64
-	done        sync.WaitGroup
+	seq         atomic.Uint64
+	// started is set once the pool's directory was emptied of what an
+	// earlier agent left (reset): recycled trees go there only then.
+	started atomic.Bool
+	done    sync.WaitGroup
 }
 
 // newDirPools prepares pools of size trees each under dataDir; nil when
@@ -161,12 +168,12 @@ func newDirPools(dataDir string, size int, allocTree, taskTree func(string) erro
 		return nil
 	}
 	ps := &dirPools{dir: filepath.Join(dataDir, dirPoolDirName), kick: make(chan struct{}, 1)}
-	mk := func(kind string, build func(string) error) *dirPool {
-		p := &dirPool{kind: kind, build: build, ready: make(chan string, size), free: make(chan string, size), off: &ps.off, kick: ps.kick, lastUse: &ps.lastUse}
+	mk := func(kind string, build func(string) error, dirs []treeDir) *dirPool {
+		p := &dirPool{kind: kind, build: build, dirs: dirs, ready: make(chan string, size), free: make(chan string, size), off: &ps.off, kick: ps.kick, lastUse: &ps.lastUse}
 		p.want.Store(int64(min(size, minDirPool)))
 		return p
 	}
-	ps.alloc, ps.task = mk("alloc", allocTree), mk("task", taskTree)
+	ps.alloc, ps.task = mk("alloc", allocTree, allocTreeDirs), mk("task", taskTree, taskTreeDirs)
 	return ps
 }
 
@@ -193,6 +200,7 @@ func (ps *dirPools) run(ctx context.Context, log func(msg string, args ...any)) 
 			log("cannot prepare the directory pool; starts make their directories", "dir", ps.dir, "err", err)
 			return
 		}
+		ps.started.Store(true)
 		for ctx.Err() == nil && !ps.off.Load() {
 			// Not while starts are asking: a tree made then competes with
 			// them for the CPU and the file system's journal.
@@ -246,9 +254,8 @@ func (ps *dirPools) fillOne() (bool, error) {
 	select {
 	case slot = <-p.free:
 	default:
-		ps.seq++
-		slot = filepath.Join(ps.dir, p.kind+"-"+strconv.FormatUint(ps.seq, 10))
-		if err := os.Mkdir(slot, 0o700); err != nil {
+		var err error
+		if slot, err = ps.newSlot(p); err != nil {
 			return false, err
 		}
 	}
@@ -263,6 +270,12 @@ func (ps *dirPools) fillOne() (bool, error) {
 		os.RemoveAll(slot)
 	}
 	return true, nil
+}
+
+// newSlot makes an empty slot for a tree of p.
+func (ps *dirPools) newSlot(p *dirPool) (string, error) {
+	slot := filepath.Join(ps.dir, p.kind+"-"+strconv.FormatUint(ps.seq.Add(1), 10))
+	return slot, os.Mkdir(slot, 0o700)
 }
 
 // touch notes that a start ended: no tree is made for dirPoolQuiet.
@@ -302,4 +315,127 @@ func (ps *dirPools) taskPool() *dirPool {
 		return nil
 	}
 	return ps.task
+}
+
+// A forgotten alloc's directory was removed, and the pool's thread made a
+// new tree in its place: on ext4 without a journal each mkdir then also
+// searched past the inodes freed in the last minutes (such an ext4 does
+// not reuse an inode freed less than a minute ago, six if its inode table
+// block is not yet written back, and looks at each free one from the start
+// of the block group at every new inode: 65% of drover dev's CPU in
+// drover-bench starts on such a machine), so that a job started right after another was purged
+// paid for each directory the purge freed, at each of its mkdirs. The
+// removal is now a recycling: the alloc's tree and its tasks' trees are
+// emptied down to the directories a new tree has, given their modes, and
+// put in the pools, where a start takes them as it takes a made one. No
+// inode is freed or made.
+//
+// A tree is recycled only if its directories are the agent's own (a task
+// run as another user owns its task directory, local/ and secrets/: those
+// are removed), real directories (no link), and the pool has room;
+// anything else in them is removed. A process of the task that outlived
+// it (a raw_exec task's child that left its process group; exec kills
+// what remains in the task's cgroup) could still hold one open and write
+// into the next alloc's tree: with the agent's user or another's, it can
+// reach the next alloc's directories by their path already.
+
+// recycle gives the trees of dir, a forgotten alloc's directory, to the
+// pools, or removes what it cannot give; without pools it removes dir.
+func (ps *dirPools) recycle(dir string) error {
+	if ps == nil || ps.off.Load() || !ps.started.Load() {
+		return os.RemoveAll(dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return os.RemoveAll(dir)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() == sharedDirName {
+			continue
+		}
+		// A task's tree, or what is not one (an artifact's stage).
+		path := filepath.Join(dir, e.Name())
+		if !e.IsDir() || !ps.give(ps.task, path) {
+			errs = append(errs, os.RemoveAll(path))
+		}
+	}
+	if !ps.give(ps.alloc, dir) {
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
+}
+
+// give moves the tree at path into a slot of p and offers it, once it is
+// emptied down to p's directories (scrub); false means the caller removes
+// it.
+func (ps *dirPools) give(p *dirPool, path string) bool {
+	if len(p.ready) >= cap(p.ready) || !scrub(path, p.dirs) {
+		return false
+	}
+	var slot string
+	select {
+	case slot = <-p.free:
+	default:
+		var err error
+		if slot, err = ps.newSlot(p); err != nil {
+			return false
+		}
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, filepath.Join(slot, slotTreeName), unix.RENAME_NOREPLACE); err != nil {
+		p.release(slot)
+		return false
+	}
+	select {
+	case p.ready <- slot:
+		p.recycled.Add(1)
+	default:
+		os.RemoveAll(slot) // filled meanwhile
+	}
+	return true
+}
+
+// scrub empties the tree at root down to the directories dirs and gives
+// them their modes, and says whether it could: each must be a directory
+// of the agent's own user, not a link.
+func scrub(root string, dirs []treeDir) bool {
+	keep := make(map[string]bool, len(dirs))
+	for _, d := range dirs {
+		keep[d.path] = true
+	}
+	uid := uint32(os.Geteuid())
+	for _, d := range dirs {
+		path := filepath.Join(root, d.path)
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uid {
+			return false
+		}
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return false
+		}
+		for _, e := range entries {
+			if keep[filepath.Join(d.path, e.Name())] {
+				continue
+			}
+			if os.RemoveAll(filepath.Join(path, e.Name())) != nil {
+				return false
+			}
+		}
+		if os.FileMode(st.Mode&0o7777) != unixMode(d.mode) {
+			if err := os.Chmod(path, d.mode); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unixMode is mode's permission bits as stat(2) shows them.
+func unixMode(mode os.FileMode) os.FileMode {
+	m := mode.Perm()
+	if mode&os.ModeSticky != 0 {
+		m |= unix.S_ISVTX
+	}
+	return m
 }

@@ -141,36 +141,54 @@ func (tr *taskRunner) taskOwner() (u *user.User, uid, gid int, ok bool) {
 	return u, uid, gid, true
 }
 
-// makeAllocTree makes an alloc's directory dir and its shared alloc/.
-func makeAllocTree(dir string) error {
-	shared := filepath.Join(dir, sharedDirName)
-	return makeDirs(dir, shared, filepath.Join(shared, logsDirName), filepath.Join(shared, "data"), filepath.Join(shared, tmpDirName))
+// treeDir is one directory of a tree an alloc or a task is given, by its
+// path in the tree ("" is the tree's own directory) and its mode.
+type treeDir struct {
+	path string
+	mode os.FileMode
 }
+
+// allocTreeDirs are an alloc's directory and its shared alloc/, parents
+// first; taskTreeDirs a task's directory and the ones in it. The tmp
+// directories are writable by all and sticky, secrets/ the agent's
+// alone. Both the makers below and the directory pool's recycling of a
+// forgotten alloc's trees (dirpool.go) go by these.
+var (
+	allocTreeDirs = []treeDir{
+		{"", 0o755}, {sharedDirName, 0o755},
+		{filepath.Join(sharedDirName, logsDirName), 0o755},
+		{filepath.Join(sharedDirName, "data"), 0o755},
+		{filepath.Join(sharedDirName, tmpDirName), 0o777 | os.ModeSticky},
+	}
+	taskTreeDirs = []treeDir{
+		{"", 0o755}, {localDirName, 0o755}, {tmpDirName, 0o777 | os.ModeSticky}, {secretsDirName, 0o700},
+	}
+)
+
+// makeAllocTree makes an alloc's directory dir and its shared alloc/.
+func makeAllocTree(dir string) error { return makeTree(dir, allocTreeDirs) }
 
 // makeTaskTree makes a task's directory dir and the ones in it.
-func makeTaskTree(dir string) error {
-	if err := makeDirs(dir, filepath.Join(dir, localDirName), filepath.Join(dir, tmpDirName)); err != nil {
-		return err
-	}
-	// 0o700 needs no chmod: the umask only takes bits away.
-	if err := os.Mkdir(filepath.Join(dir, secretsDirName), 0o700); err != nil && !os.IsExist(err) {
-		return err
-	}
-	return nil
-}
+func makeTaskTree(dir string) error { return makeTree(dir, taskTreeDirs) }
 
-// makeDirs makes each directory in order (each one's parent exists by
-// then), the ones named tmp writable by all and sticky.
-func makeDirs(dirs ...string) error {
+// makeTree makes the directories dirs under dir, dir included, with their
+// modes whatever the agent's umask (a task run as another user must reach
+// its directory); those already there (an alloc started again after an
+// agent restart) get their modes. A mode of the owner's bits alone needs no
+// chmod after a mkdir: the umask only takes bits away, and not the
+// owner's.
+func makeTree(dir string, dirs []treeDir) error {
 	for _, d := range dirs {
-		if err := mkdir(d); err != nil {
+		path := filepath.Join(dir, d.path)
+		err := os.Mkdir(path, d.mode.Perm())
+		if err != nil && !os.IsExist(err) {
 			return err
 		}
-		if filepath.Base(d) == tmpDirName {
-			// Mkdir's mode passes through the umask.
-			if err := os.Chmod(d, 0o777|os.ModeSticky); err != nil {
-				return err
-			}
+		if err == nil && d.mode&^0o700 == 0 {
+			continue
+		}
+		if err := os.Chmod(path, d.mode); err != nil {
+			return err
 		}
 	}
 	return nil

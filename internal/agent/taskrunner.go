@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -738,15 +737,4 @@ func closeAll(ws ...*tasklog.Writer) {
 			w.Close()
 		}
 	}
-}
-
-// mkdir makes one directory whose parent exists, readable and enterable
-// by all whatever the agent's umask (a task run as another user must
-// reach its directory); one that is already there (an alloc started again
-// after an agent restart) is fine.
-func mkdir(dir string) error {
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return err
-	}
-	return os.Chmod(dir, 0o755)
 }

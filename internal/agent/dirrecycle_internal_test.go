@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+)
+
+// treeListing is every path under root (root itself as "."), with its
+// type and mode bits as lstat(2) shows them.
+func treeListing(t *testing.T, root string) map[string]os.FileMode {
+	t.Helper()
+	out := map[string]os.FileMode{}
+	err := filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		out[rel] = fi.Mode()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// takeInode takes every ready tree of p to dir/taken-N and returns the
+// one whose directory is inode ino ("" if none).
+func takeInode(t *testing.T, p *dirPool, dir string, ino uint64) string {
+	t.Helper()
+	found := ""
+	for i := 0; len(p.ready) > 0; i++ {
+		dst := filepath.Join(dir, "taken-"+p.kind+"-"+string(rune('a'+i)))
+		if !p.take(dst) {
+			t.Fatalf("take of a ready %s tree failed", p.kind)
+		}
+		if inode(t, dst) == ino {
+			found = dst
+		}
+	}
+	return found
+}
+
+// TestDirPoolRecyclesForgottenAlloc: a forgotten alloc's directory and
+// its task's go back to the pools as the same directories (no inode freed
+// or made), holding nothing of the alloc that used them (its logs, data,
+// secrets, a link, a stage directory, a mode its task changed), exactly as
+// a tree made new: a start cannot tell them apart.
+func TestDirPoolRecyclesForgottenAlloc(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	allocs := filepath.Join(dataDir, "allocs")
+	if err := os.Mkdir(allocs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Room for more than it keeps ready: a full pool takes no tree back.
+	ps, _ := startPools(t, dataDir, minDirPool+2, makeAllocTree, makeTaskTree)
+
+	fresh := filepath.Join(dataDir, "fresh")
+	if err := makeAllocTree(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeTaskTree(filepath.Join(fresh, "t")); err != nil {
+		t.Fatal(err)
+	}
+	wantAlloc := treeListing(t, fresh)
+	delete(wantAlloc, "t")
+	for k := range wantAlloc {
+		if filepath.Dir(k) == "t" || filepath.Base(filepath.Dir(k)) == "t" {
+			delete(wantAlloc, k)
+		}
+	}
+	wantTask := treeListing(t, filepath.Join(fresh, "t"))
+
+	dir := filepath.Join(allocs, "a1")
+	if err := makeAllocTree(dir); err != nil {
+		t.Fatal(err)
+	}
+	task := filepath.Join(dir, "t")
+	if err := makeTaskTree(task); err != nil {
+		t.Fatal(err)
+	}
+	allocIno, taskIno := inode(t, dir), inode(t, task)
+	for _, f := range []string{"alloc/logs/t.stdout.log", "alloc/data/db/file", "alloc/tmp/x", "t/local/conf", "t/secrets/token", "t/tmp/deep/er/file", ".artifact-1/part", "top"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("the last alloc's"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/etc", filepath.Join(task, "local", "etc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(task, "local"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "alloc", "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := ps.recycle(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the forgotten alloc's directory is still there: %v", err)
+	}
+	if ps.alloc.recycled.Load() != 1 || ps.task.recycled.Load() != 1 {
+		t.Fatalf("recycled %d alloc and %d task trees, want 1 each", ps.alloc.recycled.Load(), ps.task.recycled.Load())
+	}
+	gotAlloc := takeInode(t, ps.alloc, allocs, allocIno)
+	gotTask := takeInode(t, ps.task, allocs, taskIno)
+	if gotAlloc == "" || gotTask == "" {
+		t.Fatalf("the recycled trees were not handed out (alloc %q, task %q)", gotAlloc, gotTask)
+	}
+	for _, c := range []struct {
+		dir  string
+		want map[string]os.FileMode
+	}{{gotAlloc, wantAlloc}, {gotTask, wantTask}} {
+		got := treeListing(t, c.dir)
+		if len(got) != len(c.want) {
+			var names []string
+			for k := range got {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			t.Errorf("%s holds %v, want only a new tree's %d directories", c.dir, names, len(c.want))
+		}
+		for k, m := range c.want {
+			if got[k] != m {
+				t.Errorf("%s/%s: mode %v, want %v as made new", c.dir, k, got[k], m)
+			}
+		}
+	}
+}
+
+// TestDirPoolRecycleRemovesWhatItCannotTrust: a task directory its task's
+// user owns (a task run as another user), or one whose local/ became a
+// link, is removed, not recycled; the alloc's own tree still is.
+func TestDirPoolRecycleRemovesWhatItCannotTrust(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	dataDir := t.TempDir()
+	// Room for more than it keeps ready: a full pool takes no tree back.
+	ps, _ := startPools(t, dataDir, minDirPool+2, makeAllocTree, makeTaskTree)
+	dir := filepath.Join(dataDir, "a1")
+	if err := makeAllocTree(dir); err != nil {
+		t.Fatal(err)
+	}
+	owned, linked := filepath.Join(dir, "owned"), filepath.Join(dir, "linked")
+	for _, d := range []string{owned, linked} {
+		if err := makeTaskTree(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Lchown(owned, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(linked, "local")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(linked, "local")); err != nil {
+		t.Fatal(err)
+	}
+	readyTasks := len(ps.task.ready)
+	if err := ps.recycle(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the forgotten alloc's directory is still there: %v", err)
+	}
+	if n := ps.task.recycled.Load(); n != 0 {
+		t.Errorf("%d task trees recycled, want none (one its task's user owned, one with a link)", n)
+	}
+	if len(ps.task.ready) != readyTasks {
+		t.Errorf("%d task trees ready, want the %d made", len(ps.task.ready), readyTasks)
+	}
+	if n := ps.alloc.recycled.Load(); n != 1 {
+		t.Errorf("%d alloc trees recycled, want 1", n)
+	}
+}
