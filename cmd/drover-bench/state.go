@@ -33,6 +33,7 @@ package main
 // in the figures.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -44,6 +45,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,9 +156,13 @@ func state(sz stateSize, memProfile, idleProfile string) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	probes, err := runProbes(ctx, c, sz.probes)
+	ways, err := runProbes(ctx, c, sz.probes)
 	if err != nil {
 		return nil, err
+	}
+	var probes []time.Duration
+	for _, p := range ways {
+		probes = append(probes, p.seen)
 	}
 	after, err := scrape(c.url)
 	if err != nil {
@@ -229,6 +235,9 @@ func state(sz stateSize, memProfile, idleProfile string) (*report, error) {
 		sz.nodes, nodesTook.Round(time.Millisecond), sz.allocs, (sz.allocs+bulkJobSize-1)/bulkJobSize, bulkJobSize, placeTook.Round(time.Millisecond))
 	addRow(rep, "probe submit -> placed p50", ms(pct(probes, 50)), "")
 	addRow(rep, "probe submit -> placed p99", ms(pct(probes, 99)), "<= "+ms(stateProbeP99Target)+" "+verdict(pct(probes, 99) <= stateProbeP99Target))
+	for _, l := range slowestProbes(ways, 3) {
+		rep.linef("    slow probe: %s", l)
+	}
 	addRow(rep, fmt.Sprintf("leader snapshot, mean of %d passes", passes), fmt.Sprintf("%.3f ms", snap*1000), "<= "+ms(stateSnapshotTarget)+" "+verdict(snap <= stateSnapshotTarget.Seconds()))
 	scrapeMed := pct(scrapeTimes, 50)
 	addRow(rep, fmt.Sprintf("GET /metrics, median of %d", len(scrapeTimes)), ms(scrapeMed), "<= "+ms(stateScrapeTarget)+" "+verdict(scrapeMed <= stateScrapeTarget))
@@ -424,11 +433,19 @@ func placeBulk(ctx context.Context, c *simCluster, b *bulkWatch, allocs int) err
 	return nil
 }
 
+// probe is one single-instance job's way from submit to placed, each
+// point after the submit: the server answered the submit (the job is in
+// etcd), the leader made the alloc (its CreateTime, the same process's
+// clock), the registry's watch saw the alloc.
+type probe struct {
+	acked, created, seen time.Duration
+}
+
 // runProbes submits n single-instance jobs one after the other, each once
-// the previous one is placed, and returns submit -> placed of each.
-func runProbes(ctx context.Context, c *simCluster, n int) ([]time.Duration, error) {
+// the previous one is placed, and returns each one's way.
+func runProbes(ctx context.Context, c *simCluster, n int) ([]probe, error) {
 	res := instanceSize(stateSlotsPerNode)
-	var lat []time.Duration
+	var out []probe
 	for i := range n {
 		job := simJob(fmt.Sprintf("probe-%03d", i), 1, res)
 		sent := time.Now()
@@ -438,6 +455,7 @@ func runProbes(ctx context.Context, c *simCluster, n int) ([]time.Duration, erro
 		if err != nil {
 			return nil, fmt.Errorf("submitting %s: %w", job.Name, err)
 		}
+		acked := time.Since(sent)
 		var placed observed
 		err = waitUntil(ctx, 30*time.Second, job.Name+" to be placed", func() (bool, string) {
 			for _, a := range c.obs.allocs(job.Name) {
@@ -449,9 +467,32 @@ func runProbes(ctx context.Context, c *simCluster, n int) ([]time.Duration, erro
 		if err != nil {
 			return nil, err
 		}
-		lat = append(lat, placed.seen.Sub(sent))
+		p := probe{acked: acked, seen: placed.seen.Sub(sent)}
+		// Outside the timed way: when the leader made the alloc.
+		sctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		st, _, err := c.client.Job(sctx, job.Name, nil)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", job.Name, err)
+		}
+		for _, a := range st.Allocations {
+			p.created = a.CreateTime.Sub(sent)
+		}
+		out = append(out, p)
 	}
-	return lat, nil
+	return out, nil
+}
+
+// slowestProbes describes the k slowest probes' ways, slowest first.
+func slowestProbes(ps []probe, k int) []string {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b probe) int { return cmp.Compare(b.seen, a.seen) })
+	var out []string
+	for _, p := range ps[:min(k, len(ps))] {
+		out = append(out, fmt.Sprintf("submit answered %s, alloc made by the leader %s, seen by the watch %s",
+			ms(p.acked), ms(p.created), ms(p.seen)))
+	}
+	return out
 }
 
 type scraped struct {
