@@ -12,6 +12,7 @@
 package leader
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -114,15 +115,19 @@ type Config struct {
 	State    State
 	Metrics  *metrics.Server
 	Logger   *slog.Logger
+
+	// sweepSlice, when not 0, replaces sweepSliceAllocs (tests).
+	sweepSlice int
 }
 
-// FullPassShare bounds the periodic full pass to a quarter of a percent
-// of a core: it runs every Resync, or every FullPassShare times the last
-// one's duration when that is longer (a pass over 100,000 allocations
-// takes most of a second on 2 cores: then one every 5 minutes or so). It
-// is a safety net: passes woken by changes, due times and the node grace
-// do not wait for it. At 1% (100 times), a 30 s window with a full pass
-// in it measured 3% of a core on an idle server of that size.
+// FullPassShare bounds the periodic resync to a quarter of a percent of a
+// core: a sweep over every job (sweep.go) starts every Resync, or every
+// FullPassShare times what the last full pass or sweep took when that is
+// longer (every job at 100,000 allocations takes about 200 ms on 2 cores:
+// then one every minute or so). It is a safety net: passes woken by
+// changes, due times and the node grace do not wait for it. At 1% (100
+// times), a 30 s window with a full pass in it measured 3% of a core on
+// an idle server of that size.
 const FullPassShare = 400
 
 // eventTrimInterval is how often the leader trims the history.
@@ -226,9 +231,10 @@ func (l *Loop) lead(ctx context.Context, t Term) error {
 		return due.C
 	}
 	// full says the next pass looks at every job: the first one, one after
-	// a failure, a delayed replacement coming due, the periodic resync, and
-	// after a change that may concern any job (a node, a resync of the
-	// watch). Otherwise a pass looks at the jobs the changes concern.
+	// a failure, a delayed replacement coming due, and after a change that
+	// may concern any job (a node, a resync of the watch). Otherwise a pass
+	// looks at the jobs the changes concern, and the periodic resync at
+	// every job a slice at a time (sweep.go).
 	full := true
 	var dueAt time.Time // the earliest delayed replacement known
 	for {
@@ -242,10 +248,13 @@ func (l *Loop) lead(ctx context.Context, t Term) error {
 		}
 		began := time.Now()
 		next, err := ls.schedule(lctx, time.Since(ls.elected) >= l.cfg.NodeGrace, only)
+		took := time.Since(began)
 		if only == nil {
-			took := time.Since(began)
 			m.FullPassSeconds.Observe(took.Seconds())
 			resync.Reset(max(l.cfg.Resync, FullPassShare*took))
+		} else if done, work := ls.sweep.passed(took); done {
+			m.FullPassSeconds.Observe(work.Seconds())
+			resync.Reset(max(l.cfg.Resync, FullPassShare*work))
 		}
 		full = false
 		switch {
@@ -279,12 +288,24 @@ func (l *Loop) lead(ctx context.Context, t Term) error {
 			return errors.New("election session lost")
 		case <-l.cfg.State.Kick():
 		case <-resync.C:
-			full = true
+			ls.sweep.start(cmp.Or(l.cfg.sweepSlice, sweepSliceAllocs))
+		case <-sweepC(ls.sweep.pending()):
 		case <-dueC():
 			full = true
 		}
 	}
 }
+
+// sweepC is ready at once while a sweep has slices left, so that they
+// follow one another, and never otherwise.
+func sweepC(pending bool) <-chan struct{} {
+	if pending {
+		return closed
+	}
+	return nil
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // trimEvents keeps the history within its bounds while this server leads.
 func (l *Loop) trimEvents(ctx context.Context, t Term) {

@@ -171,6 +171,9 @@ type testState struct {
 	hold  chan struct{} // when not nil, the next Snapshot waits for it to close
 	held  chan error    // then says how the wait ended: nil, or its ctx's error
 	read  int           // Snapshots that returned a snapshot
+	// partial: TakeDirty says no job changed, as a watch that missed a
+	// change would; else every pass looks at every job.
+	partial bool
 }
 
 func (s *testState) Snapshot(ctx context.Context, atLeast int64) (*state.Snapshot, error) {
@@ -203,7 +206,14 @@ func (s *testState) SeenRev() int64 {
 	defer s.mu.Unlock()
 	return s.seen
 }
-func (s *testState) TakeDirty() (jobs map[string]bool, all bool) { return nil, true }
+func (s *testState) TakeDirty() (jobs map[string]bool, all bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.partial {
+		return map[string]bool{}, false
+	}
+	return nil, true
+}
 func (s *testState) Kick() <-chan struct{}                       { return s.kick }
 
 func (s *testState) taken() []pass {
@@ -427,5 +437,83 @@ func TestFullPassPeriod(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The periodic resync looks at every job a slice at a time, one pass
+// after another: here a slice of one job. What it finds is what no change
+// reported: a job purged behind the watch's back (the test does not kick)
+// has its instance stopped, which only a sweep that also looks at the
+// jobs that have allocs and no record finds.
+func TestResyncSweepsEveryJobASliceAtATime(t *testing.T) {
+	h := newHarness(t)
+	const resync = 700 * time.Millisecond
+	h.run(func(cfg *Config) { cfg.Resync, cfg.sweepSlice = resync, 1 })
+	h.term()
+	h.readyNode("n1")
+	var rev int64
+	for _, name := range []string{"a", "b", "c"} {
+		rev = h.submit(name)
+	}
+	h.kick(rev)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, name := range []string{"a", "b", "c"} {
+		for len(h.allocs(name, rev)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s not placed within 10s", name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	h.state.mu.Lock()
+	h.state.partial = true
+	h.state.mu.Unlock()
+	if err := h.reg.PurgeJob(h.ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	from := len(h.state.taken())
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		rev, err := h.reg.Revision(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, a := range h.allocs("b", rev) {
+			if a.DesiredStatus == spec.DesiredRun {
+				running++
+			}
+		}
+		if running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the purged job's instance still runs 10s later: the resync did not look at it")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The passes since: bursts of back-to-back passes (a sweep's slices)
+	// a resync apart. With a slice of one job, a sweep over a, b and c is
+	// three passes; one pass would be a full pass.
+	time.Sleep(2 * resync)
+	ps := h.state.taken()[from:]
+	var bursts []int
+	for i, p := range ps {
+		if i == 0 || p.began.Sub(ps[i-1].began) > resync/2 {
+			bursts = append(bursts, 0)
+		}
+		bursts[len(bursts)-1]++
+	}
+	sliced := false
+	for _, n := range bursts {
+		if n > 3 {
+			t.Errorf("a burst of %d passes (bursts %v): a sweep over 3 jobs takes 3", n, bursts)
+		}
+		sliced = sliced || n > 1
+	}
+	if !sliced {
+		t.Errorf("passes in bursts %v: each resync was one pass, not a sweep of slices", bursts)
 	}
 }

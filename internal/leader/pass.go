@@ -37,6 +37,8 @@ type leadership struct {
 	firstPlaced map[string]uint64
 	// skipped is, per periodic job, the last tick logged as skipped.
 	skipped map[string]time.Time
+	// sweep is the periodic resync under way, if any.
+	sweep sweep
 }
 
 func newLeadership(l *Loop, t Term, elected time.Time) *leadership {
@@ -51,8 +53,8 @@ const snapshotWait = 10 * time.Second
 // reconciler next wants to run (a delayed replacement), or zero.
 //
 // only, when not nil, limits the pass to those jobs: the jobs the changes
-// since the last pass concern (State.TakeDirty). The scheduler still sees
-// every alloc.
+// since the last pass concern (State.TakeDirty), and the next slice of a
+// sweep under way. The scheduler still sees every alloc.
 func (ls *leadership) schedule(ctx context.Context, actOnDown bool, only map[string]bool) (time.Time, error) {
 	// The state answers once it holds this term's last commit, so a pass
 	// never re-decides what the previous one wrote, and every change the
@@ -66,6 +68,11 @@ func (ls *leadership) schedule(ctx context.Context, actOnDown bool, only map[str
 		return time.Time{}, err
 	}
 	ls.cfg.Metrics.SnapshotSeconds.Observe(time.Since(start).Seconds())
+	if only == nil {
+		ls.sweep.stop() // this pass looks at every job
+	} else {
+		only = ls.sweep.slice(ss, only)
+	}
 	now := time.Now().UTC()
 	snap := passFor(ss, only, ls.placer, ls.placerRev)
 	ls.placerRev = ss.Rev

@@ -172,6 +172,39 @@ func BenchmarkPassFull(b *testing.B) {
 	}
 }
 
+// BenchmarkResyncSlice is the pass of one slice of the periodic resync's
+// sweep (sweepSliceAllocs allocs' worth of jobs, here 2 jobs of 1,000),
+// with nothing to do, at 10,000 nodes and 100,000 allocs: what a
+// submission that comes during a resync waits for, where it waited for
+// BenchmarkPassFull before the sweep. Run both:
+//
+//	go test ./internal/leader -run XXX -bench 'PassFull|ResyncSlice' -count 3
+func BenchmarkResyncSlice(b *testing.B) {
+	s, rev := passBench(b, 10_000, 100_000)
+	cache := scheduler.NewCache()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snap := passFor(s.Snapshot(), nil, cache, 0) // warm the cache, as the leader's is
+	planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
+	var sw sweep
+	slices := 0
+	for b.Loop() {
+		if !sw.pending() {
+			sw.start(sweepSliceAllocs)
+		}
+		ss := s.Snapshot()
+		only := sw.slice(ss, map[string]bool{})
+		snap := passFor(ss, only, cache, rev)
+		snap.MarkDown()
+		d := planner.Decide(snap, now, cache, planner.Policy{}, uuid.NewString)
+		if len(d.Plan.Allocs) != 0 || len(only) != 2 {
+			b.Fatalf("a slice of %d jobs with nothing to do writes %d allocs", len(only), len(d.Plan.Allocs))
+		}
+		sw.passed(0)
+		slices++
+	}
+	b.ReportMetric(float64(slices)/float64(b.N), "slices/op")
+}
+
 // BenchmarkPassAfterANodeChange is a one-job pass right after a node
 // went down or came back, at 10,000 nodes and 100,000 allocs: the
 // scheduler's node index changes, but the use of every other node does

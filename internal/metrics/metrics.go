@@ -37,9 +37,10 @@ type Server struct {
 	PassSeconds prometheus.Histogram
 	// SnapshotSeconds is the part of a pass that gets its state snapshot.
 	SnapshotSeconds prometheus.Histogram
-	// FullPassSeconds is a pass over every job (the periodic resync, the
-	// first of a term, one after a failure or a due time): what the
-	// safety net costs.
+	// FullPassSeconds is a pass over every job (the first of a term, one
+	// after a failure or a due time), or the passes of a sweep summed (the
+	// periodic resync, which looks at every job a slice at a time): what
+	// the safety net costs.
 	FullPassSeconds prometheus.Histogram
 	// SubmitToPlaced is from a job version's submit to the commit that
 	// placed its first new instances.
@@ -65,7 +66,7 @@ func NewServer(state func(context.Context) (State, error), extra ...prometheus.C
 		Evictions:       prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_evictions_total", Help: "Instances stopped to make room for higher-priority work."}),
 		PassSeconds:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_pass_seconds", Help: "One scheduling pass of the leader: snapshot, decide, commit.", Buckets: latencyBuckets}),
 		SnapshotSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_snapshot_seconds", Help: "The state snapshot a leader pass starts with.", Buckets: snapshotBuckets}),
-		FullPassSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_full_pass_seconds", Help: "A leader pass over every job (the periodic resync among them).", Buckets: latencyBuckets}),
+		FullPassSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_leader_full_pass_seconds", Help: "A leader pass over every job, or the passes of a periodic resync's sweep over every job, summed.", Buckets: latencyBuckets}),
 		SubmitToPlaced:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_scheduling_latency_seconds", Help: "From a job version's submit to the commit placing its instances.", Buckets: latencyBuckets}),
 		IsLeader:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "drover_leader", Help: "1 while this server is the leader."}),
 	}

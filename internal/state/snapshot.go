@@ -95,6 +95,39 @@ func (s *Snapshot) JobAllocs(job string) []*spec.Alloc {
 	return list(s.get(tableAllocs, "job", job), allocOf)
 }
 
+// JobAllocCount is the number of a job's allocs, without listing them.
+func (s *Snapshot) JobAllocCount(job string) int {
+	n := 0
+	for it := s.get(tableAllocs, "job", job); it.Next() != nil; {
+		n++
+	}
+	return n
+}
+
+// AllocJobs returns, in order, the name of each job that has allocs: the
+// jobs of Jobs that were placed, and jobs purged whose allocs the leader
+// has yet to stop. It seeks from one job's allocs to the next's, so it
+// costs the number of such jobs, not of allocs.
+func (s *Snapshot) AllocJobs() []string {
+	var names []string
+	from := ""
+	for {
+		it, err := s.tx.LowerBound(tableAllocs, "job", from)
+		if err != nil {
+			panic(fmt.Sprintf("state: read allocs by job: %v", err)) // a programming error
+		}
+		o := it.Next()
+		if o == nil {
+			return names
+		}
+		job := allocOf(o).Job
+		names = append(names, job)
+		// The index's keys are the job's name and a 0 byte, then the
+		// rest: the least key past this job's is its name and a 1 byte.
+		from = job + "\x01"
+	}
+}
+
 // NodeAllocs returns the allocs placed on a node, by ID.
 func (s *Snapshot) NodeAllocs(node string) []*spec.Alloc {
 	return list(s.get(tableAllocs, "node", node), allocOf)

@@ -3,10 +3,13 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -363,6 +366,52 @@ func TestNodeListMatchesTheTable(t *testing.T) {
 			if !touched && (len(got) != len(before) || len(got) > 0 && &got[0] != &before[0]) {
 				t.Fatalf("after batch %d, which wrote no node: the list was copied", rev)
 			}
+		}
+	})
+}
+
+// AllocJobs names each job that has allocs once, in order, whether the job
+// is stored or not, and no job without allocs; the names that are
+// prefixes of others (web, web2, web-x) are told apart. Held to a walk of
+// every alloc, on random stores.
+func TestAllocJobsListsEachJobWithAllocsOnce(t *testing.T) {
+	s := New()
+	tx := s.Write()
+	tx.PutJob(&spec.Job{Name: "web"})
+	tx.PutJob(&spec.Job{Name: "idle"}) // no allocs
+	tx.PutAlloc(alloc("a", "web", "g", 0, "n1"), 2, 2)
+	tx.PutAlloc(alloc("b", "web", "h", 1, "n1"), 3, 3)
+	tx.PutAlloc(alloc("c", "web2", "g", 0, "n1"), 4, 4)
+	tx.PutAlloc(alloc("d", "web-x", "g", 0, "n1"), 5, 5)
+	tx.PutAlloc(alloc("e", "purged", "g", 0, "n2"), 6, 6) // its job is gone
+	tx.PutAllocStatus("ghost", "ghostjob", "n1", &spec.AllocStatus{ClientStatus: spec.ClientRunning}, 7)
+	tx.Commit(7)
+	if diff := cmp.Diff([]string{"purged", "web", "web-x", "web2"}, s.Snapshot().AllocJobs()); diff != "" {
+		t.Errorf("AllocJobs (-want +got):\n%s", diff)
+	}
+	if got := New().Snapshot().AllocJobs(); len(got) != 0 {
+		t.Errorf("an empty store's AllocJobs = %v, want none", got)
+	}
+
+	rapid.Check(t, func(rt *rapid.T) {
+		s := New()
+		tx := s.Write()
+		name := rapid.StringMatching(`[a-c][a-c-]{0,3}`)
+		n := rapid.IntRange(0, 40).Draw(rt, "allocs")
+		for i := range n {
+			tx.PutAlloc(alloc(fmt.Sprint("id", i), name.Draw(rt, "job"), name.Draw(rt, "group"), rapid.IntRange(0, 3).Draw(rt, "index"), "n"), int64(i+1), int64(i+1))
+		}
+		tx.Commit(int64(n + 1))
+		ss := s.Snapshot()
+		var want []string
+		for _, a := range ss.Allocs() {
+			if !slices.Contains(want, a.Job) {
+				want = append(want, a.Job)
+			}
+		}
+		slices.Sort(want)
+		if diff := cmp.Diff(want, ss.AllocJobs(), cmpopts.EquateEmpty()); diff != "" {
+			rt.Fatalf("AllocJobs (-walk +got):\n%s", diff)
 		}
 	})
 }
