@@ -214,7 +214,7 @@ func (s *testState) TakeDirty() (jobs map[string]bool, all bool) {
 	}
 	return nil, true
 }
-func (s *testState) Kick() <-chan struct{}                       { return s.kick }
+func (s *testState) Kick() <-chan struct{} { return s.kick }
 
 func (s *testState) taken() []pass {
 	s.mu.Lock()
