@@ -199,11 +199,7 @@ func (tr *taskRunner) awaitTurn(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
-	msg := "stopped before start"
-	if tr.ar.stopRequested() && tr.ar.stopWhy != "" {
-		msg += ": " + tr.ar.stopWhy
-	}
-	tr.ar.taskDead(tr.task.Name, false, spec.EventKilled, msg)
+	tr.ar.taskDead(tr.task.Name, false, spec.EventKilled, "stopped before start")
 	return false
 }
 
