@@ -45,7 +45,10 @@ type allocRunner struct {
 	// sibling task failed, no contact with any server). Written once,
 	// before stopping closes, so read safely after it.
 	stopWhy string
-	done    chan struct{} // closed when every task has finished
+	// stopCause is the agent's own cause for stopping, when it has one
+	// (spec.EndCause): written with stopWhy.
+	stopCause spec.EndCause
+	done      chan struct{} // closed when every task has finished
 	// lc orders the tasks when some are lifecycle hooks (lifecycle.go);
 	// nil otherwise. Guarded by mu.
 	lc *lifecycle
@@ -106,6 +109,9 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 // mkdir with another's fork instead of doing all of one, then all of the
 // other.
 func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process, died map[string]bool) {
+	if ar.alloc.MaxRunDuration > 0 {
+		go ar.watchMaxRun(taskCtx, maxRunStart(ar.alloc, time.Now()))
+	}
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {
 		if ar.status.Tasks[t.Name].State == spec.TaskDead {
@@ -154,14 +160,24 @@ func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Pr
 // call's why stays. An alloc asked to stop gets no deployment health
 // verdict.
 func (ar *allocRunner) stop(why string) {
+	ar.stopFor("", why, false)
+}
+
+// stopFor is stop with the agent's own cause, recorded in the alloc's
+// status (spec.EndCause); skipPoststop stops the poststop tasks too, so
+// that they never start. It reports whether this call stopped the alloc.
+func (ar *allocRunner) stopFor(cause spec.EndCause, why string, skipPoststop bool) bool {
+	first := false
 	ar.stopOnce.Do(func() {
-		ar.stopWhy = why
+		first = true
+		ar.stopWhy, ar.stopCause = why, cause
 		close(ar.stopping)
 		ar.mu.Lock()
-		ar.lc.stopAll(false)
+		ar.lc.stopAll(skipPoststop)
 		ar.mu.Unlock()
 		ar.endDeployment()
 	})
+	return first
 }
 
 func (ar *allocRunner) stopRequested() bool {
@@ -229,6 +245,7 @@ func (ar *allocRunner) recompute() (failedTask string) {
 		st.Description = "all tasks finished"
 		if ar.stopRequested() {
 			st.Description = "stopped: " + ar.stopWhy
+			st.EndCause = ar.stopCause
 		}
 	case running > 0 && running+dead+ar.lc.waiting(st.Tasks) == n:
 		st.ClientStatus = spec.ClientRunning

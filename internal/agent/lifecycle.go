@@ -188,13 +188,19 @@ func (tr *taskRunner) awaitTurn(ctx context.Context) bool {
 	}
 	select {
 	case <-g:
-		return true
+		// Its gate and its stop may both be open (a poststop task of an
+		// alloc that ran past max_run_duration): the stop wins.
+		select {
+		case <-tr.stop:
+		default:
+			return true
+		}
 	case <-tr.stop:
-		tr.ar.taskDead(tr.task.Name, false, spec.EventKilled, "stopped before start")
-		return false
 	case <-ctx.Done():
 		return false
 	}
+	tr.ar.taskDead(tr.task.Name, false, spec.EventKilled, "stopped before start")
+	return false
 }
 
 // carryEndedHooks keeps, for an alloc started again after an agent

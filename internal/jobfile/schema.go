@@ -416,9 +416,7 @@ var unsupportedIn = map[string][]string{
 	// Ports are reserved on the node's own address; mode bridge maps them
 	// into the instance's namespace. No CNI plugins.
 	"Network": {"cni"},
-	// Nomad 1.11's limit on how long an instance may run.
-	"Group": {"max_run_duration"},
-	"Port":  {"host_network"},
+	"Port":    {"host_network"},
 	// Services are registered in drover's own catalog, so Nomad's
 	// provider and Consul's extras have no meaning here.
 	"Service": {"address", "address_mode", "canary_meta", "enable_tag_override",
@@ -432,8 +430,7 @@ var unsupportedIn = map[string][]string{
 // instead says what to write for an unsupported Nomad name that drover has
 // another way to say.
 var instead = map[string]string{
-	"host_network":     "ports are reserved on the node's own address (its network.ip attribute)",
-	"max_run_duration": "drover does not stop an instance after a time; bound the task's command instead (command = \"timeout\", args = [\"5s\", ...])",
+	"host_network": "ports are reserved on the node's own address (its network.ip attribute)",
 }
 
 // notHere are Nomad blocks that ask for something drover does not have

@@ -57,6 +57,9 @@ type Alloc struct {
 	// Disconnect is the group's policy as of JobVersion: the agent stops
 	// the alloc itself after StopAfter without contact with any server.
 	Disconnect *DisconnectPolicy `json:"disconnect,omitempty"`
+	// MaxRunDuration is the group's as of JobVersion: the agent stops the
+	// alloc that long after it began (Group.MaxRunDuration).
+	MaxRunDuration Duration `json:"max_run_duration,omitempty"`
 	// DeploymentID is the deployment that placed the alloc, or "". Its
 	// agent then judges the alloc's health once, by Update's health_check,
 	// min_healthy_time and healthy_deadline (AllocStatus.DeploymentHealth).
@@ -132,8 +135,19 @@ type AllocStatus struct {
 	// DeploymentHealth is the agent's verdict on an alloc placed by a
 	// deployment (Alloc.DeploymentID); nil until given, then final.
 	DeploymentHealth *DeploymentHealth `json:"deployment_health,omitempty"`
-	UpdateTime       time.Time         `json:"update_time"`
+	// EndCause is why the agent ended the alloc on its own, as data for
+	// the programs that read it; Description says it in words. "" when
+	// the alloc ended as its tasks did, or as the server asked.
+	EndCause   EndCause  `json:"end_cause,omitempty"`
+	UpdateTime time.Time `json:"update_time"`
 }
+
+// EndCause is why an agent ended an alloc on its own (AllocStatus.EndCause).
+type EndCause string
+
+// EndMaxRunDuration: the alloc ran for its group's max_run_duration and
+// its agent stopped it; it is complete, not failed.
+const EndMaxRunDuration EndCause = "max-run-duration"
 
 // TaskStateName is where a task is in its life on the node.
 //

@@ -149,6 +149,12 @@ type Group struct {
 	// StopAfterClientDisconnect is Nomad's older place for
 	// disconnect.stop_after: Canonicalize moves it there (disconnect.go).
 	StopAfterClientDisconnect Duration `json:"stop_after_client_disconnect,omitempty"`
+	// MaxRunDuration bounds how long an instance of a batch or sysbatch
+	// group runs: its agent stops it that long after it began, counting
+	// its prestart and poststart tasks and not its kill_timeout, without
+	// running its poststop tasks; it is then complete, not failed, and not
+	// rescheduled (Nomad's max_run_duration). 0: no bound.
+	MaxRunDuration Duration `json:"max_run_duration,omitempty"`
 	// Update says how a new version of the group rolls out: nil, none (a
 	// changed instance is replaced at once); else a deployment gated on
 	// health (deploy.go). After Canonicalize it is complete, or nil.

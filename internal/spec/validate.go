@@ -177,6 +177,7 @@ func (g *Group) validate(ps *Problems, path string, jt JobType) {
 		g.Restart.validate(ps, path+".restart")
 	}
 	validateDisconnect(ps, path, g)
+	validateMaxRunDuration(ps, path, g, jt)
 	if g.Reschedule != nil {
 		g.Reschedule.validate(ps, path+".reschedule")
 	}
@@ -345,3 +346,15 @@ func checkMeta(ps *Problems, path string, m map[string]string) {
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// validateMaxRunDuration: only instances that run to an end have a bound on
+// how long they run (Nomad takes max_run_duration in batch and sysbatch
+// jobs only); a service or system instance runs until it is stopped.
+func validateMaxRunDuration(ps *Problems, path string, g *Group, jt JobType) {
+	switch d := g.MaxRunDuration; {
+	case d < 0:
+		ps.Add(path+".max_run_duration", "max_run_duration %s is negative; write a positive duration such as \"30m\", or leave it out for no bound", d)
+	case d > 0 && !jt.Completes():
+		ps.Add(path+".max_run_duration", "max_run_duration applies to batch and sysbatch jobs only, not to a %s job, whose instances run until stopped; leave it out, or make the job type \"batch\"", jt)
+	}
+}
