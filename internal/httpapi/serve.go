@@ -117,8 +117,8 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 	}
 	ln = newLimitListener(ln, lim.MaxConns, log)
 	if lim.TLS != nil {
-		// The handshake runs under ReadHeaderTimeout (net/http bounds it
-		// by the shortest of its read and write timeouts). Offering h2
+		// The handshake runs under ReadHeaderTimeout, before net/http
+		// sees the connection (newHandshakeListener says why). Offering h2
 		// lets a client's concurrent requests share one connection: an
 		// agent's blocking query, heartbeats and status reports. An
 		// upgrade (exec) still gets an HTTP/1.1 connection of its own:
@@ -131,7 +131,7 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		// 10,000 agents hold one each. An agent's few headers are sent
 		// whole instead, a few hundred bytes a request.
 		s.HTTP2 = &http.HTTP2Config{MaxDecoderHeaderTableSize: hpackTableSize, MaxEncoderHeaderTableSize: hpackTableSize}
-		ln = tls.NewListener(ln, cfg)
+		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log)
 	}
 	return s, ln
 }
