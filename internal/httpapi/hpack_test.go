@@ -17,7 +17,8 @@ import (
 
 // TestHTTP2TablesAreSmall: a TLS server speaks HTTP/2 and tells each
 // connection that its header compression table holds hpackTableSize
-// bytes (HTTP/2's default is 4 KB, kept per connection on both sides).
+// bytes, no header at all (HTTP/2's default is 4 KB, kept per connection
+// on both sides).
 func TestHTTP2TablesAreSmall(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -96,8 +96,10 @@ func Serve(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) *http.
 }
 
 // hpackTableSize bounds each HTTP/2 connection's header compression
-// tables, each way.
-const hpackTableSize = 256
+// tables, each way: 1 byte, which holds no header (an entry costs 32
+// bytes more than its name and value), as net/http takes 0 for its
+// default of 4 KB.
+const hpackTableSize = 1
 
 // newServer returns an http.Server for h within lim, and ln bounded to
 // lim.MaxConns connections: serve the one on the other.
@@ -117,8 +119,8 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 	}
 	ln = newLimitListener(ln, lim.MaxConns, log)
 	if lim.TLS != nil {
-		// The handshake runs under ReadHeaderTimeout (net/http bounds it
-		// by the shortest of its read and write timeouts). Offering h2
+		// The handshake runs under ReadHeaderTimeout, before net/http
+		// sees the connection (newHandshakeListener says why). Offering h2
 		// lets a client's concurrent requests share one connection: an
 		// agent's blocking query, heartbeats and status reports. An
 		// upgrade (exec) still gets an HTTP/1.1 connection of its own:
@@ -129,9 +131,11 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		// Each connection keeps HPACK tables of the headers it has seen,
 		// 4 KB each way by default: most of a connection's memory when
 		// 10,000 agents hold one each. An agent's few headers are sent
-		// whole instead, a few hundred bytes a request.
+		// whole instead, a few hundred bytes a request. Tables of 256
+		// bytes still held an agent's headers, 1.5 KB a connection in
+		// entries and their indexes; tables that hold none cost nothing.
 		s.HTTP2 = &http.HTTP2Config{MaxDecoderHeaderTableSize: hpackTableSize, MaxEncoderHeaderTableSize: hpackTableSize}
-		ln = tls.NewListener(ln, cfg)
+		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log)
 	}
 	return s, ln
 }
