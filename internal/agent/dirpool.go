@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,16 +33,18 @@ import (
 // A tree is one alloc's or one task's and no other's: it is handed out
 // once, through a channel, and moved out of its slot by a rename that
 // fails if anything is already at the destination. A tree is offered only
-// once it is complete; the pool's directory is emptied when the agent
-// starts, so that trees half made by an agent that died are never used. A
-// file system that cannot rename without replacing (RENAME_NOREPLACE), or
+// once it is complete. When the agent starts, the trees an earlier agent
+// left in the pool's directory are kept only if whole, and emptied down to
+// their directories (adopt): a tree half made by an agent that died is
+// never used. A file system that cannot rename without replacing (RENAME_NOREPLACE), or
 // an allocs directory on another file system, turns the pool off: starts
 // make their directories as before.
 //
 // A pool keeps minDirPool trees ready at first; each start that finds it
 // empty raises that by one, up to its size: a node keeps ready as many
-// trees as its largest burst of starts needed. The trees are made once
-// the starts are quiet (dirPoolQuiet).
+// trees as its largest burst of starts needed, and an agent started again
+// on the same data directory wants at least the trees it kept. The trees
+// are made once the starts are quiet (dirPoolQuiet).
 const (
 	dirPoolDirName = "dirpool"
 	slotTreeName   = "tree"
@@ -74,6 +77,7 @@ type dirPool struct {
 	// a recycled tree must have, and nothing else.
 	dirs     []treeDir
 	recycled atomic.Int64 // trees given back by recycle
+	kept     atomic.Int64 // trees an earlier agent left, kept by adopt
 	// lastUse is when a start last asked this pool or the other for a
 	// tree, or ended, in Unix nanoseconds (dirPoolQuiet).
 	lastUse *atomic.Int64
@@ -155,8 +159,8 @@ type dirPools struct {
 	lastUse     atomic.Int64
 	kick        chan struct{}
 	seq         atomic.Uint64
-	// started is set once the pool's directory was emptied of what an
-	// earlier agent left (reset): recycled trees go there only then.
+	// started is set once the pool's directory holds only the trees an
+	// earlier agent left whole (adopt): recycled trees go there only then.
 	started atomic.Bool
 	done    sync.WaitGroup
 }
@@ -195,7 +199,7 @@ func (ps *dirPools) run(ctx context.Context, log func(msg string, args ...any)) 
 		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
 			log("cannot lower the directory pool's priority", "err", err)
 		}
-		if err := ps.reset(); err != nil {
+		if err := ps.adopt(); err != nil {
 			ps.off.Store(true)
 			log("cannot prepare the directory pool; starts make their directories", "dir", ps.dir, "err", err)
 			return
@@ -231,13 +235,88 @@ func (ps *dirPools) wait() {
 	}
 }
 
-// reset removes whatever is in the pool's directory (trees ready or half
-// made when an earlier agent stopped) and makes it anew.
-func (ps *dirPools) reset() error {
-	if err := os.RemoveAll(ps.dir); err != nil {
+// adopt offers the whole trees an earlier agent left in the pool's
+// directory and removes everything else there: slots of no pool, a slot
+// holding no tree or something beside it, a tree half made (a directory
+// missing) or not the agent's own (a link, another owner: scrub). A kept
+// tree is emptied down to its kind's directories and given their modes, so
+// it is what a tree made new is. Removing the trees at each start and
+// making them again freed and made thousands of inodes (nine a tree, 512
+// trees of each kind in a pool that a burst had grown), which on ext4
+// without a journal made every mkdir of the next minutes dearer (see
+// recycle). Each pool then wants at least the trees it kept: a restarted
+// agent keeps ready what its node's largest burst needed.
+func (ps *dirPools) adopt() error {
+	var st unix.Stat_t
+	err := unix.Lstat(ps.dir, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return os.Mkdir(ps.dir, 0o700)
+	}
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) {
+		// Not a directory of the agent's own: start over.
+		if err := os.RemoveAll(ps.dir); err != nil {
+			return err
+		}
+		return os.Mkdir(ps.dir, 0o700)
+	}
+	entries, err := os.ReadDir(ps.dir)
+	if err != nil {
 		return err
 	}
-	return os.Mkdir(ps.dir, 0o700)
+	// New slots are numbered past every slot found. Each pool wants at
+	// least as many trees as it had slots: trees ready, or being made.
+	var seq uint64
+	slots := map[*dirPool]int64{}
+	for _, e := range entries {
+		if p, n, ok := ps.slotOf(e.Name()); ok {
+			seq = max(seq, n)
+			slots[p]++
+		}
+	}
+	ps.seq.Store(seq)
+	for p, n := range slots {
+		p.want.Store(max(p.want.Load(), min(n, int64(cap(p.ready)))))
+	}
+	for _, e := range entries {
+		slot := filepath.Join(ps.dir, e.Name())
+		p, _, ok := ps.slotOf(e.Name())
+		if !ok || !e.IsDir() || len(p.ready) >= cap(p.ready) || !keepSlot(slot, p.dirs) {
+			if err := os.RemoveAll(slot); err != nil {
+				return err
+			}
+			continue
+		}
+		p.ready <- slot
+		p.kept.Add(1)
+	}
+	return nil
+}
+
+// slotOf is the pool a slot's name ("alloc-7", "task-12") says it is of,
+// and its number; ok false for a name no slot has.
+func (ps *dirPools) slotOf(name string) (*dirPool, uint64, bool) {
+	for _, p := range []*dirPool{ps.alloc, ps.task} {
+		if rest, ok := strings.CutPrefix(name, p.kind+"-"); ok {
+			n, err := strconv.ParseUint(rest, 10, 64)
+			return p, n, err == nil && n > 0
+		}
+	}
+	return nil, 0, false
+}
+
+// keepSlot says whether slot, found in the pool's directory at the agent's
+// start, holds a whole tree of dirs and nothing else; it empties the tree
+// (scrub).
+func keepSlot(slot string, dirs []treeDir) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(slot, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) {
+		return false
+	}
+	entries, err := os.ReadDir(slot)
+	if err != nil || len(entries) != 1 || entries[0].Name() != slotTreeName {
+		return false
+	}
+	return scrub(filepath.Join(slot, slotTreeName), dirs)
 }
 
 // fillOne adds one tree to the pool that lacks more, and reports whether

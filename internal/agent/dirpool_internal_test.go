@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -322,7 +323,7 @@ func BenchmarkStartDirs(b *testing.B) {
 		ps := newDirPools(dataDir, batch, makeAllocTree, makeTaskTree)
 		ps.alloc.want.Store(batch)
 		ps.task.want.Store(batch)
-		if err := ps.reset(); err != nil {
+		if err := ps.adopt(); err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; i < b.N; i += batch {
@@ -382,4 +383,111 @@ func TestDirPoolAwaitQuiet(t *testing.T) {
 	}
 	var nilPools *dirPools
 	nilPools.awaitQuiet(time.Hour) // no pool: at once
+}
+
+// readyInodes is the inode of each tree p holds ready, by slot.
+func readyInodes(t *testing.T, p *dirPool) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for range len(p.ready) {
+		slot := <-p.ready
+		out[slot] = inode(t, filepath.Join(slot, slotTreeName))
+		p.ready <- slot
+	}
+	return out
+}
+
+// TestDirPoolKeepsWholeTreesAcrossRestart: an agent started again on the
+// same data directory offers the trees the last one left whole (the same
+// directories, by their inode numbers from stat(2): none removed and made
+// again), emptied of what was put in them and with their modes, removes a
+// tree half made and an empty slot, and keeps ready as many trees as the
+// last agent's pool had slots for.
+func TestDirPoolKeepsWholeTreesAcrossRestart(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	const size = minDirPool + 8
+	ps, stop := startPools(t, dataDir, size, makeAllocTree, makeTaskTree)
+	// A burst bigger than minDirPool grew the alloc pool.
+	ps.alloc.want.Store(size)
+	ps.alloc.refill()
+	waitFull(t, ps)
+	stop()
+	allocs, tasks := readyInodes(t, ps.alloc), readyInodes(t, ps.task)
+	if len(allocs) != size || len(tasks) != minDirPool {
+		t.Fatalf("%d alloc and %d task trees ready before the restart, want %d and %d", len(allocs), len(tasks), size, minDirPool)
+	}
+	// What the next agent must not hand out: a stray file and a mode
+	// changed in one tree, a tree missing a directory (half made), a slot
+	// holding no tree.
+	var changed, half string
+	for slot := range allocs {
+		switch {
+		case changed == "":
+			changed = slot
+			tree := filepath.Join(slot, slotTreeName)
+			if err := os.WriteFile(filepath.Join(tree, sharedDirName, logsDirName, "t.stdout.log"), []byte("old"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(tree, sharedDirName, tmpDirName), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		case half == "":
+			half = slot
+			if err := os.Remove(filepath.Join(slot, slotTreeName, sharedDirName, "data")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	empty := filepath.Join(dataDir, dirPoolDirName, "task-999")
+	if err := os.Mkdir(empty, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	ps2, _ := startPools(t, dataDir, size, makeAllocTree, makeTaskTree)
+	if got := ps2.alloc.want.Load(); got != size {
+		t.Errorf("the restarted alloc pool wants %d trees, want the %d the last one had grown to", got, size)
+	}
+	allocs2, tasks2 := readyInodes(t, ps2.alloc), readyInodes(t, ps2.task)
+	for slot, ino := range allocs {
+		if slot == half {
+			if _, ok := allocs2[slot]; ok {
+				t.Errorf("the half-made tree in %s is offered", slot)
+			}
+			continue
+		}
+		if allocs2[slot] != ino {
+			t.Errorf("alloc tree %s: inode %d after the restart, %d before: not kept", slot, allocs2[slot], ino)
+		}
+	}
+	for slot, ino := range tasks {
+		if tasks2[slot] != ino {
+			t.Errorf("task tree %s: inode %d after the restart, %d before: not kept", slot, tasks2[slot], ino)
+		}
+	}
+	// The half-made tree's slot is made anew, and the empty slot counts
+	// in the task pool's want.
+	if len(allocs2) != size || len(tasks2) != minDirPool+1 {
+		t.Errorf("%d alloc and %d task trees ready after the restart, want %d and %d", len(allocs2), len(tasks2), size, minDirPool+1)
+	}
+	if _, err := os.Lstat(empty); !os.IsNotExist(err) {
+		t.Errorf("the empty slot %s is still there: %v", empty, err)
+	}
+	// The changed tree is as a new one.
+	dst := filepath.Join(dataDir, "fresh")
+	if err := makeAllocTree(dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := treeListing(t, filepath.Join(changed, slotTreeName)), treeListing(t, dst); !maps.Equal(got, want) {
+		t.Errorf("a kept tree holds %v, a new one %v", got, want)
+	}
+	// New slots are not named as kept ones: the pool fills and hands out.
+	for i := range 2 * size {
+		ps2.alloc.take(filepath.Join(dataDir, "a"+strconv.Itoa(i)))
+	}
+	ps2.alloc.refill()
+	waitFull(t, ps2)
+	if ps2.off.Load() {
+		t.Error("the pool turned itself off after the restart")
+	}
 }
