@@ -409,9 +409,11 @@ func (ps *dirPools) taskPool() *dirPool {
 // put in the pools, where a start takes them as it takes a made one. No
 // inode is freed or made.
 //
-// A tree is recycled only if its directories are the agent's own (a task
-// run as another user owns its task directory, local/ and secrets/: those
-// are removed), real directories (no link), and the pool has room;
+// A tree is recycled only if its directories are the agent's own, user
+// and group (a task run as another user owns its task directory, local/
+// and secrets/: those are removed), real directories (no link), without
+// an ACL or a user attribute a task may have set (hasOwnAttrs), and the
+// pool has room;
 // anything else in them is removed. A process of the task that outlived
 // it (a raw_exec task's child that left its process group; exec kills
 // what remains in the task's cgroup) could still hold one open and write
@@ -482,11 +484,11 @@ func scrub(root string, dirs []treeDir) bool {
 	for _, d := range dirs {
 		keep[d.path] = true
 	}
-	uid := uint32(os.Geteuid())
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
 	for _, d := range dirs {
 		path := filepath.Join(root, d.path)
 		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uid {
+		if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uid || st.Gid != gid || hasOwnAttrs(path) {
 			return false
 		}
 		entries, err := os.ReadDir(path)
@@ -508,6 +510,28 @@ func scrub(root string, dirs []treeDir) bool {
 		}
 	}
 	return true
+}
+
+// hasOwnAttrs says whether the directory at path carries extended
+// attributes a task may have set (user.*, or an access or default ACL,
+// which a new tree's files would inherit), or cannot be read for them: such
+// a tree is removed, not given to the next alloc. Security labels
+// (security.*) are the system's, not the task's.
+func hasOwnAttrs(path string) bool {
+	buf := make([]byte, 1024)
+	n, err := unix.Llistxattr(path, buf)
+	if errors.Is(err, unix.ENOTSUP) {
+		return false // the file system keeps none
+	}
+	if err != nil {
+		return true // ERANGE: more than a task tree's own, or unreadable
+	}
+	for name := range strings.SplitSeq(string(buf[:n]), "\x00") {
+		if strings.HasPrefix(name, "user.") || strings.HasPrefix(name, "system.posix_acl_") {
+			return true
+		}
+	}
+	return false
 }
 
 // unixMode is mode's permission bits as stat(2) shows them.

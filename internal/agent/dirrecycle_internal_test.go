@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // treeListing is every path under root (root itself as "."), with its
@@ -163,13 +167,31 @@ func TestDirPoolRecycleRemovesWhatItCannotTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned, linked := filepath.Join(dir, "owned"), filepath.Join(dir, "linked")
-	for _, d := range []string{owned, linked} {
+	grouped, acl, tagged := filepath.Join(dir, "grouped"), filepath.Join(dir, "acl"), filepath.Join(dir, "tagged")
+	for _, d := range []string{owned, linked, grouped, acl, tagged} {
 		if err := makeTaskTree(d); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := os.Lchown(owned, 65534, 65534); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(grouped, "local"), os.Geteuid(), 65534); err != nil {
+		t.Fatal(err)
+	}
+	// A default ACL on local/ (user::rwx, group::r-x, other::r-x, in the
+	// kernel's form), which a new file there would inherit, and a user
+	// attribute. A file system without them cannot be given them either.
+	le := binary.LittleEndian
+	blob := le.AppendUint32(nil, 2)
+	for _, e := range []struct{ tag, perm uint16 }{{0x01, 7}, {0x04, 5}, {0x20, 5}} {
+		blob = le.AppendUint32(le.AppendUint16(le.AppendUint16(blob, e.tag), e.perm), 0xffffffff)
+	}
+	if err := unix.Setxattr(filepath.Join(acl, "local"), "system.posix_acl_default", blob, 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+		t.Fatalf("setting a default ACL: %v", err)
+	}
+	if err := unix.Setxattr(filepath.Join(tagged, "secrets"), "user.left-by-task", []byte("x"), 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+		t.Fatalf("setting a user attribute: %v", err)
 	}
 	if err := os.Remove(filepath.Join(linked, "local")); err != nil {
 		t.Fatal(err)
@@ -185,7 +207,7 @@ func TestDirPoolRecycleRemovesWhatItCannotTrust(t *testing.T) {
 		t.Fatalf("the forgotten alloc's directory is still there: %v", err)
 	}
 	if n := ps.task.recycled.Load(); n != 0 {
-		t.Errorf("%d task trees recycled, want none (one its task's user owned, one with a link)", n)
+		t.Errorf("%d task trees recycled, want none (one its task's user owned, one with a link, one another group's, one with an ACL, one with an attribute)", n)
 	}
 	if len(ps.task.ready) != readyTasks {
 		t.Errorf("%d task trees ready, want the %d made", len(ps.task.ready), readyTasks)
