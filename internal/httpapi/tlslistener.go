@@ -59,6 +59,11 @@ type handshakeListener struct {
 // out of descriptors) is retried: acceptLoop waits until it is taken.
 func (l *handshakeListener) Accept() (net.Conn, error) {
 	select {
+	case <-l.closed:
+		return nil, net.ErrClosed
+	default:
+	}
+	select {
 	case c := <-l.ready:
 		return c, nil
 	case err := <-l.errc:
@@ -137,7 +142,11 @@ func (l *handshakeListener) handshake(c net.Conn) {
 			reason = "client sent an HTTP request to an HTTPS server"
 		}
 		c.Close()
-		l.log.Warn("TLS handshake failed", "remote", c.RemoteAddr().String(), "err", reason)
+		select {
+		case <-l.closed: // closed by Close: not the client's failure
+		default:
+			l.log.Warn("TLS handshake failed", "remote", c.RemoteAddr().String(), "err", reason)
+		}
 		return
 	}
 	c.SetDeadline(time.Time{})

@@ -18,8 +18,8 @@ import (
 // slice, not the whole.
 //
 // The jobs swept are those the snapshot at the sweep's start holds, and
-// those that have allocs but are gone (purged: their allocs are the
-// leader's to stop). A job submitted after that start is a change, which
+// those that are gone (purged) but have allocs, deployments or a schedule
+// record left, which are the leader's to stop or remove. A job submitted after that start is a change, which
 // wakes a pass of its own. A full pass meanwhile (a node changed, the
 // watch resynced, a failure) looks at every job: the sweep ends there.
 type sweep struct {
@@ -96,11 +96,18 @@ func (s *sweep) passed(took time.Duration) (done bool, work time.Duration) {
 func (s *sweep) stop() { *s = sweep{} }
 
 // sweepNames are the jobs a sweep looks at, in order: every job stored,
-// and every job that has allocs.
+// and every job that has allocs, deployments or a schedule record (a
+// purged job's, which its pass cleans up), as a full pass would.
 func sweepNames(ss *state.Snapshot) []string {
 	names := ss.AllocJobs()
 	for _, j := range ss.Jobs() {
 		names = append(names, j.Name)
+	}
+	for _, d := range ss.Deployments() {
+		names = append(names, d.Job)
+	}
+	for _, js := range ss.Schedules() {
+		names = append(names, js.Job)
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
