@@ -134,6 +134,8 @@ type Agent struct {
 	removing sync.WaitGroup
 	// dirPools hold directory trees made ahead (dirpool.go); nil: none.
 	dirPools *dirPools
+	// holds are the alloc directories log readers hold open (dirholds.go).
+	holds *dirHolds
 	// net makes the network namespaces of allocs in network mode bridge
 	// or none (network.go); nil where this node cannot.
 	net *netbridge.Manager
@@ -178,6 +180,7 @@ func New(cfg Config) (*Agent, error) {
 		log:       cfg.Logger,
 		drivers:   map[string]driver.Driver{},
 		allocsDir: filepath.Join(cfg.DataDir, "allocs"),
+		holds:     newDirHolds(),
 		nodeName:  cfg.Name,
 		runners:   map[string]*allocRunner{},
 		repDirty:  map[string]*allocRunner{},
@@ -485,7 +488,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 	}
 	// Allocs the server no longer has (garbage collected or purged): stop
 	// what still runs and forget them once done.
-	var gone []string
+	var gone []goneDir
 	for id, ar := range a.runners {
 		if seen[id] {
 			continue
@@ -494,7 +497,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		select {
 		case <-ar.done:
 			delete(a.runners, id)
-			gone = append(gone, ar.dir)
+			gone = append(gone, goneDir{dir: ar.dir, recycle: !ar.ownFilesystem()})
 		default:
 			// Still stopping; the next answer will find it done.
 		}
@@ -516,7 +519,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 // quiet for dirPoolQuiet, up to removeDeferMax. Removing a hundred allocs'
 // files took a tenth of the agent's CPU in `drover-bench starts`, taken
 // from the next job's forks.
-func (a *Agent) removeDirs(dirs []string) {
+func (a *Agent) removeDirs(dirs []goneDir) {
 	if len(dirs) == 0 {
 		return
 	}
@@ -524,9 +527,9 @@ func (a *Agent) removeDirs(dirs []string) {
 	go func() {
 		defer a.removing.Done()
 		a.dirPools.awaitQuiet(removeDeferMax)
-		for _, dir := range dirs {
-			if err := a.dirPools.recycle(dir); err != nil {
-				a.log.Warn("cannot remove alloc dir", "dir", dir, "err", err)
+		for _, d := range dirs {
+			if err := a.dispose(d); err != nil {
+				a.log.Warn("cannot remove alloc dir", "dir", d.dir, "err", err)
 			}
 		}
 	}()

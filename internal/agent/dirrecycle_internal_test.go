@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -214,5 +215,87 @@ func TestDirPoolRecycleRemovesWhatItCannotTrust(t *testing.T) {
 	}
 	if n := ps.alloc.recycled.Load(); n != 1 {
 		t.Errorf("%d alloc trees recycled, want 1", n)
+	}
+}
+
+// A log reader holding a forgotten alloc's logs open keeps its trees from
+// the pool: they are removed, so that the reader cannot reach the alloc
+// that would take them next (it read that alloc's logs when they were
+// recycled under it). A reader asking for an alloc being recycled is told
+// it has no directory; once no reader holds an alloc, its trees go back;
+// an alloc whose task had a file system of its own (a docker container's
+// bind mounts) never does.
+func TestHeldOrMountedAllocTreesAreRemovedNotRecycled(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	a := &Agent{allocsDir: filepath.Join(dataDir, "allocs"), holds: newDirHolds()}
+	if err := os.Mkdir(a.allocsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.dirPools, _ = startPools(t, dataDir, minDirPool+4, makeAllocTree, makeTaskTree)
+	newAlloc := func(id string) string {
+		dir := filepath.Join(a.allocsDir, id)
+		if err := makeAllocTree(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := makeTaskTree(filepath.Join(dir, "web")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "alloc", "logs", "web.stdout.log"), []byte(id+"'s log\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+
+	held := newAlloc("held")
+	root, release, err := a.allocRoot("held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.dispose(goneDir{dir: held, recycle: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.dirPools.alloc.recycled.Load(); n != 0 {
+		t.Fatalf("%d alloc trees recycled while a log reader held one open, want 0", n)
+	}
+	// The next alloc takes what the pool holds; the reader must not see it.
+	next := filepath.Join(a.allocsDir, "next")
+	if !a.dirPools.alloc.take(next) {
+		t.Fatal("the pool handed out no alloc tree")
+	}
+	if err := os.WriteFile(filepath.Join(next, "alloc", "logs", "web.stdout.log"), []byte("the next alloc's secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := root.ReadFile("web.stdout.log"); err == nil {
+		t.Fatalf("the held alloc's log reader reads %q after its alloc was disposed of", b)
+	}
+	release()
+
+	mounted := newAlloc("mounted")
+	if err := a.dispose(goneDir{dir: mounted, recycle: false}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.dirPools.alloc.recycled.Load(); n != 0 {
+		t.Fatalf("%d alloc trees recycled of an alloc whose tasks had their own file system, want 0", n)
+	}
+
+	free := newAlloc("free")
+	if !a.holds.claim(free) {
+		t.Fatal("an alloc no reader holds cannot be claimed")
+	}
+	if _, _, err := a.allocRoot("free"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a reader asking for an alloc being recycled: err %v, want not found", err)
+	}
+	a.holds.done(free)
+	if err := a.dispose(goneDir{dir: free, recycle: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.dirPools.alloc.recycled.Load(); n != 1 {
+		t.Fatalf("%d alloc trees recycled once nothing held them, want 1", n)
+	}
+	for _, dir := range []string{held, mounted, free} {
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s still there after its disposal: %v", dir, err)
+		}
 	}
 }

@@ -39,19 +39,36 @@ var errNotRegular = errors.New("not a regular file")
 // allocRoot opens alloc id's log directory (alloc/logs) as a root: the
 // alloc directory must lie inside the agent's allocs directory, and the
 // log directory inside the alloc's, whatever its tasks made of alloc/ (a
-// symlink to another alloc's logs is refused).
-func (a *Agent) allocRoot(id string) (*os.Root, error) {
+// symlink to another alloc's logs is refused). release closes it, and
+// ends the hold that keeps the alloc's trees from being recycled while it
+// is open (dirholds.go).
+func (a *Agent) allocRoot(id string) (root *os.Root, release func(), err error) {
+	dir := filepath.Join(a.allocsDir, id)
+	if !a.holds.hold(dir) {
+		return nil, nil, fs.ErrNotExist // being recycled: forgotten
+	}
+	defer func() {
+		if err != nil {
+			a.holds.release(dir)
+		}
+	}()
 	allocs, err := os.OpenRoot(a.allocsDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer allocs.Close()
 	alloc, err := allocs.OpenRoot(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer alloc.Close()
-	return alloc.OpenRoot(filepath.Join(sharedDirName, "logs"))
+	if root, err = alloc.OpenRoot(filepath.Join(sharedDirName, "logs")); err != nil {
+		return nil, nil, err
+	}
+	return root, func() {
+		root.Close()
+		a.holds.release(dir)
+	}, nil
 }
 
 // openLog opens a log file inside root for reading. O_NONBLOCK: opening a

@@ -94,7 +94,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		since = time.Now().Add(-d)
 	}
-	root, err := a.allocRoot(id)
+	root, release, err := a.allocRoot(id)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			httpError(w, http.StatusNotFound, "alloc "+id+" has no directory on node "+a.nodeName)
@@ -103,7 +103,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusForbidden, "alloc "+id+": "+err.Error())
 		return
 	}
-	defer root.Close()
+	defer release()
 	name := task + "." + typ
 	b, offset, err := tailLog(root, name, tail, since)
 	if err != nil {

@@ -45,6 +45,17 @@ const (
 func (ar *allocRunner) sharedDir() string { return filepath.Join(ar.dir, sharedDirName) }
 
 // logDir holds the alloc's tasks' logs.
+// ownFilesystem says whether a task of the alloc ran with a file system
+// of its own (docker), into which the alloc's directories were mounted.
+func (ar *allocRunner) ownFilesystem() bool {
+	for _, tr := range ar.tasks {
+		if tr.drv != nil && tr.drv.Info().OwnFilesystem {
+			return true
+		}
+	}
+	return false
+}
+
 func (ar *allocRunner) logDir() string { return filepath.Join(ar.dir, sharedDirName, logsDirName) }
 
 // makeAllocDirs makes the alloc's directory and its shared alloc/, or
