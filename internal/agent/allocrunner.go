@@ -70,7 +70,7 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 		dir:      filepath.Join(a.allocsDir, alloc.ID),
 		log:      a.log.With("alloc", alloc.ID[:8], "name", alloc.Name),
 		redactor: newRedactor(alloc.Tasks),
-		status:   &spec.AllocStatus{ClientStatus: spec.ClientPending, Tasks: map[string]*spec.TaskState{}},
+		status:   &spec.AllocStatus{ClientStatus: spec.ClientPending, Tasks: map[string]*spec.TaskState{}, Began: allocBegan(alloc, time.Now())},
 		stopping: make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -110,7 +110,7 @@ func newAllocRunner(a *Agent, alloc *spec.Alloc) *allocRunner {
 // other.
 func (ar *allocRunner) start(taskCtx context.Context, adopt map[string]driver.Process, died map[string]bool) {
 	if ar.alloc.MaxRunDuration > 0 {
-		go ar.watchMaxRun(taskCtx, maxRunStart(ar.alloc, time.Now()))
+		go ar.watchMaxRun(taskCtx, ar.status.Began)
 	}
 	var wg sync.WaitGroup
 	for _, t := range ar.alloc.Tasks {

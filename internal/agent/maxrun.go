@@ -17,16 +17,25 @@ import (
 // its poststop tasks are not started, and it ends complete: the instance
 // is done, not failed, so it is not rescheduled.
 
-// maxRunStart is when the alloc began on this node: now, or, for an alloc
-// an earlier agent ran, its tasks' first start as that agent recorded it.
-func maxRunStart(alloc *spec.Alloc, now time.Time) time.Time {
-	began := now
+// allocBegan is when the alloc began on this node: as the agent that took
+// it up recorded it (AllocStatus.Began), or now for an alloc new here. A
+// status an agent of an older version wrote has no Began: its tasks'
+// earliest event stands for it (events are bounded, so it may be later;
+// never earlier). A task's StartedAt would not do: each restart of the
+// task moves it.
+func allocBegan(alloc *spec.Alloc, now time.Time) time.Time {
 	if alloc.Status == nil {
-		return began
+		return now
 	}
+	if !alloc.Status.Began.IsZero() {
+		return alloc.Status.Began
+	}
+	began := now
 	for _, ts := range alloc.Status.Tasks {
-		if !ts.StartedAt.IsZero() && ts.StartedAt.Before(began) {
-			began = ts.StartedAt
+		for _, e := range ts.Events {
+			if !e.Time.IsZero() && e.Time.Before(began) {
+				began = e.Time
+			}
 		}
 	}
 	return began

@@ -68,3 +68,51 @@ func TestMaxRunDurationStopsTheAlloc(t *testing.T) {
 		t.Errorf("quick: end cause %q, description %q; want none and \"all tasks finished\"", a.Status.EndCause, a.Status.Description)
 	}
 }
+
+// max_run_duration counts from when the alloc began on the node, across a
+// restart of its task and a restart of its agent: the status records when
+// it began (Began) and the next agent keeps it, where each task restart
+// moves a task's StartedAt. Here the task fails once and runs again, the
+// agent restarts, and the alloc still ends when its bound from the
+// beginning says.
+func TestMaxRunDurationCountsFromTheAllocsBeginning(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	dir := t.TempDir()
+	ag := c.startAgent(dir, false)
+	mark := filepath.Join(t.TempDir(), "failed-once")
+	main := shTask("main", "if [ -f "+mark+" ]; then exec sleep 1000; fi; touch "+mark+"; exit 1")
+	main.Restart = restart(1, time.Minute, 1500*time.Millisecond, spec.RestartFail)
+	j := job("bounded", spec.JobBatch, main)
+	j.Groups[0].MaxRunDuration = spec.Duration(5 * time.Second)
+	c.submit(j)
+
+	a := c.alloc("bounded", 15*time.Second, "main running after one restart", func(a *spec.Alloc) bool {
+		ts := taskState(a, "main")
+		return ts != nil && ts.State == spec.TaskRunning && ts.Restarts == 1
+	})
+	began, restarted := a.Status.Began, taskState(a, "main").StartedAt
+	if began.IsZero() || !began.Before(restarted) {
+		t.Fatalf("the alloc began %v, its task last started %v: want a beginning before the restart", began, restarted)
+	}
+	ag.stop(t)
+	c.startAgent(dir, false)
+	a = c.alloc("bounded", 20*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
+	if !a.Status.Began.Equal(began) {
+		t.Errorf("the alloc began %v before its agent restarted, %v after", began, a.Status.Began)
+	}
+	if a.Status.EndCause != spec.EndMaxRunDuration {
+		t.Fatalf("end cause %q, want %q\n%s", a.Status.EndCause, spec.EndMaxRunDuration, describe(a))
+	}
+	// Stopped at began + 5s, not at the task's restart + 5s: the Killing
+	// event's time, the agent's clock.
+	killing := events(taskState(a, "main"), spec.EventKilling)
+	if len(killing) == 0 {
+		t.Fatalf("no Killing event\n%s", describe(a))
+	}
+	at := killing[len(killing)-1].Time
+	if at.Before(began.Add(5*time.Second)) || !at.Before(restarted.Add(5*time.Second)) {
+		t.Errorf("killed %v after the alloc began, %v after its task restarted (%v later): want its bound counted from the beginning (5s)",
+			at.Sub(began), at.Sub(restarted), restarted.Sub(began))
+	}
+}

@@ -138,7 +138,11 @@ type AllocStatus struct {
 	// EndCause is why the agent ended the alloc on its own, as data for
 	// the programs that read it; Description says it in words. "" when
 	// the alloc ended as its tasks did, or as the server asked.
-	EndCause   EndCause  `json:"end_cause,omitempty"`
+	EndCause EndCause `json:"end_cause,omitempty"`
+	// Began is when the alloc began on its node (its agent took it up),
+	// kept across agent restarts and task restarts: what its group's
+	// max_run_duration counts from.
+	Began      time.Time `json:"began,omitzero"`
 	UpdateTime time.Time `json:"update_time"`
 }
 
