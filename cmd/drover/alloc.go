@@ -78,8 +78,8 @@ func printAlloc(w io.Writer, a *spec.Alloc, now time.Time) {
 		fmt.Fprintf(w, "Deployment   %s%s%s\n", short(a.DeploymentID), canary, health)
 	}
 	res := fmt.Sprintf("cpu %d MHz, memory %d MB", a.Resources.CPU, a.Resources.MemoryMB)
-	if a.Resources.MemoryMaxMB > 0 {
-		res += fmt.Sprintf(" (max %d MB)", a.Resources.MemoryMaxMB)
+	if m := memoryMax(a); m != "" {
+		res += " (max " + m + ")"
 	}
 	if a.Resources.DiskMB > 0 {
 		res += fmt.Sprintf(", disk %d MB", a.Resources.DiskMB)
@@ -142,6 +142,25 @@ func printAlloc(w io.Writer, a *spec.Alloc, now time.Time) {
 		et.flush()
 	}
 	fmt.Fprintf(w, "\nIts job, with events and pending reasons: drover status %s\n", a.Job)
+}
+
+// memoryMax is the instance's hard memory limit when a task of it sets
+// memory_max: "unlimited" when one has none (memory_max = -1), else the sum
+// of its tasks' limits in MB; "" when no task sets memory_max (the limit is
+// the memory reserved).
+func memoryMax(a *spec.Alloc) string {
+	limit, set := 0, false
+	for _, t := range a.Tasks {
+		if t.Resources.MemoryUnlimited() {
+			return "unlimited"
+		}
+		set = set || t.Resources.MemoryMaxMB > 0
+		limit += t.Resources.MemoryLimitMB()
+	}
+	if !set {
+		return ""
+	}
+	return fmt.Sprintf("%d MB", limit)
 }
 
 func newAllocRestartCmd(g *globals) *cobra.Command {

@@ -172,7 +172,11 @@ func printAllocUsage(w io.Writer, allocs []*spec.Alloc, usage map[string]map[str
 			}
 			cpu, mem = strconv.Itoa(u.CPU), strconv.Itoa(u.MemoryMB)
 		}
-		t.row(short(a.ID), a.Name, dash(a.NodeName), cpu+"/"+strconv.Itoa(a.Resources.CPU), mem+"/"+strconv.Itoa(a.Resources.MemoryMB))
+		mem += "/" + strconv.Itoa(a.Resources.MemoryMB)
+		if m := memoryMax(a); m != "" {
+			mem += " (max " + m + ")"
+		}
+		t.row(short(a.ID), a.Name, dash(a.NodeName), cpu+"/"+strconv.Itoa(a.Resources.CPU), mem)
 	}
 	t.flush()
 }

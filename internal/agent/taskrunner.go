@@ -518,7 +518,11 @@ func (tr *taskRunner) supervise(ctx context.Context, h driver.Handle, checks *ch
 		}
 		typ, msg := spec.EventTerminated, exit.String()
 		if exit.OOMKilled {
-			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (memory limit %d MB)", msg, tr.task.Resources.MemoryLimitMB())
+			limit := "no memory limit: the node ran out of memory"
+			if mb := tr.task.Resources.MemoryLimitMB(); mb > 0 {
+				limit = fmt.Sprintf("memory limit %d MB", mb)
+			}
+			typ, msg = spec.EventOutOfMemory, fmt.Sprintf("%s (%s)", msg, limit)
 		}
 		tr.ar.taskEvent(name, typ, msg, func(ts *spec.TaskState) {
 			ts.State, ts.PID, ts.ExitCode, ts.FinishedAt = spec.TaskPending, 0, code, exit.Time

@@ -345,8 +345,20 @@ type Resources struct {
 	DiskMB int `json:"disk,omitempty"`
 	// MemoryMaxMB, when set, is the task's hard memory limit, above the
 	// MemoryMB it reserves (which becomes a soft limit); Nomad's
-	// memory_max. It is not reserved on the node.
+	// memory_max. It is not reserved on the node. MemoryMaxUnlimited (-1)
+	// sets no hard limit at all: MemoryMB is reserved and the soft limit.
 	MemoryMaxMB int `json:"memory_max,omitempty"`
+}
+
+// MemoryMaxUnlimited is memory_max = -1, Nomad's "no hard memory limit":
+// the task reserves its memory, which is its soft limit, and may use any
+// memory its node has beyond it.
+const MemoryMaxUnlimited = -1
+
+// MemoryUnlimited reports whether the task has no hard memory limit
+// (memory_max = -1).
+func (r Resources) MemoryUnlimited() bool {
+	return r.MemoryMaxMB == MemoryMaxUnlimited
 }
 
 // Add returns r + o.
@@ -355,9 +367,22 @@ func (r Resources) Add(o Resources) Resources {
 }
 
 // MemoryLimitMB is the task's hard memory limit: memory_max when set,
-// else memory.
+// else memory; 0 when there is none (memory_max = -1).
 func (r Resources) MemoryLimitMB() int {
+	if r.MemoryUnlimited() {
+		return 0
+	}
 	return max(r.MemoryMB, r.MemoryMaxMB)
+}
+
+// MemorySoftLimitMB is the memory the kernel reclaims a task down to under
+// pressure: what it reserves, when its hard limit is above that
+// (memory_max, or none at all); 0 when the hard limit is memory itself.
+func (r Resources) MemorySoftLimitMB() int {
+	if r.MemoryUnlimited() || r.MemoryMaxMB > r.MemoryMB {
+		return r.MemoryMB
+	}
+	return 0
 }
 
 // Sub returns r - o.

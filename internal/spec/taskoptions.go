@@ -77,8 +77,8 @@ func validateTaskOptions(ps *Problems, path string, t *Task) {
 		ps.Add(path+".user", "task %q sets user %q and config user %q; write the user once, at task level as Nomad does", t.Name, t.User, t.Config.User)
 	}
 	r := t.Resources
-	if r.MemoryMaxMB < 0 {
-		ps.Add(path+".resources.memory_max", "memory_max %d MB must not be negative", r.MemoryMaxMB)
+	if r.MemoryMaxMB < 0 && r.MemoryMaxMB != MemoryMaxUnlimited {
+		ps.Add(path+".resources.memory_max", "memory_max %d MB must not be negative: write -1 for no hard memory limit (memory stays what is reserved), or a limit at or above memory %d MB", r.MemoryMaxMB, r.MemoryMB)
 	} else if r.MemoryMaxMB > 0 && r.MemoryMaxMB < r.MemoryMB {
 		ps.Add(path+".resources.memory_max", "memory_max %d MB is less than memory %d MB; memory_max is the limit above the reserved memory: raise it or remove it", r.MemoryMaxMB, r.MemoryMB)
 	}

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ func TestTaskOptionsValidation(t *testing.T) {
 		{"memory_max", func(_ *Group, t *Task) { t.Resources.MemoryMaxMB = 600 }, ""},
 		{"memory_max below memory", func(_ *Group, t *Task) { t.Resources.MemoryMB, t.Resources.MemoryMaxMB = 256, 128 },
 			`groups[0].tasks[0].resources.memory_max: memory_max 128 MB is less than memory 256 MB`},
+		{"memory_max -1, no hard limit", func(_ *Group, t *Task) { t.Resources.MemoryMB, t.Resources.MemoryMaxMB = 64, -1 }, ""},
+		{"memory_max -2", func(_ *Group, t *Task) { t.Resources.MemoryMB, t.Resources.MemoryMaxMB = 64, -2 },
+			`groups[0].tasks[0].resources.memory_max: memory_max -2 MB must not be negative: write -1 for no hard memory limit (memory stays what is reserved), or a limit at or above memory 64 MB`},
 		{"two leaders", func(g *Group, t *Task) {
 			t.Leader = true
 			u := *t
@@ -79,5 +83,44 @@ func TestMemoryMaxLimitVariable(t *testing.T) {
 	rt.Task.Resources.MemoryMaxMB = 512
 	if v := rt.Env()["NOMAD_MEMORY_MAX_LIMIT"]; v != "512" {
 		t.Errorf("NOMAD_MEMORY_MAX_LIMIT = %q, want 512", v)
+	}
+}
+
+// TestMemoryMaxUnlimited: memory_max = -1 reserves memory only, which is
+// the soft limit, and sets no hard limit; NOMAD_MEMORY_MAX_LIMIT, a number
+// of MB, is not set.
+func TestMemoryMaxUnlimited(t *testing.T) {
+	for _, c := range []struct {
+		r          Resources
+		hard, soft int
+		unlimited  bool
+	}{
+		{Resources{MemoryMB: 64}, 64, 0, false},
+		{Resources{MemoryMB: 64, MemoryMaxMB: 128}, 128, 64, false},
+		{Resources{MemoryMB: 64, MemoryMaxMB: 64}, 64, 0, false},
+		{Resources{MemoryMB: 64, MemoryMaxMB: MemoryMaxUnlimited}, 0, 64, true},
+	} {
+		if got := c.r.MemoryLimitMB(); got != c.hard {
+			t.Errorf("%+v: hard limit %d MB, want %d", c.r, got, c.hard)
+		}
+		if got := c.r.MemorySoftLimitMB(); got != c.soft {
+			t.Errorf("%+v: soft limit %d MB, want %d", c.r, got, c.soft)
+		}
+		if got := c.r.MemoryUnlimited(); got != c.unlimited {
+			t.Errorf("%+v: unlimited %v, want %v", c.r, got, c.unlimited)
+		}
+	}
+	j := optionsJob(func(_ *Group, t *Task) { t.Resources.MemoryMB, t.Resources.MemoryMaxMB = 64, -1 })
+	if r := j.Groups[0].Resources(); r.MemoryMB != 64 {
+		t.Errorf("group reserves %d MB, want 64", r.MemoryMB)
+	}
+	rt := testRuntime("exec")
+	rt.Task.Resources.MemoryMaxMB = MemoryMaxUnlimited
+	env := rt.Env()
+	if v, ok := env["NOMAD_MEMORY_MAX_LIMIT"]; ok {
+		t.Errorf("NOMAD_MEMORY_MAX_LIMIT = %q with memory_max -1", v)
+	}
+	if env["NOMAD_MEMORY_LIMIT"] != strconv.Itoa(rt.Task.Resources.MemoryMB) {
+		t.Errorf("NOMAD_MEMORY_LIMIT = %q, want the reserved %d", env["NOMAD_MEMORY_LIMIT"], rt.Task.Resources.MemoryMB)
 	}
 }

@@ -183,14 +183,15 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		hcfg.Init = &cfg.Init
 	}
 	hcfg.Ulimits = ulimits
+	// memory_max is the hard limit (none when -1: docker's Memory 0); the
+	// reserved memory a soft one (--memory-reservation).
 	hcfg.Memory = int64(t.Resources.MemoryLimitMB()) << 20
-	if t.Resources.MemoryMaxMB > t.Resources.MemoryMB {
-		// memory_max is the hard limit; the reserved memory a soft one.
-		hcfg.MemoryReservation = int64(t.Resources.MemoryMB) << 20
+	hcfg.MemoryReservation = int64(t.Resources.MemorySoftLimitMB()) << 20
+	if hcfg.Memory > 0 {
+		// Without a swap limit the memory limit would only push the task
+		// into swap: memory+swap equal to memory means no swap.
+		hcfg.MemorySwap = hcfg.Memory
 	}
-	// Without a swap limit the memory limit would only push the task into
-	// swap: memory+swap equal to memory means no swap.
-	hcfg.MemorySwap = hcfg.Memory
 	hcfg.CPUShares = int64(t.Resources.CPU)
 	if hcfg.CPUShares == 1 {
 		hcfg.CPUShares = 2 // the kernel's minimum; docker refuses 1

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -507,5 +511,51 @@ func TestMemoryMaxAndSignal(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit after SIGINT")
+	}
+}
+
+// TestMemoryMaxUnlimited: memory_max = -1 gives the container no memory
+// limit (docker's Memory 0) and the reserved memory as its reservation,
+// read back through the docker API and from the kernel's cgroup files of
+// the container's process.
+func TestMemoryMaxUnlimited(t *testing.T) {
+	e := setup(t)
+	task := e.task()
+	task.Resources.MemoryMB, task.Resources.MemoryMaxMB = 64, spec.MemoryMaxUnlimited
+	h := e.start(task)
+	id := h.(containerIDer).ContainerID()
+	in, err := e.c.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := in.Container.HostConfig
+	if hc.Memory != 0 || hc.MemoryReservation != 64<<20 || hc.MemorySwap > 0 {
+		t.Errorf("memory %d, reservation %d, memory+swap %d; want 0 (no limit), %d and no swap limit", hc.Memory, hc.MemoryReservation, hc.MemorySwap, 64<<20)
+	}
+	// The kernel's view, where this process can see the container's
+	// cgroup (cgroup v1, docker's cgroupfs driver).
+	pid := in.Container.State.Pid
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(cg), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !slices.Contains(strings.Split(parts[1], ","), "memory") {
+			continue
+		}
+		dir := filepath.Join("/sys/fs/cgroup/memory", parts[2])
+		limit, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+		if err != nil {
+			t.Logf("the container's cgroup is not visible here (%v): the docker API's word only", err)
+			break
+		}
+		if n, _ := strconv.ParseInt(strings.TrimSpace(string(limit)), 10, 64); n < 1<<62 {
+			t.Errorf("%s/memory.limit_in_bytes = %d, want no limit", dir, n)
+		}
+		soft, _ := os.ReadFile(filepath.Join(dir, "memory.soft_limit_in_bytes"))
+		if got := strings.TrimSpace(string(soft)); got != strconv.Itoa(64<<20) {
+			t.Errorf("%s/memory.soft_limit_in_bytes = %s, want %d", dir, got, 64<<20)
+		}
 	}
 }

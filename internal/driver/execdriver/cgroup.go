@@ -203,14 +203,17 @@ func (s *cgroupSetup) resources(r spec.Resources) *cgroups.Resources {
 	res := &cgroups.Resources{}
 	if r.MemoryMB > 0 {
 		res.Memory = int64(r.MemoryLimitMB()) << 20
+		if r.MemoryUnlimited() {
+			// memory_max = -1: no hard limit, written as the kernel's
+			// "unlimited" so that a reused cgroup loses the one it had.
+			res.Memory = -1
+		}
 		if s.swap || s.v2 {
 			res.MemorySwap = res.Memory
 		}
-		if r.MemoryMaxMB > r.MemoryMB {
-			// memory_max: the hard limit above; what is reserved is
-			// what the kernel reclaims down to under pressure.
-			res.MemoryReservation = int64(r.MemoryMB) << 20
-		}
+		// memory_max (a limit above memory, or none): what is reserved
+		// is what the kernel reclaims down to under pressure.
+		res.MemoryReservation = int64(r.MemorySoftLimitMB()) << 20
 	}
 	if r.CPU > 0 {
 		// Shares are relative weights, so MHz serve as is, within the
@@ -281,10 +284,11 @@ func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
 	}
 	res := s.resources(r)
 	mem, cpu := s.v1Dir("memory"), s.v1Dir("cpu")
-	if res.Memory > 0 {
+	if res.Memory != 0 {
+		// -1, no hard limit, is what v1 reads as unlimited.
 		limit := strconv.FormatInt(res.Memory, 10)
 		files := []string{"memory.limit_in_bytes"}
-		if res.MemorySwap > 0 {
+		if res.MemorySwap != 0 {
 			files = append(files, "memory.memsw.limit_in_bytes")
 		}
 		err := writeCgroupFiles(mem, name, files, limit)

@@ -458,3 +458,114 @@ func TestExecMemoryMaxIsTheHardLimit(t *testing.T) {
 		}
 	}
 }
+
+// readCgroupFile is the trimmed content of a cgroup file.
+func readCgroupFile(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// unlimitedMemory reports whether a cgroup memory limit file's value means
+// no limit: v2's "max", or v1's largest value (the kernel rounds -1 down
+// to a page multiple: at least 2^62 on any page size).
+func unlimitedMemory(v string) bool {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return v == "max" || (err == nil && n >= 1<<62)
+}
+
+// TestExecMemoryMaxUnlimitedSetsNoHardLimit: with memory_max = -1 (Nomad's
+// "no hard limit") the task's cgroup has no memory limit, what it reserves
+// is its soft limit, and it may hold more memory than it reserved without
+// being killed: 160 MB held against 64 MB reserved, read from the
+// cgroup's own usage.
+func TestExecMemoryMaxUnlimitedSetsNoHardLimit(t *testing.T) {
+	d := isolatingDriver(t)
+	h, _ := startTask(t, d, spec.Resources{CPU: 100, MemoryMB: 64, MemoryMaxMB: spec.MemoryMaxUnlimited},
+		testappPath(t), "-alloc-mb", "160", "-listen", "127.0.0.1:0")
+	hard := memoryLimitFile(t, d, h.PID())
+	soft, usage := filepath.Join(filepath.Dir(hard), "memory.soft_limit_in_bytes"), filepath.Join(filepath.Dir(hard), "memory.usage_in_bytes")
+	files := []string{hard}
+	if d.Isolation() == execdriver.IsolationV2 {
+		soft, usage = filepath.Join(filepath.Dir(hard), "memory.low"), filepath.Join(filepath.Dir(hard), "memory.current")
+		files = append(files, filepath.Join(filepath.Dir(hard), "memory.swap.max"))
+	} else if sw := filepath.Join(filepath.Dir(hard), "memory.memsw.limit_in_bytes"); exists(sw) {
+		files = append(files, sw)
+	}
+	for _, f := range files {
+		if v := readCgroupFile(t, f); !unlimitedMemory(v) {
+			t.Errorf("%s = %s, want no limit", f, v)
+		}
+	}
+	if v := readCgroupFile(t, soft); v != strconv.Itoa(64<<20) {
+		t.Errorf("%s = %s, want the reserved %d", soft, v, 64<<20)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, _ := strconv.ParseInt(readCgroupFile(t, usage), 10, 64)
+		if n >= 160<<20 {
+			break
+		}
+		select {
+		case e := <-h.Wait():
+			t.Fatalf("task exited (%+v) holding %d MB, before reaching 160 MB", e, n>>20)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task's cgroup uses %d MB after 20s, want 160 MB", n>>20)
+		}
+	}
+	select {
+	case e := <-h.Wait():
+		t.Fatalf("task holding 160 MB over its 64 MB reserved exited: %+v", e)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestExecMemoryMaxUnlimitedClearsALeftLimit: a cgroup left by an earlier
+// agent with a 32 MB memory and memory+swap limit, reused for a task with
+// memory_max = -1, loses both limits (cgroup v1, which keeps them in the
+// directory).
+func TestExecMemoryMaxUnlimitedClearsALeftLimit(t *testing.T) {
+	d := isolatingDriver(t)
+	if d.Isolation() != execdriver.IsolationV1 {
+		t.Skip("cgroup v1 only: a v2 cgroup is reused through the library's own Set")
+	}
+	own := cgroupOf(t, os.Getpid(), "memory")
+	parent := filepath.Join("/sys/fs/cgroup/memory", own, "drover")
+	id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+	left := filepath.Join(parent, id.AllocID+"-web")
+	if err := os.Mkdir(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(left) })
+	files := []string{"memory.limit_in_bytes"}
+	if exists(filepath.Join(parent, "memory.memsw.limit_in_bytes")) {
+		files = append(files, "memory.memsw.limit_in_bytes")
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(left, f), []byte(strconv.Itoa(32<<20)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := d.Start(context.Background(), driver.Task{Command: "sleep", Args: []string{"30"}, Env: []string{testPATH},
+		Dir: t.TempDir(), ID: id, Resources: spec.Resources{MemoryMB: 64, MemoryMaxMB: spec.MemoryMaxUnlimited}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(-h.PID(), syscall.SIGKILL); waitExit(t, h, 10*time.Second) })
+	if got := memoryLimitFile(t, d, h.PID()); filepath.Dir(got) != left {
+		t.Fatalf("task runs in %s, want the left cgroup %s", filepath.Dir(got), left)
+	}
+	for _, f := range files {
+		if v := readCgroupFile(t, filepath.Join(left, f)); !unlimitedMemory(v) {
+			t.Errorf("%s = %s, want no limit", f, v)
+		}
+	}
+	if v := readCgroupFile(t, filepath.Join(left, "memory.soft_limit_in_bytes")); v != strconv.Itoa(64<<20) {
+		t.Errorf("memory.soft_limit_in_bytes = %s, want %d", v, 64<<20)
+	}
+}
