@@ -74,8 +74,9 @@ const agentsChildCmd = "agents-child"
 func agentsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	n := fs.Int("agents", 10000, fmt.Sprintf("simulated agents (-quick: %d unless given)", quickAgents))
 	d := fs.Duration("duration", 30*time.Second, "how long the agents are measured once their instances run (-quick: 3s unless given)")
+	placeProfile := fs.String("placeprofile", "", "write a CPU profile of the server's process while the instances are placed and reported running, alone, to this file")
 	return func() (*report, error) {
-		return agentsScenario(sized(fs, o, "agents", *n, quickAgents), sized(fs, o, "duration", *d, 3*time.Second), o.memProfile)
+		return agentsScenario(sized(fs, o, "agents", *n, quickAgents), sized(fs, o, "duration", *d, 3*time.Second), o.memProfile, *placeProfile)
 	}
 }
 
@@ -210,7 +211,7 @@ type agentsPhase struct {
 	MaxMs float64 `json:"max_ms"`
 }
 
-func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) {
+func agentsScenario(n int, d time.Duration, memProfile, placeProfile string) (*report, error) {
 	if err := need("/proc/net/tcp"); err != nil {
 		return nil, err
 	}
@@ -280,6 +281,10 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 		}}}}}
 		job.Canonicalize()
 		io.WriteString(stdin, "measure placing\n")
+		stopProfile, err := startCPUProfile(placeProfile)
+		if err != nil {
+			return nil, err
+		}
 		srv0, _ := cpuTime(os.Getpid())
 		kid0, _ := cpuTime(child.Process.Pid)
 		if _, err := s.client.SubmitJob(ctx, job, 0); err != nil {
@@ -288,6 +293,7 @@ func agentsScenario(n int, d time.Duration, memProfile string) (*report, error) 
 		t1 := time.Now()
 		run := st.waitFor("instances running", agentsRunTimeout(n), func(r agentsChildResult) (int, int) { return r.Running, conn.Connected })
 		span := time.Since(t1)
+		stopProfile()
 		srv1, _ := cpuTime(os.Getpid())
 		kid1, _ := cpuTime(child.Process.Pid)
 		rep.linef("  instances running:     %d of %d in %s (one per agent, each reported by its agent); CPU meanwhile: server %.2f cores, agents' process %.2f",

@@ -610,7 +610,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("-idleprofile: %w (not with -cpuprofile)", err)
+		return nil, fmt.Errorf("CPU profile of a phase: %w (not with -cpuprofile)", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
