@@ -497,7 +497,7 @@ func (a *Agent) converge(taskCtx context.Context, allocs []*spec.Alloc) {
 		select {
 		case <-ar.done:
 			delete(a.runners, id)
-			gone = append(gone, goneDir{dir: ar.dir, recycle: !ar.ownFilesystem()})
+			gone = append(gone, goneDir{dir: ar.dir, recycle: !ar.ownFilesystem(), tasks: len(ar.tasks)})
 		default:
 			// Still stopping; the next answer will find it done.
 		}
@@ -523,6 +523,11 @@ func (a *Agent) removeDirs(dirs []goneDir) {
 	if len(dirs) == 0 {
 		return
 	}
+	for _, d := range dirs {
+		if d.recycle {
+			a.dirPools.expect(d.tasks)
+		}
+	}
 	a.removing.Add(1)
 	go func() {
 		defer a.removing.Done()
@@ -530,6 +535,9 @@ func (a *Agent) removeDirs(dirs []goneDir) {
 		for _, d := range dirs {
 			if err := a.dispose(d); err != nil {
 				a.log.Warn("cannot remove alloc dir", "dir", d.dir, "err", err)
+			}
+			if d.recycle {
+				a.dirPools.arrived(d.tasks)
 			}
 		}
 	}()

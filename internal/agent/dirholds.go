@@ -78,6 +78,7 @@ func (h *dirHolds) done(dir string) {
 type goneDir struct {
 	dir     string
 	recycle bool
+	tasks   int // the alloc's tasks: its task trees
 }
 
 // dispose recycles d's trees when nothing holds them, else removes them.

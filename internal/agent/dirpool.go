@@ -77,6 +77,9 @@ type dirPool struct {
 	// a recycled tree must have, and nothing else.
 	dirs     []treeDir
 	recycled atomic.Int64 // trees given back by recycle
+	// incoming counts the trees of forgotten allocs waiting to be
+	// recycled (dirPools.expect).
+	incoming atomic.Int64
 	kept     atomic.Int64 // trees an earlier agent left, kept by adopt
 	// lastUse is when a start last asked this pool or the other for a
 	// tree, or ended, in Unix nanoseconds (dirPoolQuiet).
@@ -148,8 +151,13 @@ func (p *dirPool) refill() {
 	}
 }
 
-// short is how many trees the pool lacks.
-func (p *dirPool) short() int64 { return p.want.Load() - int64(len(p.ready)) }
+// short is how many trees the pool lacks, counting those on their way
+// back from forgotten allocs (incoming) as there: making a tree that a
+// recycled one would then find no room for costs a mkdir of each of its
+// directories, and the recycled one's removal an unlink of each.
+func (p *dirPool) short() int64 {
+	return p.want.Load() - int64(len(p.ready)) - p.incoming.Load()
+}
 
 // dirPools are the agent's pools and the goroutine that fills them.
 type dirPools struct {
@@ -355,6 +363,25 @@ func (ps *dirPools) fillOne() (bool, error) {
 func (ps *dirPools) newSlot(p *dirPool) (string, error) {
 	slot := filepath.Join(ps.dir, p.kind+"-"+strconv.FormatUint(ps.seq.Add(1), 10))
 	return slot, os.Mkdir(slot, 0o700)
+}
+
+// expect notes that the trees of a forgotten alloc with tasks tasks are
+// on their way back (removeDirs waits for starts to be quiet before it
+// recycles them): the pools make no tree in their place meanwhile.
+// arrived ends that, once they are recycled or removed.
+func (ps *dirPools) expect(tasks int) {
+	if ps != nil {
+		ps.alloc.incoming.Add(1)
+		ps.task.incoming.Add(int64(tasks))
+	}
+}
+
+func (ps *dirPools) arrived(tasks int) {
+	if ps != nil {
+		ps.alloc.incoming.Add(-1)
+		ps.task.incoming.Add(-int64(tasks))
+		ps.alloc.refill() // those removed leave the pool short
+	}
 }
 
 // touch notes that a start ended: no tree is made for dirPoolQuiet.

@@ -299,3 +299,59 @@ func TestHeldOrMountedAllocTreesAreRemovedNotRecycled(t *testing.T) {
 		}
 	}
 }
+
+// The pools make no tree in place of those a forgotten alloc is about to
+// give back (recycling waits for starts to be quiet): a tree made then is
+// a mkdir of each directory, and the recycled one finding no room an
+// unlink of each. Once they are back, or removed, the pools fill as
+// before.
+func TestDirPoolWaitsForTreesOnTheirWayBack(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	allocs := filepath.Join(dataDir, "allocs")
+	if err := os.Mkdir(allocs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ps := newDirPools(dataDir, minDirPool+4, makeAllocTree, makeTaskTree)
+	if err := ps.adopt(); err != nil {
+		t.Fatal(err)
+	}
+	ps.started.Store(true)
+	fill := func() (made int) {
+		for {
+			ok, err := ps.fillOne()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return made
+			}
+			made++
+		}
+	}
+	fill()
+	full := len(ps.alloc.ready)
+	dir := filepath.Join(allocs, "a1")
+	if !ps.alloc.take(dir) || !ps.task.take(filepath.Join(dir, "web")) {
+		t.Fatal("the pools handed out no tree")
+	}
+	// The alloc ran and was forgotten: its trees are on their way back.
+	ps.expect(1)
+	if made := fill(); made != 0 {
+		t.Fatalf("made %d trees while the forgotten alloc's were on their way back, want 0", made)
+	}
+	if err := ps.recycle(dir); err != nil {
+		t.Fatal(err)
+	}
+	ps.arrived(1)
+	if len(ps.alloc.ready) != full || len(ps.task.ready) != full {
+		t.Fatalf("%d alloc and %d task trees ready after the recycling, want %d each", len(ps.alloc.ready), len(ps.task.ready), full)
+	}
+	// Without trees on their way, a tree taken is made again.
+	if !ps.alloc.take(filepath.Join(allocs, "a2")) {
+		t.Fatal("the pool handed out no tree")
+	}
+	if made := fill(); made != 1 {
+		t.Fatalf("made %d trees for the one taken, want 1", made)
+	}
+}
