@@ -95,9 +95,9 @@ func Serve(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) *http.
 	return s
 }
 
-// hpackTableSize bounds each HTTP/2 connection's header compression
-// tables, each way: 1 byte, which holds no header (an entry costs 32
-// bytes more than its name and value), as net/http takes 0 for its
+// hpackTableSize bounds the header compression table of each HTTP/2
+// connection's responses: 1 byte, which holds no header (an entry costs
+// 32 bytes more than its name and value), as net/http takes 0 for its
 // default of 4 KB.
 const hpackTableSize = 1
 
@@ -129,12 +129,17 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 		s.TLSConfig = cfg // net/http serves HTTP/2 when this offers h2
 		// Each connection keeps HPACK tables of the headers it has seen,
-		// 4 KB each way by default: most of a connection's memory when
-		// 10,000 agents hold one each. An agent's few headers are sent
-		// whole instead, a few hundred bytes a request. Tables of 256
-		// bytes still held an agent's headers, 1.5 KB a connection in
-		// entries and their indexes; tables that hold none cost nothing.
-		s.HTTP2 = &http.HTTP2Config{MaxDecoderHeaderTableSize: hpackTableSize, MaxEncoderHeaderTableSize: hpackTableSize}
+		// up to 4 KB each way by default. The responses' table holds
+		// nothing: the few headers of an answer are sent whole. The
+		// requests' table stays at HTTP/2's default: a client may send
+		// requests before it has read the server's SETTINGS, its table
+		// at the default until the server's setting is acknowledged, and
+		// net/http applies a smaller one at once, so that it went away
+		// with COMPRESSION_ERROR from a client whose second request
+		// referred to a header its first had added
+		// (TestHTTP2RequestsBeforeTheServersSettingsAreRead). An agent's
+		// own headers fill a few hundred bytes of it.
+		s.HTTP2 = &http.HTTP2Config{MaxEncoderHeaderTableSize: hpackTableSize}
 		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log)
 	}
 	return s, ln
