@@ -240,13 +240,15 @@ type coldItem struct {
 }
 
 // cold reports whether the group's next pick comes from the use order:
-// its heaps are not built, it has picked fewer than coldPicks times in
-// this call, and its score ranks nodes of one capacity by their use
+// the state lives in a Cache (without one, the state and so the order
+// would be built afresh for the call, costing what the heaps cost), the
+// group's heaps are not built, it has picked fewer than coldPicks times
+// in this call, and its score ranks nodes of one capacity by their use
 // alone (binpack or least_loaded, without affinities or spreads).
 // E-PVM's cost depends on the ask in each dimension apart, so its order
 // changes with the shape; affinities and spreads add per-node terms.
 func (gr *groupRun) cold() bool {
-	return !gr.built && gr.colds < coldPicks && gr.spreads == nil && !gr.affine &&
+	return gr.s.cache != nil && !gr.built && gr.colds < coldPicks && gr.spreads == nil && !gr.affine &&
 		(gr.scoring == spec.ScoreBinpack || gr.scoring == spec.ScoreLeastLoaded)
 }
 
