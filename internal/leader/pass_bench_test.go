@@ -69,8 +69,8 @@ func BenchmarkPassOneJob(b *testing.B) {
 
 // BenchmarkPassNewShape is the leader's pass for a one-job submission
 // whose group no cached scheduler group has seen (its memory differs from
-// the previous 4,095 submissions'), so the scheduler builds the group's
-// heaps: the cold placement, as the node count grows from 500 to 10,000
+// the previous 4,095 submissions'), so the scheduler places it from its
+// use order (no heaps built for one instance): the cold placement, as the node count grows from 500 to 10,000
 // (10 allocs per node). Each probe job and its alloc are deleted after
 // its pass (untimed), so every iteration sees the same store. shape=seen
 // is the same pass for a shape the cache holds, for comparison. Run it

@@ -166,8 +166,9 @@ func BenchmarkLeaderPasses(b *testing.B) {
 // BenchmarkPlaceNewShape is a call of the leader's, with its Cache warm
 // (node index built), for one instance of a job whose group shape the
 // Cache has not seen (its memory differs from the previous 4,095 calls'),
-// so the call builds the group's heaps: the scheduler's share of a cold
-// placement, as the node count grows from 500 to 10,000. shape=seen is
+// so the call walks the Cache's use order (coldPick) where it used to
+// build the group's heaps: the scheduler's share of a cold placement, as
+// the node count grows from 500 to 10,000. shape=seen is
 // the same call for a shape the Cache holds. The placements are not
 // kept: every call sees the same cluster.
 func BenchmarkPlaceNewShape(b *testing.B) {

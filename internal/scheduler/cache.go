@@ -344,6 +344,7 @@ func (s *state) rollback(used []*groupRun) {
 	for idx, d := range s.journal {
 		n := s.all[idx]
 		n.used, n.ports, n.dynUsed, n.nextDyn = d.used, d.ports, d.dynUsed, d.nextDyn
+		s.moved(n)
 	}
 	for _, gr := range used {
 		for _, idx := range gr.removed {

@@ -74,4 +74,23 @@
 // stay built, each
 // call is undone on them at its end, and the next call rescores only the
 // nodes whose allocs changed. Results are identical with and without it.
+//
+// A group shape the Cache has not seen would still score every node once
+// to build its heaps. For binpack and least_loaded without affinities or
+// spreads it does not: nodes with the same capacity (the same totals)
+// rank in the same order for every ask, since the ask adds the same
+// need_r/total_r to each of them. The Cache keeps, per driver class and
+// capacity, the nodes in buckets of equal use under a segment tree that
+// gives each subtree's highest and lowest sum of use fractions and its
+// most free room per dimension (useOrder), shape-independent and updated
+// per node whenever a node's use changes. A group's first coldPicks
+// placements of a call walk those trees best-first (coldPick): subtrees
+// without room for the ask are skipped, a bucket's nodes are checked in
+// ID order, lazily as from the heaps, and the walk stops when no subtree
+// left may beat the best feasible node found. That node is the one the
+// heaps would give (the bounds are allowed a slack of 1e-9 for rounding;
+// nodes within it are scored exactly). A group that places more builds
+// its heaps then. E-PVM's cost weighs each dimension by the ask, so its
+// order changes with the shape; affinities and spreads add per-node
+// terms: those groups, and calls without a Cache, build heaps as before.
 package scheduler

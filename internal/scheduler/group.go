@@ -68,6 +68,10 @@ type groupRun struct {
 	removed []int32
 	// ckey is the run's Cache key, "" when its heaps are not kept.
 	ckey string
+	// affine is set when the group has affinities; colds counts the
+	// call's cold picks (see cold).
+	affine bool
+	colds  int
 }
 
 func (s *state) newGroupRun(r Request) *groupRun {
@@ -76,6 +80,7 @@ func (s *state) newGroupRun(r Request) *groupRun {
 		s: s, job: r.Job, g: g, key: groupKey{r.Job.Name, g.Name},
 		need: g.Resources(), drivers: g.Drivers(), net: netModeBit(g.NetworkMode()), scoring: r.Job.ScoringOf(),
 		volumes: g.HostVolumeNeeds(),
+		affine:  len(r.Job.AffinitiesOf(g)) > 0,
 	}
 	for _, v := range gr.volumes {
 		gr.perAlloc = gr.perAlloc || v.PerAlloc
@@ -430,6 +435,9 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 	if gr.impossible {
 		return nil
 	}
+	if gr.cold() {
+		return gr.coldPick(avoid)
+	}
 	if !gr.built {
 		gr.build()
 	}
@@ -505,6 +513,7 @@ func (gr *groupRun) charge(n *nodeState) []spec.AllocPort {
 	s := gr.s
 	s.touch(n)
 	n.used = n.used.Add(gr.need)
+	s.moved(n)
 	var ports []spec.AllocPort
 	for _, p := range gr.g.Ports() {
 		v := p.Static

@@ -167,6 +167,7 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 		}
 		out = append(out, Eviction{Alloc: a, Cause: cause, Reason: reason, By: r})
 	}
+	s.moved(n)
 	delete(gr.replaceNodes, n.idx)
 	gr.rescore(n)
 	return out

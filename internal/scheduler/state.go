@@ -38,6 +38,9 @@ type state struct {
 	cache   *Cache
 	journal map[int32]nodeDyn
 	runs    map[string]*groupRun // the call's cacheable runs, by key
+	// order is the eligible nodes by use, built on a group's first cold
+	// pick (see useOrder) and kept up to date by moved.
+	order *useOrder
 }
 
 type nodeState struct {
@@ -278,6 +281,7 @@ func (s *state) charge(a *spec.Alloc) *nodeState {
 		return nil
 	}
 	ns.used = ns.used.Add(a.Resources)
+	s.moved(ns)
 	ns.allocs = append(ns.allocs, a)
 	for _, p := range a.Ports {
 		ns.usePort(p.Value)
@@ -292,6 +296,7 @@ func (s *state) uncharge(a *spec.Alloc) *nodeState {
 		return nil
 	}
 	ns.used = ns.used.Sub(a.Resources)
+	s.moved(ns)
 	ns.allocs = slices.DeleteFunc(ns.allocs, func(x *spec.Alloc) bool { return x.ID == a.ID })
 	for _, p := range a.Ports {
 		if !s.held(ns, p.Value) {
@@ -321,6 +326,7 @@ func (s *state) release(a *spec.Alloc) {
 	}
 	s.touch(ns)
 	ns.used = ns.used.Sub(a.Resources)
+	s.moved(ns)
 	for _, p := range a.Ports {
 		if !ns.dynamic(p.Value) && !s.held(ns, p.Value) {
 			ns.freePort(p.Value)

@@ -1,0 +1,367 @@
+package scheduler
+
+import (
+	"slices"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// coldPicks is how many placements of a group, in one call, come from the
+// use order (see coldPick) before the group's heaps are built: a shape's
+// first placements cost O(log) of the cluster, and a group that places
+// many instances pays for its heaps once, as before.
+const coldPicks = 4
+
+// coldSlack is how far below the best score found a subtree's bound must
+// fall before the walk stops: the bounds are sums of the same fractions
+// as the scores, added in another order, so they differ from them by a
+// few units in the last place. A node within the slack is scored exactly.
+const coldSlack = 1e-9
+
+// useOrder keeps the eligible nodes ordered by their use, independently
+// of any group's shape. For binpack (mean_r u_r after the placement) and
+// least_loaded (its mirror), nodes with the same capacity (the same
+// totals) rank in the same order for every ask: the ask adds the same
+// need_r/total_r to each of them. So the nodes of each driver class are
+// held per capacity (a useTree) in buckets of the same use, and a
+// segment tree over the buckets gives, for any subtree, the highest and
+// lowest sum of the use fractions and the most free room in each
+// dimension. A group whose heaps are not built yet walks the trees of
+// its classes best-first (coldPick) and stops at the first feasible
+// node it cannot beat: exact best fit without scoring every node.
+//
+// It is built on the first cold pick of a state and kept up to date, per
+// node, whenever a node's use changes (state.moved), so a Cache carries
+// it from call to call like its heaps.
+type useOrder struct {
+	byClass  [][]*useTree // by class id
+	at       []*useBucket // per node idx; nil for a node in no class
+	frontier []coldItem   // coldPick's, kept to reuse its memory
+}
+
+type useKey struct{ cpu, mem, disk int }
+
+func useKeyOf(r spec.Resources) useKey { return useKey{r.CPU, r.MemoryMB, r.DiskMB} }
+
+// useTree holds the nodes of one driver class and one capacity.
+type useTree struct {
+	total   spec.Resources
+	buckets map[useKey]*useBucket
+	slots   []*useBucket // the segment tree's leaves; nil for a free slot
+	free    []int32      // free slots
+	agg     []useAgg     // 1-based segment tree, 2*len(slots)
+	// c is the constant part of the scores of the ask being placed (the
+	// sum of need_r/total_r, and 1 for each dimension the nodes have none
+	// of), set by coldPick.
+	c float64
+}
+
+// useBucket is the nodes of a tree that have the same use.
+type useBucket struct {
+	slot  int32
+	used  useKey
+	key   [2]float64 // sum of u_r over cpu and memory, and with disk
+	room  useKey     // total - used
+	nodes []int32    // node indexes, by ID (rank)
+}
+
+// useAgg summarizes a subtree of buckets.
+type useAgg struct {
+	any    bool
+	hi, lo [2]float64
+	room   useKey // the most free room of any bucket, per dimension
+}
+
+func (a *useAgg) fits(need useKey) bool {
+	return a.any && need.cpu <= a.room.cpu && need.mem <= a.room.mem && need.disk <= a.room.disk
+}
+
+// useFraction is a node's use of one resource in its key: a resource it
+// has none of counts as full in every score, so it is left out of the
+// key and counted in the tree's constant.
+func useFraction(used, total int) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return min(float64(used)/float64(total), 1)
+}
+
+// useOrder returns the state's use order, built on first use.
+func (s *state) useOrder() *useOrder {
+	if s.order != nil {
+		return s.order
+	}
+	o := &useOrder{byClass: make([][]*useTree, len(s.classes)), at: make([]*useBucket, len(s.all))}
+	for _, c := range s.classes {
+		trees := map[useKey]*useTree{}
+		for _, idx := range c.nodes {
+			n := s.all[idx]
+			tk := useKeyOf(n.total)
+			t := trees[tk]
+			if t == nil {
+				t = &useTree{total: n.total, buckets: map[useKey]*useBucket{}}
+				trees[tk] = t
+				o.byClass[c.id] = append(o.byClass[c.id], t)
+			}
+			b := t.buckets[useKeyOf(n.used)]
+			if b == nil {
+				b = t.newBucket(n.used)
+				t.buckets[b.used] = b
+				t.slots = append(t.slots, b)
+				b.slot = int32(len(t.slots) - 1)
+			}
+			b.nodes = append(b.nodes, idx) // sorted below
+			o.at[idx] = b
+		}
+		for _, t := range o.byClass[c.id] {
+			for _, b := range t.slots {
+				slices.SortFunc(b.nodes, func(x, y int32) int { return int(s.rank[x]) - int(s.rank[y]) })
+			}
+			t.grow(len(t.slots))
+		}
+	}
+	s.order = o
+	return o
+}
+
+func (t *useTree) newBucket(used spec.Resources) *useBucket {
+	u := useKeyOf(used)
+	k := useFraction(u.cpu, t.total.CPU) + useFraction(u.mem, t.total.MemoryMB)
+	return &useBucket{
+		used: u,
+		key:  [2]float64{k, k + useFraction(u.disk, t.total.DiskMB)},
+		room: useKey{t.total.CPU - u.cpu, t.total.MemoryMB - u.mem, t.total.DiskMB - u.disk},
+	}
+}
+
+// grow makes room for at least n slots (a power of two) and rebuilds
+// the segment tree.
+func (t *useTree) grow(n int) {
+	size := 1
+	for size < n {
+		size *= 2
+	}
+	if old := len(t.slots); size > old {
+		t.slots = append(t.slots, make([]*useBucket, size-old)...)
+		for i := size - 1; i >= old; i-- {
+			t.free = append(t.free, int32(i))
+		}
+	}
+	t.agg = make([]useAgg, 2*len(t.slots))
+	for i, b := range t.slots {
+		t.agg[len(t.slots)+i] = b.agg()
+	}
+	for i := len(t.slots) - 1; i >= 1; i-- {
+		t.agg[i] = join(t.agg[2*i], t.agg[2*i+1])
+	}
+}
+
+func (b *useBucket) agg() useAgg {
+	if b == nil {
+		return useAgg{}
+	}
+	return useAgg{any: true, hi: b.key, lo: b.key, room: b.room}
+}
+
+func join(a, b useAgg) useAgg {
+	switch {
+	case !a.any:
+		return b
+	case !b.any:
+		return a
+	}
+	return useAgg{
+		any: true,
+		hi:  [2]float64{max(a.hi[0], b.hi[0]), max(a.hi[1], b.hi[1])},
+		lo:  [2]float64{min(a.lo[0], b.lo[0]), min(a.lo[1], b.lo[1])},
+		room: useKey{max(a.room.cpu, b.room.cpu), max(a.room.mem, b.room.mem),
+			max(a.room.disk, b.room.disk)},
+	}
+}
+
+// set puts b (nil: none) in slot i and updates the subtrees above it.
+func (t *useTree) set(i int32, b *useBucket) {
+	t.slots[i] = b
+	p := len(t.slots) + int(i)
+	t.agg[p] = b.agg()
+	for p /= 2; p >= 1; p /= 2 {
+		t.agg[p] = join(t.agg[2*p], t.agg[2*p+1])
+	}
+}
+
+// moved brings n's place in the use order in line with its use, after a
+// change of n.used.
+func (s *state) moved(n *nodeState) {
+	if s.order == nil {
+		return
+	}
+	b := s.order.at[n.idx]
+	if b == nil || b.used == useKeyOf(n.used) {
+		return
+	}
+	var t *useTree
+	for _, x := range s.order.byClass[n.cls.id] {
+		if x.total == n.total {
+			t = x
+			break
+		}
+	}
+	byRank := func(x, y int32) int { return int(s.rank[x]) - int(s.rank[y]) }
+	if i, ok := slices.BinarySearchFunc(b.nodes, n.idx, byRank); ok {
+		b.nodes = slices.Delete(b.nodes, i, i+1)
+	}
+	if len(b.nodes) == 0 {
+		delete(t.buckets, b.used)
+		t.set(b.slot, nil)
+		t.free = append(t.free, b.slot)
+	}
+	nb := t.buckets[useKeyOf(n.used)]
+	if nb == nil {
+		nb = t.newBucket(n.used)
+		t.buckets[nb.used] = nb
+		if len(t.free) == 0 {
+			t.grow(len(t.slots) + 1)
+		}
+		nb.slot = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+		t.set(nb.slot, nb)
+	}
+	i, _ := slices.BinarySearchFunc(nb.nodes, n.idx, byRank)
+	nb.nodes = slices.Insert(nb.nodes, i, n.idx)
+	s.order.at[n.idx] = nb
+}
+
+// coldItem is a subtree on coldPick's frontier, with the highest score a
+// node in it may have.
+type coldItem struct {
+	t     *useTree
+	pos   int
+	bound float64
+}
+
+// cold reports whether the group's next pick comes from the use order:
+// the state lives in a Cache (without one, the state and so the order
+// would be built afresh for the call, costing what the heaps cost), the
+// group's heaps are not built, it has picked fewer than coldPicks times
+// in this call, and its score ranks nodes of one capacity by their use
+// alone (binpack or least_loaded, without affinities or spreads).
+// E-PVM's cost depends on the ask in each dimension apart, so its order
+// changes with the shape; affinities and spreads add per-node terms.
+func (gr *groupRun) cold() bool {
+	return gr.s.cache != nil && !gr.built && gr.colds < coldPicks && gr.spreads == nil && !gr.affine &&
+		(gr.scoring == spec.ScoreBinpack || gr.scoring == spec.ScoreLeastLoaded)
+}
+
+// coldPick is pick for a group whose heaps are not built: the same node,
+// found by walking the use order best-first. A subtree's bound is the
+// score of its best use (its highest key for binpack, its lowest for
+// least_loaded) with the ask's constant; subtrees without a bucket with
+// room for the ask are not entered. A bucket's nodes all have the same
+// score: the first of them (by ID) that is feasible is its candidate.
+// The walk ends when no subtree left may hold a node that beats the best
+// candidate (a higher score, or the same score and a smaller ID).
+func (gr *groupRun) coldPick(avoid string) *nodeState {
+	gr.colds++
+	s := gr.s
+	o := s.useOrder()
+	ki, k := 0, 2.0
+	if gr.need.DiskMB > 0 {
+		ki, k = 1, 3
+	}
+	least := gr.scoring == spec.ScoreLeastLoaded
+	need := useKeyOf(gr.need)
+	fr := o.frontier[:0]
+	push := func(t *useTree, pos int) {
+		a := &t.agg[pos]
+		if !a.fits(need) {
+			return
+		}
+		b := (a.hi[ki] + t.c) / k
+		if least {
+			b = 1 - (a.lo[ki]+t.c)/k
+		}
+		fr = append(fr, coldItem{t, pos, b})
+		for i := len(fr) - 1; i > 0; {
+			p := (i - 1) / 2
+			if fr[p].bound >= fr[i].bound {
+				break
+			}
+			fr[p], fr[i] = fr[i], fr[p]
+			i = p
+		}
+	}
+	pop := func() coldItem {
+		top := fr[0]
+		last := len(fr) - 1
+		fr[0] = fr[last]
+		fr = fr[:last]
+		for i := 0; ; {
+			l, m := 2*i+1, i
+			if l < len(fr) && fr[l].bound > fr[m].bound {
+				m = l
+			}
+			if r := l + 1; r < len(fr) && fr[r].bound > fr[m].bound {
+				m = r
+			}
+			if m == i {
+				break
+			}
+			fr[m], fr[i] = fr[i], fr[m]
+			i = m
+		}
+		return top
+	}
+	for _, c := range gr.classes {
+		for _, t := range o.byClass[c.id] {
+			t.c = 0
+			dims := [3][2]int{{need.cpu, t.total.CPU}, {need.mem, t.total.MemoryMB}, {need.disk, t.total.DiskMB}}
+			for _, d := range dims[:int(k)] {
+				if d[1] <= 0 {
+					t.c++
+				} else {
+					t.c += float64(d[0]) / float64(d[1])
+				}
+			}
+			push(t, 1)
+		}
+	}
+	var best, fallback *nodeState
+	var bestScore float64
+	for len(fr) > 0 {
+		it := pop()
+		if best != nil && it.bound < bestScore-coldSlack {
+			break
+		}
+		t := it.t
+		if it.pos < len(t.slots) {
+			push(t, 2*it.pos)
+			push(t, 2*it.pos+1)
+			continue
+		}
+		b := t.slots[it.pos-len(t.slots)]
+		sc := gr.base(s.all[b.nodes[0]])
+		if best != nil && sc < bestScore {
+			continue
+		}
+		for _, idx := range b.nodes {
+			if best != nil && sc == bestScore && s.rank[idx] > s.rank[best.idx] {
+				break
+			}
+			n := s.all[idx]
+			if !gr.ownVolumes(n) || !gr.feasible(n) {
+				continue
+			}
+			if avoid != "" && n.node.ID == avoid {
+				fallback = n
+				continue
+			}
+			best, bestScore = n, sc
+			break
+		}
+	}
+	o.frontier = fr[:0]
+	if best != nil {
+		return best
+	}
+	return fallback
+}
