@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/planview"
 	"github.com/drover-org/drover/internal/spec"
 )
@@ -25,8 +23,9 @@ func newPlanCmd(g *globals) *cobra.Command {
 or YAML; "-" reads stdin) were submitted now: which fields change, which
 instances would be created (+), stopped (-), updated in place (~), which other
 jobs' instances would be evicted (!), and what would not be placed, with the
-reasons and hints, and warns of constraints, affinities and spreads on node
-attributes or meta keys that no current node has. Nothing is written. It ends with the drover run command
+reasons and hints, and warns, at their file:line:col, of constraints,
+affinities, spreads and interpolations (${attr.x} in env, config, service
+names and tags) on node attributes or meta keys that no current node has. Nothing is written. It ends with the drover run command
 that submits exactly this plan: if the job changes in between, that run is
 refused.
 
@@ -65,7 +64,22 @@ placed (as drover run's 2).`,
 				}
 				return planVerdict(err, p.Fits())
 			}
-			job, err := readJob(file, cmd.InOrStdin(), cmd.ErrOrStderr(), vars.options())
+			// The nodes first: the decoder warns of the node attributes
+			// and meta keys the job reads that none of them has.
+			nodes, _, err := c.Nodes(ctx, nil)
+			if err != nil {
+				return err
+			}
+			opts := vars.options()
+			if len(nodes) > 0 {
+				opts.NodeHas = func(name string) bool {
+					return slices.ContainsFunc(nodes, func(n *spec.Node) bool {
+						_, ok := n.Value(name)
+						return ok
+					})
+				}
+			}
+			job, err := readJob(file, cmd.InOrStdin(), cmd.ErrOrStderr(), opts)
 			if err == nil {
 				err = g.jobNamespace(job)
 			}
@@ -74,9 +88,6 @@ placed (as drover run's 2).`,
 			}
 			p, err := c.PlanJob(ctx, job, without, true)
 			if err != nil {
-				return err
-			}
-			if err := warnUnmatched(ctx, cmd.ErrOrStderr(), c, job, file); err != nil {
 				return err
 			}
 			if g.output != "table" {
@@ -90,25 +101,6 @@ placed (as drover run's 2).`,
 	cmd.Flags().StringSliceVar(&without, "without", nil, "plan as if these nodes (names or IDs) were down")
 	vars.add(cmd)
 	return outputs(cmd, documents...)
-}
-
-// warnUnmatched warns of each node attribute or meta key the job reads
-// that no current node has; with no nodes at all, the plan says enough.
-func warnUnmatched(ctx context.Context, w io.Writer, c *client.Client, job *spec.Job, file string) error {
-	nodes, _, err := c.Nodes(ctx, nil)
-	if err != nil || len(nodes) == 0 {
-		return err
-	}
-	onSome := func(name string) bool {
-		return slices.ContainsFunc(nodes, func(n *spec.Node) bool {
-			_, ok := n.Value(name)
-			return ok
-		})
-	}
-	for _, msg := range attributeWarnings(job, onSome, onNoNode) {
-		fmt.Fprintf(w, "%s: %s\n", displayName(file), msg)
-	}
-	return nil
 }
 
 // planArgs tells the job file from more --without nodes: one file (an

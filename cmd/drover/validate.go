@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,8 +19,8 @@ func newValidateCmd(g *globals) *cobra.Command {
 		Use:   "validate FILE...",
 		Short: "Check job files without a server",
 		Long: fmt.Sprintf(`Validate decodes each job file (HCL, JSON, YAML, or a fleet .service unit: see docs/fleet.md) and checks it, printing
-every problem with its file:line:col, and warns of constraints, affinities and spreads on node attributes
-drover's agents do not publish (docs/nomad.md lists those they do). It needs no server, and applies the server's limits: a file over %d KiB, nested
+every problem with its file:line:col, and warns, at theirs, of constraints, affinities, spreads and interpolations
+(${attr.x} in env, config, service names and tags) on node attributes drover's agents do not publish (docs/nomad.md lists those they do). It needs no server, and applies the server's limits: a file over %d KiB, nested
 deeper than %d levels, or whose job would be a record over %d KiB is not valid.`, inputlimit.MaxBytes>>10, inputlimit.MaxDepth, registry.MaxRecordBytes>>10),
 		Example: "  drover validate examples/hello.hcl\n  drover validate -var image=redis:7 -var-file prod.hcl job.nomad\n  cat job.json | drover validate -",
 		Args:    cobra.MinimumNArgs(1),
@@ -40,9 +39,6 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid %s job %q: %d group(s), %d instance(s)\n",
 					displayName(path), job.Type, job.Name, len(job.Groups), instances)
-				for _, w := range attributeWarnings(job, spec.Fingerprinted, unpublished) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", displayName(path), w)
-				}
 			}
 			if bad > 0 {
 				return &exitError{code: exitFailure, err: fmt.Errorf("%d of %d files are not valid", bad, len(args))}
@@ -52,34 +48,6 @@ deeper than %d levels, or whose job would be a record over %d KiB is not valid.`
 	}
 	vars.add(cmd)
 	return cmd
-}
-
-// What the warnings of validate and plan say of an attribute that no
-// node has: the job is valid, but its constraint holds on no node (but
-// with != or is_not_set).
-const (
-	unpublished = "is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set"
-	onNoNode    = "is on no current node (drover nodes NODE shows a node's attributes and meta), so no node matches it but with != or is_not_set"
-)
-
-// attributeWarnings is a warning for each node attribute or meta key
-// that the job's constraints, affinities and spreads read and that has
-// says no node has, saying why: warnings, not errors, since a node may
-// have it later.
-func attributeWarnings(job *spec.Job, has func(name string) bool, why string) []string {
-	var out []string
-	for _, r := range job.NodeTargets() {
-		if !has(r.Name) {
-			w := why
-			for _, sys := range []string{"consul", "vault"} {
-				if strings.HasPrefix(r.Name, "attr."+sys+".") {
-					w = fmt.Sprintf("is %s's, and drover works without %s (its own catalog, no secrets store): no node publishes it, so no node matches it but with != or is_not_set; remove the constraint", strings.ToUpper(sys[:1])+sys[1:], strings.ToUpper(sys[:1])+sys[1:])
-				}
-			}
-			out = append(out, fmt.Sprintf("warning: %s: ${%s} %s", r.Field, r.Name, w))
-		}
-	}
-	return out
 }
 
 // readJob decodes a job file, or stdin for "-", and refuses a job that a

@@ -99,9 +99,9 @@ func TestValidateAppliesTheServersLimits(t *testing.T) {
 }
 
 // TestValidateWarnsOfUnpublishedAttributes: a constraint on an attribute
-// drover's agents do not publish validates, with a warning that names it
-// and where it is; Nomad's names, drover's older ones and meta do not
-// warn.
+// drover's agents do not publish, or an interpolation of one, validates,
+// with a warning that names it and its file:line:col; Nomad's names,
+// drover's older ones and meta do not warn.
 func TestValidateWarnsOfUnpublishedAttributes(t *testing.T) {
 	path := writeFile(t, "attrs.hcl", `job "attrs" {
   constraint {
@@ -121,6 +121,7 @@ func TestValidateWarnsOfUnpublishedAttributes(t *testing.T) {
     task "t" {
       driver = "raw_exec"
       config { command = "/bin/true" }
+      env { ZONE = "${attr.platform.gce.zone}" }
       constraint {
         attribute = "${attr.os}"
         value     = "linux"
@@ -134,9 +135,10 @@ func TestValidateWarnsOfUnpublishedAttributes(t *testing.T) {
 }
 `)
 	out, code := runValidate(t, "", path)
-	want := path + `: valid service job "attrs": 1 group(s), 1 instance(s)
-` + path + `: warning: constraints[1].attribute: ${attr.consul.version} is Consul's, and drover works without Consul (its own catalog, no secrets store): no node publishes it, so no node matches it but with != or is_not_set; remove the constraint
-` + path + `: warning: groups[0].tasks[0].constraints[1].attribute: ${attr.driver.podman} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set
+	want := `warning: ` + path + `:7:17: constraints[1].attribute: ${attr.consul.version} is Consul's, and drover works without Consul (its own catalog): no node publishes it, so no node matches it but with != or is_not_set; remove it
+warning: ` + path + `:19:20: groups[0].tasks[0].env.ZONE: ${attr.platform.gce.zone} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so it is left as written: the task sees the text ${attr.platform.gce.zone}
+warning: ` + path + `:25:21: groups[0].tasks[0].constraints[1].attribute: ${attr.driver.podman} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set
+` + path + `: valid service job "attrs": 1 group(s), 1 instance(s)
 `
 	if code != 0 || out != want {
 		t.Errorf("exit %d, output:\n%s\nwant exit 0 and:\n%s", code, out, want)

@@ -56,32 +56,29 @@ func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problem
 		}
 		return job, warns, err
 	}
-	noWarnings := func(job *spec.Job, err error) (*spec.Job, spec.Problems, error) {
-		return notHCL(job, nil, err)
-	}
 	switch strings.ToLower(filepath.Ext(filename)) {
 	case ".hcl", ".nomad":
 		return hclFile()
 	case ".json":
-		return notHCL(decodeJSONWarn(name, src, true))
+		return notHCL(decodeJSONWarn(name, src, true, o.NodeHas))
 	case ".yaml", ".yml":
-		return noWarnings(decodeYAML(name, src))
+		return notHCL(decodeYAML(name, src, o.NodeHas))
 	case unitSuffix:
 		if o.given() {
-			return noWarnings(nil, nil)
+			return notHCL(nil, nil, nil)
 		}
-		return decodeUnit(name, parseUnitName(filepath.Base(filename)), src)
+		return decodeUnit(name, parseUnitName(filepath.Base(filename)), src, o.NodeHas)
 	}
 	trimmed := bytes.TrimSpace(src)
 	switch {
 	case len(trimmed) == 0:
 		return nil, nil, spec.Problems{{Pos: name, Message: "the job file is empty"}}
 	case trimmed[0] == '{':
-		return notHCL(decodeJSONWarn(name, src, true))
+		return notHCL(decodeJSONWarn(name, src, true, o.NodeHas))
 	case looksLikeHCL(name, src):
 		return hclFile()
 	}
-	return noWarnings(decodeYAML(name, src))
+	return notHCL(decodeYAML(name, src, o.NodeHas))
 }
 
 // DecodeFileWith reads the file at path and decodes it with DecodeWith. A
@@ -89,7 +86,7 @@ func DecodeWith(filename string, src []byte, o Options) (*spec.Job, spec.Problem
 // template web@.service.
 func DecodeFileWith(path string, o Options) (*spec.Job, spec.Problems, error) {
 	if strings.ToLower(filepath.Ext(path)) == unitSuffix && !o.given() {
-		return decodeUnitFile(path)
+		return decodeUnitFile(path, o.NodeHas)
 	}
 	src, err := readFile(path)
 	if err != nil {
@@ -157,10 +154,13 @@ type collector struct {
 	// that validation does not report the same mistake again in other words
 	// (a count that was not a number is not also "out of range").
 	reported map[string]bool
+	// nodeHas is Options.NodeHas: whether some node has a node attribute
+	// or meta key; nil when the cluster's nodes are not known.
+	nodeHas func(name string) bool
 }
 
-func newCollector(file string) *collector {
-	return &collector{file: file, reported: map[string]bool{}}
+func newCollector(file string, nodeHas func(string) bool) *collector {
+	return &collector{file: file, reported: map[string]bool{}, nodeHas: nodeHas}
 }
 
 func (c *collector) add(at pos, field, format string, args ...any) {
@@ -171,6 +171,11 @@ func (c *collector) add(at pos, field, format string, args ...any) {
 // otherwise: the job is still made.
 func (c *collector) warn(at pos, format string, args ...any) {
 	c.warnings = append(c.warnings, located{at: at, msg: fmt.Sprintf(format, args...)})
+}
+
+// warnField is warn for a warning about one field, which it names.
+func (c *collector) warnField(at pos, field, format string, args ...any) {
+	c.warnings = append(c.warnings, located{at: at, field: field, msg: fmt.Sprintf(format, args...)})
 }
 
 // markReported records that field (and everything under it) has a problem.
@@ -316,6 +321,7 @@ func finish(job *spec.Job, c *collector, at positions) (*spec.Job, error) {
 		}
 		c.add(at.lookup(p.Field), p.Field, "%s", p.Message)
 	}
+	warnNodeTargets(job, c, at)
 	if ps := c.result(); ps != nil {
 		return nil, ps
 	}

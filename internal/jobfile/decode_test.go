@@ -550,7 +550,7 @@ func TestDatacentersAndNodePool(t *testing.T) {
 	_, err = Decode("bad.hcl", []byte(`job "bad" {
   datacenters = ["dc1", " "]
   node_pool   = "a/b"`+body))
-	for _, want := range []string{`bad.hcl:2:17: datacenters[1]: a datacenter must not be empty`, `bad.hcl:3:17: node_pool: node pool "a/b" contains '/'`} {
+	for _, want := range []string{`bad.hcl:2:25: datacenters[1]: a datacenter must not be empty`, `bad.hcl:3:17: node_pool: node pool "a/b" contains '/'`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}

@@ -117,7 +117,7 @@ func looksLikeHCL(name string, src []byte) bool {
 // What the file asks that drover does otherwise is returned as warnings,
 // valid file or not.
 func decodeHCL(name string, src []byte, o Options, dir string) (*spec.Job, spec.Problems, error) {
-	c := newCollector(name)
+	c := newCollector(name, o.NodeHas)
 	job, err := decodeHCLInto(c, src, o, dir)
 	return job, c.warningsResult(), err
 }

@@ -209,6 +209,13 @@ func (d *hclDecoder) stringList(a *hcl.Attribute, field string) []string {
 	if tuple, ok := hcl.UnwrapExpression(a.Expr).(*hclsyntax.TupleConsExpr); ok {
 		elems = tuple.Exprs
 	}
+	// Each element written out is where what is said of it points: an
+	// argument that interpolates an attribute no node has.
+	if v.IsKnown() && v.LengthInt() == len(elems) {
+		for i, e := range elems {
+			d.mark(fmt.Sprintf("%s[%d]", field, i), e.Range())
+		}
+	}
 	out := []string{}
 	bad := false
 	for i, e := 0, v.ElementIterator(); e.Next(); i++ {
@@ -273,6 +280,7 @@ func (d *hclDecoder) stringMap(it item, field string) map[string]string {
 		}
 		if s, ok := mapValue(v); ok {
 			out[key] = s
+			d.mark(field+"."+key, a.Expr.Range())
 		} else {
 			d.errAt(a.Expr.Range(), "%s.%s must be a string, got %s", it.name, key, typeName(v))
 			d.c.markReported(field)

@@ -32,6 +32,13 @@ type Options struct {
 	// problem instead of a read: for a source that came over the network
 	// (POST /v1/jobs/parse), whose files are not on the server's disk.
 	NoFiles bool
+	// NodeHas, when set, says whether some node of the cluster has a node
+	// attribute or meta key ("attr.kernel.name", "meta.rack"): drover
+	// plan sets it from the current nodes, and the job's constraints,
+	// affinities, spreads and interpolations that read one no node has
+	// are warned of. Unset, the warnings are of the attributes no drover
+	// node publishes (spec.Fingerprinted).
+	NodeHas func(name string) bool
 }
 
 // given reports whether o sets variables explicitly, which only HCL files

@@ -363,6 +363,7 @@ func (k *jchecker) value(v *jnode, f *fieldSchema, field, driver string) bool {
 		}
 		ok := true
 		for i, key := range v.keys {
+			k.at[field+"."+key] = k.pos(v.vals[i])
 			if ev := v.vals[i]; ev.kind != 's' {
 				k.fail(ev, field+"."+key, "%s must be a string, got %s", key, ev.typeName())
 				ok = false
@@ -375,6 +376,7 @@ func (k *jchecker) value(v *jnode, f *fieldSchema, field, driver string) bool {
 		}
 		ok := true
 		for i, ev := range v.vals {
+			k.at[fmt.Sprintf("%s[%d]", field, i)] = k.pos(ev)
 			if ev.kind != 's' {
 				k.fail(ev, fmt.Sprintf("%s[%d]", field, i), "%s[%d] must be a string, got %s", lastSegment(name), i, ev.typeName())
 				ok = false
@@ -469,13 +471,13 @@ func lastSegment(field string) string {
 // decodeJSON decodes src as a Job or JobStatus in JSON. withPos says whether
 // byte offsets in src mean anything to the user.
 func decodeJSON(name string, src []byte, withPos bool) (*spec.Job, error) {
-	job, _, err := decodeJSONWarn(name, src, withPos)
+	job, _, err := decodeJSONWarn(name, src, withPos, nil)
 	return job, err
 }
 
 // decodeJSONWarn is decodeJSON that also returns the warnings.
-func decodeJSONWarn(name string, src []byte, withPos bool) (*spec.Job, spec.Problems, error) {
-	c := newCollector(name)
+func decodeJSONWarn(name string, src []byte, withPos bool, nodeHas func(string) bool) (*spec.Job, spec.Problems, error) {
+	c := newCollector(name, nodeHas)
 	job, err := decodeJSONInto(c, src, withPos)
 	return job, c.warningsResult(), err
 }

@@ -96,7 +96,7 @@ func TestEverySpecFieldInJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				k := &jchecker{c: newCollector("f.json"), at: positions{}, src: []byte(src)}
+				k := &jchecker{c: newCollector("f.json", nil), at: positions{}, src: []byte(src)}
 				k.object(root, s, "")
 				ps := k.c.result()
 				switch {
@@ -195,7 +195,7 @@ func TestEverySpecFieldInHCL(t *testing.T) {
 				if diags.HasErrors() {
 					t.Fatalf("%s: %v", src, diags)
 				}
-				d := &hclDecoder{c: newCollector("f.hcl"), at: positions{}}
+				d := &hclDecoder{c: newCollector("f.hcl", nil), at: positions{}}
 				items := d.content(file.Body.(*hclsyntax.Body), s.body, "in x", "")
 				return items, d.c.result()
 			}
@@ -310,7 +310,7 @@ func TestEverySpecFieldDecodesFromHCL(t *testing.T) {
 			if diags.HasErrors() {
 				t.Fatalf("%s: %v", src, diags)
 			}
-			d := &hclDecoder{c: newCollector("f.hcl"), at: positions{}}
+			d := &hclDecoder{c: newCollector("f.hcl", nil), at: positions{}}
 			got := reflect.New(typ).Elem()
 			d.fill(d.content(file.Body.(*hclsyntax.Body), s.body, "in x", ""), s, got, "", "x", owner{"x", "x"})
 			if ps := d.c.result(); ps != nil {

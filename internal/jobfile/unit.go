@@ -63,13 +63,13 @@ func (u unitName) job() string { return strings.TrimSuffix(u.full, unitSuffix) }
 // decodeUnitFile reads a unit file. An instance such as web@1.service that
 // is not on disk is read from its template, web@.service, next to it, as
 // systemd and fleet do.
-func decodeUnitFile(path string) (*spec.Job, spec.Problems, error) {
+func decodeUnitFile(path string, nodeHas func(string) bool) (*spec.Job, spec.Problems, error) {
 	name := parseUnitName(filepath.Base(path))
 	src, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) && name.instanced && !name.template() {
 		tmpl := filepath.Join(filepath.Dir(path), name.prefix+"@"+unitSuffix)
 		if tsrc, terr := readFile(tmpl); terr == nil {
-			return decodeUnit(tmpl, name, tsrc)
+			return decodeUnit(tmpl, name, tsrc, nodeHas)
 		} else if !errors.Is(terr, fs.ErrNotExist) {
 			return nil, nil, fmt.Errorf("reading template unit %s for %s: %w", tmpl, name.full, terr)
 		}
@@ -78,7 +78,7 @@ func decodeUnitFile(path string) (*spec.Job, spec.Problems, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading job file %s: %w", path, err)
 	}
-	return decodeUnit(path, name, src)
+	return decodeUnit(path, name, src, nodeHas)
 }
 
 // unitOption is one Key=Value of the file, with the line it starts on.
@@ -246,8 +246,8 @@ type unitDecoder struct {
 
 // decodeUnit decodes src, the text of the unit file at file, as the unit
 // named name (an instance may be read from its template's file).
-func decodeUnit(file string, name unitName, src []byte) (*spec.Job, spec.Problems, error) {
-	c := newCollector(file)
+func decodeUnit(file string, name unitName, src []byte, nodeHas func(string) bool) (*spec.Job, spec.Problems, error) {
+	c := newCollector(file, nodeHas)
 	if !strings.HasSuffix(name.full, unitSuffix) {
 		c.add(pos{}, "", "a unit file's name must end in %s, got %q", unitSuffix, name.full)
 		return nil, nil, c.result()

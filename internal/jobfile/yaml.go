@@ -39,9 +39,14 @@ func yamlProblems(c *collector, msg string) {
 
 // decodeYAML converts src to JSON and decodes that strictly, as JSON. The
 // conversion loses positions, so problems other than YAML syntax errors
-// carry field paths only.
-func decodeYAML(name string, src []byte) (*spec.Job, error) {
-	c := newCollector(name)
+// carry field paths only. The warnings are returned valid file or not.
+func decodeYAML(name string, src []byte, nodeHas func(string) bool) (*spec.Job, spec.Problems, error) {
+	c := newCollector(name, nodeHas)
+	job, err := decodeYAMLInto(c, src)
+	return job, c.warningsResult(), err
+}
+
+func decodeYAMLInto(c *collector, src []byte) (*spec.Job, error) {
 	if len(bytes.TrimSpace(src)) == 0 {
 		c.add(pos{line: 1, col: 1}, "", "the job file is empty")
 		return nil, failed(c)

@@ -1,7 +1,9 @@
 package spec
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -139,9 +141,87 @@ type TargetRef struct {
 
 // NodeTargets lists the node attributes and meta keys the job's
 // constraints, affinities and spreads read, in the order Validate walks
-// them. A node may lack these (the node's own fields it always has), so
-// validate and plan warn about the ones no node has.
+// them, then those its tasks interpolate (${attr.<key>}, ${meta.<key>} in
+// env, config, and service names and tags: TaskRuntime.Interpolate). A
+// node may lack these (the node's own fields it always has), so validate
+// and plan warn about the ones no node has.
 func (j *Job) NodeTargets() []TargetRef {
+	out := j.placementTargets()
+	for gi, g := range j.Groups {
+		if g == nil {
+			continue
+		}
+		for ti, t := range g.Tasks {
+			if t != nil {
+				out = append(out, t.interpolatedTargets(fmt.Sprintf("groups[%d].tasks[%d].", gi, ti))...)
+			}
+		}
+	}
+	return out
+}
+
+// interpolatedTargets are the node attributes and meta keys that t's env,
+// config and services interpolate, each once per field, with the field's
+// path under prefix ("groups[0].tasks[0]."): "env.WHERE",
+// "config.args[1]", "services[0].tags[2]".
+func (t *Task) interpolatedTargets(prefix string) []TargetRef {
+	var out []TargetRef
+	add := func(field, s string) {
+		if !strings.Contains(s, "${") {
+			return
+		}
+		seen := map[string]bool{}
+		for _, m := range interpolation.FindAllStringSubmatch(s, -1) {
+			tg, ok := parseName(m[1])
+			if !ok || (tg.kind != targetAttr && tg.kind != targetMeta) || seen[tg.name()] {
+				continue
+			}
+			seen[tg.name()] = true
+			out = append(out, TargetRef{Field: prefix + field, Name: tg.name()})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
+		add("env."+k, t.Env[k])
+	}
+	// The config is walked as it is interpolated: every string in it, at
+	// any depth, by its JSON names (the job file's).
+	if b, err := json.Marshal(t.Config); err == nil {
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			walkStrings("config", v, add)
+		}
+	}
+	for si, svc := range t.Services {
+		if svc == nil {
+			continue
+		}
+		add(fmt.Sprintf("services[%d].name", si), svc.Name)
+		for i, tag := range svc.Tags {
+			add(fmt.Sprintf("services[%d].tags[%d]", si, i), tag)
+		}
+	}
+	return out
+}
+
+// walkStrings calls f with each string in v (decoded JSON) and its path
+// under path, map keys in order.
+func walkStrings(path string, v any, f func(path, s string)) {
+	switch v := v.(type) {
+	case string:
+		f(path, v)
+	case []any:
+		for i, e := range v {
+			walkStrings(fmt.Sprintf("%s[%d]", path, i), e, f)
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			walkStrings(path+"."+k, v[k], f)
+		}
+	}
+}
+
+// placementTargets are NodeTargets' constraints, affinities and spreads.
+func (j *Job) placementTargets() []TargetRef {
 	var out []TargetRef
 	add := func(path, attr string) {
 		t, ok := parseTarget(attr)

@@ -97,6 +97,9 @@ func TestJobNodeTargets(t *testing.T) {
 			Tasks: []*Task{nil, {
 				Constraints: []*Constraint{{Attribute: "${attr.consul.version}", Operator: OpIsSet}},
 				Affinities:  []*Affinity{{Attribute: "${meta.rack}", Value: "r1"}},
+				Env:         map[string]string{"B": "${attr.kernel.name}-${node.class}", "A": "${attr.platform.aws.ami-id} ${attr.platform.aws.ami-id} $${attr.x"},
+				Config:      TaskConfig{Command: "/bin/echo", Args: []string{"plain", "${NOMAD_ALLOC_ID}/${meta.owner}"}},
+				Services:    []*Service{{Name: "web-${attr.unique.hostname}", Tags: []string{"a", "${attr.gce.zone}"}}},
 			}},
 		}},
 	}
@@ -105,6 +108,12 @@ func TestJobNodeTargets(t *testing.T) {
 		{"spreads[0].attribute", "meta.zone"},
 		{"groups[0].tasks[1].constraints[0].attribute", "attr.consul.version"},
 		{"groups[0].tasks[1].affinities[0].attribute", "meta.rack"},
+		// Interpolations: each name once per field, env keys in order.
+		{"groups[0].tasks[1].env.A", "attr.platform.aws.ami-id"},
+		{"groups[0].tasks[1].env.B", "attr.kernel.name"},
+		{"groups[0].tasks[1].config.args[1]", "meta.owner"},
+		{"groups[0].tasks[1].services[0].name", "attr.unique.hostname"},
+		{"groups[0].tasks[1].services[0].tags[1]", "attr.gce.zone"},
 	}
 	if got := j.NodeTargets(); !reflect.DeepEqual(got, want) {
 		t.Errorf("NodeTargets() = %v\nwant %v", got, want)

@@ -628,6 +628,15 @@ func (j *Job) Canonicalize() {
 		if g.Network != nil && g.Network.Mode == NetworkHost {
 			g.Network.Mode = "" // the default, written out
 		}
+		if g.Network != nil {
+			for i := range g.Network.Ports {
+				// Nomad's to = -1 is its unset to: the port inside is
+				// the host port's number.
+				if g.Network.Ports[i].To == -1 {
+					g.Network.Ports[i].To = 0
+				}
+			}
+		}
 		g.Reschedule = j.ReschedulePolicyOf(g)
 		if g.Restart != nil {
 			g.Restart = g.Restart.WithDefaults(DefaultRestart(j.Type))

@@ -371,7 +371,7 @@ func validateNetwork(ps *Problems, p string, n *Network) {
 		if port.Label == "" {
 			ps.Add(pp+".label", "a port needs a label, such as \"http\" (it becomes DROVER_PORT_<label>)")
 		} else if !validPortLabel(port.Label) {
-			ps.Add(pp+".label", "port label %q must be letters, digits and '_', starting with a letter (it becomes DROVER_PORT_<label>)", port.Label)
+			ps.Add(pp+".label", "port label %q must be letters, digits and '_' (it becomes DROVER_PORT_<label> and NOMAD_PORT_<label>, names a shell can read); write port %q", port.Label, portLabelFix(port.Label))
 		}
 		if labels[port.Label] {
 			ps.Add(pp+".label", "port %q is already defined", port.Label)
@@ -387,15 +387,32 @@ func validateNetwork(ps *Problems, p string, n *Network) {
 	}
 }
 
+// validPortLabel: letters, digits and '_', as Nomad documents its port
+// labels; one may be all digits (port "8080" {}), which a service's port
+// names before it is read as a number (ServicePort).
 func validPortLabel(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || (i > 0 && r >= '0' && r <= '9')
-		if !ok {
+	for _, r := range s {
+		if !portLabelRune(r) {
 			return false
 		}
 	}
 	return true
+}
+
+func portLabelRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_' || r >= '0' && r <= '9'
+}
+
+// portLabelFix is label with each character a label cannot hold made '_':
+// "my-port" -> "my_port".
+func portLabelFix(label string) string {
+	return strings.Map(func(r rune) rune {
+		if portLabelRune(r) {
+			return r
+		}
+		return '_'
+	}, label)
 }

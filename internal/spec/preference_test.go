@@ -73,8 +73,8 @@ func TestValidatePreferences(t *testing.T) {
 		{Field: "spreads[4].targets", Message: "the targets' percents add up to 101; they must not exceed 100"},
 		{Field: "groups[0].network.ports[1].label", Message: `port "http" is already defined`},
 		{Field: "groups[0].network.ports[2].static", Message: "static port 8080 is already used by another port of the group"},
-		{Field: "groups[0].network.ports[3].label", Message: `port label "9lives" must be letters, digits and '_', starting with a letter (it becomes DROVER_PORT_<label>)`},
-		{Field: "groups[0].network.ports[4].label", Message: `port label "my-port" must be letters, digits and '_', starting with a letter (it becomes DROVER_PORT_<label>)`},
+		// ports[3], "9lives", is a label: letters, digits and '_' in any order, as Nomad's.
+		{Field: "groups[0].network.ports[4].label", Message: `port label "my-port" must be letters, digits and '_' (it becomes DROVER_PORT_<label> and NOMAD_PORT_<label>, names a shell can read); write port "my_port"`},
 		{Field: "groups[0].network.ports[5].label", Message: `a port needs a label, such as "http" (it becomes DROVER_PORT_<label>)`},
 		{Field: "groups[0].network.ports[6].static", Message: "static port 70000 is out of range; use 1 to 65535, or leave it out for a dynamic port"},
 		{Field: "groups[0].network.ports[7].static", Message: "static port -1 is out of range; use 1 to 65535, or leave it out for a dynamic port"},

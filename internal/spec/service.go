@@ -162,9 +162,10 @@ type NodeUsage struct {
 
 // NumericPort reports whether a service's or check's port is written as a
 // number, as Nomad allows (port = "8080"): that port itself, at the
-// alloc's address, with no port of the group behind it. A port label never
-// starts with a digit, so the two cannot be confused; a number out of 1 to
-// 65535 is not a port (ok false, and validation says so).
+// alloc's address, with no port of the group behind it. A port label may be
+// all digits too (port "8080" {}): where the group has that label, it is
+// the label (ServicePort and validation look for it first); a number out
+// of 1 to 65535 is not a port (ok false, and validation says so).
 func NumericPort(port string) (n int, ok bool) {
 	if port == "" || port[0] < '0' || port[0] > '9' {
 		return 0, false

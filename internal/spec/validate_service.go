@@ -152,7 +152,7 @@ func validatePortTargets(ps *Problems, path string, n *Network) {
 	}
 	for i, p := range n.Ports {
 		if p.To < 0 || p.To > 65535 {
-			ps.Add(fmt.Sprintf("%s.ports[%d].to", path, i), "to %d is out of range; use 1 to 65535, or leave it out to map to the same port number as the host's", p.To)
+			ps.Add(fmt.Sprintf("%s.ports[%d].to", path, i), "to %d is out of range; use 1 to 65535, or leave it out (or -1, as Nomad writes it) to map to the same port number as the host's", p.To)
 		}
 	}
 }

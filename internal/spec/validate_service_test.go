@@ -121,7 +121,7 @@ func TestValidateServices(t *testing.T) {
 			c.Volumes = []string{"rel:/data", "/a:/b:ro:x"}
 			j.Groups[0].Network.Ports[0].To = 65536
 		}, Problems{
-			{Field: "groups[0].network.ports[0].to", Message: "to 65536 is out of range; use 1 to 65535, or leave it out to map to the same port number as the host's"},
+			{Field: "groups[0].network.ports[0].to", Message: "to 65536 is out of range; use 1 to 65535, or leave it out (or -1, as Nomad writes it) to map to the same port number as the host's"},
 			{Field: app + ".config.ports[1]", Message: `port "grpc" is not a port of group "web"; the group's ports are "http", "admin"`},
 			{Field: app + ".config.labels", Message: "label names must not be empty"},
 			{Field: app + ".config.labels", Message: `label "drover.job": names starting with "drover." are set by drover to find its containers; use another prefix`},
