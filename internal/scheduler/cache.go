@@ -350,7 +350,9 @@ func (s *state) rollback(used []*groupRun) {
 		for _, idx := range gr.removed {
 			n := s.all[idx]
 			gr.score[idx] = gr.rank(n)
-			gr.heapOf(n).push(idx)
+			if gr.pos[idx] < 0 {
+				gr.heapOf(n).push(idx)
+			}
 		}
 		gr.removed = gr.removed[:0]
 		for idx := range s.journal {
@@ -407,7 +409,9 @@ func (gr *groupRun) reuse(cached *groupRun) {
 	}
 	for _, idx := range cached.removed {
 		gr.score[idx] = gr.rank(s.all[idx])
-		gr.heapOf(s.all[idx]).push(idx)
+		if gr.pos[idx] < 0 {
+			gr.heapOf(s.all[idx]).push(idx)
+		}
 	}
 	for idx := range s.journal {
 		gr.rescore(s.all[idx])

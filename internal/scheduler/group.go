@@ -436,7 +436,10 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 		return nil
 	}
 	if gr.cold() {
-		return gr.coldPick(avoid)
+		if n, ok := gr.coldPick(avoid); ok {
+			return n
+		}
+		gr.colds = coldPicks // the heaps, for the rest of the call
 	}
 	if !gr.built {
 		gr.build()

@@ -169,6 +169,12 @@ func (gr *groupRun) evict(r Request, n *nodeState, allocs []*spec.Alloc) []Evict
 	}
 	s.moved(n)
 	delete(gr.replaceNodes, n.idx)
+	if gr.built && gr.pos[n.idx] < 0 {
+		// Dropped by an earlier pick when it was full: the evictions
+		// give it room again.
+		gr.score[n.idx] = gr.rank(n)
+		gr.heapOf(n).push(n.idx)
+	}
 	gr.rescore(n)
 	return out
 }

@@ -12,6 +12,14 @@ import (
 // many instances pays for its heaps once, as before.
 const coldPicks = 4
 
+// coldBudget bounds the nodes one cold pick checks for feasibility, and
+// coldMaxTrees the capacities it walks, before it leaves the pick to the
+// heaps (coldPick).
+const (
+	coldBudget   = 64
+	coldMaxTrees = 64
+)
+
 // coldSlack is how far below the best score found a subtree's bound must
 // fall before the walk stops: the bounds are sums of the same fractions
 // as the scores, added in another order, so they differ from them by a
@@ -58,6 +66,7 @@ type useTree struct {
 
 // useBucket is the nodes of a tree that have the same use.
 type useBucket struct {
+	tree  *useTree
 	slot  int32
 	used  useKey
 	key   [2]float64 // sum of u_r over cpu and memory, and with disk
@@ -128,6 +137,7 @@ func (t *useTree) newBucket(used spec.Resources) *useBucket {
 	u := useKeyOf(used)
 	k := useFraction(u.cpu, t.total.CPU) + useFraction(u.mem, t.total.MemoryMB)
 	return &useBucket{
+		tree: t,
 		used: u,
 		key:  [2]float64{k, k + useFraction(u.disk, t.total.DiskMB)},
 		room: useKey{t.total.CPU - u.cpu, t.total.MemoryMB - u.mem, t.total.DiskMB - u.disk},
@@ -199,13 +209,7 @@ func (s *state) moved(n *nodeState) {
 	if b == nil || b.used == useKeyOf(n.used) {
 		return
 	}
-	var t *useTree
-	for _, x := range s.order.byClass[n.cls.id] {
-		if x.total == n.total {
-			t = x
-			break
-		}
-	}
+	t := b.tree
 	byRank := func(x, y int32) int { return int(s.rank[x]) - int(s.rank[y]) }
 	if i, ok := slices.BinarySearchFunc(b.nodes, n.idx, byRank); ok {
 		b.nodes = slices.Delete(b.nodes, i, i+1)
@@ -260,10 +264,24 @@ func (gr *groupRun) cold() bool {
 // score: the first of them (by ID) that is feasible is its candidate.
 // The walk ends when no subtree left may hold a node that beats the best
 // candidate (a higher score, or the same score and a smaller ID).
-func (gr *groupRun) coldPick(avoid string) *nodeState {
+//
+// The walk gives up (ok false), and the group builds its heaps as before,
+// when the group's classes hold more than coldMaxTrees capacities (each
+// pick would push every tree's root) or when it has checked coldBudget
+// nodes without a pick (a constraint most nodes fail: the heaps drop such
+// nodes once for the call, and the Cache keeps them dropped).
+func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 	gr.colds++
 	s := gr.s
 	o := s.useOrder()
+	trees := 0
+	for _, c := range gr.classes {
+		trees += len(o.byClass[c.id])
+	}
+	if trees > coldMaxTrees {
+		return nil, false
+	}
+	checked := 0
 	ki, k := 0, 2.0
 	if gr.need.DiskMB > 0 {
 		ki, k = 1, 3
@@ -347,6 +365,10 @@ func (gr *groupRun) coldPick(avoid string) *nodeState {
 			if best != nil && sc == bestScore && s.rank[idx] > s.rank[best.idx] {
 				break
 			}
+			if checked++; checked > coldBudget {
+				o.frontier = fr[:0]
+				return nil, false
+			}
 			n := s.all[idx]
 			if !gr.ownVolumes(n) || !gr.feasible(n) {
 				continue
@@ -361,7 +383,7 @@ func (gr *groupRun) coldPick(avoid string) *nodeState {
 	}
 	o.frontier = fr[:0]
 	if best != nil {
-		return best
+		return best, true
 	}
-	return fallback
+	return fallback, true
 }
