@@ -73,7 +73,7 @@ func TestNomadNodeAttributes(t *testing.T) {
     value     = "`+runtime.GOARCH+`"
   }`))
 	out, errOut, code = d.cli("", "plan", consul)
-	want := consul + ": warning: constraints[0].attribute: ${attr.consul.version} is Consul's, and drover works without Consul"
+	want := "warning: " + consul + ":5:17: constraints[0].attribute: ${attr.consul.version} is Consul's, and drover works without Consul"
 	if code != 2 || !strings.Contains(errOut, want) || strings.Contains(errOut, "cpu.arch") {
 		t.Errorf("drover plan of a job on an attribute no node has: exit %d, want 2 and one warning %q\n%s\n%s", code, want, out, errOut)
 	}
