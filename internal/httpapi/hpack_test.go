@@ -2,14 +2,8 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"log/slog"
-	"math/big"
-	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,27 +12,15 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// h2Conn serves h over TLS as a daemon does and returns a client
-// connection that negotiated h2, the preface not yet sent.
-func h2Conn(t *testing.T) *tls.Conn {
+// h2Conn serves a handler over mutual TLS as a daemon does (serveTLS)
+// and returns a client connection with an agent's certificate that
+// negotiated h2, its preface and SETTINGS sent, and a framer on it.
+func h2Conn(t *testing.T) *http2.Framer {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := Serve(ln, okHandler(), Limits{TLS: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}}, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { s.Close() })
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{NextProtos: []string{"h2"}, InsecureSkipVerify: true}) // our own certificate, just made
+	addr, _, client := serveTLS(t, okHandler(), Limits{})
+	cfg := client.Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.NextProtos = []string{"h2"}
+	conn, err := tls.Dial("tcp", addr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +29,6 @@ func h2Conn(t *testing.T) *tls.Conn {
 		t.Fatalf("negotiated %q, want h2", p)
 	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	return conn
-}
-
-// TestHTTP2TablesAreSmall: the server's own header compression table (the
-// one its responses fill, kept by both ends of each connection) holds
-// hpackTableSize bytes, no header: a response's header block begins by
-// setting it so.
-func TestHTTP2TablesAreSmall(t *testing.T) {
-	conn := h2Conn(t)
 	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +36,31 @@ func TestHTTP2TablesAreSmall(t *testing.T) {
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "127.0.0.1"}, {Name: ":path", Value: "/"}} {
-		enc.WriteField(f)
+	return fr
+}
+
+// writeGET sends GET / on stream, its headers (and extra) encoded by enc.
+func writeGET(t *testing.T, fr *http2.Framer, enc *hpack.Encoder, hb *bytes.Buffer, stream uint32, extra ...hpack.HeaderField) {
+	t.Helper()
+	hb.Reset()
+	for _, f := range append([]hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "127.0.0.1"}, {Name: ":path", Value: "/"}}, extra...) {
+		if err := enc.WriteField(f); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHTTP2TablesAreSmall: the server's own header compression table (the
+// one its responses fill, kept by both ends of each connection) holds
+// hpackTableSize bytes, no header: a response's header block begins by
+// setting it so.
+func TestHTTP2TablesAreSmall(t *testing.T) {
+	fr := h2Conn(t)
+	var hb bytes.Buffer
+	writeGET(t, fr, hpack.NewEncoder(&hb), &hb, 1)
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -111,25 +101,12 @@ func TestHTTP2TablesAreSmall(t *testing.T) {
 // a smaller table of its own at once went away with COMPRESSION_ERROR
 // (the chaos suite's clients, reconnecting after a leader's kill, met it).
 func TestHTTP2RequestsBeforeTheServersSettingsAreRead(t *testing.T) {
-	conn := h2Conn(t)
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
+	fr := h2Conn(t)
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb) // HTTP/2's default table: 4 KB
 	token := hpack.HeaderField{Name: "x-drover-token", Value: strings.Repeat("t", 64)}
 	for _, stream := range []uint32{1, 3} {
-		hb.Reset()
-		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "127.0.0.1"}, {Name: ":path", Value: "/"}, token} {
-			enc.WriteField(f)
-		}
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-			t.Fatal(err)
-		}
+		writeGET(t, fr, enc, &hb, stream, token)
 	}
 	answered := map[uint32]bool{}
 	for len(answered) < 2 {
