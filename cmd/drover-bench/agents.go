@@ -174,13 +174,13 @@ func (s *agentsServer) close() {
 // a server running for a while has had: sync.Pool's idle buffers go at
 // the second, and the stacks that TLS handshakes grew shrink by half at
 // each. live leaves out the free space inside the heap's spans.
-func serverMemory() (inUse, live int64) {
+func serverMemory() (inUse, live, stacks int64) {
 	for range 3 {
 		runtime.GC()
 	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse + m.StackInuse), int64(m.HeapAlloc + m.StackInuse)
+	return int64(m.HeapInuse + m.StackInuse), int64(m.HeapAlloc + m.StackInuse), int64(m.StackInuse)
 }
 
 // agentsChildResult is what the child says, one JSON object per line:
@@ -221,7 +221,7 @@ func agentsScenario(n int, d time.Duration, memProfile, placeProfile string) (*r
 		return nil, err
 	}
 	defer s.close()
-	mem0, live0 := serverMemory()
+	mem0, live0, stack0 := serverMemory()
 	g0 := runtime.NumGoroutine()
 
 	self, err := os.Executable()
@@ -255,7 +255,7 @@ func agentsScenario(n int, d time.Duration, memProfile, placeProfile string) (*r
 	io.WriteString(stdin, "measure idle\n") // heartbeats are timed from now
 	// Idle: a few heartbeats each, nothing placed.
 	time.Sleep(agentsSettle)
-	mem1, live1 := serverMemory()
+	mem1, live1, stack1 := serverMemory()
 	if err := writeHeapProfile(memProfile); err != nil {
 		return nil, err
 	}
@@ -269,8 +269,8 @@ func agentsScenario(n int, d time.Duration, memProfile, placeProfile string) (*r
 	rep.set("server_bytes_per_agent", bpa)
 	rep.linef("agents: %d simulated agents over mutual TLS to one server (agents in a child process)", n)
 	rep.linef("  connected:             %d in %s (registered, assignment query waiting)", conn.Connected, connectTime.Round(time.Millisecond))
-	rep.linef("  server memory/agent:   %.1f KB heap and stacks in use when idle (%.1f -> %.1f MB; live objects and stacks %.1f KB), %.1f goroutines/agent  [target <= %d KB: %s]",
-		bpa/1024, float64(mem0)/(1<<20), float64(mem1)/(1<<20), perAgent(float64(live1-live0))/1024, perAgent(float64(g1-g0)), agentsBytesTarget>>10, verdict(bpa <= agentsBytesTarget))
+	rep.linef("  server memory/agent:   %.1f KB heap and stacks in use when idle (%.1f -> %.1f MB; live objects and stacks %.1f KB, of which stacks %.1f KB), %.1f goroutines/agent  [target <= %d KB: %s]",
+		bpa/1024, float64(mem0)/(1<<20), float64(mem1)/(1<<20), perAgent(float64(live1-live0))/1024, perAgent(float64(stack1-stack0))/1024, perAgent(float64(g1-g0)), agentsBytesTarget>>10, verdict(bpa <= agentsBytesTarget))
 
 	// Then work: one instance per agent, each reported running, and the
 	// heartbeats timed through it and for d after.
