@@ -484,7 +484,7 @@ func runAgentsChild(url, tlsDir string, n int) error {
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	for i := range n {
-		c, err := client.NewWithOptions([]string{url}, client.Options{TLS: tlsCfg.Clone()})
+		c, err := client.NewWithOptions([]string{url}, client.Options{TLS: tlsCfg.Clone(), Link: true})
 		if err != nil {
 			return err
 		}

@@ -66,7 +66,7 @@ running.`,
 				addrs = client.SplitAddrs(os.Getenv("DROVER_ADDR"))
 			}
 			var serveTLS *tls.Config
-			var opts client.Options
+			opts := client.Options{Link: true} // with TLS: internal/link
 			if tlsF.on {
 				if serveTLS, opts.TLS, err = agentTLS(tlsF.dirOr(filepath.Join(dataDir, "tls"))); err != nil {
 					return err

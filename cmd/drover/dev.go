@@ -107,7 +107,7 @@ it, jobs and their instances survive a restart.`,
 			// operator's (a CLI certificate and a management token) with
 			// which dev waits for its node and submits the files.
 			limits := httpapi.Limits{MaxConns: connLimit(httpapi.DefaultMaxConns, files, log)}
-			var agentOpts client.Options
+			agentOpts := client.Options{Link: true} // with TLS: internal/link
 			op := client.Config{Addresses: []string{addr}}
 			srvCfg := server.Config{Registry: reg, ID: "dev", Logger: log, Monitor: monitorHub, NodeTTL: nodeTTL,
 				DNSAddr: dnsAddr, DNSOptional: !cmd.Flags().Changed("dns-addr"),

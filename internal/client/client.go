@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drover-org/drover/internal/link"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -30,10 +31,10 @@ const DefaultAddress = "127.0.0.1:4646"
 type Client struct {
 	base string
 	hc   atomic.Pointer[http.Client]
-	// h2, with TLS, is the transport hc's are cloned from: a request that
-	// timed out on an HTTP/2 connection moves the client to a fresh one
-	// (freshConns).
-	h2 *http.Transport
+	// fresh, with TLS, makes the transport of a fresh hc: a request that
+	// timed out on an HTTP/2 connection or a link moves the client to new
+	// connections (freshConns).
+	fresh func() http.RoundTripper
 	// upgrades carries requests that upgrade their connection (exec):
 	// HTTP/1.1 only, as HTTP/2 has no upgrade.
 	upgrades *http.Client
@@ -59,6 +60,11 @@ type Options struct {
 	Token string
 	// CAFile names the CA file TLS verifies servers with, for errors.
 	CAFile string
+	// Link sends the requests over a link (internal/link) when the server
+	// speaks it: one connection that costs the server far less than
+	// HTTP/2's. For a client that stays connected: an agent. Answers
+	// that stream (Logs, Monitor, Events) still go over HTTP. Needs TLS.
+	Link bool
 }
 
 // TokenHeader carries an ACL token's secret.
@@ -114,9 +120,15 @@ func NewWithOptions(addrs []string, o Options) (*Client, error) {
 	}
 	c := &Client{base: bases[0], bases: bases, upgrades: &http.Client{Transport: h1}, token: o.Token,
 		caGiven: o.TLS != nil && o.TLS.RootCAs != nil, caFile: o.CAFile}
-	c.hc.Store(&http.Client{Transport: tr})
 	if o.TLS != nil {
-		c.h2 = tr
+		c.fresh = func() http.RoundTripper { return tr.Clone() }
+		if o.Link && (len(o.TLS.Certificates) > 0 || o.TLS.GetClientCertificate != nil) { // a link is served to certificates only
+			cfg := o.TLS.Clone()
+			c.fresh = func() http.RoundTripper { return &link.Transport{TLS: cfg, Fallback: tr.Clone()} }
+		}
+		c.hc.Store(&http.Client{Transport: c.fresh()})
+	} else {
+		c.hc.Store(&http.Client{Transport: tr})
 	}
 	return c, nil
 }
@@ -444,7 +456,7 @@ func (c *Client) Logs(ctx context.Context, allocID string, o LogOptions) (io.Rea
 		v.Set("follow", "true")
 	}
 	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
-		return http.NewRequestWithContext(ctx, "GET", base+"/v1/allocations/"+url.PathEscape(allocID)+"/logs?"+v.Encode(), nil)
+		return http.NewRequestWithContext(link.WithoutLink(ctx), "GET", base+"/v1/allocations/"+url.PathEscape(allocID)+"/logs?"+v.Encode(), nil)
 	})
 	if err != nil {
 		return nil, c.unreachable(err)
@@ -465,7 +477,7 @@ func (c *Client) Monitor(ctx context.Context, level, node string) (io.ReadCloser
 		v.Set("node", node)
 	}
 	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
-		return http.NewRequestWithContext(ctx, "GET", base+"/v1/agent/monitor?"+v.Encode(), nil)
+		return http.NewRequestWithContext(link.WithoutLink(ctx), "GET", base+"/v1/agent/monitor?"+v.Encode(), nil)
 	})
 	if err != nil {
 		return nil, c.unreachable(err)

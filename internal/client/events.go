@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-org/drover/internal/link"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -59,7 +60,7 @@ func (c *Client) FollowEvents(ctx context.Context, o EventOptions, f func(spec.E
 	v := o.values()
 	v.Set("follow", "true")
 	resp, _, err := c.send(ctx, func(base string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/events?"+v.Encode(), nil)
+		req, err := http.NewRequestWithContext(link.WithoutLink(ctx), "GET", base+"/v1/events?"+v.Encode(), nil)
 		if err == nil {
 			req.Header.Set("Accept", "text/event-stream")
 		}

@@ -101,7 +101,7 @@ func (c *Client) send(ctx context.Context, build func(base string) (*http.Reques
 // time out at once, move the client once. Over HTTP/1.1, net/http closes
 // the connection of a request that was cancelled itself.
 func (c *Client) freshConns(hc *http.Client) {
-	if c.h2 == nil || !c.hc.CompareAndSwap(hc, &http.Client{Transport: c.h2.Clone()}) {
+	if c.fresh == nil || !c.hc.CompareAndSwap(hc, &http.Client{Transport: c.fresh()}) {
 		return
 	}
 	hc.CloseIdleConnections()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+
+	"github.com/drover-org/drover/internal/link"
 )
 
 // HandlerFunc is an API handler that returns its error instead of writing
@@ -45,6 +47,9 @@ func Handle(log *slog.Logger, authorize Authorize, h HandlerFunc) http.Handler {
 		}
 		if err == ErrHijacked {
 			return // the handler took the connection over and has answered
+		}
+		if err == link.ErrParked {
+			return // the link runs the request again when it wakes
 		}
 		var ended *Error
 		if ar != nil && errors.As(context.Cause(ar.Context()), &ended) {

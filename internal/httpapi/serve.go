@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/drover-org/drover/internal/link"
 )
 
 // Limits on what one client can hold of a daemon's HTTP server (the API
@@ -126,7 +128,9 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		// upgrade (exec) still gets an HTTP/1.1 connection of its own:
 		// Go's client asks for one without h2.
 		cfg := lim.TLS.Clone()
-		cfg.NextProtos = []string{"h2", "http/1.1"}
+		// The link first: a client that offers it (an agent) is
+		// served by links (internal/link says why).
+		cfg.NextProtos = []string{link.Proto, "h2", "http/1.1"}
 		s.TLSConfig = cfg // net/http serves HTTP/2 when this offers h2
 		// Each connection keeps HPACK tables of the headers it has seen,
 		// up to 4 KB each way by default. The responses' table holds
@@ -140,7 +144,8 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		// (TestHTTP2RequestsBeforeTheServersSettingsAreRead). An agent's
 		// own headers fill a few hundred bytes of it.
 		s.HTTP2 = &http.HTTP2Config{MaxEncoderHeaderTableSize: hpackTableSize}
-		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log)
+		links := &link.Server{Handler: s.Handler, Log: log, WriteTimeout: lim.WriteStallTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
+		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log, links)
 	}
 	return s, ln
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/drover-org/drover/internal/link"
 )
 
 // newHandshakeListener returns ln serving TLS with cfg, whose Accept
@@ -29,11 +31,15 @@ import (
 // What net/http did with a failed handshake is done here: a client that
 // spoke plain HTTP is answered so (internal/client explains that answer),
 // and the failure is logged.
-func newHandshakeListener(ln net.Listener, cfg *tls.Config, timeout time.Duration, log *slog.Logger) net.Listener {
+//
+// A connection whose handshake chose the link (internal/link: an agent's)
+// is served by links instead, on a goroutine started for it, and closed
+// with the listener.
+func newHandshakeListener(ln net.Listener, cfg *tls.Config, timeout time.Duration, log *slog.Logger, links *link.Server) net.Listener {
 	l := &handshakeListener{
-		Listener: ln, cfg: cfg, timeout: timeout, log: log,
+		Listener: ln, cfg: cfg, timeout: timeout, log: log, links: links,
 		ready: make(chan net.Conn), errc: make(chan error), closed: make(chan struct{}),
-		pending: map[net.Conn]struct{}{},
+		pending: map[net.Conn]struct{}{}, linked: map[net.Conn]struct{}{},
 	}
 	go l.acceptLoop()
 	return l
@@ -44,6 +50,7 @@ type handshakeListener struct {
 	cfg     *tls.Config
 	timeout time.Duration
 	log     *slog.Logger
+	links   *link.Server
 
 	ready  chan net.Conn // connections whose handshake is done
 	errc   chan error    // the inner listener's errors, for Accept to return
@@ -52,6 +59,7 @@ type handshakeListener struct {
 
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // connections in their handshake
+	linked  map[net.Conn]struct{} // connections served as links
 }
 
 // Accept returns the next connection whose handshake is done, or the
@@ -81,6 +89,9 @@ func (l *handshakeListener) Close() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for c := range l.pending {
+			c.Close()
+		}
+		for c := range l.linked {
 			c.Close()
 		}
 	})
@@ -128,6 +139,26 @@ func (l *handshakeListener) untrack(c net.Conn) {
 	l.mu.Unlock()
 }
 
+// moveToLinked notes c, whose handshake is done, as served by links,
+// unless the listener is closed.
+func (l *handshakeListener) moveToLinked(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+		return false
+	default:
+	}
+	l.linked[c] = struct{}{}
+	return true
+}
+
+func (l *handshakeListener) unlink(c net.Conn) {
+	l.mu.Lock()
+	delete(l.linked, c)
+	l.mu.Unlock()
+}
+
 func (l *handshakeListener) handshake(c net.Conn) {
 	defer l.untrack(c)
 	tc := tls.Server(c, l.cfg)
@@ -150,6 +181,17 @@ func (l *handshakeListener) handshake(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	if l.links != nil && tc.ConnectionState().NegotiatedProtocol == link.Proto {
+		if !l.moveToLinked(c) {
+			c.Close()
+			return
+		}
+		go func() {
+			defer l.unlink(c)
+			l.links.ServeConn(tc)
+		}()
+		return
+	}
 	select {
 	case l.ready <- tc:
 	case <-l.closed:

@@ -115,9 +115,19 @@ func (h *hub) publish(changes []registry.Change) {
 			}
 		}
 	}
+	for _, w := range wake {
+		if w.fn != nil {
+			h.dropLocked(w)
+		}
+	}
 	h.mu.Unlock()
 	for _, w := range wake {
-		close(w.ch)
+		if w.fn == nil {
+			close(w.ch)
+			continue
+		}
+		w.timer.Stop()
+		w.fn()
 	}
 	if kick {
 		select {
@@ -156,6 +166,11 @@ func decides(c registry.Change) bool {
 type waiter struct {
 	ch    chan struct{}
 	woken bool
+	// A parked request's (park): fn is called instead of closing ch, and
+	// the waiter is taken out of its topics when woken.
+	fn     func()
+	topics []string
+	timer  *time.Timer
 }
 
 // wake adds w to the list of waiters to wake, unless it is woken already;
@@ -201,6 +216,59 @@ func (h *hub) wait(ctx context.Context, index int64, d time.Duration, topics ...
 		}
 	}
 	h.mu.Unlock()
+}
+
+// park is wait for a request that a link parked (link.Park): no goroutine
+// waits; wake is called once, on a goroutine of the hub's or a timer's,
+// when one of topics changes past index or d passes (at once when a topic
+// already has). It returns what takes the wake-up back.
+func (h *hub) park(index int64, d time.Duration, wake func(), topics ...string) (stop func()) {
+	h.mu.Lock()
+	for _, t := range topics {
+		if h.topicRev(t) > index {
+			h.mu.Unlock()
+			wake()
+			return func() {}
+		}
+	}
+	w := &waiter{fn: wake, topics: topics}
+	for _, t := range topics {
+		if h.waiters[t] == nil {
+			h.waiters[t] = map[*waiter]struct{}{}
+		}
+		h.waiters[t][w] = struct{}{}
+	}
+	w.timer = time.AfterFunc(d, func() {
+		h.mu.Lock()
+		if w.woken {
+			h.mu.Unlock()
+			return
+		}
+		w.woken = true
+		h.dropLocked(w)
+		h.mu.Unlock()
+		w.fn()
+	})
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		w.woken = true
+		h.dropLocked(w)
+		h.mu.Unlock()
+		w.timer.Stop()
+	}
+}
+
+// dropLocked takes a parked waiter out of its topics; h.mu is held.
+func (h *hub) dropLocked(w *waiter) {
+	for _, t := range w.topics {
+		if ws := h.waiters[t]; ws != nil {
+			delete(ws, w)
+			if len(ws) == 0 {
+				delete(h.waiters, t)
+			}
+		}
+	}
 }
 
 // seenRev is the revision of the latest change published.

@@ -1,0 +1,411 @@
+package link
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ErrParked is what a handler returns when it parked its request (Park):
+// it has answered nothing, and the link runs the request again later.
+var ErrParked = errors.New("link: request parked")
+
+// maxInFlight bounds the requests one connection may have running or
+// parked; beyond it a request is answered 503 at once.
+const maxInFlight = 64
+
+// Server serves links: HTTP requests arriving over connections whose
+// handshake chose Proto.
+type Server struct {
+	Handler http.Handler
+	Log     *slog.Logger
+	// WriteTimeout bounds one frame's write: a client that does not read
+	// its answers loses its connection.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a connection nothing arrived on for that long
+	// (default 60s; a live client pings before).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header section, as
+	// http.Server's (default 1 MB, http.DefaultMaxHeaderBytes).
+	MaxHeaderBytes int
+}
+
+// ServeConn serves c until it closes or goes silent. c's handshake is
+// done. Call it on a goroutine of its own that has done nothing else: it
+// is the goroutine the connection keeps while it waits, and a goroutine's
+// stack only ever shrinks to what it has needed (a handshake's grew it to
+// 32 KB).
+//
+// Only clients with a certificate (agents) are served: the link is theirs,
+// and a connection without one is closed.
+func (s *Server) ServeConn(c *tls.Conn) {
+	state := c.ConnectionState()
+	if len(state.PeerCertificates) == 0 {
+		if s.Log != nil {
+			s.Log.Warn("link: a client without a certificate; closing the connection (the link is for agents)", "remote", c.RemoteAddr().String())
+		}
+		c.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := &serverConn{srv: s, c: c, tls: &state, ctx: ctx, calls: map[uint64]*call{}}
+	defer func() {
+		cancel()
+		c.Close()
+		sc.closeCalls()
+	}()
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = serverIdle
+	}
+	var hdr [headerLen]byte
+	for {
+		c.SetReadDeadline(time.Now().Add(idle))
+		typ, id, msg, err := readFrame(c, &hdr, maxRequestFrame)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && s.Log != nil {
+				s.Log.Debug("link closed", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		switch typ {
+		case framePing:
+			if sc.write(framePong, id, nil) != nil {
+				return
+			}
+		case frameRequest:
+			sc.start(id, msg)
+		case frameCancel:
+			sc.cancel(id)
+		default:
+			if s.Log != nil {
+				s.Log.Warn("link: unknown frame type; closing the connection", "remote", c.RemoteAddr().String(), "type", typ)
+			}
+			return
+		}
+	}
+}
+
+type serverConn struct {
+	srv *Server
+	c   *tls.Conn
+	tls *tls.ConnectionState
+	ctx context.Context // ends with the connection
+
+	wmu sync.Mutex // one frame written at a time
+
+	mu     sync.Mutex
+	closed bool
+	calls  map[uint64]*call // running or parked
+	// orphans are calls given up while their handler ran: out of calls,
+	// but still counted against maxInFlight until the handler returns.
+	orphans int
+}
+
+// call is one request, from its frame to its answer.
+type call struct {
+	id  uint64
+	msg []byte // the request as it came, to be read again when it wakes
+
+	// Under serverConn.mu:
+	cancel   context.CancelFunc // while it runs
+	parked   bool
+	stop     func() // while parked: takes its wake-up back
+	canceled bool
+	orphan   bool // given up while running (serverConn.orphans)
+}
+
+func (sc *serverConn) start(id uint64, msg []byte) {
+	sc.mu.Lock()
+	if _, dup := sc.calls[id]; dup || sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	if len(sc.calls)+sc.orphans >= maxInFlight {
+		sc.mu.Unlock()
+		sc.answer(id, http.StatusServiceUnavailable, fmt.Sprintf("more than %d requests in flight on this connection", maxInFlight))
+		return
+	}
+	cl := &call{id: id, msg: msg}
+	sc.calls[id] = cl
+	sc.mu.Unlock()
+	go sc.run(cl, false)
+}
+
+// run serves cl: parses it, runs the handler, and answers, or parks it
+// when the handler did. woken says it is being run again after a wait: it
+// is not parked again.
+func (sc *serverConn) run(cl *call, woken bool) {
+	defer sc.ended(cl)
+	maxHeader := sc.srv.MaxHeaderBytes
+	if maxHeader <= 0 {
+		maxHeader = http.DefaultMaxHeaderBytes
+	}
+	if end := bytes.Index(cl.msg, []byte("\r\n\r\n")); end < 0 || end > maxHeader {
+		sc.finish(cl)
+		sc.answer(cl.id, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("the request's header section is missing or larger than %d bytes", maxHeader))
+		return
+	}
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(cl.msg)))
+	if err != nil {
+		sc.finish(cl)
+		sc.answer(cl.id, http.StatusBadRequest, "malformed request: "+err.Error())
+		return
+	}
+	req.RemoteAddr = sc.c.RemoteAddr().String()
+	req.TLS = sc.tls
+	ctx, cancel := context.WithCancel(sc.ctx)
+	p := &parking{woken: woken}
+	ctx = context.WithValue(ctx, parkingKey{}, p)
+	sc.mu.Lock()
+	if cl.canceled || sc.closed {
+		sc.mu.Unlock()
+		cancel()
+		return
+	}
+	cl.cancel = cancel
+	sc.mu.Unlock()
+
+	w := &responseWriter{header: http.Header{}}
+	func() {
+		defer func() {
+			if v := recover(); v != nil && v != http.ErrAbortHandler {
+				if sc.srv.Log != nil {
+					sc.srv.Log.Error("panic in handler", "path", req.URL.Path, "panic", v)
+				}
+				w = &responseWriter{header: http.Header{}, status: http.StatusInternalServerError}
+				w.body.WriteString("internal error\n")
+			}
+		}()
+		sc.srv.Handler.ServeHTTP(w, req.WithContext(ctx))
+	}()
+	cancel()
+	if p.register != nil && w.status == 0 && w.body.Len() == 0 {
+		sc.park(cl, p.register)
+		return
+	}
+	if !sc.finish(cl) {
+		return // canceled: nobody waits for the answer
+	}
+	if w.tooLarge {
+		sc.answer(cl.id, http.StatusInternalServerError, "the answer is larger than a link carries (64 MB)")
+		return
+	}
+	sc.respond(cl.id, w)
+}
+
+// ended is the end of one run of cl's handler.
+func (sc *serverConn) ended(cl *call) {
+	sc.mu.Lock()
+	if cl.orphan {
+		cl.orphan = false
+		sc.orphans--
+	}
+	sc.mu.Unlock()
+}
+
+// park registers cl's wake-up; the request runs again when it fires.
+func (sc *serverConn) park(cl *call, register func(wake func()) (stop func())) {
+	sc.mu.Lock()
+	cl.cancel = nil
+	if cl.canceled || sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	cl.parked = true
+	sc.mu.Unlock()
+	stop := register(func() { sc.wake(cl) })
+	sc.mu.Lock()
+	if cl.parked {
+		cl.stop = stop
+		sc.mu.Unlock()
+		return
+	}
+	sc.mu.Unlock()
+	stop() // woken or canceled already
+}
+
+func (sc *serverConn) wake(cl *call) {
+	sc.mu.Lock()
+	if !cl.parked {
+		sc.mu.Unlock()
+		return
+	}
+	cl.parked, cl.stop = false, nil
+	sc.mu.Unlock()
+	go sc.run(cl, true)
+}
+
+// finish takes cl out of the connection's calls; false when it was
+// canceled (or the connection closed) meanwhile.
+func (sc *serverConn) finish(cl *call) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.calls[cl.id] != cl {
+		return false
+	}
+	delete(sc.calls, cl.id)
+	return !cl.canceled
+}
+
+// cancel ends request id: the client gave up on it.
+func (sc *serverConn) cancel(id uint64) {
+	sc.mu.Lock()
+	cl := sc.calls[id]
+	if cl == nil {
+		sc.mu.Unlock()
+		return
+	}
+	delete(sc.calls, id)
+	stop := sc.endLocked(cl)
+	sc.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// endLocked marks cl canceled and returns what takes its wake-up back,
+// when it is parked. sc.mu is held.
+func (sc *serverConn) endLocked(cl *call) (stop func()) {
+	cl.canceled = true
+	if cl.cancel != nil {
+		cl.cancel()
+		cl.orphan = true
+		sc.orphans++
+	}
+	if cl.parked {
+		cl.parked = false
+		stop, cl.stop = cl.stop, nil
+	}
+	return stop
+}
+
+func (sc *serverConn) closeCalls() {
+	sc.mu.Lock()
+	sc.closed = true
+	var stops []func()
+	for id, cl := range sc.calls {
+		delete(sc.calls, id)
+		if stop := sc.endLocked(cl); stop != nil {
+			stops = append(stops, stop)
+		}
+	}
+	sc.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// answer writes a plain-text response to request id.
+func (sc *serverConn) answer(id uint64, status int, msg string) {
+	w := &responseWriter{header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, status: status}
+	w.body.WriteString(msg + "\n")
+	sc.respond(id, w)
+}
+
+func (sc *serverConn) respond(id uint64, w *responseWriter) {
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	resp := &http.Response{
+		StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: w.header,
+		ContentLength: int64(w.body.Len()), Body: io.NopCloser(&w.body),
+	}
+	var b bytes.Buffer
+	b.Grow(256 + w.body.Len())
+	if err := resp.Write(&b); err != nil {
+		return
+	}
+	if err := sc.writeRaw(appendFrame(make([]byte, 0, headerLen+b.Len()), frameResponse, id, b.Bytes())); err != nil {
+		sc.c.Close()
+	}
+}
+
+func (sc *serverConn) write(typ byte, id uint64, msg []byte) error {
+	return sc.writeRaw(appendFrame(nil, typ, id, msg))
+}
+
+func (sc *serverConn) writeRaw(frame []byte) error {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if sc.srv.WriteTimeout > 0 {
+		sc.c.SetWriteDeadline(time.Now().Add(sc.srv.WriteTimeout))
+	}
+	_, err := sc.c.Write(frame)
+	return err
+}
+
+// responseWriter keeps a handler's answer until it returns.
+type responseWriter struct {
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	tooLarge bool // the handler wrote more than a frame carries
+}
+
+func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if w.tooLarge || w.body.Len()+len(p) > maxResponseFrame-64<<10 {
+		w.tooLarge = true
+		return 0, errResponseTooLarge
+	}
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(p)
+}
+
+var errResponseTooLarge = errors.New("link: response larger than a frame carries")
+
+// Flush does nothing: the answer goes when the handler returns.
+func (w *responseWriter) Flush() {}
+
+type parkingKey struct{}
+
+// parking is what Park leaves for the link to act on once the handler
+// returns.
+type parking struct {
+	woken    bool
+	register func(wake func()) (stop func())
+}
+
+// Park parks r, a request that came over a link, until what it waits on
+// changes: register is called once the handler has returned, with wake,
+// to be called once when the request should run again (its wait ran out,
+// or what it waits on changed), and returns what takes the wake-up back
+// (the client gave up, or the connection closed). The handler must then
+// return without answering (ErrParked). Park reports false, and parks
+// nothing, for a request that did not come over a link or that is being
+// run again after a wake: that handler waits as usual, or, woken, does
+// not wait at all (Woken).
+func Park(r *http.Request, register func(wake func()) (stop func())) bool {
+	p, _ := r.Context().Value(parkingKey{}).(*parking)
+	if p == nil || p.woken {
+		return false
+	}
+	p.register = register
+	return true
+}
+
+// Woken reports whether r is a parked request run again after its wake:
+// what it waited for has happened, or its wait ran out.
+func Woken(r *http.Request) bool {
+	p, _ := r.Context().Value(parkingKey{}).(*parking)
+	return p != nil && p.woken
+}
