@@ -12,11 +12,13 @@ import (
 	"github.com/drover-org/drover/internal/testbin"
 )
 
-// startAgent runs a second node, `drover agent`, against a dev server.
-func startAgent(t *testing.T, d *devProc, name, dataDir string) *exec.Cmd {
+// startAgent runs a second node, `drover agent`, against a dev server,
+// with more flags when given.
+func startAgent(t *testing.T, d *devProc, name, dataDir string, flags ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(droverBin, append([]string{"agent", "--server", d.addr, "--data-dir", dataDir, "--tls-dir", filepath.Join(d.dataDir, "tls"),
-		"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn"}, portRange...)...)
+	args := append([]string{"agent", "--server", d.addr, "--data-dir", dataDir, "--tls-dir", filepath.Join(d.dataDir, "tls"),
+		"--http-addr", "127.0.0.1:0", "--name", name, "--log-level", "warn"}, portRange...)
+	cmd := exec.Command(droverBin, append(args, flags...)...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
