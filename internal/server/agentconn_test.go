@@ -44,6 +44,13 @@ func tlsTestServer(t *testing.T) (string, string, *countingListener) {
 // tlsTestServerWith is tlsTestServer with limits of its own (TLS is set).
 func tlsTestServerWith(t *testing.T, lim httpapi.Limits) (string, string, *countingListener) {
 	t.Helper()
+	url, tlsDir, ln, _ := tlsTestServerSrv(t, lim)
+	return url, tlsDir, ln
+}
+
+// tlsTestServerSrv is tlsTestServerWith that also returns the server.
+func tlsTestServerSrv(t *testing.T, lim httpapi.Limits) (string, string, *countingListener, *Server) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
@@ -89,17 +96,31 @@ func tlsTestServerWith(t *testing.T, lim httpapi.Limits) (string, string, *count
 			t.Fatal("the server did not read the registry within 10s")
 		}
 	}
-	return "https://" + tcp.Addr().String(), tlsDir, ln
+	return "https://" + tcp.Addr().String(), tlsDir, ln, srv
 }
+
+// transports are the two ways a client speaks to a TLS server: HTTP/2,
+// and the link agents use.
+var transports = []struct {
+	name   string
+	linked bool
+}{{"http2", false}, {"link", true}}
 
 // An agent's requests share one connection to a TLS server: its
 // assignments' blocking query stays open while its heartbeats, status
-// reports and a registration again go over the same connection (HTTP/2).
+// reports and a registration again go over the same connection (HTTP/2,
+// or a link).
 func TestAgentSpeaksOverOneConnection(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testAgentSpeaksOverOneConnection(t, tr.linked) })
+	}
+}
+
+func testAgentSpeaksOverOneConnection(t *testing.T, linked bool) {
 	url, tlsDir, ln := tlsTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := tlsClient(t, url, tlsDir, pki.RoleAgent)
+	c := tlsClientOver(t, url, tlsDir, pki.RoleAgent, linked)
 	node, index := registerAgent(t, ctx, c)
 	// The blocking query waits (nothing changes for this node) while the
 	// other requests are made.
@@ -137,10 +158,16 @@ func TestAgentSpeaksOverOneConnection(t *testing.T) {
 // nothing is being written; a blocking query that waits longer than the
 // write stall timeout still gets its answer.
 func TestBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testBlockingQueryOutlastsTheWriteStallTimeout(t, tr.linked) })
+	}
+}
+
+func testBlockingQueryOutlastsTheWriteStallTimeout(t *testing.T, linked bool) {
 	url, tlsDir, _ := tlsTestServerWith(t, httpapi.Limits{WriteStallTimeout: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := tlsClient(t, url, tlsDir, pki.RoleAgent)
+	c := tlsClientOver(t, url, tlsDir, pki.RoleAgent, linked)
 	node, index := registerAgent(t, ctx, c)
 	start := time.Now()
 	if _, _, err := c.NodeAllocs(ctx, node.ID, &client.QueryOptions{Index: index, Wait: 1500 * time.Millisecond}); err != nil {
@@ -182,14 +209,21 @@ func TestFollowOutlastsTheWriteStallTimeout(t *testing.T) {
 }
 
 // tlsClient is a client of the server at url with the certificate of
-// role from tlsDir.
+// role from tlsDir, over HTTP/2.
 func tlsClient(t *testing.T, url, tlsDir, role string) *client.Client {
+	t.Helper()
+	return tlsClientOver(t, url, tlsDir, role, false)
+}
+
+// tlsClientOver is tlsClient over a link (internal/link) when linked, as
+// agents speak.
+func tlsClientOver(t *testing.T, url, tlsDir, role string, linked bool) *client.Client {
 	t.Helper()
 	cfg, err := pki.ClientConfig(pki.DirFiles(tlsDir, role), pki.ServerName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: cfg})
+	c, err := client.NewWithOptions([]string{url}, client.Options{TLS: cfg, Link: linked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,9 +306,15 @@ func (f *freezer) freeze() { f.gen.Add(1) }
 // out (client.freshConns), as HTTP/1.1 dialled anew for each request that
 // timed out.
 func TestAgentReplacesAFrozenConnection(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testAgentReplacesAFrozenConnection(t, tr.linked) })
+	}
+}
+
+func testAgentReplacesAFrozenConnection(t *testing.T, linked bool) {
 	url, tlsDir, _ := tlsTestServer(t)
 	fr := startFreezer(t, strings.TrimPrefix(url, "https://"))
-	c := tlsClient(t, "https://"+fr.ln.Addr().String(), tlsDir, pki.RoleAgent)
+	c := tlsClientOver(t, "https://"+fr.ln.Addr().String(), tlsDir, pki.RoleAgent, linked)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	node := &spec.Node{ID: "n1", Name: "n1", Resources: spec.Resources{CPU: 1000, MemoryMB: 1000}, Drivers: []string{"exec"}}
@@ -300,4 +340,59 @@ func TestAgentReplacesAFrozenConnection(t *testing.T) {
 		<-sleep.C
 	}
 	t.Logf("a heartbeat got through %s after the connection froze", time.Since(frozen).Round(time.Millisecond))
+}
+
+// TestParkedAssignmentQueryWakesOnPlacement: over a link an agent's
+// blocking query for its assignments is parked in the hub, with no
+// goroutine waiting on it; the leader placing an instance on its node
+// wakes it, and it answers with the instance long before its wait.
+func TestParkedAssignmentQueryWakesOnPlacement(t *testing.T) {
+	url, tlsDir, _, srv := tlsTestServerSrv(t, httpapi.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	agent := tlsClientOver(t, url, tlsDir, pki.RoleAgent, true)
+	node, index := registerAgent(t, ctx, agent)
+	type answer struct {
+		allocs []*spec.Alloc
+		err    error
+	}
+	got := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		allocs, _, err := agent.NodeAllocs(ctx, node.ID, &client.QueryOptions{Index: index, Wait: 5 * time.Minute})
+		got <- answer{allocs, err}
+	}()
+	select {
+	case a := <-got:
+		t.Fatalf("the query answered before anything was placed: %d allocs, %v", len(a.allocs), a.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	srv.hub.mu.Lock()
+	var parked int
+	for w := range srv.hub.waiters["node/"+node.ID] {
+		if w.fn != nil {
+			parked++
+		}
+	}
+	srv.hub.mu.Unlock()
+	if parked != 1 {
+		t.Fatalf("%d parked waiters on node/%s, want the agent's query", parked, node.ID)
+	}
+	job := &spec.Job{Name: "woken", Groups: []*spec.Group{{Name: "g", Count: 1, Tasks: []*spec.Task{{
+		Name: "t", Driver: "exec", Resources: spec.Resources{CPU: 100, MemoryMB: 64},
+		Config: spec.TaskConfig{Command: "/bin/sleep", Args: []string{"1000"}},
+	}}}}}
+	job.Canonicalize()
+	if _, err := tlsClient(t, url, tlsDir, pki.RoleCLI).SubmitJob(ctx, job, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		if a.err != nil || len(a.allocs) != 1 || a.allocs[0].Job != "woken" {
+			t.Fatalf("the woken query answered %d allocs (%v), want the one instance of woken", len(a.allocs), a.err)
+		}
+		t.Logf("answered %s after the query began", time.Since(start).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the parked query was not woken within 30s of the submission")
+	}
 }
