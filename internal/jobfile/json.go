@@ -209,8 +209,12 @@ func (n *jnode) appendJSON(b []byte) []byte {
 // jchecker checks a tree against a schema.
 type jchecker struct {
 	c   *collector
-	src []byte // nil when positions mean nothing (JSON made from YAML)
-	at  positions
+	src []byte // nil for JSON made from YAML: its positions are in ypos
+	// ypos, for JSON made from YAML, is where its nodes were in the YAML:
+	// a node's off (and a key's) is an index in it, 0 when not known
+	// (yamlPositions).
+	ypos []pos
+	at   positions
 	// last is the position pos last returned, at offset lastOff. The
 	// checker asks in increasing order of offset, so each position is
 	// counted on from the one before rather than from the start: counting
@@ -221,6 +225,9 @@ type jchecker struct {
 
 func (k *jchecker) pos(n *jnode) pos {
 	if k.src == nil {
+		if n.off > 0 && n.off < len(k.ypos) {
+			return k.ypos[n.off]
+		}
 		return pos{}
 	}
 	off := min(max(n.off, 0), len(k.src))

@@ -50,6 +50,21 @@ func TestNodeTargetWarnings(t *testing.T) {
   }]
 }
 `
+	yamlSrc := `name: w
+constraints:
+  - attribute: "${attr.platform.aws.ami-id}"
+    operator: is_not_set
+groups:
+  - name: g
+    spreads: [{attribute: "${meta.rack}"}]
+    tasks:
+      - name: t
+        driver: raw_exec
+        env: {K: "${attr.kernel.name}", D: "${attr.driver.docker}"}
+        config:
+          command: /bin/echo
+          args: [a, "${attr.vault.version}"]
+`
 	const (
 		ami    = "${attr.platform.aws.ami-id} is not an attribute drover nodes publish (docs/nomad.md lists those they do), so no node matches it but with != or is_not_set"
 		vault  = "${attr.vault.version} is Vault's, and drover works without Vault (no secrets store): no node publishes it, so it is left as written: the task sees the text ${attr.vault.version}"
@@ -83,6 +98,12 @@ func TestNodeTargetWarnings(t *testing.T) {
 			{Field: "groups[0].spreads[0].attribute", Pos: "w.json:6:31", Message: rack},
 			{Field: "groups[0].tasks[0].env.D", Pos: "w.json:10:48", Message: docker},
 			{Field: "groups[0].tasks[0].config.args[1]", Pos: "w.json:11:56", Message: vault},
+		}},
+		{"w.yaml", yamlSrc, nodeHas, spec.Problems{
+			{Field: "constraints[0].attribute", Pos: "w.yaml:3:16", Message: ami},
+			{Field: "groups[0].spreads[0].attribute", Pos: "w.yaml:7:27", Message: rack},
+			{Field: "groups[0].tasks[0].env.D", Pos: "w.yaml:11:44", Message: docker},
+			{Field: "groups[0].tasks[0].config.args[1]", Pos: "w.yaml:14:21", Message: vault},
 		}},
 	} {
 		_, warns, err := DecodeWith(tc.file, []byte(tc.src), Options{NodeHas: tc.nodeHas})
