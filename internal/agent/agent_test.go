@@ -267,6 +267,10 @@ func TestTaskEnvironment(t *testing.T) {
 }
 
 func testTaskEnvironment(t *testing.T, pool int) {
+	name := "envjob" // a job name of its own per subtest (submit)
+	if pool > 0 {
+		name = "envjobpool"
+	}
 	c := newCluster(t)
 	dataDir := t.TempDir()
 	ag := c.startAgentWith(agent.Config{
@@ -299,12 +303,12 @@ done`
 		Resources: spec.Resources{CPU: 20, MemoryMB: 30},
 		Restart:   restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail),
 	}
-	j := job("envjob", spec.JobBatch, task)
+	j := job(name, spec.JobBatch, task)
 	j.Meta = map[string]string{"owner": "job", "team": "a"}
 	j.Groups[0].Meta = map[string]string{"team": "b"}
 	c.submit(j)
 
-	a := c.alloc("envjob", 10*time.Second, "alloc complete", func(a *spec.Alloc) bool {
+	a := c.alloc(name, 10*time.Second, "alloc complete", func(a *spec.Alloc) bool {
 		if a.ClientStatusOr() == spec.ClientFailed {
 			t.Fatalf("env task failed:\n%s", describe(a))
 		}
@@ -340,11 +344,11 @@ done`
 	want := map[string]string{
 		"PATH":                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME":                 taskDir,
-		"DROVER_JOB_NAME":      "envjob",
+		"DROVER_JOB_NAME":      name,
 		"DROVER_GROUP_NAME":    "g",
 		"DROVER_TASK_NAME":     "show",
 		"DROVER_ALLOC_ID":      a.ID,
-		"DROVER_ALLOC_NAME":    "envjob.g[0]",
+		"DROVER_ALLOC_NAME":    name+".g[0]",
 		"DROVER_ALLOC_INDEX":   "0",
 		"DROVER_ALLOC_DIR":     allocDir,
 		"DROVER_TASK_DIR":      taskDir,
@@ -353,13 +357,13 @@ done`
 		"DROVER_CPU_LIMIT":     "20",
 		"DROVER_MEMORY_LIMIT":  "30",
 		"DROVER_JOB_VERSION":   strconv.FormatUint(a.JobVersion, 10),
-		"NOMAD_JOB_NAME":       "envjob",
-		"NOMAD_JOB_ID":         "envjob",
+		"NOMAD_JOB_NAME":       name,
+		"NOMAD_JOB_ID":         name,
 		"NOMAD_GROUP_NAME":     "g",
 		"NOMAD_TASK_NAME":      "show",
 		"NOMAD_ALLOC_ID":       a.ID,
 		"NOMAD_SHORT_ALLOC_ID": a.ID[:8],
-		"NOMAD_ALLOC_NAME":     "envjob.g[0]",
+		"NOMAD_ALLOC_NAME":     name+".g[0]",
 		"NOMAD_ALLOC_INDEX":    "0",
 		"NOMAD_ALLOC_DIR":      shared,
 		"NOMAD_TASK_DIR":       filepath.Join(taskDir, "local"),
@@ -392,7 +396,7 @@ done`
 		t.Errorf("task environment has unexpected variables %v", extra)
 	}
 	// An unknown variable (no port "none") stays as written, as in Nomad.
-	if w := "envjob-0|" + runtime.GOOS + "/r1|${NOMAD_PORT_none}|hello show"; args != w {
+	if w := name+"-0|" + runtime.GOOS + "/r1|${NOMAD_PORT_none}|hello show"; args != w {
 		t.Errorf("interpolated args = %q, want %q", args, w)
 	}
 	if pwd != taskDir {
@@ -403,7 +407,7 @@ done`
 	if !slices.Equal(writable, wantDirs) {
 		t.Errorf("directories the task could write to:\n%s\nwant:\n%s", strings.Join(writable, "\n"), strings.Join(wantDirs, "\n"))
 	}
-	if a.Name != "envjob.g[0]" {
+	if a.Name != name+".g[0]" {
 		t.Errorf("alloc name %q", a.Name)
 	}
 	checkAllocTree(t, allocDir, "show")

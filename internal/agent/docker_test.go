@@ -182,12 +182,12 @@ func TestContainerGetsNoNodePaths(t *testing.T) {
 			dc.ContainerRemove(context.Background(), ct.ID, client.ContainerRemoveOptions{Force: true})
 		}
 	})
-	c.submit(job("dockerenv", spec.JobService, &spec.Task{
+	c.submit(job("dockerpaths", spec.JobService, &spec.Task{
 		Name: "web", Driver: "docker",
 		Config:    spec.TaskConfig{Image: image},
 		Resources: spec.Resources{CPU: 100, MemoryMB: 64},
 	}))
-	al := c.alloc("dockerenv", 30*time.Second, "the container running", running("web"))
+	al := c.alloc("dockerpaths", 30*time.Second, "the container running", running("web"))
 	ins, err := dc.ContainerInspect(context.Background(), taskState(al, "web").ContainerID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)

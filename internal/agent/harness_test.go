@@ -217,11 +217,23 @@ func (ra *runningAgent) stop(t *testing.T) {
 	}
 }
 
+// jobNamesInUse are the job names the running tests submitted, with the
+// test: submit's cleanup kills by job name on the whole machine, so two
+// tests in parallel with one name killed each other's tasks (a test's
+// running task "exited" when the other test ended).
+var jobNamesInUse sync.Map // job name -> test name
+
 // submit submits a one-group job and registers a cleanup that kills any
-// process left with the job's name in its environment.
+// process left with the job's name in its environment. A job name that
+// another running test uses fails the test: give each test its own.
 func (c *cluster) submit(j *spec.Job) {
 	t := c.t
 	t.Helper()
+	if other, taken := jobNamesInUse.LoadOrStore(j.Name, t.Name()); taken && other != t.Name() {
+		t.Fatalf("job name %q is in use by %s, which runs meanwhile; the cleanups kill by job name: give this test's job a name of its own", j.Name, other)
+	} else if !taken {
+		t.Cleanup(func() { jobNamesInUse.Delete(j.Name) })
+	}
 	if _, err := c.client.SubmitJob(context.Background(), j, 0); err != nil {
 		t.Fatalf("submit %s: %v", j.Name, err)
 	}

@@ -83,11 +83,11 @@ func TestMaxRunDurationCountsFromTheAllocsBeginning(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "failed-once")
 	main := shTask("main", "if [ -f "+mark+" ]; then exec sleep 1000; fi; touch "+mark+"; exit 1")
 	main.Restart = restart(1, time.Minute, 1500*time.Millisecond, spec.RestartFail)
-	j := job("bounded", spec.JobBatch, main)
+	j := job("bounded-restart", spec.JobBatch, main)
 	j.Groups[0].MaxRunDuration = spec.Duration(5 * time.Second)
 	c.submit(j)
 
-	a := c.alloc("bounded", 15*time.Second, "main running after one restart", func(a *spec.Alloc) bool {
+	a := c.alloc("bounded-restart", 15*time.Second, "main running after one restart", func(a *spec.Alloc) bool {
 		ts := taskState(a, "main")
 		return ts != nil && ts.State == spec.TaskRunning && ts.Restarts == 1
 	})
@@ -97,7 +97,7 @@ func TestMaxRunDurationCountsFromTheAllocsBeginning(t *testing.T) {
 	}
 	ag.stop(t)
 	c.startAgent(dir, false)
-	a = c.alloc("bounded", 20*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
+	a = c.alloc("bounded-restart", 20*time.Second, "alloc complete", clientStatus(spec.ClientComplete))
 	if !a.Status.Began.Equal(began) {
 		t.Errorf("the alloc began %v before its agent restarted, %v after", began, a.Status.Began)
 	}

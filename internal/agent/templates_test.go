@@ -106,8 +106,8 @@ func TestTemplateRestartsOnCatalogChange(t *testing.T) {
 	front := shTask("f", `echo "run UP=$UP"; exec sleep 1000`)
 	front.Templates = []*spec.Template{{Data: `UP="{{ range service "backend" }}{{ .Port }}{{ end }}"`, Destination: "local/env", Env: true}}
 	front.Restart = restart(0, time.Minute, 10*time.Second, spec.RestartFail)
-	c.submit(job("front", spec.JobService, front))
-	a := c.alloc("front", 10*time.Second, "front running", running("f"))
+	c.submit(job("front-restart", spec.JobService, front))
+	a := c.alloc("front-restart", 10*time.Second, "front running", running("f"))
 
 	port := freePort(t)
 	c.submit(backendJob(t, port))
@@ -115,7 +115,7 @@ func TestTemplateRestartsOnCatalogChange(t *testing.T) {
 	waitFor(t, 30*time.Second, "front to run again with the backend's port", func() bool {
 		return logs(t, c.client, a.ID, "f", false) == want
 	})
-	a = c.alloc("front", 5*time.Second, "front started again", func(a *spec.Alloc) bool {
+	a = c.alloc("front-restart", 5*time.Second, "front started again", func(a *spec.Alloc) bool {
 		return len(events(taskState(a, "f"), spec.EventStarted)) == 2 && taskState(a, "f").State == spec.TaskRunning
 	})
 	ts := taskState(a, "f")
