@@ -348,7 +348,7 @@ done`
 		"DROVER_GROUP_NAME":    "g",
 		"DROVER_TASK_NAME":     "show",
 		"DROVER_ALLOC_ID":      a.ID,
-		"DROVER_ALLOC_NAME":    name+".g[0]",
+		"DROVER_ALLOC_NAME":    name + ".g[0]",
 		"DROVER_ALLOC_INDEX":   "0",
 		"DROVER_ALLOC_DIR":     allocDir,
 		"DROVER_TASK_DIR":      taskDir,
@@ -363,7 +363,7 @@ done`
 		"NOMAD_TASK_NAME":      "show",
 		"NOMAD_ALLOC_ID":       a.ID,
 		"NOMAD_SHORT_ALLOC_ID": a.ID[:8],
-		"NOMAD_ALLOC_NAME":     name+".g[0]",
+		"NOMAD_ALLOC_NAME":     name + ".g[0]",
 		"NOMAD_ALLOC_INDEX":    "0",
 		"NOMAD_ALLOC_DIR":      shared,
 		"NOMAD_TASK_DIR":       filepath.Join(taskDir, "local"),
@@ -396,7 +396,7 @@ done`
 		t.Errorf("task environment has unexpected variables %v", extra)
 	}
 	// An unknown variable (no port "none") stays as written, as in Nomad.
-	if w := name+"-0|" + runtime.GOOS + "/r1|${NOMAD_PORT_none}|hello show"; args != w {
+	if w := name + "-0|" + runtime.GOOS + "/r1|${NOMAD_PORT_none}|hello show"; args != w {
 		t.Errorf("interpolated args = %q, want %q", args, w)
 	}
 	if pwd != taskDir {
