@@ -95,6 +95,7 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 	var index int64
 	wait := time.Minute
 	seen := map[string]string{} // alloc ID -> last printed state
+	noted := map[string]bool{}  // failed instances said to be replaced
 	drawn := 0
 	announced := false
 	for {
@@ -129,7 +130,7 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 				}
 			}
 		}
-		done, recheck, err := verdict(out, st, minHealthy, time.Now())
+		done, recheck, err := verdict(out, st, minHealthy, time.Now(), noted)
 		if done {
 			return err
 		}
@@ -157,22 +158,39 @@ func currentAllocs(st *spec.JobStatus) []*spec.Alloc {
 	return out
 }
 
+// replacementWait is how soon a failed instance's replacement must be due
+// for `drover run` to wait for it (verdict).
+const replacementWait = 10 * time.Second
+
 // verdict says whether following is over, with the exit status. A service
 // is declared running only once every instance has stayed up minHealthy
 // since its last start: a task that crashes at once must not pass. recheck
 // says when to look again if nothing changes.
-func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now time.Time) (done bool, recheck time.Duration, err error) {
+//
+// noted holds the failed instances already said to be replaced.
+func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now time.Time, noted map[string]bool) (done bool, recheck time.Duration, err error) {
 	j, s := st.Job, st.Summary
 	if err := placementFailure(out, st); err != nil {
 		return true, 0, err
 	}
-	// An instance of this version failed for good: say so now rather than
-	// wait for its delayed replacement (drover status shows that too).
+	// An instance of this version failed. Its replacement, when the
+	// reschedule policy makes one within replacementWait (Nomad's batch
+	// default is 5 s), is waited for: the job may yet run. One due later
+	// (the service default's first is 30 s, then doubling), or none, ends
+	// the follow now rather than after the delay: a crashing service is
+	// said at once (drover status shows its replacement coming).
 	for _, a := range st.Allocations {
 		if a.DesiredStatus == spec.DesiredRun && a.JobVersion == j.Version && a.ClientStatusOr() == spec.ClientFailed {
 			desc := ""
 			if a.Status != nil {
 				desc = a.Status.Description
+			}
+			if next := s.NextReplacement; s.State == spec.JobPending && next != nil && next.Sub(now) <= replacementWait {
+				if !noted[a.ID] {
+					noted[a.ID] = true
+					fmt.Fprintf(out, "Instance %s failed: %s; its reschedule policy replaces it in %s.\n", a.Name, dash(desc), max(next.Sub(now), 0).Round(time.Second))
+				}
+				return false, max(next.Sub(now), 0) + time.Second, nil
 			}
 			return true, 0, &exitError{code: exitFailure, err: fmt.Errorf("job %q: instance %s failed: %s (%s)", j.Name, a.Name, dash(desc), failureHint(j.Name, a))}
 		}

@@ -74,6 +74,13 @@ func summarize(job *spec.Job, allocs []*spec.Alloc, nodes []*spec.Node, sched *s
 					final = append(final, rs)
 				case !rs.done:
 					bad = append(bad, a)
+					due := rs.due
+					if rs.lost {
+						due = a.Status.UpdateTime // replaced at once
+					}
+					if s.NextReplacement == nil || due.Before(*s.NextReplacement) {
+						s.NextReplacement = &due
+					}
 				}
 			}
 		}

@@ -90,7 +90,7 @@ func TestSummarize(t *testing.T) {
 				mk("f", web, "api", 1, 2, spec.ClientFailed, desc("exit code 1 after 2 restarts")),
 			},
 			sched: sched,
-			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
+			want: spec.JobSummary{NextReplacement: due(30 * time.Second), State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
 				Reason: "web.api[1] failed: exit code 1 after 2 restarts, will be replaced"},
 		},
 		{
@@ -101,7 +101,7 @@ func TestSummarize(t *testing.T) {
 				mk("c", web, "api", 1, 2, spec.ClientComplete),
 			},
 			sched: sched,
-			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Complete: 1, Lost: 1,
+			want: spec.JobSummary{NextReplacement: due(0), State: spec.JobPending, Desired: 2, Complete: 1, Lost: 1,
 				Reason: "web.api[0] lost: node n1 is down, will be replaced (+1 more)"},
 		},
 		{
@@ -140,7 +140,7 @@ func TestSummarize(t *testing.T) {
 				mk("f", two, "api", 0, 1, spec.ClientFailed, desc("exit code 2")),
 			},
 			sched: &spec.JobSchedule{Job: "web", JobVersion: 2, Failures: []spec.PlacementFailure{room}},
-			want: spec.JobSummary{State: spec.JobPending, Desired: 3, Pending: 2, Failed: 1,
+			want: spec.JobSummary{NextReplacement: due(30 * time.Second), State: spec.JobPending, Desired: 3, Pending: 2, Failed: 1,
 				Reason: "web.api[0] failed: exit code 2, will be replaced; " +
 					"2 instances of group db waiting for room: 0/3 nodes fit: memory exhausted on 3 (need 900 MB, most free 512 MB)"},
 		},
@@ -183,7 +183,7 @@ func TestSummarize(t *testing.T) {
 				mk("b", jobs, "work", 1, 2, spec.ClientFailed, desc("exit code 3 after 3 restarts")),
 			},
 			sched: bsched,
-			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
+			want: spec.JobSummary{NextReplacement: due(5 * time.Second), State: spec.JobPending, Desired: 2, Running: 1, Failed: 1,
 				Reason: "jobs.work[1] failed: exit code 3 after 3 restarts, will be replaced"},
 		},
 		{
@@ -209,7 +209,7 @@ func TestSummarize(t *testing.T) {
 				mk("c1", limited, "api", 2, 5, spec.ClientRunning),
 			},
 			sched: sched,
-			want: spec.JobSummary{State: spec.JobFailed, Desired: 3, Running: 1, Failed: 2,
+			want: spec.JobSummary{NextReplacement: due(-50 * time.Second), State: spec.JobFailed, Desired: 3, Running: 1, Failed: 2,
 				Reason: "web.api[1] failed 3 times within 1h; not rescheduled (reschedule attempts = 2); last: exit code 1"},
 		},
 		{
@@ -232,7 +232,7 @@ func TestSummarize(t *testing.T) {
 				mk("b", jobs, "work", 1, 2, spec.ClientLost),
 			},
 			sched: bsched,
-			want: spec.JobSummary{State: spec.JobPending, Desired: 2, Complete: 1, Lost: 1,
+			want: spec.JobSummary{NextReplacement: due(0), State: spec.JobPending, Desired: 2, Complete: 1, Lost: 1,
 				Reason: "jobs.work[1] lost, will be replaced"},
 		},
 		{
@@ -298,4 +298,10 @@ func TestSummarize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// due is a replacement due d after now.
+func due(d time.Duration) *time.Time {
+	t := now.Add(d)
+	return &t
 }

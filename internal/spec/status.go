@@ -39,6 +39,10 @@ type JobSummary struct {
 	// not obvious: "web.api[2] failed: exit code 1 after 2 restarts",
 	// "1 instance of group api waiting for room: 0/1 nodes fit: ...".
 	Reason string `json:"reason,omitempty"`
+	// NextReplacement, when instances ended and their reschedule policy
+	// replaces them, is when the first of those replacements is due (its
+	// end plus the policy's delay; a lost instance's is its end: at once).
+	NextReplacement *time.Time `json:"next_replacement,omitempty"`
 }
 
 // Progress is the summary's instance counts as the job list shows them,
