@@ -356,17 +356,22 @@ func (gr *groupRun) coldSpreads() bool {
 // coldPick is pick for a group whose heaps are not built: the same node,
 // found by walking the use order best-first. A subtree's bound is the
 // score of its best use (its highest key for binpack, its lowest for
-// least_loaded) with the ask's constant; subtrees without a bucket with
+// least_loaded) with the ask's constant, plus the highest affinity and
+// spread terms the group can give now; subtrees without a bucket with
 // room for the ask are not entered. A bucket's nodes all have the same
-// score: the first of them (by ID) that is feasible is its candidate.
-// The walk ends when no subtree left may hold a node that beats the best
-// candidate (a higher score, or the same score and a smaller ID).
+// base: they are scored exactly (exact) in ID order, and the bucket ends
+// at the first node that no later one can beat (without affinities and
+// spreads, the first feasible one). The walk ends when no subtree left
+// may hold a node that beats the best candidate (a higher score, or the
+// same score and a smaller ID).
 //
 // The walk gives up (ok false), and the group builds its heaps as before,
 // when the group's classes hold more than coldMaxTrees capacities (each
-// pick would push every tree's root) or when it has checked coldBudget
-// nodes without a pick (a constraint most nodes fail: the heaps drop such
-// nodes once for the call, and the Cache keeps them dropped).
+// pick would push every tree's root), when it has met coldBudget nodes
+// without a pick (a constraint most nodes fail, or an affinity few nodes
+// of the best buckets match: the heaps drop failing nodes once for the
+// call, and the Cache keeps them dropped), or when its spreads are not
+// ready (coldSpreads).
 func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 	gr.colds++
 	s := gr.s
