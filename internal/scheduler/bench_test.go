@@ -198,6 +198,42 @@ func BenchmarkPlaceNewShape(b *testing.B) {
 	}
 }
 
+// BenchmarkPlaceNewShapePreferences is BenchmarkPlaceNewShape for a
+// group with a spread over the nodes' racks (4 of them) or an affinity
+// for one rack: with a Cache, its first placements walk the use order
+// too, bounding the affinity and spread terms, where they used to score
+// every node.
+func BenchmarkPlaceNewShapePreferences(b *testing.B) {
+	for _, n := range []int{500, 10000} {
+		for _, pref := range []string{"spread", "affinity"} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", n, pref), func(b *testing.B) {
+				nodes := benchInput(n).Nodes
+				for i, nd := range nodes {
+					nd.Meta = map[string]string{"rack": fmt.Sprintf("r%d", i%4)}
+				}
+				cache := NewCache()
+				call := func(i, mem int) {
+					j := job(fmt.Sprintf("job-%d", i), 50, group("g", 100, mem, "exec"))
+					j.Scoring = spec.ScoreBinpack
+					if pref == "spread" {
+						j.Spreads = []*spec.Spread{{Attribute: "${meta.rack}"}}
+					} else {
+						j.Affinities = []*spec.Affinity{{Attribute: "${meta.rack}", Value: "r1", Weight: 50}}
+					}
+					if res := Place(Input{Nodes: nodes, Requests: reqs(j, j.Groups[0], 0), Cache: cache}); len(res.Placements) != 1 {
+						b.Fatalf("placed %d of 1: %v", len(res.Placements), res.Failures)
+					}
+				}
+				call(0, 128)
+				b.ReportAllocs()
+				for i := 1; b.Loop(); i++ {
+					call(i, 128+i%4096)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkIndexAfterAJoin is the node index built when one node joins a
 // cluster of 10,000 whose node list is not in ID order (the store lists
 // nodes by name): from the previous index (prev=yes: only the new node is

@@ -76,8 +76,7 @@
 // nodes whose allocs changed. Results are identical with and without it.
 //
 // A group shape the Cache has not seen would still score every node once
-// to build its heaps. For binpack and least_loaded without affinities or
-// spreads it does not: nodes with the same capacity (the same totals)
+// to build its heaps. For binpack and least_loaded it does not: nodes with the same capacity (the same totals)
 // rank in the same order for every ask, since the ask adds the same
 // need_r/total_r to each of them. The Cache keeps, per driver class and
 // capacity, the nodes in buckets of equal use under a segment tree that
@@ -90,7 +89,13 @@
 // left may beat the best feasible node found. That node is the one the
 // heaps would give (the bounds are allowed a slack of 1e-9 for rounding;
 // nodes within it are scored exactly). A group that places more builds
-// its heaps then. E-PVM's cost weighs each dimension by the ask, so its
-// order changes with the shape; affinities and spreads add per-node
-// terms: those groups, and calls without a Cache, build heaps as before.
+// its heaps then. Affinities and spreads add a term that depends on the
+// node's attributes (and for a spread on where the group's instances
+// are): the subtree bounds add the highest such term the group can give
+// now, and a bucket's nodes are scored exactly, in ID order, until no
+// later one can beat the best. An even spread's share needs the values
+// of the nodes that could hold the group: they come from an index of the
+// attribute's values kept with the Cache (attrIndex). E-PVM's cost weighs
+// each dimension by the ask, so its order changes with the shape: such
+// groups, and calls without a Cache, build heaps as before.
 package scheduler

@@ -68,10 +68,14 @@ type groupRun struct {
 	removed []int32
 	// ckey is the run's Cache key, "" when its heaps are not kept.
 	ckey string
-	// affine is set when the group has affinities; colds counts the
-	// call's cold picks (see cold).
-	affine bool
-	colds  int
+	// affs are the group's affinities, affTotal the sum of their absolute
+	// weights, affMax the highest affinity score (affinityRules).
+	affs             []weightedRule
+	affTotal, affMax float64
+	// counted is set when the spreads count the group's live instances
+	// (countLive); colds counts the call's cold picks (see cold).
+	counted bool
+	colds   int
 }
 
 func (s *state) newGroupRun(r Request) *groupRun {
@@ -80,7 +84,6 @@ func (s *state) newGroupRun(r Request) *groupRun {
 		s: s, job: r.Job, g: g, key: groupKey{r.Job.Name, g.Name},
 		need: g.Resources(), drivers: g.Drivers(), net: netModeBit(g.NetworkMode()), scoring: r.Job.ScoringOf(),
 		volumes: g.HostVolumeNeeds(),
-		affine:  len(r.Job.AffinitiesOf(g)) > 0,
 	}
 	for _, v := range gr.volumes {
 		gr.perAlloc = gr.perAlloc || v.PerAlloc
@@ -123,6 +126,7 @@ func (s *state) newGroupRun(r Request) *groupRun {
 	}
 	gr.conflicts()
 	gr.spreadRules()
+	gr.affinityRules()
 	for _, p := range g.Ports() {
 		if p.Static > 0 {
 			gr.static0 = append(gr.static0, p.Static)

@@ -6,40 +6,57 @@ import (
 	"github.com/drover-org/drover/internal/spec"
 )
 
-// prepareAffinity scores every ready node of the group's classes by the
-// affinities that apply to the group: the sum of the weights of those that
-// match, over the sum of all their absolute weights, so in [-1, 1]. An
-// affinity that does not compile matches nothing.
-func (gr *groupRun) prepareAffinity() {
-	as := gr.job.AffinitiesOf(gr.g)
-	if len(as) == 0 {
-		return
-	}
-	s := gr.s
-	type weighted struct {
-		r *rule
-		w float64
-	}
-	var ws []weighted
-	var total float64
-	for _, a := range as {
+// weightedRule is one affinity of a group, compiled, with its weight.
+type weightedRule struct {
+	r *rule
+	w float64
+}
+
+// affinityRules compiles the affinities that apply to the group. It does
+// not look at the nodes. affMax is the highest affinity score a node can
+// have: the positive weights over all the absolute weights (the weights
+// are whole numbers, so every node's sum is at most theirs exactly).
+func (gr *groupRun) affinityRules() {
+	var positive float64
+	for _, a := range gr.job.AffinitiesOf(gr.g) {
 		w := a.Weight
 		if w == 0 {
 			w = spec.DefaultAffinityWeight
 		}
-		ws = append(ws, weighted{s.rule(a.Constraint()), float64(w)})
-		total += float64(max(w, -w))
+		gr.affs = append(gr.affs, weightedRule{gr.s.rule(a.Constraint()), float64(w)})
+		gr.affTotal += float64(max(w, -w))
+		positive += float64(max(w, 0))
 	}
+	if len(gr.affs) > 0 {
+		gr.affMax = positive / gr.affTotal
+	}
+}
+
+// affinityOf is n's affinity score for the group: the sum of the weights
+// of the affinities it matches, over the sum of all their absolute
+// weights, so in [-1, 1]. An affinity that does not compile matches
+// nothing.
+func (gr *groupRun) affinityOf(n *nodeState) float64 {
+	var sum float64
+	for _, w := range gr.affs {
+		if w.r.match(n.node) {
+			sum += w.w
+		}
+	}
+	return sum / gr.affTotal
+}
+
+// prepareAffinity scores every ready node of the group's classes by the
+// affinities that apply to the group (affinityOf).
+func (gr *groupRun) prepareAffinity() {
+	if len(gr.affs) == 0 {
+		return
+	}
+	s := gr.s
 	gr.affinity = make([]float64, len(s.all))
 	for _, c := range gr.classes {
 		for _, idx := range c.nodes {
-			var sum float64
-			for _, w := range ws {
-				if w.r.match(s.all[idx].node) {
-					sum += w.w
-				}
-			}
-			gr.affinity[idx] = sum / total
+			gr.affinity[idx] = gr.affinityOf(s.all[idx])
 		}
 	}
 }
@@ -152,13 +169,21 @@ func (gr *groupRun) partition() int {
 }
 
 // countSpreads works out each value's due share and counts the group's
-// live instances per value, then scores the partitions. It runs once per
-// call.
+// live instances per value (unless cold picks did, see coldSpreads), then
+// scores the partitions. It runs once per call.
 func (gr *groupRun) countSpreads() {
 	if len(gr.spreads) == 0 {
 		return
 	}
-	s := gr.s
+	gr.shares()
+	gr.countLive()
+	gr.boost = make([]float64, len(gr.partValues))
+	gr.updateBoost()
+}
+
+// shares works out, per spread, the share of the values without a target,
+// from the values the nodes that could hold the group have (gr.values).
+func (gr *groupRun) shares() {
 	for i, sr := range gr.spreads {
 		named, sum := 0, 0
 		for v, p := range sr.percent {
@@ -175,13 +200,48 @@ func (gr *groupRun) countSpreads() {
 			sr.rest = float64(left) / float64(others)
 		}
 	}
+}
+
+// countLive counts the group's live instances per value, once per call:
+// the placements of the call are counted as they are made (charge).
+func (gr *groupRun) countLive() {
+	if gr.counted {
+		return
+	}
+	gr.counted = true
+	s := gr.s
 	for _, a := range s.groupAllocs(gr.key) {
 		if n := s.node(a.NodeID); n != nil && !s.evicted[a.ID] {
 			gr.countSpread(n, 1)
 		}
 	}
-	gr.boost = make([]float64, len(gr.partValues))
-	gr.updateBoost()
+}
+
+// spreadOf is n's spread score for the group, as updateBoost gives it to
+// n's partition.
+func (gr *groupRun) spreadOf(n *nodeState) float64 {
+	var b float64
+	for _, sr := range gr.spreads {
+		v, ok := sr.read.Property(n.node)
+		b += sr.weight * sr.boost(v, ok && v != "\x00")
+	}
+	return b
+}
+
+// spreadMax is the highest spread score a node that could hold the group
+// may have now: per spread the best term of its values (and of a node
+// without the attribute), summed in the order spreadOf sums them, so
+// that no node's spreadOf exceeds it (rounding is monotone).
+func (gr *groupRun) spreadMax() float64 {
+	var b float64
+	for i, sr := range gr.spreads {
+		m := sr.weight * sr.boost("", false)
+		for v := range gr.values[i] {
+			m = max(m, sr.weight*sr.boost(v, true))
+		}
+		b += m
+	}
+	return b
 }
 
 // countSpread adds delta instances at n's values.

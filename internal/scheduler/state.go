@@ -41,6 +41,9 @@ type state struct {
 	// order is the eligible nodes by use, built on a group's first cold
 	// pick (see useOrder) and kept up to date by moved.
 	order *useOrder
+	// attrs are the values of the attributes cold picks spread over, by
+	// attribute (see attrIndex).
+	attrs map[string]attrValues
 }
 
 type nodeState struct {

@@ -247,32 +247,146 @@ type coldItem struct {
 // the state lives in a Cache (without one, the state and so the order
 // would be built afresh for the call, costing what the heaps cost), the
 // group's heaps are not built, it has picked fewer than coldPicks times
-// in this call, and its score ranks nodes of one capacity by their use
-// alone (binpack or least_loaded, without affinities or spreads).
-// E-PVM's cost depends on the ask in each dimension apart, so its order
-// changes with the shape; affinities and spreads add per-node terms.
+// in this call, and its base score ranks nodes of one capacity by their
+// use alone (binpack or least_loaded). E-PVM's cost depends on the ask in
+// each dimension apart, so its order changes with the shape. Affinities
+// and spreads add a term that depends on the node's attributes (and, for
+// a spread, on where the group's instances are): coldPick bounds it by
+// the highest such term and scores the nodes it meets exactly.
 func (gr *groupRun) cold() bool {
-	return gr.s.cache != nil && !gr.built && gr.colds < coldPicks && gr.spreads == nil && !gr.affine &&
+	return gr.s.cache != nil && !gr.built && gr.colds < coldPicks &&
 		(gr.scoring == spec.ScoreBinpack || gr.scoring == spec.ScoreLeastLoaded)
+}
+
+// coldMaxValues bounds the values of a spread's attribute a cold pick
+// handles: a spread over, say, each node's name is left to the heaps.
+const coldMaxValues = 64
+
+// attrValues is the state's index of one attribute: per class id, the
+// values the class's nodes have, each with its nodes by ID. Nodes without
+// the attribute are left out. It depends on the nodes alone, so a Cache
+// keeps it with the state.
+type attrValues [][]attrValue
+
+type attrValue struct {
+	v     string
+	nodes []int32
+}
+
+// attrIndex returns the index of the attribute sr reads, built on first
+// use: O(nodes) once per attribute and node list.
+func (s *state) attrIndex(sr *spreadRule) attrValues {
+	key := sr.target.Attribute
+	if ix, ok := s.attrs[key]; ok {
+		return ix
+	}
+	ix := make(attrValues, len(s.classes))
+	for _, c := range s.classes {
+		at := map[string]int{}
+		for _, idx := range c.nodes { // by ID
+			v, ok := sr.read.Property(s.all[idx].node)
+			if !ok {
+				continue
+			}
+			i, seen := at[v]
+			if !seen {
+				i = len(ix[c.id])
+				at[v] = i
+				ix[c.id] = append(ix[c.id], attrValue{v: v})
+			}
+			ix[c.id][i].nodes = append(ix[c.id][i].nodes, idx)
+		}
+	}
+	if s.attrs == nil {
+		s.attrs = map[string]attrValues{}
+	}
+	s.attrs[key] = ix
+	return ix
+}
+
+// coldSpreads readies the group's spreads for cold picks, once per call:
+// the values of the nodes that could hold the group (what partition
+// finds by reading every node), from the state's attribute index, and
+// the group's live instances per value. It reports false, and the group
+// builds its heaps, when an attribute has more than coldMaxValues values
+// in the group's classes, or when finding which values a node that
+// could hold the group has takes more than coldBudget checks (most
+// nodes of some value fail the group's constraints).
+func (gr *groupRun) coldSpreads() bool {
+	if len(gr.spreads) == 0 || gr.counted {
+		return true
+	}
+	if gr.values == nil {
+		values := make([]map[string]bool, len(gr.spreads))
+		checked := 0
+		for i, sr := range gr.spreads {
+			values[i] = map[string]bool{}
+			ix := gr.s.attrIndex(sr)
+			n := 0
+			for _, c := range gr.classes {
+				n += len(ix[c.id])
+			}
+			if n > coldMaxValues {
+				return false
+			}
+			for _, c := range gr.classes {
+				for _, av := range ix[c.id] {
+					if values[i][av.v] {
+						continue
+					}
+					for _, idx := range av.nodes {
+						if checked++; checked > coldBudget {
+							return false
+						}
+						if gr.meetsStatic(gr.s.all[idx]) {
+							values[i][av.v] = true
+							break
+						}
+					}
+				}
+			}
+		}
+		gr.values = values
+	}
+	gr.shares()
+	gr.countLive()
+	return true
 }
 
 // coldPick is pick for a group whose heaps are not built: the same node,
 // found by walking the use order best-first. A subtree's bound is the
 // score of its best use (its highest key for binpack, its lowest for
-// least_loaded) with the ask's constant; subtrees without a bucket with
+// least_loaded) with the ask's constant, plus the highest affinity and
+// spread terms the group can give now; subtrees without a bucket with
 // room for the ask are not entered. A bucket's nodes all have the same
-// score: the first of them (by ID) that is feasible is its candidate.
-// The walk ends when no subtree left may hold a node that beats the best
-// candidate (a higher score, or the same score and a smaller ID).
+// base: they are scored exactly (exact) in ID order, and the bucket ends
+// at the first node that no later one can beat (without affinities and
+// spreads, the first feasible one). The walk ends when no subtree left
+// may hold a node that beats the best candidate (a higher score, or the
+// same score and a smaller ID).
 //
 // The walk gives up (ok false), and the group builds its heaps as before,
 // when the group's classes hold more than coldMaxTrees capacities (each
-// pick would push every tree's root) or when it has checked coldBudget
-// nodes without a pick (a constraint most nodes fail: the heaps drop such
-// nodes once for the call, and the Cache keeps them dropped).
+// pick would push every tree's root), when it has met coldBudget nodes
+// without a pick (a constraint most nodes fail, or an affinity few nodes
+// of the best buckets match: the heaps drop failing nodes once for the
+// call, and the Cache keeps them dropped), or when its spreads are not
+// ready (coldSpreads).
 func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 	gr.colds++
 	s := gr.s
+	if !gr.coldSpreads() {
+		return nil, false
+	}
+	// extra bounds the affinity and spread terms of any node.
+	var affMax, sprMax float64
+	if gr.affs != nil {
+		affMax = gr.affMax
+	}
+	if gr.spreads != nil {
+		sprMax = gr.spreadMax()
+	}
+	extra := affMax + sprMax
 	o := s.useOrder()
 	trees := 0
 	for _, c := range gr.classes {
@@ -294,9 +408,9 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 		if !a.fits(need) {
 			return
 		}
-		b := (a.hi[ki] + t.c) / k
+		b := (a.hi[ki]+t.c)/k + extra
 		if least {
-			b = 1 - (a.lo[ki]+t.c)/k
+			b = 1 - (a.lo[ki]+t.c)/k + extra
 		}
 		fr = append(fr, coldItem{t, pos, b})
 		for i := len(fr) - 1; i > 0; {
@@ -357,28 +471,39 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 			continue
 		}
 		b := t.slots[it.pos-len(t.slots)]
-		sc := gr.base(s.all[b.nodes[0]])
-		if best != nil && sc < bestScore {
-			continue
+		// The bucket's nodes share their base; top is the highest score
+		// one of them may have, summed as exact sums it.
+		base := gr.base(s.all[b.nodes[0]])
+		top := base
+		if gr.affs != nil {
+			top += affMax
+		}
+		if gr.spreads != nil {
+			top += sprMax
 		}
 		for _, idx := range b.nodes {
-			if best != nil && sc == bestScore && s.rank[idx] > s.rank[best.idx] {
-				break
+			if best != nil && (top < bestScore || top == bestScore && s.rank[idx] > s.rank[best.idx]) {
+				break // no node left in the bucket beats best
 			}
 			if checked++; checked > coldBudget {
 				o.frontier = fr[:0]
 				return nil, false
 			}
 			n := s.all[idx]
+			sc := gr.exact(n, base)
+			if best != nil && (sc < bestScore || sc == bestScore && s.rank[idx] > s.rank[best.idx]) {
+				continue
+			}
 			if !gr.ownVolumes(n) || !gr.feasible(n) {
 				continue
 			}
 			if avoid != "" && n.node.ID == avoid {
-				fallback = n
+				if fallback == nil {
+					fallback = n
+				}
 				continue
 			}
 			best, bestScore = n, sc
-			break
 		}
 	}
 	o.frontier = fr[:0]
@@ -386,4 +511,17 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 		return best, true
 	}
 	return fallback, true
+}
+
+// exact is n's score for the group, given its base: what the heaps rank
+// it by (rank, plus its partition's boost), added in the same order.
+func (gr *groupRun) exact(n *nodeState, base float64) float64 {
+	sc := base
+	if gr.affs != nil {
+		sc += gr.affinityOf(n)
+	}
+	if gr.spreads != nil {
+		sc += gr.spreadOf(n)
+	}
+	return sc
 }

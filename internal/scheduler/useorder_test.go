@@ -18,7 +18,8 @@ import (
 // changing between calls of a Cache kept across them (placements become
 // allocs, allocs end). Every call must place exactly as the obvious
 // placer does, and the Cache's use order must hold every eligible node
-// in the bucket of its use.
+// in the bucket of its use. Groups have affinities and spreads (the
+// group's own instances among the allocs, so spreads start uneven).
 func TestColdPickMatchesReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		capacities := []spec.Resources{{CPU: 1000, MemoryMB: 1000}, {CPU: 2000, MemoryMB: 1000, DiskMB: 500}, {CPU: 4000, MemoryMB: 8000, DiskMB: 0}, {CPU: 0, MemoryMB: 2000}}
@@ -31,6 +32,9 @@ func TestColdPickMatchesReference(t *testing.T) {
 			if rapid.IntRange(0, 3).Draw(t, "linux") > 0 {
 				n.Attributes = map[string]string{"os": "linux"}
 			}
+			if rack := rapid.SampledFrom([]string{"", "r0", "r1", "r2"}).Draw(t, "rack"); rack != "" {
+				n.Meta = map[string]string{"rack": rack}
+			}
 			if rapid.IntRange(0, 9).Draw(t, "docker") == 0 {
 				n.Drivers = []string{"docker"}
 			}
@@ -41,6 +45,9 @@ func TestColdPickMatchesReference(t *testing.T) {
 			a := alloc(fmt.Sprintf("a%02d", i), fmt.Sprintf("n%02d", rapid.IntRange(0, nNodes-1).Draw(t, "allocNode")), use.Draw(t, "allocCPU"), use.Draw(t, "allocMem"), spec.ClientRunning)
 			a.Resources.DiskMB = use.Draw(t, "allocDisk")
 			a.Job, a.Group = "other", "g"
+			if rapid.IntRange(0, 3).Draw(t, "ours") == 0 {
+				a.Job = rapid.SampledFrom([]string{"j0", "j1", "j2"}).Draw(t, "allocJob") // a step's group: its spreads count it
+			}
 			in.Allocs = append(in.Allocs, a)
 		}
 		cache := NewCache()
@@ -51,6 +58,15 @@ func TestColdPickMatchesReference(t *testing.T) {
 			g.Tasks[0].Resources.DiskMB = use.Draw(t, "needDisk")
 			if rapid.Bool().Draw(t, "constrained") {
 				g.Constraints = []*spec.Constraint{{Attribute: "${attr.os}", Operator: "=", Value: "linux"}}
+			}
+			// Affinities and spreads: cold picks bound their terms and
+			// score the nodes they meet exactly.
+			g.Affinities = genAffinities(t, "affinities")
+			if rapid.Bool().Draw(t, "spread") {
+				g.Spreads = []*spec.Spread{rapid.SampledFrom(spreadPool).Draw(t, "spreads")}
+				if rapid.Bool().Draw(t, "spread2") {
+					g.Spreads = append(g.Spreads, rapid.SampledFrom(spreadPool).Draw(t, "spreads2"))
+				}
 			}
 			if rapid.Bool().Draw(t, "port") {
 				g.Network = &spec.Network{Ports: []spec.Port{{Label: "p", Static: 8080}}}
