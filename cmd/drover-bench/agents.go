@@ -164,7 +164,12 @@ func (s *agentsServer) close() {
 		s.reg.Close()
 	}
 	if s.emb != nil {
-		s.emb.Close()
+		if err := s.emb.Close(); err != nil {
+			// Its files stay: removing them under an etcd still
+			// stopping makes it fail, and exit the process.
+			fmt.Fprintf(os.Stderr, "drover-bench: %v; leaving %s\n", err, s.dir)
+			return
+		}
 	}
 	os.RemoveAll(s.dir)
 }

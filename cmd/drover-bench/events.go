@@ -51,7 +51,12 @@ func eventsBench(bin string, jobs, diskEvents int) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	keep := false // an embedded etcd that did not stop keeps its files
+	defer func() {
+		if !keep {
+			os.RemoveAll(tmp)
+		}
+	}()
 	if bin, err = droverBinary(bin, tmp); err != nil {
 		return nil, err
 	}
@@ -122,7 +127,8 @@ func eventsBench(bin string, jobs, diskEvents int) (*report, error) {
 		return rep, fmt.Errorf("no event arrived on the stream")
 	}
 
-	dbGrowth, valueBytes, took, err := eventDiskCost(filepath.Join(tmp, "disk"), diskEvents)
+	dbGrowth, valueBytes, took, stuck, err := eventDiskCost(filepath.Join(tmp, "disk"), diskEvents)
+	keep = stuck
 	if err != nil {
 		return rep, err
 	}
@@ -136,18 +142,27 @@ func eventsBench(bin string, jobs, diskEvents int) (*report, error) {
 
 // eventDiskCost writes n typical alloc events into a fresh embedded etcd
 // and returns the growth of its database file and the records' bytes.
-func eventDiskCost(dir string, n int) (dbGrowth, valueBytes int64, took time.Duration, err error) {
+//
+// stuck says the etcd did not stop within its bound: its files must stay
+// (removed under it, it fails and exits the process).
+func eventDiskCost(dir string, n int) (dbGrowth, valueBytes int64, took time.Duration, stuck bool, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	log := slog.New(slog.DiscardHandler)
+	// Errors only, to stderr: a fatal one ends the process, and says why.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	emb, err := registry.StartEmbedded(ctx, registry.EmbeddedConfig{DataDir: dir, ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", Logger: log})
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
-	defer emb.Close()
+	defer func() {
+		if cerr := emb.Close(); cerr != nil {
+			fmt.Fprintf(os.Stderr, "drover-bench: %v; leaving %s\n", cerr, dir)
+			stuck = true
+		}
+	}()
 	reg, err := registry.Open(ctx, emb.Endpoints(), log)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	defer reg.Close()
 	// etcd's own account of its database in use (its file grows in
@@ -170,20 +185,20 @@ func eventDiskCost(dir string, n int) (dbGrowth, valueBytes int64, took time.Dur
 				Task: "server", Message: fmt.Sprintf("pid %d", 10000+j)})
 		}
 		if err := reg.AppendEvents(ctx, batch); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, false, err
 		}
 	}
 	took = time.Since(t0)
 	evs, _, err := reg.ListEvents(ctx, registry.EventQuery{})
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
 	for _, e := range evs {
 		e.Index = 0 // set on read, not stored
 		b, _ := jsonSize(e)
 		valueBytes += b
 	}
-	return size() - before, valueBytes, took, nil
+	return size() - before, valueBytes, took, false, nil
 }
 
 // jsonSize is e's encoded size.

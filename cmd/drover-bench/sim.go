@@ -280,10 +280,15 @@ func (c *simCluster) close() {
 	if c.reg != nil {
 		c.reg.Close()
 	}
-	if c.emb != nil {
-		c.emb.Close()
-	}
 	os.RemoveAll(c.agentDir)
+	if c.emb != nil {
+		if err := c.emb.Close(); err != nil {
+			// Its files stay: removing them under an etcd still
+			// stopping makes it fail, and exit the process.
+			fmt.Fprintf(os.Stderr, "drover-bench: %v; leaving %s\n", err, c.dir)
+			return
+		}
+	}
 	os.RemoveAll(c.dir)
 }
 

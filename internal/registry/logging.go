@@ -70,7 +70,11 @@ func (c *slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	case e.Level == zapcore.WarnLevel:
 		lvl = slog.LevelWarn
 	}
-	if c.quiet != nil && c.quiet.Load() {
+	// While closing, etcd's complaints about its closed listeners are
+	// expected and kept quiet; its fatal errors never are: zap exits the
+	// process after writing one, and a process that ended without a word
+	// (status 1, nothing on stderr) is what this line would explain.
+	if c.quiet != nil && c.quiet.Load() && e.Level < zapcore.DPanicLevel {
 		lvl = slog.LevelDebug
 	}
 	c.l.LogAttrs(context.Background(), lvl, e.Message, attrs...)
