@@ -112,7 +112,7 @@ func (l *handshakeListener) acceptLoop() {
 			}
 			continue
 		}
-		if !l.track(c) {
+		if !l.hold(l.pending, c) {
 			c.Close()
 			return
 		}
@@ -120,8 +120,9 @@ func (l *handshakeListener) acceptLoop() {
 	}
 }
 
-// track notes c as in its handshake, unless the listener is closed.
-func (l *handshakeListener) track(c net.Conn) bool {
+// hold notes c in set (pending: in its handshake; linked: served by
+// links), unless the listener is closed: Close closes what the sets hold.
+func (l *handshakeListener) hold(set map[net.Conn]struct{}, c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
@@ -129,38 +130,19 @@ func (l *handshakeListener) track(c net.Conn) bool {
 		return false
 	default:
 	}
-	l.pending[c] = struct{}{}
+	set[c] = struct{}{}
 	return true
 }
 
-func (l *handshakeListener) untrack(c net.Conn) {
+// release takes c out of set.
+func (l *handshakeListener) release(set map[net.Conn]struct{}, c net.Conn) {
 	l.mu.Lock()
-	delete(l.pending, c)
-	l.mu.Unlock()
-}
-
-// moveToLinked notes c, whose handshake is done, as served by links,
-// unless the listener is closed.
-func (l *handshakeListener) moveToLinked(c net.Conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case <-l.closed:
-		return false
-	default:
-	}
-	l.linked[c] = struct{}{}
-	return true
-}
-
-func (l *handshakeListener) unlink(c net.Conn) {
-	l.mu.Lock()
-	delete(l.linked, c)
+	delete(set, c)
 	l.mu.Unlock()
 }
 
 func (l *handshakeListener) handshake(c net.Conn) {
-	defer l.untrack(c)
+	defer l.release(l.pending, c)
 	tc := tls.Server(c, l.cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
@@ -182,12 +164,12 @@ func (l *handshakeListener) handshake(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	if l.links != nil && tc.ConnectionState().NegotiatedProtocol == link.Proto {
-		if !l.moveToLinked(c) {
+		if !l.hold(l.linked, c) {
 			c.Close()
 			return
 		}
 		go func() {
-			defer l.unlink(c)
+			defer l.release(l.linked, c)
 			l.links.ServeConn(tc)
 		}()
 		return

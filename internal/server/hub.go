@@ -194,12 +194,7 @@ func (h *hub) wait(ctx context.Context, index int64, d time.Duration, topics ...
 		}
 	}
 	w := &waiter{ch: make(chan struct{})}
-	for _, t := range topics {
-		if h.waiters[t] == nil {
-			h.waiters[t] = map[*waiter]struct{}{}
-		}
-		h.waiters[t][w] = struct{}{}
-	}
+	h.addLocked(w, topics)
 	h.mu.Unlock()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -232,12 +227,7 @@ func (h *hub) park(index int64, d time.Duration, wake func(), topics ...string) 
 		}
 	}
 	w := &waiter{fn: wake, topics: topics}
-	for _, t := range topics {
-		if h.waiters[t] == nil {
-			h.waiters[t] = map[*waiter]struct{}{}
-		}
-		h.waiters[t][w] = struct{}{}
-	}
+	h.addLocked(w, topics)
 	w.timer = time.AfterFunc(d, func() {
 		h.mu.Lock()
 		if w.woken {
@@ -256,6 +246,16 @@ func (h *hub) park(index int64, d time.Duration, wake func(), topics ...string) 
 		h.dropLocked(w)
 		h.mu.Unlock()
 		w.timer.Stop()
+	}
+}
+
+// addLocked registers w under each of topics; h.mu is held.
+func (h *hub) addLocked(w *waiter, topics []string) {
+	for _, t := range topics {
+		if h.waiters[t] == nil {
+			h.waiters[t] = map[*waiter]struct{}{}
+		}
+		h.waiters[t][w] = struct{}{}
 	}
 }
 
