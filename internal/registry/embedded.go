@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -99,37 +100,30 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.QuotaBackendBytes == 0 {
 		cfg.QuotaBackendBytes = DefaultQuotaBackendBytes
 	}
-	clientURL, err := listenURL(cfg.ClientAddr)
-	if err != nil {
-		return nil, fmt.Errorf("registry: embedded etcd client address: %w", err)
-	}
-	peerURL, err := listenURL(cfg.PeerAddr)
-	if err != nil {
-		return nil, fmt.Errorf("registry: embedded etcd peer address: %w", err)
-	}
-
-	ec := embed.NewConfig()
-	ec.Name = cfg.Name
-	ec.Dir = cfg.DataDir
-	ec.ListenClientUrls = []url.URL{*clientURL}
-	ec.AdvertiseClientUrls = []url.URL{*clientURL}
-	ec.ListenPeerUrls = []url.URL{*peerURL}
-	ec.AdvertisePeerUrls = []url.URL{*peerURL}
-	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
-	ec.InitialClusterToken = embeddedClusterToken(cfg.Name)
-	ec.ClusterState = embed.ClusterStateFlagNew // ignored when DataDir already holds a member
-	ec.AutoCompactionMode = embed.CompactorModePeriodic
-	ec.AutoCompactionRetention = cfg.AutoCompactionRetention
-	ec.MaxTxnOps = embeddedMaxTxnOps
-	ec.SnapshotCount, ec.SnapshotCatchUpEntries = embeddedSnapshotCount, embeddedCatchUpEntries
-	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
-	ec.UnsafeNoFsync = false // durability: a placement acknowledged is a placement kept
-	ec.LogLevel = "error"
 	closing := new(atomic.Bool)
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlog(cfg.Logger.With("component", "etcd"), zapcore.ErrorLevel, closing))
-
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
+	var (
+		e                  *embed.Etcd
+		clientURL, peerURL *url.URL
+		err                error
+	)
+	// A port chosen for port 0 is free when chosen and may be taken before
+	// etcd binds it (another test, another process): then choose again.
+	// etcd binds its listeners before it touches the data directory.
+	for attempt := 1; ; attempt++ {
+		if clientURL, err = pickURL(cfg.ClientAddr); err != nil {
+			return nil, fmt.Errorf("registry: embedded etcd client address: %w", err)
+		}
+		if peerURL, err = pickURL(cfg.PeerAddr); err != nil {
+			return nil, fmt.Errorf("registry: embedded etcd peer address: %w", err)
+		}
+		e, err = embed.StartEtcd(embeddedConfig(cfg, clientURL, peerURL, closing))
+		if err == nil {
+			break
+		}
+		if errors.Is(err, syscall.EADDRINUSE) && picksPort(cfg) && attempt < embeddedPortAttempts {
+			cfg.Logger.Debug("embedded etcd: chosen port taken before bind, choosing again", "err", err)
+			continue
+		}
 		return nil, fmt.Errorf("registry: start embedded etcd in %s: %w", cfg.DataDir, err)
 	}
 	timer := time.NewTimer(embeddedReadyTimeout)
@@ -157,9 +151,50 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	return emb, nil
 }
 
+// embeddedPortAttempts bounds how often StartEmbedded chooses new ports for
+// port 0 when the chosen ones were taken before etcd bound them.
+const embeddedPortAttempts = 5
+
+// picksPort reports whether cfg asks for a port chosen at start.
+func picksPort(cfg EmbeddedConfig) bool {
+	for _, a := range []string{cfg.ClientAddr, cfg.PeerAddr} {
+		if _, port, err := net.SplitHostPort(a); err == nil && port == "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// embeddedConfig is etcd's configuration for cfg on the given URLs.
+func embeddedConfig(cfg EmbeddedConfig, clientURL, peerURL *url.URL, closing *atomic.Bool) *embed.Config {
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.DataDir
+	ec.ListenClientUrls = []url.URL{*clientURL}
+	ec.AdvertiseClientUrls = []url.URL{*clientURL}
+	ec.ListenPeerUrls = []url.URL{*peerURL}
+	ec.AdvertisePeerUrls = []url.URL{*peerURL}
+	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	ec.InitialClusterToken = embeddedClusterToken(cfg.Name)
+	ec.ClusterState = embed.ClusterStateFlagNew // ignored when DataDir already holds a member
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = cfg.AutoCompactionRetention
+	ec.MaxTxnOps = embeddedMaxTxnOps
+	ec.SnapshotCount, ec.SnapshotCatchUpEntries = embeddedSnapshotCount, embeddedCatchUpEntries
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	ec.UnsafeNoFsync = false // durability: a placement acknowledged is a placement kept
+	ec.LogLevel = "error"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapToSlog(cfg.Logger.With("component", "etcd"), zapcore.ErrorLevel, closing))
+
+	return ec
+}
+
 // embeddedClusterToken is the cluster token of an embedded member named
 // name: what it starts with and what a restore for it gives.
 func embeddedClusterToken(name string) string { return "drover-" + name }
+
+// pickURL is listenURL; a test replaces it to hand out a taken port.
+var pickURL = listenURL
 
 // listenURL turns host:port into http://host:port, choosing a free port for
 // port 0.

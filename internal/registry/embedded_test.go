@@ -2,10 +2,14 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,4 +71,47 @@ func liveHeap() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// A port chosen for port 0 can be taken before etcd binds it; the start
+// chooses again instead of failing. The first choice here is a port a
+// listener of the test holds.
+func TestEmbeddedChoosesAgainWhenItsChosenPortIsTaken(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().String()
+	picks := 0
+	pickURL = func(addr string) (*url.URL, error) {
+		picks++
+		if picks == 1 {
+			return url.Parse("http://" + taken)
+		}
+		return listenURL(addr)
+	}
+	t.Cleanup(func() { pickURL = listenURL })
+	e := startEtcd(t)
+	if got := e.Endpoints()[0]; got == "http://"+taken {
+		t.Fatalf("embedded etcd reports the held address %s", got)
+	}
+	if picks < 4 {
+		t.Fatalf("ports chosen %d times, want a second choice for the client address (4 or more)", picks)
+	}
+}
+
+// A fixed address that is taken fails the start, saying so.
+func TestEmbeddedOnATakenFixedPortFails(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = StartEmbedded(ctx, EmbeddedConfig{DataDir: t.TempDir(), ClientAddr: held.Addr().String(), PeerAddr: "127.0.0.1:0", Logger: testLogger(t)})
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("start on a taken client address: %v, want EADDRINUSE", err)
+	}
 }
