@@ -599,7 +599,10 @@ func histogramGain(before, after, name, le string) (n int, sum float64, above in
 }
 
 // startCPUProfile profiles the process's CPU into path until the returned
-// function is called; "" profiles nothing.
+// function is called, and writes heap profiles to path.heap0 and path.heap1
+// at the start and the end (`go tool pprof -sample_index=alloc_space -base
+// path.heap0 path.heap1` shows what the phase allocated); "" profiles
+// nothing.
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
@@ -608,11 +611,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := writeHeapProfile(path + ".heap0"); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("CPU profile of a phase: %w (not with -cpuprofile)", err)
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if err := writeHeapProfile(path + ".heap1"); err != nil {
+			fmt.Fprintln(os.Stderr, "drover-bench:", err)
+		}
+	}, nil
 }
 
 // writeHeapProfile writes the heap's profile to path, unless it is "".

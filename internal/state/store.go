@@ -18,6 +18,7 @@
 package state
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"maps"
@@ -35,11 +36,13 @@ import (
 type Store struct {
 	db *memdb.MemDB
 	mu sync.Mutex // guards the fields below
-	// rev is the etcd revision the state is at; changed is closed and
-	// replaced when it moves (or when the store stops: err).
+	// rev is the etcd revision the state is at; err is set once the
+	// store stops. waiters are the readers waiting for a later revision
+	// (WaitRev), each woken alone once the store reaches its own: a
+	// commit wakes only the readers it satisfies, not every reader.
 	rev     int64
-	changed chan struct{}
 	err     error
+	waiters revWaiters
 	// log holds the allocs changed by recent commits, oldest first, for
 	// readers that keep their own work across snapshots (AllocsChanged).
 	// A commit appends; the oldest entries are dropped past maxLog, and
@@ -64,7 +67,7 @@ func New() *Store {
 	if err != nil {
 		panic(fmt.Sprintf("state: the schema is invalid: %v", err)) // a programming error
 	}
-	return &Store{db: db, changed: make(chan struct{}), nodes: &nodeList{}}
+	return &Store{db: db, nodes: &nodeList{}}
 }
 
 // Snapshot returns the state as it is now, in O(1).
@@ -77,21 +80,39 @@ func (s *Store) Snapshot() *Snapshot {
 // WaitRev waits until the store is at revision rev or later. It returns
 // the store's error once it stopped, or ctx's.
 func (s *Store) WaitRev(ctx context.Context, rev int64) error {
-	for {
-		s.mu.Lock()
-		at, ch, err := s.rev, s.changed, s.err
+	s.mu.Lock()
+	if s.err != nil || s.rev >= rev {
+		err := s.err
 		s.mu.Unlock()
-		if err != nil {
-			return err
+		return err
+	}
+	w := &revWaiter{rev: rev, done: make(chan struct{})}
+	heap.Push(&s.waiters, w)
+	s.mu.Unlock()
+	select {
+	case <-w.done:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if w.index >= 0 {
+			heap.Remove(&s.waiters, w.index)
 		}
-		if at >= rev {
-			return nil
+		at := s.rev
+		if at >= rev || s.err != nil {
+			return s.err // woken as it gave up
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("the server's state is at revision %d, not yet %d: %w", at, rev, ctx.Err())
-		}
+		return fmt.Errorf("the server's state is at revision %d, not yet %d: %w", at, rev, ctx.Err())
+	}
+}
+
+// wakeLocked wakes the readers whose revision the store has reached, or
+// all of them once it stopped. s.mu is held.
+func (s *Store) wakeLocked() {
+	for len(s.waiters) > 0 && (s.err != nil || s.waiters[0].rev <= s.rev) {
+		close(heap.Pop(&s.waiters).(*revWaiter).done)
 	}
 }
 
@@ -100,8 +121,39 @@ func (s *Store) Stop(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.err = err
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.wakeLocked()
+}
+
+// revWaiter is one reader waiting for revision rev: done is closed when
+// the store reaches it or stops. index is its place in the heap, -1 once
+// out of it.
+type revWaiter struct {
+	rev   int64
+	done  chan struct{}
+	index int
+}
+
+// revWaiters is a min-heap of waiters by revision (container/heap).
+type revWaiters []*revWaiter
+
+func (h revWaiters) Len() int           { return len(h) }
+func (h revWaiters) Less(i, j int) bool { return h[i].rev < h[j].rev }
+func (h revWaiters) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *revWaiters) Push(x any) {
+	w := x.(*revWaiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *revWaiters) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.index = -1
+	return w
 }
 
 // Write starts a batch of changes. Only one batch may be open at a time;
@@ -151,8 +203,7 @@ func (t *Txn) Commit(rev int64) {
 	}
 	if rev > s.rev {
 		s.rev = rev
-		close(s.changed)
-		s.changed = make(chan struct{})
+		s.wakeLocked()
 	}
 }
 

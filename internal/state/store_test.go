@@ -214,6 +214,66 @@ func TestAllocsChangedSince(t *testing.T) {
 	}
 }
 
+// TestCommitWakesOnlyTheReadersItSatisfies: readers waiting for later
+// revisions are not woken by a commit that does not reach theirs (with
+// thousands of readers waiting, waking all of them at every commit kept
+// the CPU busy with readers going back to sleep), a reader that gives up
+// leaves no trace, and Stop wakes the rest.
+func TestCommitWakesOnlyTheReadersItSatisfies(t *testing.T) {
+	s := New()
+	const readers = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	returned := make(chan int64, readers)
+	for i := range readers {
+		rev := int64(i%10 + 1) // 10 readers at each of revisions 1..10
+		go func() {
+			if err := s.WaitRev(ctx, rev); err != nil {
+				returned <- -rev
+				return
+			}
+			returned <- rev
+		}()
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s.mu.Lock()
+			got := len(s.waiters)
+			s.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d readers waiting, want %d", got, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(readers)
+	s.Write().Commit(4)
+	for range 40 {
+		if rev := <-returned; rev < 1 || rev > 4 {
+			t.Fatalf("a reader of revision %d returned at revision 4", rev)
+		}
+	}
+	waitFor(60) // the others still wait, each once
+	shortCtx, shortCancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer shortCancel()
+	if err := s.WaitRev(shortCtx, 7); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitRev(7) with a short context = %v", err)
+	}
+	waitFor(60) // the reader that gave up left the heap
+	s.Stop(errors.New("stopped"))
+	for range 60 {
+		if rev := <-returned; rev > 0 {
+			t.Fatalf("a reader of revision %d returned without error from a stopped store at revision 4", rev)
+		}
+	}
+	waitFor(0)
+}
+
 // TestWaitRev: a reader waits for the revision it needs, gives up with its
 // context, and learns when the store stopped.
 func TestWaitRev(t *testing.T) {
