@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -478,70 +477,18 @@ type statusRecord struct {
 var knownClientStatus = []spec.ClientStatus{spec.ClientPending, spec.ClientRunning, spec.ClientComplete, spec.ClientFailed, spec.ClientLost}
 
 // PutAllocStatus stores the status an agent reports for an alloc on its
-// node. ErrNotFound: no such alloc. ErrConflict: the alloc is on another
-// node, or its stored status is terminal and st would change it.
+// node, with its history events: a batch of one (PutAllocStatuses).
+// ErrNotFound: no such alloc. ErrConflict: the alloc is on another node,
+// or its stored status is terminal and st would change it.
 func (r *Registry) PutAllocStatus(ctx context.Context, id, nodeID string, st *spec.AllocStatus) error {
-	ctx, cancel := r.opCtx(ctx)
-	defer cancel()
-	akey, err := r.key(dirAllocs, "alloc id", id)
-	if err != nil {
-		return err
-	}
-	if err := checkName("node id", nodeID); err != nil {
-		return err
-	}
 	if st == nil {
 		return fmt.Errorf("registry: alloc %q: no status: %w", id, ErrInvalid)
 	}
-	if !slices.Contains(knownClientStatus, st.ClientStatus) {
-		return fmt.Errorf("registry: alloc %q: unknown client status %q: %w", id, st.ClientStatus, ErrInvalid)
+	errs, err := r.PutAllocStatuses(ctx, nodeID, []StatusUpdate{{ID: id, Status: st}})
+	if err != nil {
+		return err
 	}
-	skey := r.prefix + dirAllocStatus + id
-	for range casAttempts {
-		resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(akey), clientv3.OpGet(skey)).Commit()
-		if err != nil {
-			return wrap("read alloc "+id, err)
-		}
-		akvs, skvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-		if len(akvs) == 0 {
-			return fmt.Errorf("registry: alloc %q: %w", id, ErrNotFound)
-		}
-		var a spec.Alloc
-		if err := json.Unmarshal(akvs[0].Value, &a); err != nil {
-			return fmt.Errorf("registry: decode %s: %w", akvs[0].Key, err)
-		}
-		if a.NodeID != nodeID {
-			return fmt.Errorf("registry: alloc %q belongs to node %q, not %q: %w", id, a.NodeID, nodeID, ErrConflict)
-		}
-		var statusRev int64
-		if len(skvs) > 0 {
-			statusRev = skvs[0].ModRevision
-			var old statusRecord
-			if err := json.Unmarshal(skvs[0].Value, &old); err != nil {
-				return fmt.Errorf("registry: decode %s: %w", skvs[0].Key, err)
-			}
-			if old.ClientStatus.Terminal() && st.ClientStatus != old.ClientStatus {
-				return fmt.Errorf("registry: alloc %q is %s; it cannot become %s: %w", id, old.ClientStatus, st.ClientStatus, ErrConflict)
-			}
-		}
-		val, err := json.Marshal(statusRecord{Job: a.Job, NodeID: a.NodeID, AllocStatus: *st})
-		if err != nil {
-			return fmt.Errorf("registry: encode status of alloc %q: %w", id, err)
-		}
-		// Guarded on both halves: the alloc still exists unchanged (a purge
-		// cannot leave an orphan status) and no other status came in between.
-		tresp, err := r.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.ModRevision(akey), "=", akvs[0].ModRevision),
-			clientv3.Compare(clientv3.ModRevision(skey), "=", statusRev),
-		).Then(clientv3.OpPut(skey, string(val))).Commit()
-		if err != nil {
-			return wrap("write status of alloc "+id, err)
-		}
-		if tresp.Succeeded {
-			return nil
-		}
-	}
-	return fmt.Errorf("registry: alloc %q keeps changing under concurrent writes: %w", id, ErrConflict)
+	return errs[0]
 }
 
 // ---- Nodes ----

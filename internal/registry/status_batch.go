@@ -16,14 +16,32 @@ import (
 type StatusUpdate struct {
 	ID     string
 	Status *spec.AllocStatus
+	// Known is the alloc as the server's state holds it, nil when it holds
+	// none: see PutAllocStatuses.
+	Known *KnownAlloc
 }
 
-// PutAllocStatuses writes a node's reports for many allocs in one read and
-// one transaction, so that an agent starting a hundred tasks costs a few
-// etcd writes, not hundreds. The rules are PutAllocStatus's, per alloc: the
+// KnownAlloc is an alloc as a server's state holds it: its record (Status
+// the stored report, nil when none) and the mod revisions of its record
+// and of its status record (0: none).
+type KnownAlloc struct {
+	Alloc               *spec.Alloc
+	AllocRev, StatusRev int64
+}
+
+// PutAllocStatuses writes a node's reports for many allocs in one
+// transaction, so that an agent starting a hundred tasks costs a few etcd
+// writes, not hundreds. The rules are PutAllocStatus's, per alloc: the
 // alloc must exist and be on nodeID, and a terminal status does not move.
 // errs[i] is the outcome of updates[i] (nil when written); err is for the
 // batch as a whole (etcd unreachable, or it kept changing underneath).
+//
+// When every update brings the alloc as the server's state knows it
+// (Known), the first attempt judges by that and writes guarded by its
+// revisions: one transaction, no read. Otherwise, and when etcd moved on
+// since (the guard fails), the allocs are read from etcd first. A refusal
+// judged by what the state knows stands without a read: an alloc's node
+// never changes, nor does a terminal status.
 func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates []StatusUpdate) (errs []error, err error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
@@ -32,71 +50,50 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 	}
 	errs = make([]error, len(updates))
 	akeys := make([]string, len(updates))
+	known := true
 	for i, u := range updates {
 		akeys[i], errs[i] = r.key(dirAllocs, "alloc id", u.ID)
 		if errs[i] == nil && (u.Status == nil || !slices.Contains(knownClientStatus, u.Status.ClientStatus)) {
 			errs[i] = fmt.Errorf("registry: alloc %q: missing or unknown client status: %w", u.ID, ErrInvalid)
 		}
+		known = known && (errs[i] != nil || u.Known != nil)
 	}
 	for range casAttempts {
-		var gets []clientv3.Op
-		var idx []int
-		for i, u := range updates {
-			if errs[i] == nil {
-				gets = append(gets, clientv3.OpGet(akeys[i]), clientv3.OpGet(r.prefix+dirAllocStatus+u.ID))
-				idx = append(idx, i)
-			}
+		var cur []currentAlloc
+		if known {
+			cur = knownAllocs(updates, errs)
+			known = false // a failed guard reads
+		} else if cur, err = r.readAllocs(ctx, updates, akeys, errs); err != nil {
+			return nil, err
 		}
-		if len(idx) == 0 {
+		if len(cur) == 0 {
 			return errs, nil
-		}
-		resp, err := r.cli.Txn(ctx).Then(gets...).Commit()
-		if err != nil {
-			return nil, wrap("read allocs for a status batch", err)
 		}
 		var cmps []clientv3.Cmp
 		var puts []clientv3.Op
 		var evs []spec.Event
-		for n, i := range idx {
+		for _, c := range cur {
+			i, a := c.i, c.alloc
 			u := updates[i]
-			akvs := resp.Responses[2*n].GetResponseRange().Kvs
-			skvs := resp.Responses[2*n+1].GetResponseRange().Kvs
 			skey := r.prefix + dirAllocStatus + u.ID
-			if len(akvs) == 0 {
-				errs[i] = fmt.Errorf("registry: alloc %q: %w", u.ID, ErrNotFound)
-				continue
-			}
-			var a spec.Alloc
-			if err := json.Unmarshal(akvs[0].Value, &a); err != nil {
-				errs[i] = fmt.Errorf("registry: decode %s: %w", akvs[0].Key, err)
-				continue
-			}
 			if a.NodeID != nodeID {
 				errs[i] = fmt.Errorf("registry: alloc %q belongs to node %q, not %q: %w", u.ID, a.NodeID, nodeID, ErrConflict)
 				continue
 			}
-			var statusRev int64
-			var old *spec.AllocStatus
-			if len(skvs) > 0 {
-				statusRev = skvs[0].ModRevision
-				var rec statusRecord
-				if err := json.Unmarshal(skvs[0].Value, &rec); err == nil {
-					old = &rec.AllocStatus
-					if old.ClientStatus.Terminal() && u.Status.ClientStatus != old.ClientStatus {
-						errs[i] = fmt.Errorf("registry: alloc %q is %s; it cannot become %s: %w", u.ID, old.ClientStatus, u.Status.ClientStatus, ErrConflict)
-						continue
-					}
-				}
+			old := c.status
+			if old != nil && old.ClientStatus.Terminal() && u.Status.ClientStatus != old.ClientStatus {
+				errs[i] = fmt.Errorf("registry: alloc %q is %s; it cannot become %s: %w", u.ID, old.ClientStatus, u.Status.ClientStatus, ErrConflict)
+				continue
 			}
-			evs = append(evs, statusEvents(&a, old, u.Status)...)
+			evs = append(evs, statusEvents(a, old, u.Status)...)
 			val, err := json.Marshal(statusRecord{Job: a.Job, NodeID: a.NodeID, AllocStatus: *u.Status})
 			if err != nil {
 				errs[i] = fmt.Errorf("registry: encode status of alloc %q: %w", u.ID, err)
 				continue
 			}
 			cmps = append(cmps,
-				clientv3.Compare(clientv3.ModRevision(akeys[i]), "=", akvs[0].ModRevision),
-				clientv3.Compare(clientv3.ModRevision(skey), "=", statusRev))
+				clientv3.Compare(clientv3.ModRevision(akeys[i]), "=", c.allocRev),
+				clientv3.Compare(clientv3.ModRevision(skey), "=", c.statusRev))
 			puts = append(puts, clientv3.OpPut(skey, string(val)))
 		}
 		if len(puts) == 0 {
@@ -116,10 +113,77 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 		if tresp.Succeeded {
 			return errs, nil
 		}
-		// Something changed between the read and the write (the leader
-		// stopped an alloc, say): read again. Per-alloc errors stay.
+		// Something changed since what the batch was judged by (the
+		// leader stopped an alloc, say, or the server's state was behind):
+		// read again. Per-alloc errors stay.
 	}
 	return nil, fmt.Errorf("registry: allocs of node %q keep changing under concurrent writes: %w", nodeID, ErrConflict)
+}
+
+// currentAlloc is what a status update is judged by: updates[i]'s alloc,
+// its stored report (nil: none) and the revisions of both records.
+type currentAlloc struct {
+	i                   int
+	alloc               *spec.Alloc
+	status              *spec.AllocStatus
+	allocRev, statusRev int64
+}
+
+// knownAllocs is the current state of the updates not refused yet, as the
+// server's state holds it.
+func knownAllocs(updates []StatusUpdate, errs []error) []currentAlloc {
+	var cur []currentAlloc
+	for i, u := range updates {
+		if errs[i] == nil {
+			k := u.Known
+			cur = append(cur, currentAlloc{i: i, alloc: k.Alloc, status: k.Alloc.Status, allocRev: k.AllocRev, statusRev: k.StatusRev})
+		}
+	}
+	return cur
+}
+
+// readAllocs reads the current state of the updates not refused yet from
+// etcd, in one transaction; an alloc that is gone or cannot be decoded
+// is refused in errs.
+func (r *Registry) readAllocs(ctx context.Context, updates []StatusUpdate, akeys []string, errs []error) ([]currentAlloc, error) {
+	var gets []clientv3.Op
+	var idx []int
+	for i, u := range updates {
+		if errs[i] == nil {
+			gets = append(gets, clientv3.OpGet(akeys[i]), clientv3.OpGet(r.prefix+dirAllocStatus+u.ID))
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil, nil
+	}
+	resp, err := r.cli.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return nil, wrap("read allocs for a status batch", err)
+	}
+	var cur []currentAlloc
+	for n, i := range idx {
+		akvs := resp.Responses[2*n].GetResponseRange().Kvs
+		skvs := resp.Responses[2*n+1].GetResponseRange().Kvs
+		if len(akvs) == 0 {
+			errs[i] = fmt.Errorf("registry: alloc %q: %w", updates[i].ID, ErrNotFound)
+			continue
+		}
+		c := currentAlloc{i: i, alloc: new(spec.Alloc), allocRev: akvs[0].ModRevision}
+		if err := json.Unmarshal(akvs[0].Value, c.alloc); err != nil {
+			errs[i] = fmt.Errorf("registry: decode %s: %w", akvs[0].Key, err)
+			continue
+		}
+		if len(skvs) > 0 {
+			c.statusRev = skvs[0].ModRevision
+			var rec statusRecord
+			if err := json.Unmarshal(skvs[0].Value, &rec); err == nil {
+				c.status = &rec.AllocStatus
+			}
+		}
+		cur = append(cur, c)
+	}
+	return cur, nil
 }
 
 // statusEvents are the history entries of one status report: the alloc's

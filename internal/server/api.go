@@ -439,6 +439,9 @@ func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 	}
 	var ps spec.Problems
 	updates := make([]registry.StatusUpdate, len(rep.Allocs))
+	// What the state holds judges the batch and guards its write, so that
+	// a report costs etcd one transaction; a stale state costs a read.
+	ss := s.state.Snapshot()
 	for i, e := range rep.Allocs {
 		if msg := spec.CheckName(e.ID); msg != "" {
 			ps.Add(fmt.Sprintf("allocs[%d].id", i), "alloc id %s", msg)
@@ -449,6 +452,9 @@ func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 			ps.Add(fmt.Sprintf("allocs[%d].status.client_status", i), "%s", msg)
 		}
 		updates[i] = registry.StatusUpdate{ID: e.ID, Status: e.Status}
+		if a, allocRev, statusRev := ss.AllocRevs(e.ID); a != nil {
+			updates[i].Known = &registry.KnownAlloc{Alloc: a, AllocRev: allocRev, StatusRev: statusRev}
+		}
 	}
 	if len(ps) > 0 {
 		return &httpapi.Error{Status: http.StatusBadRequest, Message: "the status report is not valid", Problems: ps}

@@ -85,6 +85,18 @@ func (s *Snapshot) Alloc(id string) *spec.Alloc {
 	return row.Alloc
 }
 
+// AllocRevs returns an alloc (its Status the agent's latest report, nil
+// when none) with the mod revisions of its record and of its status record
+// (0: none), for a write guarded by them; nil when the store has no alloc
+// id.
+func (s *Snapshot) AllocRevs(id string) (a *spec.Alloc, allocRev, statusRev int64) {
+	row, _ := s.first(tableAllocs, id).(*allocRow)
+	if row == nil || row.Alloc == nil {
+		return nil, 0, 0
+	}
+	return row.Alloc, row.allocRev, row.statusRev
+}
+
 // Allocs returns every alloc, by job, group, index, then oldest first.
 func (s *Snapshot) Allocs() []*spec.Alloc {
 	return list(s.get(tableAllocs, "job_prefix", ""), allocOf)

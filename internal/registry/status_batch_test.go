@@ -1,0 +1,129 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drover-org/drover/internal/spec"
+)
+
+// TestStatusBatchJudgedByWhatTheServerKnows: reports that bring their
+// allocs as the server's state holds them cost one etcd transaction each,
+// not a read and a write; what the state knew wrongly (it was behind) is
+// found by the write's guard, read again from etcd, and judged by that.
+func TestStatusBatchJudgedByWhatTheServerKnows(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := campaign(t, r, "s1")
+	const n = 20
+	var allocs []*spec.Alloc
+	for i := range n {
+		allocs = append(allocs, testAlloc(fmt.Sprintf("a%d", i), "web", "g", i, "n1"))
+	}
+	mustCommit(t, l, &spec.Plan{Allocs: allocs})
+	known := func(id string) *KnownAlloc {
+		t.Helper()
+		a, err := r.GetAlloc(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := &KnownAlloc{Alloc: a}
+		k.AllocRev = modRev(t, r, Prefix+dirAllocs+id)
+		k.StatusRev = modRev(t, r, Prefix+dirAllocStatus+id)
+		return k
+	}
+	running := &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: time.Unix(200, 0).UTC()}
+
+	for _, a := range allocs {
+		errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: a.ID, Status: running, Known: known(a.ID)}})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("report on %s: %v %v", a.ID, err, errs)
+		}
+	}
+	var reportTxns uint64
+	for _, a := range allocs[5:10] {
+		k := known(a.ID)
+		txns := etcdTxns(t)
+		if errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: a.ID, Status: running, Known: k}}); err != nil || errs[0] != nil {
+			t.Fatalf("second report on %s: %v %v", a.ID, err, errs)
+		}
+		reportTxns += etcdTxns(t) - txns
+	}
+	// Other goroutines of the process may send a transaction meanwhile;
+	// a read and a write per report would be 10.
+	if reportTxns > 7 {
+		t.Errorf("5 reports judged by what the server knew sent %d etcd transactions, want about 5", reportTxns)
+	}
+
+	// The state was behind: it saw a0 running, etcd has it failed since.
+	stale := known("a0")
+	failed := &spec.AllocStatus{ClientStatus: spec.ClientFailed, Description: "exit 1"}
+	if err := r.PutAllocStatus(ctx, "a0", "n1", failed); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: "a0", Status: running, Known: stale}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, errs[0], ErrConflict)
+	// The state was behind on the alloc's record: the report is still
+	// written, judged by etcd.
+	stale = known("a1")
+	stale.AllocRev--
+	if errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: "a1", Status: failed, Known: stale}}); err != nil || errs[0] != nil {
+		t.Fatalf("report with a stale alloc revision: %v %v", err, errs)
+	}
+	if a, err := r.GetAlloc(ctx, "a1"); err != nil || a.ClientStatusOr() != spec.ClientFailed {
+		t.Fatalf("a1 after the report: %+v %v", a, err)
+	}
+	// The alloc is gone from etcd, the state still has it: not found.
+	stale = known("a2")
+	mustCommit(t, l, &spec.Plan{DeleteAllocs: []string{"a2"}})
+	errs, err = r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: "a2", Status: running, Known: stale}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, errs[0], ErrNotFound)
+	if n := countPrefix(t, r, Prefix+dirAllocStatus+"a2"); n != 0 {
+		t.Fatalf("a report on a deleted alloc left %d status keys", n)
+	}
+}
+
+func modRev(t *testing.T, r *Registry, key string) int64 {
+	t.Helper()
+	resp, err := r.cli.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return resp.Kvs[0].ModRevision
+}
+
+// etcdTxns is how many Txn requests this process has sent etcd.
+func etcdTxns(t *testing.T) uint64 {
+	t.Helper()
+	g := prometheus.NewRegistry()
+	g.MustRegister(RequestSeconds)
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "method" && l.GetValue() == "Txn" {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
+}
