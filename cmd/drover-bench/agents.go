@@ -74,7 +74,7 @@ const agentsChildCmd = "agents-child"
 func agentsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	n := fs.Int("agents", 10000, fmt.Sprintf("simulated agents (-quick: %d unless given)", quickAgents))
 	d := fs.Duration("duration", 30*time.Second, "how long the agents are measured once their instances run (-quick: 3s unless given)")
-	placeProfile := fs.String("placeprofile", "", "write a CPU profile of the server's process while the instances are placed and reported running, alone, to this file")
+	placeProfile := fs.String("placeprofile", "", "write a CPU profile of the server's process while the instances are placed and reported running, alone, to this file (and heap profiles and a runtime trace beside it: FILE.heap0, FILE.heap1, FILE.trace)")
 	return func() (*report, error) {
 		return agentsScenario(sized(fs, o, "agents", *n, quickAgents), sized(fs, o, "duration", *d, 3*time.Second), o.memProfile, *placeProfile)
 	}

@@ -45,6 +45,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,7 +108,7 @@ func stateFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	allocs := fs.Int("allocs", 100000, "allocations, placed by the leader (-quick: 2000 unless given)")
 	probes := fs.Int("probes", 50, "single-instance jobs submitted one at a time (-quick: 10 unless given)")
 	idle := fs.Duration("idle", 30*time.Second, "how long the idle server's CPU is measured (-quick: 3s unless given)")
-	idleProfile := fs.String("idleprofile", "", "write a CPU profile of the idle window alone to this file")
+	idleProfile := fs.String("idleprofile", "", "write a CPU profile of the idle window alone to this file (and heap profiles and a runtime trace beside it: FILE.heap0, FILE.heap1, FILE.trace)")
 	return func() (*report, error) {
 		sz := stateSize{nodes: sized(fs, o, "nodes", *nodes, 200), allocs: sized(fs, o, "allocs", *allocs, 2000),
 			probes: sized(fs, o, "probes", *probes, 10), idle: sized(fs, o, "idle", *idle, 3*time.Second)}
@@ -599,10 +600,11 @@ func histogramGain(before, after, name, le string) (n int, sum float64, above in
 }
 
 // startCPUProfile profiles the process's CPU into path until the returned
-// function is called, and writes heap profiles to path.heap0 and path.heap1
+// function is called, writes heap profiles to path.heap0 and path.heap1
 // at the start and the end (`go tool pprof -sample_index=alloc_space -base
-// path.heap0 path.heap1` shows what the phase allocated); "" profiles
-// nothing.
+// path.heap0 path.heap1` shows what the phase allocated) and a runtime
+// trace to path.trace (`go tool trace -pprof=sched path.trace` shows what
+// made goroutines wait for a CPU); "" profiles nothing.
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
@@ -619,7 +621,21 @@ func startCPUProfile(path string) (stop func(), err error) {
 		f.Close()
 		return nil, fmt.Errorf("CPU profile of a phase: %w (not with -cpuprofile)", err)
 	}
+	tf, err := os.Create(path + ".trace")
+	if err != nil {
+		pprof.StopCPUProfile()
+		f.Close()
+		return nil, err
+	}
+	if err := trace.Start(tf); err != nil {
+		pprof.StopCPUProfile()
+		f.Close()
+		tf.Close()
+		return nil, fmt.Errorf("trace of a phase: %w", err)
+	}
 	return func() {
+		trace.Stop()
+		tf.Close()
 		pprof.StopCPUProfile()
 		f.Close()
 		if err := writeHeapProfile(path + ".heap1"); err != nil {
