@@ -32,10 +32,12 @@ import (
 )
 
 // Store holds the state and its revision. One writer at a time (the
-// registry's feed); any number of readers.
+// registry's feed); any number of readers, who take no lock: a commit
+// publishes what they read (view) at once.
 type Store struct {
-	db *memdb.MemDB
-	mu sync.Mutex // guards the fields below
+	db   *memdb.MemDB
+	view atomic.Pointer[view]
+	mu   sync.Mutex // guards the fields below: the writer's and the waiters'
 	// rev is the etcd revision the state is at; err is set once the
 	// store stops. waiters are the readers waiting for a later revision
 	// (WaitRev), each woken alone once the store reaches its own: a
@@ -53,6 +55,21 @@ type Store struct {
 	nodes *nodeList
 }
 
+// view is the store as readers see it, as of one commit.
+type view struct {
+	rev     int64
+	err     error
+	db      *memdb.MemDB // the tables at rev (memdb's O(1) snapshot)
+	log     []allocChange
+	logFrom int64
+	nodes   *nodeList
+}
+
+// publishLocked makes the store's state what readers see; s.mu is held.
+func (s *Store) publishLocked() {
+	s.view.Store(&view{rev: s.rev, err: s.err, db: s.db.Snapshot(), log: s.log, logFrom: s.logFrom, nodes: s.nodes})
+}
+
 type allocChange struct {
 	rev int64
 	id  string
@@ -67,19 +84,23 @@ func New() *Store {
 	if err != nil {
 		panic(fmt.Sprintf("state: the schema is invalid: %v", err)) // a programming error
 	}
-	return &Store{db: db, nodes: &nodeList{}}
+	s := &Store{db: db, nodes: &nodeList{}}
+	s.publishLocked()
+	return s
 }
 
-// Snapshot returns the state as it is now, in O(1).
+// Snapshot returns the state as it is now, in O(1), without a lock.
 func (s *Store) Snapshot() *Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return &Snapshot{Rev: s.rev, tx: s.db.Txn(false), log: s.log, logFrom: s.logFrom, nodes: s.nodes}
+	v := s.view.Load()
+	return &Snapshot{Rev: v.rev, tx: v.db.Txn(false), log: v.log, logFrom: v.logFrom, nodes: v.nodes}
 }
 
 // WaitRev waits until the store is at revision rev or later. It returns
 // the store's error once it stopped, or ctx's.
 func (s *Store) WaitRev(ctx context.Context, rev int64) error {
+	if v := s.view.Load(); v.err != nil || v.rev >= rev {
+		return v.err
+	}
 	s.mu.Lock()
 	if s.err != nil || s.rev >= rev {
 		err := s.err
@@ -91,20 +112,15 @@ func (s *Store) WaitRev(ctx context.Context, rev int64) error {
 	s.mu.Unlock()
 	select {
 	case <-w.done:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.err
+		return w.err
 	case <-ctx.Done():
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if w.index >= 0 {
-			heap.Remove(&s.waiters, w.index)
+		if w.index < 0 {
+			return w.err // woken as it gave up
 		}
-		at := s.rev
-		if at >= rev || s.err != nil {
-			return s.err // woken as it gave up
-		}
-		return fmt.Errorf("the server's state is at revision %d, not yet %d: %w", at, rev, ctx.Err())
+		heap.Remove(&s.waiters, w.index)
+		return fmt.Errorf("the server's state is at revision %d, not yet %d: %w", s.rev, rev, ctx.Err())
 	}
 }
 
@@ -112,7 +128,9 @@ func (s *Store) WaitRev(ctx context.Context, rev int64) error {
 // all of them once it stopped. s.mu is held.
 func (s *Store) wakeLocked() {
 	for len(s.waiters) > 0 && (s.err != nil || s.waiters[0].rev <= s.rev) {
-		close(heap.Pop(&s.waiters).(*revWaiter).done)
+		w := heap.Pop(&s.waiters).(*revWaiter)
+		w.err = s.err
+		close(w.done)
 	}
 }
 
@@ -121,15 +139,18 @@ func (s *Store) Stop(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.err = err
+	s.publishLocked()
 	s.wakeLocked()
 }
 
 // revWaiter is one reader waiting for revision rev: done is closed when
-// the store reaches it or stops. index is its place in the heap, -1 once
-// out of it.
+// the store reaches it or stops (err: the store's error then). index is
+// its place in the heap, -1 once out of it. All but done under s.mu
+// until done is closed.
 type revWaiter struct {
 	rev   int64
 	done  chan struct{}
+	err   error
 	index int
 }
 
@@ -183,7 +204,6 @@ func (t *Txn) Commit(rev int64) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Under the lock, so that a snapshot's node list is its tables'.
 	t.tx.Commit()
 	t.commitNodes()
 	if t.reset {
@@ -201,10 +221,9 @@ func (t *Txn) Commit(rev int64) {
 			s.log = append(s.log, allocChange{rev, id})
 		}
 	}
-	if rev > s.rev {
-		s.rev = rev
-		s.wakeLocked()
-	}
+	s.rev = max(s.rev, rev)
+	s.publishLocked() // before the wake: a woken reader's snapshot holds rev
+	s.wakeLocked()
 }
 
 // commitNodes brings the store's node list up to date with the batch:

@@ -274,6 +274,31 @@ func TestCommitWakesOnlyTheReadersItSatisfies(t *testing.T) {
 	waitFor(0)
 }
 
+// TestReadersTakeNoLock: a snapshot and a wait for a revision the store
+// holds do not wait for the writer's lock (a heartbeat's read of its
+// node's secret queued behind commits and woken readers when they did).
+func TestReadersTakeNoLock(t *testing.T) {
+	s := New()
+	s.Write().Commit(7)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	done := make(chan int64, 1)
+	go func() {
+		if err := s.WaitRev(context.Background(), 7); err != nil {
+			t.Error(err)
+		}
+		done <- s.Snapshot().Rev
+	}()
+	select {
+	case rev := <-done:
+		if rev != 7 {
+			t.Fatalf("snapshot at revision %d, want 7", rev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a reader waited for the writer's lock")
+	}
+}
+
 // TestWaitRev: a reader waits for the revision it needs, gives up with its
 // context, and learns when the store stopped.
 func TestWaitRev(t *testing.T) {
