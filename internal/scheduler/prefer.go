@@ -105,14 +105,15 @@ func (sr *spreadRule) boost(v string, ok bool) float64 {
 // have is how many of the group's instances value v holds.
 func (sr *spreadRule) have(v string) int { return sr.live[v] + sr.counts[v] }
 
-// spreadRules compiles the spreads that apply to the group. It does not
-// look at the nodes.
+// spreadRules compiles the spreads that apply to the group (the reader
+// of each attribute once per state: see state.rule). It does not look
+// at the nodes.
 func (gr *groupRun) spreadRules() {
 	ss := gr.job.SpreadsOf(gr.g)
 	var weights float64
 	for _, sp := range ss {
-		k, err := spec.CompileConstraint(spec.Constraint{Attribute: sp.Attribute, Operator: spec.OpIsSet})
-		if err != nil {
+		k := gr.s.rule(spec.Constraint{Attribute: sp.Attribute, Operator: spec.OpIsSet}).check
+		if k == nil {
 			continue // Validate refuses it; nothing to spread over
 		}
 		w := sp.Weight
