@@ -11,8 +11,9 @@ import (
 
 // Cache lets Place carry work over from one call to the next: the node
 // index (order by ID, driver classes, constraint results), the live
-// allocs and the use they make of each node, and the heaps of the groups
-// it placed. A call pays for what changed since the previous one, not for
+// allocs and the use they make of each node, each group's live allocs
+// and their count per value of its spreads' attributes, and the heaps of
+// the groups it placed. A call pays for what changed since the previous one, not for
 // the whole cluster: with the same nodes (the same *spec.Node values in
 // the same order, as the server's state store hands them out), a call
 // costs O(placements * log nodes) plus, for each alloc that appeared,

@@ -64,9 +64,9 @@ func (gr *groupRun) prepareAffinity() {
 // spreadRule is one spread of the group: where its instances are, per
 // value of the attribute, and how many each value should hold.
 type spreadRule struct {
-	target  spec.Spread
-	read    *spec.ConstraintCheck // reads the attribute
-	weight  float64
+	target spec.Spread
+	read   *spec.ConstraintCheck // reads the attribute
+	weight float64
 	// The group's instances at value v are live[v] + counts[v]: live is
 	// the Cache's count of its live allocs (nil without a Cache; not to
 	// be modified), counts the rest: without a Cache every instance, with

@@ -362,8 +362,8 @@ func (gr *groupRun) coldSpreads() bool {
 // base: they are scored exactly (exact) in ID order, and the bucket ends
 // at the first node that no later one can beat (without affinities and
 // spreads, the first feasible one). The walk ends when no subtree left
-// may hold a node that beats the best candidate (a higher score, or the
-// same score and a smaller ID).
+// may hold a node that beats the best candidate (beats: a higher score;
+// on a tie, a higher score before the spread term, then a smaller ID).
 //
 // The walk gives up (ok false), and the group builds its heaps as before,
 // when the group's classes hold more than coldMaxTrees capacities (each
