@@ -11,8 +11,9 @@ import (
 
 // Cache lets Place carry work over from one call to the next: the node
 // index (order by ID, driver classes, constraint results), the live
-// allocs and the use they make of each node, and the heaps of the groups
-// it placed. A call pays for what changed since the previous one, not for
+// allocs and the use they make of each node, each group's live allocs
+// and their count per value of its spreads' attributes, and the heaps of
+// the groups it placed. A call pays for what changed since the previous one, not for
 // the whole cluster: with the same nodes (the same *spec.Node values in
 // the same order, as the server's state store hands them out), a call
 // costs O(placements * log nodes) plus, for each alloc that appeared,
@@ -35,11 +36,27 @@ type Cache struct {
 	s     *state
 	// live holds the allocs the Cache counts, by ID: every alloc that is
 	// not terminal, whether or not its node is known.
-	live   map[string]*spec.Alloc
+	live map[string]*spec.Alloc
+	// byGroup holds the same allocs by (job, group), then ID: a group's
+	// instances cost what the group holds, not every alloc.
+	byGroup map[groupKey]map[string]*spec.Alloc
+	// spread counts, per (job, group) and spread attribute, the group's
+	// live allocs on known nodes per value of the attribute on their
+	// node: built on a spread's first call for the group (from byGroup),
+	// kept as allocs change (apply), dropped with the node index. Only
+	// groups with live allocs have counts.
+	spread map[groupKey]map[string]*liveCounts
 	groups map[string]*groupRun
 	// rules holds each job's conflicts and replaces rules, read again
 	// only when the job's value changes (see ruleJobs).
 	rules map[string]cachedRules
+}
+
+// liveCounts is a group's live allocs per value of one attribute (the
+// one read reads) of their nodes.
+type liveCounts struct {
+	read   *spec.ConstraintCheck
+	counts map[string]int
 }
 
 type cachedRules struct {
@@ -198,6 +215,7 @@ func (c *Cache) reindex(nodes []*spec.Node) {
 		}
 	}
 	c.nodes, c.s, c.groups = slices.Clone(nodes), s, map[string]*groupRun{}
+	c.spread = nil // a node's values may have changed, or its allocs become known
 	s.cache = c
 }
 
@@ -219,12 +237,13 @@ func (c *Cache) diff(allocs []*spec.Alloc) (changed []*spec.Alloc, gone []string
 	return changed, gone
 }
 
-// apply brings live, and the nodes' use in s when s is not nil, up to
-// date with the allocs changed and gone; it returns the nodes whose use
-// changed.
+// apply brings live and byGroup, and the nodes' use in s and the spread
+// counts when s is not nil, up to date with the allocs changed and gone;
+// it returns the nodes whose use changed.
 func (c *Cache) apply(s *state, changed []*spec.Alloc, gone []string) map[int32]bool {
 	if c.live == nil {
 		c.live = map[string]*spec.Alloc{}
+		c.byGroup = map[groupKey]map[string]*spec.Alloc{}
 	}
 	moved := map[int32]bool{}
 	drop := func(id string) {
@@ -233,6 +252,7 @@ func (c *Cache) apply(s *state, changed []*spec.Alloc, gone []string) map[int32]
 			return
 		}
 		delete(c.live, id)
+		c.ungroup(s, old)
 		if s != nil {
 			if ns := s.uncharge(old); ns != nil {
 				moved[ns.idx] = true
@@ -250,6 +270,7 @@ func (c *Cache) apply(s *state, changed []*spec.Alloc, gone []string) map[int32]
 		if old != nil && !a.Terminal() && sameUse(old, a) {
 			// A status report: the same room, ports and job.
 			c.live[a.ID] = a
+			c.byGroup[groupKey{a.Job, a.Group}][a.ID] = a
 			if s != nil {
 				s.replace(old, a)
 			}
@@ -260,6 +281,7 @@ func (c *Cache) apply(s *state, changed []*spec.Alloc, gone []string) map[int32]
 			continue
 		}
 		c.live[a.ID] = a
+		c.group(s, a)
 		if s != nil {
 			if ns := s.charge(a); ns != nil {
 				moved[ns.idx] = true
@@ -267,6 +289,89 @@ func (c *Cache) apply(s *state, changed []*spec.Alloc, gone []string) map[int32]
 		}
 	}
 	return moved
+}
+
+// group adds a live alloc to byGroup and, when s is not nil, to its
+// group's spread counts.
+func (c *Cache) group(s *state, a *spec.Alloc) {
+	key := groupKey{a.Job, a.Group}
+	m := c.byGroup[key]
+	if m == nil {
+		m = map[string]*spec.Alloc{}
+		c.byGroup[key] = m
+	}
+	m[a.ID] = a
+	if s != nil {
+		c.count(s, key, a, 1)
+	}
+}
+
+// ungroup takes back what group added. A group left without live
+// allocs loses its counts: they are all zero.
+func (c *Cache) ungroup(s *state, a *spec.Alloc) {
+	key := groupKey{a.Job, a.Group}
+	m := c.byGroup[key]
+	delete(m, a.ID)
+	if len(m) == 0 {
+		delete(c.byGroup, key)
+		delete(c.spread, key)
+		return
+	}
+	if s != nil {
+		c.count(s, key, a, -1)
+	}
+}
+
+// count adds delta at the values of a's node to its group's spread
+// counts, if the group has any and the node is known.
+func (c *Cache) count(s *state, key groupKey, a *spec.Alloc, delta int) {
+	byAttr := c.spread[key]
+	if byAttr == nil {
+		return
+	}
+	n := s.node(a.NodeID)
+	if n == nil {
+		return
+	}
+	for _, lc := range byAttr {
+		if v, ok := lc.read.Property(n.node); ok {
+			if lc.counts[v] += delta; lc.counts[v] == 0 {
+				delete(lc.counts, v)
+			}
+		}
+	}
+}
+
+// liveSpread is the group's live allocs on known nodes (freed or not)
+// per value of sr's attribute, counted from byGroup on the first call
+// that asks and kept up to date from then on. The map is the Cache's:
+// the caller must not modify it. nil for a group without live allocs.
+func (c *Cache) liveSpread(s *state, key groupKey, sr *spreadRule) map[string]int {
+	allocs := c.byGroup[key]
+	if len(allocs) == 0 {
+		return nil
+	}
+	byAttr := c.spread[key]
+	if lc := byAttr[sr.target.Attribute]; lc != nil {
+		return lc.counts
+	}
+	lc := &liveCounts{read: sr.read, counts: map[string]int{}}
+	for _, a := range allocs {
+		if n := s.node(a.NodeID); n != nil {
+			if v, ok := sr.read.Property(n.node); ok {
+				lc.counts[v]++
+			}
+		}
+	}
+	if byAttr == nil {
+		if c.spread == nil {
+			c.spread = map[groupKey]map[string]*liveCounts{}
+		}
+		byAttr = map[string]*liveCounts{}
+		c.spread[key] = byAttr
+	}
+	byAttr[sr.target.Attribute] = lc
+	return lc.counts
 }
 
 // sameUse reports whether two values of an alloc hold the same room on the

@@ -25,7 +25,10 @@ func placeBothWays(in Input) (fresh, cached Result) {
 // full: the heaps had dropped such a node for the rest of the call, where
 // the cold walk saw the room; now the heaps take it back. Crowded nodes of
 // low-priority work, groups that may preempt, avoided nodes, per_alloc
-// volumes, distinct_hosts.
+// volumes, distinct_hosts; and the low-priority group placing after the
+// evictions, with a spread over racks that must not count its evicted
+// instances (a Cache counts them per value as they live, and takes the
+// evicted ones off for the call).
 func TestPreemptionSameWithAndWithoutCache(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var in Input
@@ -36,6 +39,9 @@ func TestPreemptionSameWithAndWithoutCache(t *testing.T) {
 				if rapid.Bool().Draw(t, "vol") {
 					n.HostVolumes = append(n.HostVolumes, spec.HostVolume{Name: fmt.Sprintf("data[%d]", v)})
 				}
+			}
+			if rack := rapid.SampledFrom([]string{"", "r0", "r1", "r2"}).Draw(t, "rack"); rack != "" {
+				n.Meta = map[string]string{"rack": rack}
 			}
 			in.Nodes = append(in.Nodes, n)
 		}
@@ -66,6 +72,16 @@ func TestPreemptionSameWithAndWithoutCache(t *testing.T) {
 					r.AvoidNode = fmt.Sprintf("n%02d", rapid.IntRange(0, nNodes-1).Draw(t, "avoidNode"))
 				}
 				in.Requests = append(in.Requests, r)
+			}
+		}
+		if rapid.Bool().Draw(t, "lowPlaces") {
+			g := group("g", size.Draw(t, "lowNeed"), 100, "exec")
+			g.Spreads = []*spec.Spread{rapid.SampledFrom(spreadPool[:3]).Draw(t, "lowSpread")}
+			g.Count = rapid.IntRange(1, 4).Draw(t, "lowCount")
+			low := job("low", 0, g)
+			in.Jobs["low"] = low
+			for idx := range g.Count {
+				in.Requests = append(in.Requests, Request{Job: low, Group: g, Index: 100 + idx})
 			}
 		}
 		fresh, cached := placeBothWays(in)

@@ -17,9 +17,13 @@
 //	          conflicts count the live allocs and the placements made
 //	          earlier in the same call
 //	rank      score = base + affinity + spread, each described below
-//	select    the highest score; ties go to the smaller node ID; a
-//	          request's AvoidNode (the node a failed instance ran on) is
-//	          chosen only when no other node is feasible
+//	select    the highest score; on an exact tie the higher score
+//	          before the spread term (two that differ in the last place
+//	          can round to the same sum once it is added), then the
+//	          smaller node ID: one total order (beats) that every path
+//	          (heaps, cold picks) follows; a request's AvoidNode (the
+//	          node a failed instance ran on) is chosen only when no
+//	          other node is feasible
 //
 // base, from the node's use u_r = used_r / total_r of each resource r
 // after the placement (r is cpu and memory, and disk when the group asks
@@ -95,7 +99,14 @@
 // now, and a bucket's nodes are scored exactly, in ID order, until no
 // later one can beat the best. An even spread's share needs the values
 // of the nodes that could hold the group: they come from an index of the
-// attribute's values kept with the Cache (attrIndex). E-PVM's cost weighs
+// attribute's values kept with the Cache (attrIndex). How many of the
+// group's instances each value holds comes from the Cache as well: it
+// keeps each group's live allocs and, per spread attribute, their count
+// per value of their nodes, counted on the group's first spread
+// placement and updated as allocs come, go and end (liveSpread), so a
+// call pays for the allocs that changed and those its plan stops, not
+// for every live alloc. Without a Cache a call counts them from its
+// allocs, as the heaps always did. E-PVM's cost weighs
 // each dimension by the ask, so its order changes with the shape: such
 // groups, and calls without a Cache, build heaps as before.
 package scheduler

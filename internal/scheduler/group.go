@@ -382,12 +382,33 @@ func (gr *groupRun) rank(n *nodeState) float64 {
 }
 
 // better orders the nodes within one heap: higher score first, then the
-// smaller node ID, so that ties never depend on input order.
+// smaller node ID, so that ties never depend on input order. The nodes of
+// a heap share their spread term, so this is the order of beats.
 func (gr *groupRun) better(a, b int32) bool {
 	if sa, sb := gr.score[a], gr.score[b]; sa != sb {
 		return sa > sb
 	}
 	return gr.s.rank[a] < gr.s.rank[b]
+}
+
+// beats is the order in which nodes are chosen, the same for the heaps
+// and the cold picks: a node scored sc, whose score before the spread
+// term (rank: base plus affinity) is pre and whose rank by ID is r, beats
+// one scored bsc, bpre, br when its score is higher; on an exact tie,
+// when its score before the spread term is higher, then when its ID is
+// smaller. The second key makes the order the heaps' (a heap holds nodes
+// of one spread partition, ordered by pre, and two pre that differ in
+// the last place can round to the same sum once the partition's spread
+// term is added) and total, so that any path that finds the best node
+// under it finds the same one.
+func beats(sc, pre float64, r int32, bsc, bpre float64, br int32) bool {
+	if sc != bsc {
+		return sc > bsc
+	}
+	if pre != bpre {
+		return pre > bpre
+	}
+	return r < br
 }
 
 // build puts every ready node of the group's classes in its heaps, scored.
@@ -469,17 +490,18 @@ func (gr *groupRun) pick(avoid string) *nodeState {
 	}()
 	for {
 		var best *nodeHeap
-		var bestScore float64
+		var bestScore, bestPre float64
 		for _, h := range gr.heaps {
 			if len(h.nodes) == 0 {
 				continue
 			}
-			sc := gr.score[h.nodes[0]]
+			pre := gr.score[h.nodes[0]]
+			sc := pre
 			if gr.boost != nil {
 				sc += gr.boost[h.part]
 			}
-			if best == nil || sc > bestScore || sc == bestScore && gr.s.rank[h.nodes[0]] < gr.s.rank[best.nodes[0]] {
-				best, bestScore = h, sc
+			if best == nil || beats(sc, pre, gr.s.rank[h.nodes[0]], bestScore, bestPre, gr.s.rank[best.nodes[0]]) {
+				best, bestScore, bestPre = h, sc, pre
 			}
 		}
 		if best == nil {

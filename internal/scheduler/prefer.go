@@ -64,9 +64,14 @@ func (gr *groupRun) prepareAffinity() {
 // spreadRule is one spread of the group: where its instances are, per
 // value of the attribute, and how many each value should hold.
 type spreadRule struct {
-	target  spec.Spread
-	read    *spec.ConstraintCheck // reads the attribute
-	weight  float64
+	target spec.Spread
+	read   *spec.ConstraintCheck // reads the attribute
+	weight float64
+	// The group's instances at value v are live[v] + counts[v]: live is
+	// the Cache's count of its live allocs (nil without a Cache; not to
+	// be modified), counts the rest: without a Cache every instance, with
+	// one the call's placements less the live allocs it frees or evicts.
+	live    map[string]int
 	counts  map[string]int
 	percent map[string]int // the targets, by value
 	// rest is the percent left to each value without a target.
@@ -94,17 +99,21 @@ func (sr *spreadRule) boost(v string, ok bool) float64 {
 	if want <= 0 {
 		return -1
 	}
-	return max(-1, min(1, (want-float64(sr.counts[v]))/want))
+	return max(-1, min(1, (want-float64(sr.have(v)))/want))
 }
 
-// spreadRules compiles the spreads that apply to the group. It does not
-// look at the nodes.
+// have is how many of the group's instances value v holds.
+func (sr *spreadRule) have(v string) int { return sr.live[v] + sr.counts[v] }
+
+// spreadRules compiles the spreads that apply to the group (the reader
+// of each attribute once per state: see state.rule). It does not look
+// at the nodes.
 func (gr *groupRun) spreadRules() {
 	ss := gr.job.SpreadsOf(gr.g)
 	var weights float64
 	for _, sp := range ss {
-		k, err := spec.CompileConstraint(spec.Constraint{Attribute: sp.Attribute, Operator: spec.OpIsSet})
-		if err != nil {
+		k := gr.s.rule(spec.Constraint{Attribute: sp.Attribute, Operator: spec.OpIsSet}).check
+		if k == nil {
 			continue // Validate refuses it; nothing to spread over
 		}
 		w := sp.Weight
@@ -204,15 +213,48 @@ func (gr *groupRun) shares() {
 
 // countLive counts the group's live instances per value, once per call:
 // the placements of the call are counted as they are made (charge).
+// With a Cache, which keeps the counts as allocs change (liveSpread),
+// it costs the spreads plus the group's allocs that the call frees or
+// has evicted, not the group's allocs, nor every alloc.
 func (gr *groupRun) countLive() {
 	if gr.counted {
 		return
 	}
 	gr.counted = true
 	s := gr.s
-	for _, a := range s.groupAllocs(gr.key) {
-		if n := s.node(a.NodeID); n != nil && !s.evicted[a.ID] {
-			gr.countSpread(n, 1)
+	if s.cache == nil {
+		for _, a := range s.groupAllocs(gr.key) {
+			if n := s.node(a.NodeID); n != nil && !s.evicted[a.ID] {
+				gr.countSpread(n, 1)
+			}
+		}
+		return
+	}
+	for _, sr := range gr.spreads {
+		sr.live = s.cache.liveSpread(s, gr.key, sr)
+	}
+	group := s.cache.byGroup[gr.key]
+	uncount := func(a *spec.Alloc) {
+		if n := s.node(a.NodeID); n != nil {
+			gr.countSpread(n, -1)
+		}
+	}
+	if len(s.freed) < len(group) {
+		for id := range s.freed {
+			if a := group[id]; a != nil {
+				uncount(a)
+			}
+		}
+	} else {
+		for id, a := range group {
+			if s.freed[id] {
+				uncount(a)
+			}
+		}
+	}
+	for id := range s.evicted {
+		if a := group[id]; a != nil {
+			uncount(a)
 		}
 	}
 }

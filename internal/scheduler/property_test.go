@@ -60,7 +60,7 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 		}
 		need := r.Group.Resources()
 		var best, avoided *spec.Node
-		var bestScore float64
+		var bestScore, bestPre float64
 		for _, n := range in.Nodes {
 			if !referenceFits(in, placements, r, n, used[n.ID], ports[n.ID]) {
 				continue
@@ -69,9 +69,11 @@ func referencePlace(in Input) (placements []Placement, failed []Request) {
 				avoided = n
 				continue
 			}
-			score := referenceScore(in, placements, r, n, used[n.ID])
-			if best == nil || score > bestScore || score == bestScore && n.ID < best.ID {
-				best, bestScore = n, score
+			// The highest score; on an exact tie the highest score before
+			// the spread term, then the smaller ID (the package's doc).
+			score, pre := referenceScore(in, placements, r, n, used[n.ID])
+			if best == nil || score > bestScore || score == bestScore && (pre > bestPre || pre == bestPre && n.ID < best.ID) {
+				best, bestScore, bestPre = n, score, pre
 			}
 		}
 		if best == nil {
@@ -134,8 +136,9 @@ func referenceFits(in Input, placements []Placement, r Request, n *spec.Node, u 
 }
 
 // referenceScore is the node's score for r's group, written from the
-// formulas in the package documentation.
-func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u spec.Resources) float64 {
+// formulas in the package documentation, and its score before the spread
+// term is added.
+func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u spec.Resources) (score, pre float64) {
 	need := r.Group.Resources()
 	frac := func(used, total int) float64 {
 		if total <= 0 {
@@ -151,7 +154,7 @@ func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u
 	if need.DiskMB > 0 {
 		dims = append(dims, dim{frac(u.DiskMB, n.Resources.DiskMB), frac(u.DiskMB+need.DiskMB, n.Resources.DiskMB)})
 	}
-	var score, sum float64
+	var sum float64
 	for _, d := range dims {
 		sum += d.after
 	}
@@ -191,10 +194,11 @@ func referenceScore(in Input, placements []Placement, r Request, n *spec.Node, u
 		}
 		score += match / total
 	}
+	pre = score
 	if ss := r.Job.SpreadsOf(r.Group); len(ss) > 0 {
 		score += referenceSpread(in, placements, r, n, ss)
 	}
-	return score
+	return score, pre
 }
 
 // referenceSpread is the spread score of node n for r's group: for each

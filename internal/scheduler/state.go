@@ -26,7 +26,7 @@ type state struct {
 	meets   map[string][]uint8
 	allocs  []*spec.Alloc // live allocs: not terminal, not freed (without a cache: see eachLive)
 	freed   map[string]bool
-	byGroup map[groupKey][]*spec.Alloc
+	byGroup map[groupKey][]*spec.Alloc // without a cache: see groupAllocs
 	// jobNodes counts each job's live instances per node index, placements
 	// of this call included; built on first use.
 	jobNodes map[string]map[int32]int
@@ -465,8 +465,18 @@ func (s *state) rule(c spec.Constraint) *rule {
 	return r
 }
 
-// groupAllocs returns the live allocs of a group.
+// groupAllocs returns the live allocs of a group that this call's plan
+// does not stop.
 func (s *state) groupAllocs(key groupKey) []*spec.Alloc {
+	if s.cache != nil {
+		var out []*spec.Alloc
+		for _, a := range s.cache.byGroup[key] {
+			if !s.freed[a.ID] {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
 	if s.byGroup == nil {
 		s.byGroup = map[groupKey][]*spec.Alloc{}
 		s.eachLive(func(a *spec.Alloc) {

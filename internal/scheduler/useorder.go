@@ -362,8 +362,8 @@ func (gr *groupRun) coldSpreads() bool {
 // base: they are scored exactly (exact) in ID order, and the bucket ends
 // at the first node that no later one can beat (without affinities and
 // spreads, the first feasible one). The walk ends when no subtree left
-// may hold a node that beats the best candidate (a higher score, or the
-// same score and a smaller ID).
+// may hold a node that beats the best candidate (beats: a higher score;
+// on a tie, a higher score before the spread term, then a smaller ID).
 //
 // The walk gives up (ok false), and the group builds its heaps as before,
 // when the group's classes hold more than coldMaxTrees capacities (each
@@ -458,7 +458,7 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 		}
 	}
 	var best, fallback *nodeState
-	var bestScore float64
+	var bestScore, bestPre float64
 	for len(fr) > 0 {
 		it := pop()
 		if best != nil && it.bound < bestScore-coldSlack {
@@ -472,17 +472,19 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 		}
 		b := t.slots[it.pos-len(t.slots)]
 		// The bucket's nodes share their base; top is the highest score
-		// one of them may have, summed as exact sums it.
+		// one of them may have, and topPre the highest score before the
+		// spread term, summed as exact sums them (rounding is monotone).
 		base := gr.base(s.all[b.nodes[0]])
-		top := base
+		topPre := base
 		if gr.affs != nil {
-			top += affMax
+			topPre += affMax
 		}
+		top := topPre
 		if gr.spreads != nil {
 			top += sprMax
 		}
 		for _, idx := range b.nodes {
-			if best != nil && (top < bestScore || top == bestScore && s.rank[idx] > s.rank[best.idx]) {
+			if best != nil && !beats(top, topPre, s.rank[idx], bestScore, bestPre, s.rank[best.idx]) {
 				break // no node left in the bucket beats best
 			}
 			if checked++; checked > coldBudget {
@@ -490,8 +492,8 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 				return nil, false
 			}
 			n := s.all[idx]
-			sc := gr.exact(n, base)
-			if best != nil && (sc < bestScore || sc == bestScore && s.rank[idx] > s.rank[best.idx]) {
+			sc, pre := gr.exact(n, base)
+			if best != nil && !beats(sc, pre, s.rank[idx], bestScore, bestPre, s.rank[best.idx]) {
 				continue
 			}
 			if !gr.ownVolumes(n) || !gr.feasible(n) {
@@ -503,7 +505,7 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 				}
 				continue
 			}
-			best, bestScore = n, sc
+			best, bestScore, bestPre = n, sc, pre
 		}
 	}
 	o.frontier = fr[:0]
@@ -513,15 +515,17 @@ func (gr *groupRun) coldPick(avoid string) (picked *nodeState, ok bool) {
 	return fallback, true
 }
 
-// exact is n's score for the group, given its base: what the heaps rank
-// it by (rank, plus its partition's boost), added in the same order.
-func (gr *groupRun) exact(n *nodeState, base float64) float64 {
-	sc := base
+// exact is n's score for the group, given its base, and its score
+// before the spread term: what the heaps rank it by (rank, plus its
+// partition's boost), added in the same order (see beats).
+func (gr *groupRun) exact(n *nodeState, base float64) (sc, pre float64) {
+	pre = base
 	if gr.affs != nil {
-		sc += gr.affinityOf(n)
+		pre += gr.affinityOf(n)
 	}
+	sc = pre
 	if gr.spreads != nil {
 		sc += gr.spreadOf(n)
 	}
-	return sc
+	return sc, pre
 }
