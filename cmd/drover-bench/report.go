@@ -114,10 +114,14 @@ func runScenario(sc scenario, args []string) int {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&o.drover, "drover", "", "drover binary for scenarios that run real processes (default: go build ./cmd/drover)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile of this process to this file when the scenario measures its heap (state, agents)")
+	memProfileRate := fs.Int("memprofilerate", 0, "with -memprofile, record one allocation per this many bytes (1: every allocation, exact but slow; default: the runtime's 512 KB)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the in-process scenarios: server and agents) to this file")
 	mutexProfile := fs.String("mutexprofile", "", fmt.Sprintf("write a profile of this process's contended mutexes (1 in %d sampled) to this file", mutexSampling))
 	run := sc.flags(fs, &o)
 	fs.Parse(args)
+	if *memProfileRate > 0 {
+		runtime.MemProfileRate = *memProfileRate
+	}
 	if *mutexProfile != "" {
 		stop, err := startMutexProfile(*mutexProfile)
 		if err != nil {

@@ -42,7 +42,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	return &limitConn{Conn: c, l: l}, nil
 }
 
 func (l *limitListener) full() {
@@ -62,8 +62,8 @@ func (l *limitListener) Close() error {
 
 type limitConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	once sync.Once
+	l    *limitListener
 }
 
 func (c *limitConn) Close() error {
@@ -71,3 +71,5 @@ func (c *limitConn) Close() error {
 	c.once.Do(c.release)
 	return err
 }
+
+func (c *limitConn) release() { <-c.l.sem }

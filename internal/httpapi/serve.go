@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/drover-org/drover/internal/link"
@@ -144,6 +145,22 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		// (TestHTTP2RequestsBeforeTheServersSettingsAreRead). An agent's
 		// own headers fill a few hundred bytes of it.
 		s.HTTP2 = &http.HTTP2Config{MaxEncoderHeaderTableSize: hpackTableSize}
+		if cfg.GetConfigForClient == nil && !cfg.SessionTicketsDisabled {
+			// No session tickets for a link: an agent holds its one
+			// connection for as long as it runs and does not resume
+			// (its client keeps no session cache), and a ticket is
+			// work and garbage in every handshake (the session it
+			// seals holds the agent's certificate), of which 10,000
+			// agents connecting at once leave holes in the heap.
+			links := cfg.Clone()
+			links.SessionTicketsDisabled = true
+			cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+				if slices.Contains(h.SupportedProtos, link.Proto) {
+					return links, nil
+				}
+				return nil, nil
+			}
+		}
 		links := &link.Server{Handler: s.Handler, Log: log, WriteTimeout: lim.WriteStallTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
 		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log, links)
 	}

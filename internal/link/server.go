@@ -47,18 +47,17 @@ type Server struct {
 // Only clients with a certificate (agents) are served: the link is theirs,
 // and a connection without one is closed.
 func (s *Server) ServeConn(c *tls.Conn) {
-	state := c.ConnectionState()
-	if len(state.PeerCertificates) == 0 {
+	if len(c.ConnectionState().PeerCertificates) == 0 {
 		if s.Log != nil {
 			s.Log.Warn("link: a client without a certificate; closing the connection (the link is for agents)", "remote", c.RemoteAddr().String())
 		}
 		c.Close()
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sc := &serverConn{srv: s, c: c, tls: &state, ctx: ctx, calls: map[uint64]*call{}}
+	// What a connection keeps is this and its calls: no context, no
+	// copy of its TLS state (each request gets its own), no buffer.
+	sc := &serverConn{srv: s, c: c}
 	defer func() {
-		cancel()
 		c.Close()
 		sc.closeCalls()
 	}()
@@ -66,10 +65,9 @@ func (s *Server) ServeConn(c *tls.Conn) {
 	if idle <= 0 {
 		idle = serverIdle
 	}
-	var hdr [headerLen]byte
 	for {
 		c.SetReadDeadline(time.Now().Add(idle))
-		typ, id, msg, err := readFrame(c, &hdr, maxRequestFrame)
+		typ, id, msg, err := readFrame(c, &sc.hdr, maxRequestFrame)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && s.Log != nil {
 				s.Log.Debug("link closed", "remote", c.RemoteAddr().String(), "err", err)
@@ -97,14 +95,13 @@ func (s *Server) ServeConn(c *tls.Conn) {
 type serverConn struct {
 	srv *Server
 	c   *tls.Conn
-	tls *tls.ConnectionState
-	ctx context.Context // ends with the connection
+	hdr [headerLen]byte // the frame header being read (ServeConn's)
 
 	wmu sync.Mutex // one frame written at a time
 
 	mu     sync.Mutex
 	closed bool
-	calls  map[uint64]*call // running or parked
+	calls  []*call // running or parked; a few at a time
 	// orphans are calls given up while their handler ran: out of calls,
 	// but still counted against maxInFlight until the handler returns.
 	orphans int
@@ -125,7 +122,7 @@ type call struct {
 
 func (sc *serverConn) start(id uint64, msg []byte) {
 	sc.mu.Lock()
-	if _, dup := sc.calls[id]; dup || sc.closed {
+	if sc.find(id) >= 0 || sc.closed {
 		sc.mu.Unlock()
 		return
 	}
@@ -135,7 +132,7 @@ func (sc *serverConn) start(id uint64, msg []byte) {
 		return
 	}
 	cl := &call{id: id, msg: msg}
-	sc.calls[id] = cl
+	sc.calls = append(sc.calls, cl)
 	sc.mu.Unlock()
 	go sc.run(cl, false)
 }
@@ -161,8 +158,12 @@ func (sc *serverConn) run(cl *call, woken bool) {
 		return
 	}
 	req.RemoteAddr = sc.c.RemoteAddr().String()
-	req.TLS = sc.tls
-	ctx, cancel := context.WithCancel(sc.ctx)
+	// Made for each request, not kept for the connection: a parked
+	// query's connection keeps nothing of its own. The connection's end
+	// cancels the request (closeCalls).
+	state := sc.c.ConnectionState()
+	req.TLS = &state
+	ctx, cancel := context.WithCancel(context.Background())
 	p := &parking{woken: woken}
 	ctx = context.WithValue(ctx, parkingKey{}, p)
 	sc.mu.Lock()
@@ -249,22 +250,47 @@ func (sc *serverConn) wake(cl *call) {
 func (sc *serverConn) finish(cl *call) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.calls[cl.id] != cl {
+	i := sc.find(cl.id)
+	if i < 0 || sc.calls[i] != cl {
 		return false
 	}
-	delete(sc.calls, cl.id)
+	sc.remove(i)
 	return !cl.canceled
+}
+
+// find returns the index of request id in sc.calls, -1 when it is not
+// there. sc.mu is held.
+func (sc *serverConn) find(id uint64) int {
+	for i, cl := range sc.calls {
+		if cl.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// remove takes sc.calls[i] out; the last one out takes the slice with it.
+// sc.mu is held.
+func (sc *serverConn) remove(i int) {
+	last := len(sc.calls) - 1
+	sc.calls[i] = sc.calls[last]
+	sc.calls[last] = nil
+	sc.calls = sc.calls[:last]
+	if last == 0 {
+		sc.calls = nil
+	}
 }
 
 // cancel ends request id: the client gave up on it.
 func (sc *serverConn) cancel(id uint64) {
 	sc.mu.Lock()
-	cl := sc.calls[id]
-	if cl == nil {
+	i := sc.find(id)
+	if i < 0 {
 		sc.mu.Unlock()
 		return
 	}
-	delete(sc.calls, id)
+	cl := sc.calls[i]
+	sc.remove(i)
 	stop := sc.endLocked(cl)
 	sc.mu.Unlock()
 	if stop != nil {
@@ -292,8 +318,9 @@ func (sc *serverConn) closeCalls() {
 	sc.mu.Lock()
 	sc.closed = true
 	var stops []func()
-	for id, cl := range sc.calls {
-		delete(sc.calls, id)
+	calls := sc.calls
+	sc.calls = nil
+	for _, cl := range calls {
 		if stop := sc.endLocked(cl); stop != nil {
 			stops = append(stops, stop)
 		}
