@@ -20,7 +20,7 @@ import (
 )
 
 // tlsPair is a server's and an agent's TLS configuration from one CA.
-func tlsPair(t *testing.T) (server, agent *tls.Config) {
+func tlsPair(t testing.TB) (server, agent *tls.Config) {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := pki.Init(dir, pki.InitOptions{}); err != nil {
@@ -40,13 +40,13 @@ func tlsPair(t *testing.T) (server, agent *tls.Config) {
 // linkServer serves h over links on a loopback port, as the API's
 // listener does, and counts the connections it accepted. serve, when not
 // nil, replaces ServeConn (a server that misbehaves).
-func linkServer(t *testing.T, h http.Handler, serve func(*tls.Conn)) (addr string, agent *tls.Config, accepted *atomic.Int64) {
+func linkServer(t testing.TB, h http.Handler, serve func(*tls.Conn)) (addr string, agent *tls.Config, accepted *atomic.Int64) {
 	t.Helper()
 	return linkServerIdle(t, h, serve, 0)
 }
 
 // linkServerIdle is linkServer closing connections idle for idle.
-func linkServerIdle(t *testing.T, h http.Handler, serve func(*tls.Conn), idle time.Duration) (addr string, agent *tls.Config, accepted *atomic.Int64) {
+func linkServerIdle(t testing.TB, h http.Handler, serve func(*tls.Conn), idle time.Duration) (addr string, agent *tls.Config, accepted *atomic.Int64) {
 	t.Helper()
 	srvCfg, agent := tlsPair(t)
 	srvCfg.NextProtos = []string{Proto, "h2", "http/1.1"}
@@ -96,7 +96,7 @@ func linkServerIdle(t *testing.T, h http.Handler, serve func(*tls.Conn), idle ti
 }
 
 // noFallback fails the test when a request does not go over the link.
-type noFallback struct{ t *testing.T }
+type noFallback struct{ t testing.TB }
 
 func (f noFallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.t.Errorf("%s %s went to the fallback", r.Method, r.URL)

@@ -137,6 +137,11 @@ func (sc *serverConn) start(id uint64, msg []byte) {
 	go sc.run(cl, false)
 }
 
+// readers read requests out of their frames: one per running request,
+// back to the pool once its handler returned (the body is read from it),
+// instead of a 4 KB buffer made for each.
+var readers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+
 // run serves cl: parses it, runs the handler, and answers, or parks it
 // when the handler did. woken says it is being run again after a wait: it
 // is not parked again.
@@ -151,7 +156,13 @@ func (sc *serverConn) run(cl *call, woken bool) {
 		sc.answer(cl.id, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("the request's header section is missing or larger than %d bytes", maxHeader))
 		return
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(cl.msg)))
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(bytes.NewReader(cl.msg))
+	defer func() {
+		br.Reset(nil) // the message goes with its call, not with the pool
+		readers.Put(br)
+	}()
+	req, err := http.ReadRequest(br)
 	if err != nil {
 		sc.finish(cl)
 		sc.answer(cl.id, http.StatusBadRequest, "malformed request: "+err.Error())
