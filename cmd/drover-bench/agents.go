@@ -130,7 +130,7 @@ func startAgentsServer(ctx context.Context) (_ *agentsServer, err error) {
 	s.port = ln.Addr().(*net.TCPAddr).Port
 	s.url = "https://" + ln.Addr().String()
 	// Default limits: what `drover server` serves with no flags.
-	s.hs = httpapi.Serve(ln, srv.Handler(nil), httpapi.Limits{TLS: serve}, log)
+	s.hs = httpapi.Serve(ln, srv.Handler(nil), httpapi.Limits{TLS: serve, LinkContext: srv.LinkContext}, log)
 	cli, err := pki.ClientConfig(pki.DirFiles(s.tlsDir, pki.RoleCLI), pki.ServerName)
 	if err != nil {
 		return nil, err

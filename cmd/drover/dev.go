@@ -171,6 +171,7 @@ it, jobs and their instances survive a restart.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "drover dev: cannot leave the CLI a note of the certificates and token (%v); give it --tls-dir %s and --token from %s\n", err, op.TLSDir, note.TokenFile)
 			}
 			defer client.RemoveLocal(note)
+			limits.LinkContext = srv.LinkContext
 			httpSrv := serveHTTP(ln, srv.Handler(ag.Handler()), limits, log)
 
 			srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))

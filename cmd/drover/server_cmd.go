@@ -109,6 +109,7 @@ first one. docs/security.md has the details.`,
 			if err := srv.ListenDNS(); err != nil {
 				return err
 			}
+			limits.LinkContext = srv.LinkContext
 			httpSrv := serveHTTP(ln, srv.Handler(nil), limits, log)
 			// One parseable line: other servers join with --etcd-endpoints.
 			fmt.Fprintf(os.Stderr, "drover server %s: API at %s%s, %s\n", name, tlsF.scheme(), ln.Addr(), etcdNote)

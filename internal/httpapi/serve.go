@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -69,6 +70,10 @@ type Limits struct {
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
 	MaxConns          int
+	// LinkContext, when set, gives the context each link's requests
+	// start from (link.Server.ConnContext): not a limit either, but what
+	// a server keeps per agent (its session).
+	LinkContext func(context.Context) context.Context
 }
 
 func (l Limits) withDefaults() Limits {
@@ -161,7 +166,7 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 				return nil, nil
 			}
 		}
-		links := &link.Server{Handler: s.Handler, Log: log, WriteTimeout: lim.WriteStallTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
+		links := &link.Server{Handler: s.Handler, Log: log, WriteTimeout: lim.WriteStallTimeout, MaxHeaderBytes: lim.MaxHeaderBytes, ConnContext: lim.LinkContext}
 		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log, links)
 	}
 	return s, ln

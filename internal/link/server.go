@@ -36,6 +36,10 @@ type Server struct {
 	// MaxHeaderBytes bounds a request's header section, as
 	// http.Server's (default 1 MB, http.DefaultMaxHeaderBytes).
 	MaxHeaderBytes int
+	// ConnContext, when set, gives the context a connection's requests
+	// start from, made once per connection from context.Background() (as
+	// http.Server's ConnContext): what a handler keeps per client.
+	ConnContext func(context.Context) context.Context
 }
 
 // ServeConn serves c until it closes or goes silent. c's handshake is
@@ -56,7 +60,10 @@ func (s *Server) ServeConn(c *tls.Conn) {
 	}
 	// What a connection keeps is this and its calls: no context, no
 	// copy of its TLS state (each request gets its own), no buffer.
-	sc := &serverConn{srv: s, c: c}
+	sc := &serverConn{srv: s, c: c, base: context.Background()}
+	if s.ConnContext != nil {
+		sc.base = s.ConnContext(sc.base)
+	}
 	defer func() {
 		c.Close()
 		sc.closeCalls()
@@ -96,6 +103,8 @@ type serverConn struct {
 	srv *Server
 	c   *tls.Conn
 	hdr [headerLen]byte // the frame header being read (ServeConn's)
+	// base is what each request's context starts from (ConnContext).
+	base context.Context
 
 	wmu sync.Mutex // one frame written at a time
 
@@ -174,7 +183,7 @@ func (sc *serverConn) run(cl *call, woken bool) {
 	// cancels the request (closeCalls).
 	state := sc.c.ConnectionState()
 	req.TLS = &state
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(sc.base)
 	p := &parking{woken: woken}
 	ctx = context.WithValue(ctx, parkingKey{}, p)
 	sc.mu.Lock()

@@ -212,16 +212,17 @@ type timedKV struct {
 	written *atomic.Int64
 }
 
-// wrote notes the revision a write was answered at.
-func (kv timedKV) wrote(h *etcdserverpb.ResponseHeader) {
-	if kv.written == nil || h == nil {
+// wrote notes the revision a write under ctx was answered at, for the
+// registry and for ctx's session.
+func (kv timedKV) wrote(ctx context.Context, h *etcdserverpb.ResponseHeader) {
+	if h == nil {
 		return
 	}
-	for {
-		cur := kv.written.Load()
-		if h.Revision <= cur || kv.written.CompareAndSwap(cur, h.Revision) {
-			return
-		}
+	if kv.written != nil {
+		raise(kv.written, h.Revision)
+	}
+	if s := sessionOf(ctx); s != nil {
+		raise(&s.written, h.Revision)
 	}
 }
 
@@ -242,7 +243,7 @@ func (kv timedKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpO
 	start := time.Now()
 	resp, err := kv.KV.Put(ctx, key, val, opts...)
 	if err == nil {
-		kv.wrote(resp.Header)
+		kv.wrote(ctx, resp.Header)
 	}
 	return resp, kv.unavailable(start, err)
 }
@@ -251,7 +252,7 @@ func (kv timedKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOpt
 	start := time.Now()
 	resp, err := kv.KV.Delete(ctx, key, opts...)
 	if err == nil {
-		kv.wrote(resp.Header)
+		kv.wrote(ctx, resp.Header)
 	}
 	return resp, kv.unavailable(start, err)
 }
@@ -263,12 +264,13 @@ func (kv timedKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, 
 }
 
 func (kv timedKV) Txn(ctx context.Context) clientv3.Txn {
-	return &timedTxn{Txn: kv.KV.Txn(ctx), kv: kv}
+	return &timedTxn{Txn: kv.KV.Txn(ctx), kv: kv, ctx: ctx}
 }
 
 type timedTxn struct {
 	clientv3.Txn
-	kv timedKV
+	kv  timedKV
+	ctx context.Context
 }
 
 func (t *timedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
@@ -290,7 +292,7 @@ func (t *timedTxn) Commit() (*clientv3.TxnResponse, error) {
 	start := time.Now()
 	resp, err := t.Txn.Commit()
 	if err == nil {
-		t.kv.wrote(resp.Header)
+		t.kv.wrote(t.ctx, resp.Header)
 	}
 	return resp, t.kv.unavailable(start, err)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -56,6 +57,11 @@ type Mirror struct {
 	// strings holds one copy of each repeated string of the decoded
 	// values (interner).
 	interned interner
+	// bmu guards the barrier's writing: one at a time (barrierBusy), and
+	// the latest revision one was answered at (barrierRev).
+	bmu         sync.Mutex
+	barrierBusy bool
+	barrierRev  int64
 }
 
 // mirrorDirs are the dirs a pass reads, the event history, and the
@@ -444,9 +450,26 @@ const (
 // brings it, proves the mirror has applied everything before it. A
 // failed write is logged; Snapshot writes again.
 func (m *Mirror) writeBarrier(ctx context.Context, want int64) {
+	// One barrier at a time, and none while one answered at want or later
+	// is on its way through the watch: readers waiting together under load
+	// wrote one each, more writes for a watch already behind.
+	m.bmu.Lock()
+	if m.barrierBusy || m.barrierRev >= want {
+		m.bmu.Unlock()
+		return
+	}
+	m.barrierBusy = true
+	m.bmu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, barrierEvery)
 	defer cancel()
-	if _, err := m.r.cli.Put(pctx, m.barrier, strconv.FormatInt(want, 10)); err != nil && ctx.Err() == nil {
+	resp, err := m.r.cli.Put(pctx, m.barrier, strconv.FormatInt(want, 10))
+	m.bmu.Lock()
+	m.barrierBusy = false
+	if err == nil {
+		m.barrierRev = max(m.barrierRev, resp.Header.Revision)
+	}
+	m.bmu.Unlock()
+	if err != nil && ctx.Err() == nil {
 		m.r.log.Debug("leader's mirror: cannot write its barrier key; will again", "key", m.barrier, "err", err)
 	}
 }

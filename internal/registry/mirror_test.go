@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,5 +298,37 @@ func TestMirrorSharesTheTasksOfAJobVersion(t *testing.T) {
 	}
 	if a.ID != "a" || a.Index != 0 || a.NodeID != "n1" || a.Job != "web" || a.DesiredStatus != spec.DesiredRun {
 		t.Errorf("alloc a read back as %+v", a)
+	}
+}
+
+// TestReadersWaitingTogetherShareOneBarrier: readers that wait at once for
+// a revision the watch brings no event for (a key written outside the
+// prefix) are all answered by one barrier write, not one each (under load
+// every waiting read wrote its own, more work for a watch already behind).
+func TestReadersWaitingTogetherShareOneBarrier(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := r.NewMirror(ctx, "s1", state.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := r.cli.Put(ctx, "/elsewhere/key", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	puts := etcdRequests(t, "Put")
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			if ss, err := m.Snapshot(ctx, other.Header.Revision); err != nil || ss.Rev < other.Header.Revision {
+				t.Errorf("a reader waiting for revision %d: %v", other.Header.Revision, err)
+			}
+		})
+	}
+	wg.Wait()
+	// Other goroutines of the process may put meanwhile (none here should).
+	if n := etcdRequests(t, "Put") - puts; n > 3 {
+		t.Errorf("40 readers waiting together wrote %d barriers, want 1", n)
 	}
 }

@@ -107,7 +107,11 @@ func modRev(t *testing.T, r *Registry, key string) int64 {
 }
 
 // etcdTxns is how many Txn requests this process has sent etcd.
-func etcdTxns(t *testing.T) uint64 {
+func etcdTxns(t *testing.T) uint64 { return etcdRequests(t, "Txn") }
+
+// etcdRequests is how many requests of the method this process has sent
+// etcd.
+func etcdRequests(t *testing.T, method string) uint64 {
 	t.Helper()
 	g := prometheus.NewRegistry()
 	g.MustRegister(RequestSeconds)
@@ -119,11 +123,47 @@ func etcdTxns(t *testing.T) uint64 {
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "method" && l.GetValue() == "Txn" {
+				if l.GetName() == "method" && l.GetValue() == method {
 					n += m.GetHistogram().GetSampleCount()
 				}
 			}
 		}
 	}
 	return n
+}
+
+// TestSessionsWaitForTheirOwnWrites: a write under a session raises that
+// session's revision and the registry's, not another session's; a read
+// without a session waits for every write.
+func TestSessionsWaitForTheirOwnWrites(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := campaign(t, r, "s1")
+	mustCommit(t, l, &spec.Plan{Allocs: []*spec.Alloc{testAlloc("a1", "web", "g", 0, "n1"), testAlloc("a2", "web", "g", 1, "n2")}})
+	start := r.Written()
+	one, two := WithSession(ctx, NewSession(start)), WithSession(ctx, NewSession(start))
+	running := &spec.AllocStatus{ClientStatus: spec.ClientRunning}
+	if err := r.PutAllocStatus(one, "a1", "n1", running); err != nil {
+		t.Fatal(err)
+	}
+	rev := r.Written()
+	if rev <= start {
+		t.Fatalf("the registry's Written stayed at %d after a write", rev)
+	}
+	if got := r.WrittenBy(one); got != rev {
+		t.Errorf("the writing session's revision is %d, want %d", got, rev)
+	}
+	if got := r.WrittenBy(two); got != start {
+		t.Errorf("another session's revision moved to %d with a write not its own, want %d", got, start)
+	}
+	if got := r.WrittenBy(ctx); got != rev {
+		t.Errorf("without a session the revision is %d, want every write's, %d", got, rev)
+	}
+	if err := r.PutAllocStatus(two, "a2", "n2", running); err != nil {
+		t.Fatal(err)
+	}
+	if got, all := r.WrittenBy(two), r.Written(); got != all || got <= rev {
+		t.Errorf("after its own write the second session is at %d, the registry at %d (first write %d)", got, all, rev)
+	}
 }

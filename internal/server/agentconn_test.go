@@ -80,6 +80,7 @@ func tlsTestServerSrv(t *testing.T, lim httpapi.Limits) (string, string, *counti
 	}
 	ln := &countingListener{Listener: tcp}
 	lim.TLS = serveTLS
+	lim.LinkContext = srv.LinkContext // as drover server serves
 	hs := httpapi.Serve(ln, srv.Handler(nil), lim, log)
 	t.Cleanup(func() {
 		hs.Close()

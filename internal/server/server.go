@@ -225,7 +225,9 @@ func (s *Server) publish(batch []registry.Change) { s.hub.publish(batch) }
 // read returns the server's state once it holds every change the server
 // has published (so that what woke a blocking query is in it) and every
 // write this server made (so that a client reads what it wrote through
-// it), waiting at most readWait.
+// it), waiting at most readWait. An agent on a link has a session of its
+// own (LinkContext): its reads wait for its own writes, not for every
+// other agent's.
 //
 // A request with ?consistent reads as readCurrent does: every write
 // acknowledged before it, through any server.
@@ -233,7 +235,14 @@ func (s *Server) read(ctx context.Context) (*state.Snapshot, error) {
 	if httpapi.ConsistentRead(ctx) {
 		return s.readCurrent(ctx)
 	}
-	return s.readAt(ctx, max(s.hub.seenRev(), s.reg.Written()))
+	return s.readAt(ctx, max(s.hub.seenRev(), s.reg.WrittenBy(ctx)))
+}
+
+// LinkContext is the context of an agent's link, which each of its
+// requests starts from: a session of its own (registry.Session), which
+// has seen every write this server made before the link came.
+func (s *Server) LinkContext(ctx context.Context) context.Context {
+	return registry.WithSession(ctx, registry.NewSession(s.reg.Written()))
 }
 
 // readCurrent returns the server's state once it holds every write
