@@ -49,6 +49,9 @@ type Registry struct {
 	// written is the latest revision this registry's writes were answered
 	// at (see Written).
 	written *atomic.Int64
+	// statuses gathers status reports judged at once into one transaction
+	// (see statusGroup).
+	statuses statusGroup
 }
 
 // Written is the latest revision a write of this registry's was answered

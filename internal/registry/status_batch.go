@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,7 +39,8 @@ type KnownAlloc struct {
 //
 // When every update brings the alloc as the server's state knows it
 // (Known), the first attempt judges by that and writes guarded by its
-// revisions: one transaction, no read. Otherwise, and when etcd moved on
+// revisions: no read, and one transaction shared with the reports of other
+// nodes made at the same moment (statusGroup). Otherwise, and when etcd moved on
 // since (the guard fails), the allocs are read from etcd first. A refusal
 // judged by what the state knows stands without a read: an alloc's node
 // never changes, nor does a terminal status.
@@ -60,6 +62,7 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 	}
 	for range casAttempts {
 		var cur []currentAlloc
+		judgedByKnown := known
 		if known {
 			cur = knownAllocs(updates, errs)
 			known = false // a failed guard reads
@@ -98,6 +101,14 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 		}
 		if len(puts) == 0 {
 			return errs, nil
+		}
+		if judgedByKnown {
+			// Judged by what the state knows: written together with
+			// other nodes' reports of the moment, in one transaction.
+			if r.statuses.write(ctx, r, &statusWrite{cmps: cmps, puts: puts, evs: evs}) {
+				return errs, nil
+			}
+			continue // a guard failed, or the group's transaction: read and write alone
 		}
 		if len(evs) > 0 {
 			ops, _, err := r.eventOps(evs, r.now())
@@ -232,4 +243,122 @@ func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
 		}
 	}
 	return out
+}
+
+// statusGroup writes status reports judged by what the server knows in
+// one transaction per moment rather than one each: with thousands of
+// agents reporting at once, etcd's cost per transaction (a request, a
+// raft entry, a watch response) was most of a report's. A report joins
+// the queue; one writer at a time takes what is queued (up to what a
+// transaction holds) and commits it with every report's guards; those
+// that came meanwhile go in the next. When the transaction's guards fail
+// (one alloc changed since the server saw it) or it fails, each report
+// of it is written again alone, as it would have been without the group.
+type statusGroup struct {
+	mu      sync.Mutex
+	queue   []*statusWrite
+	writing bool
+}
+
+// statusWrite is one report's guarded writes in a group, and its outcome.
+type statusWrite struct {
+	ctx  context.Context // the report's: its session learns the revision
+	cmps []clientv3.Cmp
+	puts []clientv3.Op
+	evs  []spec.Event
+	done chan struct{}
+	ok   bool // written
+}
+
+// Bounds of a group's transaction, under etcd's default limits (128
+// operations of each kind, 1.5 MiB a request): a report alone may be
+// larger, and is then written alone.
+const (
+	groupMaxOps   = 120
+	groupMaxBytes = maxTxnBytes / 2
+)
+
+// write queues w and waits until its group was written; false when it
+// was not (guards, etcd, or ctx ended first): the caller writes alone.
+func (g *statusGroup) write(ctx context.Context, r *Registry, w *statusWrite) bool {
+	w.ctx, w.done = ctx, make(chan struct{})
+	g.mu.Lock()
+	g.queue = append(g.queue, w)
+	if !g.writing {
+		g.writing = true
+		go g.run(r)
+	}
+	g.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.ok
+	case <-ctx.Done():
+		return false // the caller's next write fails on ctx too
+	}
+}
+
+// run writes groups until the queue is empty.
+func (g *statusGroup) run(r *Registry) {
+	for {
+		g.mu.Lock()
+		n, cmps, puts, bytes := 0, 0, 1, 0 // 1: the group's events
+		for _, w := range g.queue {
+			wb := 0
+			for _, p := range w.puts {
+				wb += len(p.KeyBytes()) + len(p.ValueBytes())
+			}
+			if n > 0 && (cmps+len(w.cmps) > groupMaxOps || puts+len(w.puts) > groupMaxOps || bytes+wb > groupMaxBytes) {
+				break
+			}
+			n, cmps, puts, bytes = n+1, cmps+len(w.cmps), puts+len(w.puts), bytes+wb
+		}
+		if n == 0 {
+			g.writing = false
+			g.mu.Unlock()
+			return
+		}
+		batch := g.queue[:n:n]
+		g.queue = g.queue[n:]
+		if len(g.queue) == 0 {
+			g.queue = nil
+		}
+		g.mu.Unlock()
+		g.commit(r, batch)
+	}
+}
+
+// commit writes one group and tells its reports how it went.
+func (g *statusGroup) commit(r *Registry, batch []*statusWrite) {
+	defer func() {
+		for _, w := range batch {
+			close(w.done)
+		}
+	}()
+	var cmps []clientv3.Cmp
+	var puts []clientv3.Op
+	var evs []spec.Event
+	for _, w := range batch {
+		cmps = append(cmps, w.cmps...)
+		puts = append(puts, w.puts...)
+		evs = append(evs, w.evs...)
+	}
+	if len(evs) > 0 {
+		ops, _, err := r.eventOps(evs, r.now())
+		if err != nil {
+			return
+		}
+		puts = append(puts, ops...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	resp, err := r.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if err != nil || !resp.Succeeded {
+		return
+	}
+	for _, w := range batch {
+		w.ok = true
+		if s := sessionOf(w.ctx); s != nil {
+			raise(&s.written, resp.Header.Revision)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,5 +166,80 @@ func TestSessionsWaitForTheirOwnWrites(t *testing.T) {
 	}
 	if got, all := r.WrittenBy(two), r.Written(); got != all || got <= rev {
 		t.Errorf("after its own write the second session is at %d, the registry at %d (first write %d)", got, all, rev)
+	}
+}
+
+// TestReportsOfAMomentShareATransaction: nodes reporting at once are
+// written in fewer transactions than reports, each report written whole
+// with its history; a report whose alloc changed since the server saw it
+// makes its group write again alone, and no report of the group is lost.
+func TestReportsOfAMomentShareATransaction(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := campaign(t, r, "s1")
+	const nodes = 60
+	var allocs []*spec.Alloc
+	for i := range nodes {
+		allocs = append(allocs, testAlloc(fmt.Sprintf("a%02d", i), "web", "g", i, fmt.Sprintf("n%02d", i)))
+	}
+	mustCommit(t, l, &spec.Plan{Allocs: allocs})
+	knownOf := func(id string) *KnownAlloc {
+		a, err := r.GetAlloc(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &KnownAlloc{Alloc: a, AllocRev: modRev(t, r, Prefix+dirAllocs+id), StatusRev: modRev(t, r, Prefix+dirAllocStatus+id)}
+	}
+	report := func(round int, status spec.ClientStatus, stale string) uint64 {
+		t.Helper()
+		known := make([]*KnownAlloc, nodes)
+		for i, a := range allocs {
+			known[i] = knownOf(a.ID)
+			if a.ID == stale {
+				known[i].StatusRev-- // the server's state is behind on this one
+			}
+		}
+		txns := etcdTxns(t)
+		var wg sync.WaitGroup
+		for i, a := range allocs {
+			wg.Go(func() {
+				st := &spec.AllocStatus{ClientStatus: status, Tasks: map[string]*spec.TaskState{"t": {State: spec.TaskRunning,
+					Events: []spec.TaskEvent{{Time: time.Unix(int64(1000+round), 0).UTC(), Type: spec.EventStarted}}}}}
+				errs, err := r.PutAllocStatuses(ctx, a.NodeID, []StatusUpdate{{ID: a.ID, Status: st, Known: known[i]}})
+				if err != nil || errs[0] != nil {
+					t.Errorf("report on %s: %v %v", a.ID, err, errs)
+				}
+			})
+		}
+		wg.Wait()
+		n := etcdTxns(t) - txns
+		for _, a := range allocs {
+			if got, err := r.GetAlloc(ctx, a.ID); err != nil || got.ClientStatusOr() != status {
+				t.Fatalf("round %d: %s is %v after its report (%v)", round, a.ID, got.ClientStatusOr(), err)
+			}
+		}
+		return n
+	}
+	if n := report(1, spec.ClientPending, ""); n >= nodes/2 {
+		t.Errorf("%d reports made at once took %d etcd transactions, want them grouped (fewer than %d)", nodes, n, nodes/2)
+	} else {
+		t.Logf("%d reports made at once: %d etcd transactions", nodes, n)
+	}
+	// One report judged by a stale state: its group's guards fail, and
+	// every report of it is written alone, none lost.
+	report(2, spec.ClientRunning, "a07")
+	evs, _, err := r.ListEvents(ctx, EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for _, e := range evs {
+		if e.Type == spec.EventStarted && e.Job == "web" {
+			started++
+		}
+	}
+	if started != 2*nodes {
+		t.Errorf("%d task-started events in the history, want %d (one per report)", started, 2*nodes)
 	}
 }
