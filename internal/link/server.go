@@ -148,8 +148,13 @@ func (sc *serverConn) start(id uint64, msg []byte) {
 
 // readers read requests out of their frames: one per running request,
 // back to the pool once its handler returned (the body is read from it),
-// instead of a 4 KB buffer made for each.
-var readers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+// instead of a 4 KB buffer made for each. A request's frame is in memory
+// already, so the buffer needs to hold no more than a header line (a
+// longer one is read in pieces; a body larger than it bypasses it), and
+// thousands of requests running at once each hold one.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readerSize) }}
+
+const readerSize = 512
 
 // run serves cl: parses it, runs the handler, and answers, or parks it
 // when the handler did. woken says it is being run again after a wait: it
