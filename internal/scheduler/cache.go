@@ -342,6 +342,21 @@ func (c *Cache) count(s *state, key groupKey, a *spec.Alloc, delta int) {
 	}
 }
 
+// keepSpreads drops the group's counts for attributes its spreads no
+// longer read (its job changed or dropped a spread while older instances
+// still run), which every alloc change of the group would keep counting.
+func (c *Cache) keepSpreads(key groupKey, spreads []*spreadRule) {
+	byAttr := c.spread[key]
+	for attr := range byAttr {
+		if !slices.ContainsFunc(spreads, func(sr *spreadRule) bool { return sr.target.Attribute == attr }) {
+			delete(byAttr, attr)
+		}
+	}
+	if byAttr != nil && len(byAttr) == 0 {
+		delete(c.spread, key)
+	}
+}
+
 // liveSpread is the group's live allocs on known nodes (freed or not)
 // per value of sr's attribute, counted from byGroup on the first call
 // that asks and kept up to date from then on. The map is the Cache's:

@@ -126,6 +126,9 @@ func (s *state) newGroupRun(r Request) *groupRun {
 	}
 	gr.conflicts()
 	gr.spreadRules()
+	if s.cache != nil {
+		s.cache.keepSpreads(gr.key, gr.spreads)
+	}
 	gr.affinityRules()
 	for _, p := range g.Ports() {
 		if p.Static > 0 {
