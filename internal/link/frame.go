@@ -46,6 +46,10 @@ const (
 	frameCancel   byte = 3 // client -> server: the client gave up on request ID
 	framePing     byte = 4 // client -> server
 	framePong     byte = 5 // server -> client
+	// frameRefused: the server did not run request ID, and will not (it
+	// is shutting down): the client may send it elsewhere. A client that
+	// does not know it waits for the link's end instead.
+	frameRefused byte = 6 // server -> client
 )
 
 const headerLen = 13
