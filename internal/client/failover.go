@@ -163,7 +163,7 @@ func (c *Client) hintFor(err error) string {
 	var alert tls.AlertError
 	switch {
 	case errors.Is(err, link.ErrRefused):
-		return " (it is stopping; with several servers' addresses a client moves to the next)"
+		return " (the server is stopping; a client given several servers' addresses moves to the next)"
 	case errors.As(err, &alert) && alert == certificateRequired:
 		return " (the server wants a client certificate: give --tls-dir or DROVER_TLS_DIR, a directory with ca.pem, cli.pem and cli-key.pem from drover tls init, or --client-cert and --client-key)"
 	case errors.As(err, &unknownCA) && !c.caGiven:

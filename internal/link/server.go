@@ -219,16 +219,16 @@ type serverConn struct {
 
 	mu     sync.Mutex
 	closed bool
-	calls  []*call // running or parked; a few at a time
-	// orphans are calls given up while their handler ran: out of calls,
-	// but still counted against maxInFlight until the handler returns.
-	orphans int
 	// draining: the server is shutting down (Server.Shutdown); new
 	// requests are refused, and none is parked.
 	draining bool
 	// bye: drained, the last answer written and close_notify sent
 	// (goodbye); what still arrives is read until the client closes.
-	bye bool
+	bye   bool
+	calls []*call // running or parked; a few at a time
+	// orphans are calls given up while their handler ran: out of calls,
+	// but still counted against maxInFlight until the handler returns.
+	orphans int
 }
 
 // call is one request, from its frame to its answer.
