@@ -85,7 +85,7 @@ type agentsServer struct {
 	dir, tlsDir string
 	emb         *registry.Embedded
 	reg         *registry.Registry
-	hs          *http.Server
+	hs          *httpapi.Server
 	url         string
 	port        int
 	client      *client.Client // the operator's

@@ -65,14 +65,21 @@ func listen(addr string) (net.Listener, error) {
 // serveHTTP serves h on ln within the HTTP limits (httpapi.Limits:
 // header, body and write timeouts, idle keep-alives, header size, open
 // connections); zero fields of lim take the defaults.
-func serveHTTP(ln net.Listener, h http.Handler, lim httpapi.Limits, log *slog.Logger) *http.Server {
+func serveHTTP(ln net.Listener, h http.Handler, lim httpapi.Limits, log *slog.Logger) *httpapi.Server {
 	return httpapi.Serve(ln, h, lim, log)
 }
 
-// shutdownHTTP stops accepting requests and ends open ones (long polls
-// included) within a bounded time.
-func shutdownHTTP(s *http.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+// shutdownTimeout bounds a daemon's HTTP shutdown.
+const shutdownTimeout = 2 * time.Second
+
+// shutdownHTTP stops accepting connections and drains the open ones
+// within shutdownTimeout: requests running finish and are answered, an
+// agent's parked blocking query over its link answers what is there now,
+// and new requests on a link are refused, so that its agent sends them to
+// another server (httpapi.Server.Shutdown). What is still open then is
+// cut (a long poll over HTTP, a handler that does not return).
+func shutdownHTTP(s *httpapi.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if s.Shutdown(ctx) != nil {
 		s.Close()

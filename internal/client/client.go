@@ -72,7 +72,8 @@ const TokenHeader = "X-Drover-Token"
 
 // NewWithOptions returns a client for one or several servers, with TLS
 // and a token. A call goes to the current address; when it cannot connect
-// there (refused, reset or closed before any answer, dial error), it moves
+// there (refused, reset or closed before any answer, dial error, or
+// refused unrun over a link by a server shutting down), it moves
 // to the next address and retries at once, trying each address at most
 // once per call. The address that last
 // answered stays current. An HTTP error status is an answer: it is returned,

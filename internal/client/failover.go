@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/drover-org/drover/internal/link"
 	"github.com/drover-org/drover/internal/pki"
 )
 
@@ -108,11 +109,15 @@ func (c *Client) freshConns(hc *http.Client) {
 }
 
 // connectFailure reports whether err means the server never answered: it
-// could not be reached, or it closed or reset the connection before any
-// response. Context errors and timeouts of a live server are not.
+// could not be reached, it closed or reset the connection before any
+// response, or it refused the request unrun because it is shutting down
+// (link.ErrRefused). Context errors and timeouts of a live server are not.
 func connectFailure(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
+	}
+	if errors.Is(err, link.ErrRefused) {
+		return true
 	}
 	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
 		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
@@ -157,6 +162,8 @@ func (c *Client) hintFor(err error) string {
 	var hostname x509.HostnameError
 	var alert tls.AlertError
 	switch {
+	case errors.Is(err, link.ErrRefused):
+		return " (the server is stopping; a client given several servers' addresses moves to the next)"
 	case errors.As(err, &alert) && alert == certificateRequired:
 		return " (the server wants a client certificate: give --tls-dir or DROVER_TLS_DIR, a directory with ca.pem, cli.pem and cli-key.pem from drover tls init, or --client-cert and --client-key)"
 	case errors.As(err, &unknownCA) && !c.caGiven:

@@ -97,10 +97,51 @@ func (l Limits) withDefaults() Limits {
 
 // Serve serves h on ln within lim until the returned server is shut down.
 // log hears when the connection limit is reached.
-func Serve(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) *http.Server {
+func Serve(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) *Server {
 	s, ln := newServer(ln, h, lim, log)
 	go s.Serve(ln)
 	return s
+}
+
+// Server is an HTTP server with the links it serves (internal/link: its
+// agents' connections), which net/http does not know of: its Shutdown
+// and Close take both down.
+type Server struct {
+	*http.Server
+	links *link.Server // nil without TLS
+}
+
+// Shutdown stops accepting connections and drains those open, within
+// ctx: net/http's HTTP/1.1 and HTTP/2 connections (their requests
+// finish, idle ones close) and, at the same time, the links (requests
+// running finish and parked blocking queries answer what is there now;
+// link.Server.Shutdown). It returns once both are done, or with ctx's
+// error when ctx ends first: Close then cuts what is left.
+//
+// Not http.Server.RegisterOnShutdown: net/http runs those hooks on
+// goroutines of their own and does not wait for them, so a link's
+// answers would race the process's exit.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.links == nil {
+		return s.Server.Shutdown(ctx)
+	}
+	linked := make(chan error, 1)
+	go func() { linked <- s.links.Shutdown(ctx) }()
+	err := s.Server.Shutdown(ctx)
+	if lerr := <-linked; err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// Close closes the listeners and every connection, links included, at
+// once: requests running get no answer.
+func (s *Server) Close() error {
+	err := s.Server.Close()
+	if s.links != nil {
+		s.links.Close()
+	}
+	return err
 }
 
 // hpackTableSize bounds the header compression table of each HTTP/2
@@ -109,9 +150,9 @@ func Serve(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) *http.
 // default of 4 KB.
 const hpackTableSize = 1
 
-// newServer returns an http.Server for h within lim, and ln bounded to
+// newServer returns a Server for h within lim, and ln bounded to
 // lim.MaxConns connections: serve the one on the other.
-func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*http.Server, net.Listener) {
+func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*Server, net.Listener) {
 	lim = lim.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -168,8 +209,9 @@ func newServer(ln net.Listener, h http.Handler, lim Limits, log *slog.Logger) (*
 		}
 		links := &link.Server{Handler: s.Handler, Log: log, WriteTimeout: lim.WriteStallTimeout, MaxHeaderBytes: lim.MaxHeaderBytes, ConnContext: lim.LinkContext}
 		ln = newHandshakeListener(ln, cfg, lim.ReadHeaderTimeout, log, links)
+		return &Server{Server: s, links: links}, ln
 	}
-	return s, ln
+	return &Server{Server: s}, ln
 }
 
 // limitHandler gives each request a deadline for reading its body and each

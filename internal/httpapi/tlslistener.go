@@ -33,13 +33,14 @@ import (
 // and the failure is logged.
 //
 // A connection whose handshake chose the link (internal/link: an agent's)
-// is served by links instead, on a goroutine started for it, and closed
-// with the listener.
+// is served by links instead, on a goroutine started for it; closing the
+// listener leaves it to links (Server's Shutdown drains it, Close cuts
+// it).
 func newHandshakeListener(ln net.Listener, cfg *tls.Config, timeout time.Duration, log *slog.Logger, links *link.Server) net.Listener {
 	l := &handshakeListener{
 		Listener: ln, cfg: cfg, timeout: timeout, log: log, links: links,
 		ready: make(chan net.Conn), errc: make(chan error), closed: make(chan struct{}),
-		pending: map[net.Conn]struct{}{}, linked: map[net.Conn]struct{}{},
+		pending: map[net.Conn]struct{}{},
 	}
 	go l.acceptLoop()
 	return l
@@ -59,7 +60,6 @@ type handshakeListener struct {
 
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // connections in their handshake
-	linked  map[net.Conn]struct{} // connections served as links
 }
 
 // Accept returns the next connection whose handshake is done, or the
@@ -81,7 +81,10 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close closes the listener and the connections still in their handshake.
+// Close closes the listener and the connections still in their
+// handshake. Links are not closed: http.Server.Shutdown closes its
+// listeners first, and a link is drained as its other connections are
+// (Server.Shutdown).
 func (l *handshakeListener) Close() error {
 	err := l.Listener.Close()
 	l.once.Do(func() {
@@ -89,9 +92,6 @@ func (l *handshakeListener) Close() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for c := range l.pending {
-			c.Close()
-		}
-		for c := range l.linked {
 			c.Close()
 		}
 	})
@@ -112,7 +112,7 @@ func (l *handshakeListener) acceptLoop() {
 			}
 			continue
 		}
-		if !l.hold(l.pending, c) {
+		if !l.hold(c) {
 			c.Close()
 			return
 		}
@@ -120,9 +120,9 @@ func (l *handshakeListener) acceptLoop() {
 	}
 }
 
-// hold notes c in set (pending: in its handshake; linked: served by
-// links), unless the listener is closed: Close closes what the sets hold.
-func (l *handshakeListener) hold(set map[net.Conn]struct{}, c net.Conn) bool {
+// hold notes c as in its handshake, unless the listener is closed: Close
+// closes what it holds.
+func (l *handshakeListener) hold(c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	select {
@@ -130,19 +130,19 @@ func (l *handshakeListener) hold(set map[net.Conn]struct{}, c net.Conn) bool {
 		return false
 	default:
 	}
-	set[c] = struct{}{}
+	l.pending[c] = struct{}{}
 	return true
 }
 
-// release takes c out of set.
-func (l *handshakeListener) release(set map[net.Conn]struct{}, c net.Conn) {
+// release takes c out of the handshakes.
+func (l *handshakeListener) release(c net.Conn) {
 	l.mu.Lock()
-	delete(set, c)
+	delete(l.pending, c)
 	l.mu.Unlock()
 }
 
 func (l *handshakeListener) handshake(c net.Conn) {
-	defer l.release(l.pending, c)
+	defer l.release(c)
 	tc := tls.Server(c, l.cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
@@ -164,14 +164,10 @@ func (l *handshakeListener) handshake(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	if l.links != nil && tc.ConnectionState().NegotiatedProtocol == link.Proto {
-		if !l.hold(l.linked, c) {
-			c.Close()
-			return
-		}
-		go func() {
-			defer l.release(l.linked, c)
-			l.links.ServeConn(tc)
-		}()
+		// On a goroutine of its own (ServeConn says why); links closes
+		// it when it is shut down, and closes at once one that arrives
+		// after.
+		go l.links.ServeConn(tc)
 		return
 	}
 	select {

@@ -18,7 +18,7 @@ import (
 // serveTLS serves h within lim over mutual TLS (certificates made by
 // internal/pki) on a fresh loopback port; it returns the address, the
 // server, and an HTTP client with an agent's certificate.
-func serveTLS(t *testing.T, h http.Handler, lim Limits) (string, *http.Server, *http.Client) {
+func serveTLS(t *testing.T, h http.Handler, lim Limits) (string, *Server, *http.Client) {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := pki.Init(dir, pki.InitOptions{}); err != nil {

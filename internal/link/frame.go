@@ -27,6 +27,19 @@
 // message. The client pings a connection it has heard nothing on for a
 // while and closes it when the ping is not answered; the server closes a
 // connection silent for longer than that.
+//
+// A server that shuts down drains its links (Server.Shutdown), as
+// net/http drains its connections: a request already running finishes
+// and is answered, a parked one runs again at once and answers what is
+// there now, and a request that arrives after the drain began is refused
+// unrun (a frame of its own, which the client's Transport turns into
+// ErrRefused: safe to send to another server). Once its last answer is
+// written the server sends TLS's close_notify and reads, unanswered, what
+// the client still sent until it closes its end, so that no reset drops an
+// answer on the way. A client that does not know the refusal frame (an
+// older one) sees its request's link end and sends it elsewhere the same
+// way. Shutdown is bounded by its context; Close cuts the links that are
+// left.
 package link
 
 import (
@@ -46,6 +59,10 @@ const (
 	frameCancel   byte = 3 // client -> server: the client gave up on request ID
 	framePing     byte = 4 // client -> server
 	framePong     byte = 5 // server -> client
+	// frameRefused: the server did not run request ID, and will not (it
+	// is shutting down): the client may send it elsewhere. A client that
+	// does not know it waits for the link's end instead.
+	frameRefused byte = 6 // server -> client
 )
 
 const headerLen = 13

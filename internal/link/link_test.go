@@ -475,3 +475,133 @@ func TestOversizedRequestsAndAnswersFailAlone(t *testing.T) {
 		t.Errorf("%d parked requests taken back, %d connections: the link did not survive", stopped, accepted.Load())
 	}
 }
+
+// rawLink is a client of the link's frames alone, as an older agent that
+// knows no refusal frame would be: it reads whatever comes.
+type rawLink struct {
+	t   *testing.T
+	c   *tls.Conn
+	hdr [headerLen]byte
+}
+
+func dialRaw(t *testing.T, addr string, agent *tls.Config) *rawLink {
+	t.Helper()
+	cfg := agent.Clone()
+	cfg.NextProtos = []string{Proto}
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawLink{t: t, c: c}
+}
+
+func (l *rawLink) get(id uint64, path string) {
+	l.t.Helper()
+	if _, err := l.c.Write(appendFrame(nil, frameRequest, id, []byte("GET "+path+" HTTP/1.1\r\nHost: drover\r\n\r\n"))); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *rawLink) read() (typ byte, id uint64, msg []byte, err error) {
+	return readFrame(l.c, &l.hdr, maxResponseFrame)
+}
+
+// drainServer serves a link whose /slow runs until release, and counts
+// what it ran by path.
+func drainServer(t *testing.T) (s *Server, addr string, agent *tls.Config, entered, release chan struct{}, ran func(string) int) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	runs := map[string]int{}
+	s = &Server{WriteTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		runs[r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		io.WriteString(w, "answer to "+r.URL.Path)
+	})}
+	addr, agent, _ = linkServer(t, nil, s.ServeConn)
+	return s, addr, agent, entered, release, func(p string) int { mu.Lock(); defer mu.Unlock(); return runs[p] }
+}
+
+// On the wire, a draining link refuses new requests by their ID, writes
+// the answer of the one running once it returns, and only then says
+// goodbye (close_notify: the client reads EOF); Shutdown returns once the
+// client has closed.
+func TestShutdownSaysGoodbyeAfterTheLastAnswer(t *testing.T) {
+	s, addr, agent, entered, release, ran := drainServer(t)
+	l := dialRaw(t, addr, agent)
+	l.get(1, "/slow")
+	<-entered
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	// Answered until the drain begins, then refused.
+	refused := uint64(0)
+	for id := uint64(2); refused == 0; id++ {
+		l.get(id, "/fast")
+		typ, got, _, err := l.read()
+		switch {
+		case err != nil:
+			t.Fatalf("request %d while the server shuts down: %v; want an answer, then a refusal", id, err)
+		case got != id || typ != frameResponse && typ != frameRefused:
+			t.Fatalf("request %d: frame type %d for request %d, want its answer or its refusal", id, typ, got)
+		case typ == frameRefused:
+			refused = id
+		}
+	}
+	if n := ran("/fast"); n != int(refused-2) {
+		t.Errorf("%d /fast requests ran, want the %d before the refusal", n, refused-2)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) while a request ran", err)
+	default:
+	}
+	close(release)
+	typ, id, msg, err := l.read()
+	if err != nil || typ != frameResponse || id != 1 || !strings.Contains(string(msg), "answer to /slow") {
+		t.Fatalf("after the running request returned: frame %d for %d %q, %v; want its answer", typ, id, msg, err)
+	}
+	if _, _, _, err := l.read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last answer: %v, want EOF (close_notify)", err)
+	}
+	l.c.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v, want nil", err)
+	}
+}
+
+// A client that does not close after the goodbye does not hold Shutdown
+// past lingerAfterBye, and what it sends after is not run.
+func TestShutdownDoesNotWaitForAClientThatStays(t *testing.T) {
+	s, addr, agent, _, _, ran := drainServer(t)
+	l := dialRaw(t, addr, agent)
+	l.get(1, "/fast")
+	if typ, _, _, err := l.read(); err != nil || typ != frameResponse {
+		t.Fatalf("before the shutdown: frame %d, %v; want an answer", typ, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	if _, _, _, err := l.read(); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle link when the server shuts down: %v, want EOF (close_notify)", err)
+	}
+	l.get(2, "/late") // the server may read it before it closes: it does not run it
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown with a client that stays: %v, want nil after %s", err, lingerAfterBye)
+	}
+	if n := ran("/late"); n != 0 {
+		t.Errorf("a request sent after the goodbye ran %d times", n)
+	}
+}

@@ -40,6 +40,102 @@ type Server struct {
 	// start from, made once per connection from context.Background() (as
 	// http.Server's ConnContext): what a handler keeps per client.
 	ConnContext func(context.Context) context.Context
+
+	mu       sync.Mutex
+	conns    map[*serverConn]struct{} // being served
+	shutdown bool                     // Shutdown or Close called: no new connection is served
+	drained  chan struct{}            // closed once conns is empty after Shutdown
+}
+
+// lingerAfterBye bounds how long a drained connection is read after its
+// last answer and the server's close_notify, for the client to close its
+// end first: a server that closed a connection with bytes of the client's
+// unread would reset it, and a reset may drop answers the client has not
+// read yet. A client closes as soon as it reads the close_notify.
+const lingerAfterBye = time.Second
+
+// Shutdown drains every link, as http.Server.Shutdown drains its
+// connections: a connection being served keeps serving the requests it
+// has, refuses those that arrive after (frameRefused: not run, to be sent
+// to another server), runs its parked requests once more at once (Woken:
+// they answer what is there now, as a wait that ran out does), writes
+// their answers, and closes once the last is written. A connection that
+// arrives after is closed at once. Shutdown returns once every connection
+// has closed, or with ctx's error when ctx ends first; the connections
+// still open are then left to Close, which cuts them.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	if s.drained == nil {
+		s.drained = make(chan struct{})
+		if len(s.conns) == 0 {
+			close(s.drained)
+		}
+	}
+	drained := s.drained
+	conns := make([]*serverConn, 0, len(s.conns))
+	for sc := range s.conns {
+		conns = append(conns, sc)
+	}
+	s.mu.Unlock()
+	for _, sc := range conns {
+		sc.drain()
+	}
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close closes every link at once, as http.Server.Close does its
+// connections: requests running are canceled and get no answer (their
+// client sees the connection end), parked ones are taken back. A
+// connection that arrives after is closed at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.shutdown = true
+	conns := make([]*serverConn, 0, len(s.conns))
+	for sc := range s.conns {
+		conns = append(conns, sc)
+	}
+	s.mu.Unlock()
+	for _, sc := range conns {
+		// The TCP connection, not the TLS one: no close_notify, which
+		// could wait on a client that does not read.
+		sc.c.NetConn().Close()
+	}
+	return nil
+}
+
+// track notes sc as served; false once the server is shut down.
+func (s *Server) track(sc *serverConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutdown {
+		return false
+	}
+	if s.conns == nil {
+		s.conns = map[*serverConn]struct{}{}
+	}
+	s.conns[sc] = struct{}{}
+	return true
+}
+
+// untrack takes sc out once it has closed; the last one out ends a
+// Shutdown's wait.
+func (s *Server) untrack(sc *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, sc)
+	if len(s.conns) == 0 && s.drained != nil {
+		select {
+		case <-s.drained:
+		default:
+			close(s.drained)
+		}
+	}
 }
 
 // ServeConn serves c until it closes or goes silent. c's handshake is
@@ -49,7 +145,8 @@ type Server struct {
 // 32 KB).
 //
 // Only clients with a certificate (agents) are served: the link is theirs,
-// and a connection without one is closed.
+// and a connection without one is closed, as is one that arrives once
+// the server is shut down (Shutdown, Close).
 func (s *Server) ServeConn(c *tls.Conn) {
 	if len(c.ConnectionState().PeerCertificates) == 0 {
 		if s.Log != nil {
@@ -61,19 +158,28 @@ func (s *Server) ServeConn(c *tls.Conn) {
 	// What a connection keeps is this and its calls: no context, no
 	// copy of its TLS state (each request gets its own), no buffer.
 	sc := &serverConn{srv: s, c: c, base: context.Background()}
+	if !s.track(sc) {
+		c.NetConn().Close()
+		return
+	}
 	if s.ConnContext != nil {
 		sc.base = s.ConnContext(sc.base)
 	}
 	defer func() {
 		c.Close()
 		sc.closeCalls()
+		s.untrack(sc)
 	}()
 	idle := s.IdleTimeout
 	if idle <= 0 {
 		idle = serverIdle
 	}
 	for {
-		c.SetReadDeadline(time.Now().Add(idle))
+		sc.mu.Lock()
+		if !sc.bye { // after it, the linger's deadline stands (goodbye)
+			c.SetReadDeadline(time.Now().Add(idle))
+		}
+		sc.mu.Unlock()
 		typ, id, msg, err := readFrame(c, &sc.hdr, maxRequestFrame)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && s.Log != nil {
@@ -83,6 +189,9 @@ func (s *Server) ServeConn(c *tls.Conn) {
 		}
 		switch typ {
 		case framePing:
+			if sc.saidBye() {
+				continue // nothing more is written; the client closes
+			}
 			if sc.write(framePong, id, nil) != nil {
 				return
 			}
@@ -110,7 +219,13 @@ type serverConn struct {
 
 	mu     sync.Mutex
 	closed bool
-	calls  []*call // running or parked; a few at a time
+	// draining: the server is shutting down (Server.Shutdown); new
+	// requests are refused, and none is parked.
+	draining bool
+	// bye: drained, the last answer written and close_notify sent
+	// (goodbye); what still arrives is read until the client closes.
+	bye   bool
+	calls []*call // running or parked; a few at a time
 	// orphans are calls given up while their handler ran: out of calls,
 	// but still counted against maxInFlight until the handler returns.
 	orphans int
@@ -131,8 +246,16 @@ type call struct {
 
 func (sc *serverConn) start(id uint64, msg []byte) {
 	sc.mu.Lock()
-	if sc.find(id) >= 0 || sc.closed {
+	if sc.find(id) >= 0 || sc.closed || sc.bye {
+		// After the goodbye nothing is answered: the client, once it
+		// reads it, sees this request's link end unanswered, and sends
+		// it elsewhere.
 		sc.mu.Unlock()
+		return
+	}
+	if sc.draining {
+		sc.mu.Unlock()
+		sc.write(frameRefused, id, nil) // failing, the link is ending anyway
 		return
 	}
 	if len(sc.calls)+sc.orphans >= maxInFlight {
@@ -228,14 +351,19 @@ func (sc *serverConn) run(cl *call, woken bool) {
 	sc.respond(cl.id, w)
 }
 
-// ended is the end of one run of cl's handler.
+// ended is the end of one run of cl's handler, its answer written: a
+// draining connection may be done.
 func (sc *serverConn) ended(cl *call) {
 	sc.mu.Lock()
 	if cl.orphan {
 		cl.orphan = false
 		sc.orphans--
 	}
+	bye := sc.byeLocked()
 	sc.mu.Unlock()
+	if bye {
+		sc.sendBye()
+	}
 }
 
 // park registers cl's wake-up; the request runs again when it fires.
@@ -244,6 +372,13 @@ func (sc *serverConn) park(cl *call, register func(wake func()) (stop func())) {
 	cl.cancel = nil
 	if cl.canceled || sc.closed {
 		sc.mu.Unlock()
+		return
+	}
+	if sc.draining {
+		// Nothing is parked on a link that is ending: the request
+		// answers what is there now.
+		sc.mu.Unlock()
+		go sc.run(cl, true)
 		return
 	}
 	cl.parked = true
@@ -321,6 +456,85 @@ func (sc *serverConn) cancel(id uint64) {
 	if stop != nil {
 		stop()
 	}
+	sc.goodbye()
+}
+
+// drain starts the connection's end (Server.Shutdown): new requests are
+// refused from now on, parked ones run again at once, and the connection
+// says goodbye once the last answer is written.
+func (sc *serverConn) drain() {
+	sc.mu.Lock()
+	if sc.draining || sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	sc.draining = true
+	var woken []*call
+	var stops []func()
+	for _, cl := range sc.calls {
+		if cl.parked {
+			// Its wake-up is taken back: it runs now. One whose
+			// registration is under way (park) has no stop yet;
+			// park calls it, finding the call no longer parked.
+			cl.parked = false
+			if cl.stop != nil {
+				stops = append(stops, cl.stop)
+				cl.stop = nil
+			}
+			woken = append(woken, cl)
+		}
+	}
+	sc.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	for _, cl := range woken {
+		go sc.run(cl, true)
+	}
+	sc.goodbye()
+}
+
+// goodbye ends a draining connection that has nothing left to answer:
+// close_notify tells the client that nothing more comes (it closes its
+// end, and sends what it had not had answered elsewhere), and what it
+// sent meanwhile is read, unanswered, until it closes or lingerAfterBye
+// passes (ServeConn then closes the connection).
+func (sc *serverConn) goodbye() {
+	sc.mu.Lock()
+	bye := sc.byeLocked()
+	sc.mu.Unlock()
+	if bye {
+		sc.sendBye()
+	}
+}
+
+// byeLocked reports whether the connection says goodbye now, and marks it
+// so: it drains, and has no call left, running or given up. sc.mu is
+// held.
+func (sc *serverConn) byeLocked() bool {
+	if !sc.draining || sc.bye || sc.closed || len(sc.calls) > 0 || sc.orphans > 0 {
+		return false
+	}
+	sc.bye = true
+	// Under sc.mu, as ServeConn sets its idle deadline: that one is not
+	// set again after this.
+	sc.c.SetReadDeadline(time.Now().Add(lingerAfterBye))
+	return true
+}
+
+// sendBye writes close_notify (tls.Conn.CloseWrite bounds it by 5s).
+func (sc *serverConn) sendBye() {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if sc.c.CloseWrite() != nil {
+		sc.c.NetConn().Close() // it cannot be said: nothing to wait for
+	}
+}
+
+func (sc *serverConn) saidBye() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.bye
 }
 
 // endLocked marks cl canceled and returns what takes its wake-up back,

@@ -54,6 +54,10 @@ func WithoutLink(ctx context.Context) context.Context {
 	return context.WithValue(ctx, withoutLinkKey{}, true)
 }
 
+// ErrRefused is a request a server did not run, and will not: it is
+// shutting down (Server.Shutdown). Sending it to another server is safe.
+var ErrRefused = errors.New("link: the server is shutting down and did not run the request; retry another server")
+
 // errNotOffered is a server that completed the handshake without choosing
 // the link.
 var errNotOffered = errors.New("link: server does not speak " + Proto)
@@ -111,7 +115,7 @@ func (t *Transport) CloseIdleConnections() {
 // wants it meanwhile) when there is none.
 func (t *Transport) conn(ctx context.Context, host string) (*clientConn, error) {
 	t.mu.Lock()
-	if cc := t.conns[host]; cc != nil && !cc.isClosed() {
+	if cc := t.conns[host]; cc != nil && cc.usable() {
 		t.mu.Unlock()
 		return cc, nil
 	}
@@ -200,9 +204,12 @@ type clientConn struct {
 
 	mu      sync.Mutex
 	next    uint64
-	pending map[uint64]chan *http.Response
-	err     error // set once the connection is closed
+	pending map[uint64]chan *http.Response // a nil response: refused
+	err     error                          // set once the connection is closed
 	done    chan struct{}
+	// refusing: the server refused a request (it is shutting down), so
+	// new requests go to a new connection.
+	refusing bool
 }
 
 func newClientConn(c *tls.Conn) *clientConn {
@@ -211,13 +218,11 @@ func newClientConn(c *tls.Conn) *clientConn {
 	return cc
 }
 
-func (cc *clientConn) isClosed() bool {
-	select {
-	case <-cc.done:
-		return true
-	default:
-		return false
-	}
+// usable reports whether new requests may be sent on cc.
+func (cc *clientConn) usable() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.err == nil && !cc.refusing
 }
 
 func (cc *clientConn) close(err error) {
@@ -240,15 +245,22 @@ func (cc *clientConn) read() {
 			cc.close(fmt.Errorf("link to %s: %w", cc.c.RemoteAddr(), err))
 			return
 		}
-		if typ != frameResponse {
-			continue // a pong
+		if typ != frameResponse && typ != frameRefused {
+			continue // a pong, or what a later server may send
 		}
 		cc.mu.Lock()
 		ch := cc.pending[id]
 		delete(cc.pending, id)
+		if typ == frameRefused {
+			cc.refusing = true
+		}
 		cc.mu.Unlock()
 		if ch == nil {
 			continue // its request was given up
+		}
+		if typ == frameRefused {
+			ch <- nil
+			continue
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(msg)), nil)
 		if err != nil {
@@ -346,13 +358,11 @@ func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	select {
 	case resp := <-ch:
-		resp.Request = req
-		return resp, nil
+		return answered(req, resp)
 	case <-cc.done:
 		select {
 		case resp := <-ch:
-			resp.Request = req
-			return resp, nil
+			return answered(req, resp)
 		default:
 		}
 		return nil, cc.err
@@ -363,4 +373,14 @@ func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
 		cc.write(appendFrame(nil, frameCancel, id, nil))
 		return nil, req.Context().Err()
 	}
+}
+
+// answered is req's answer: resp, or ErrRefused when the server refused
+// it (nil).
+func answered(req *http.Request, resp *http.Response) (*http.Response, error) {
+	if resp == nil {
+		return nil, ErrRefused // http.Client names the request
+	}
+	resp.Request = req
+	return resp, nil
 }
