@@ -166,7 +166,10 @@ func (l *handshakeListener) handshake(c net.Conn) {
 	if l.links != nil && tc.ConnectionState().NegotiatedProtocol == link.Proto {
 		// On a goroutine of its own (ServeConn says why); links closes
 		// it when it is shut down, and closes at once one that arrives
-		// after.
+		// after. Out of the handshakes first: the link may serve
+		// requests before this goroutine runs again, and the listener's
+		// Close must not cut it then.
+		l.release(c)
 		go l.links.ServeConn(tc)
 		return
 	}

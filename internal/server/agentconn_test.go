@@ -51,6 +51,22 @@ func tlsTestServerWith(t *testing.T, lim httpapi.Limits) (string, string, *count
 // tlsTestServerSrv is tlsTestServerWith that also returns the server.
 func tlsTestServerSrv(t *testing.T, lim httpapi.Limits) (string, string, *countingListener, *Server) {
 	t.Helper()
+	ts := startTLSTestServer(t, lim)
+	return ts.url, ts.tlsDir, ts.ln, ts.srv
+}
+
+// tlsTestServerParts is a test server's parts: stop ends the server's Run
+// (as a signal does in drover server), hs serves its API.
+type tlsTestServerParts struct {
+	url, tlsDir string
+	ln          *countingListener
+	srv         *Server
+	hs          *httpapi.Server
+	stop        func()
+}
+
+func startTLSTestServer(t *testing.T, lim httpapi.Limits) *tlsTestServerParts {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
@@ -97,7 +113,8 @@ func tlsTestServerSrv(t *testing.T, lim httpapi.Limits) (string, string, *counti
 			t.Fatal("the server did not read the registry within 10s")
 		}
 	}
-	return "https://" + tcp.Addr().String(), tlsDir, ln, srv
+	return &tlsTestServerParts{url: "https://" + tcp.Addr().String(), tlsDir: tlsDir, ln: ln, srv: srv, hs: hs,
+		stop: func() { cancel(); <-done }}
 }
 
 // transports are the two ways a client speaks to a TLS server: HTTP/2,
@@ -395,5 +412,51 @@ func TestParkedAssignmentQueryWakesOnPlacement(t *testing.T) {
 		t.Logf("answered %s after the query began", time.Since(start).Round(time.Millisecond))
 	case <-time.After(30 * time.Second):
 		t.Fatal("the parked query was not woken within 30s of the submission")
+	}
+}
+
+// A server told to stop (drover server on SIGTERM: its Run ends, and with
+// it the watch that feeds its state) and then shut down answers an agent's
+// parked assignment query with what its state holds, not 503.
+func TestShutdownAnswersAParkedAssignmentQuery(t *testing.T) {
+	ts := startTLSTestServer(t, httpapi.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	agent := tlsClientOver(t, ts.url, ts.tlsDir, pki.RoleAgent, true)
+	node, index := registerAgent(t, ctx, agent)
+	type answer struct {
+		allocs []*spec.Alloc
+		index  int64
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		allocs, idx, err := agent.NodeAllocs(ctx, node.ID, &client.QueryOptions{Index: index, Wait: 5 * time.Minute})
+		got <- answer{allocs, idx, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ts.srv.hub.mu.Lock()
+		parked := len(ts.srv.hub.waiters["node/"+node.ID])
+		ts.srv.hub.mu.Unlock()
+		if parked == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's query did not park within 10s")
+		}
+	}
+	ts.stop()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := ts.hs.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case a := <-got:
+		if a.err != nil || len(a.allocs) != 0 || a.index < index {
+			t.Fatalf("the parked query at shutdown: %d allocs, index %d (asked after %d), %v; want its node's (none) as the state holds them", len(a.allocs), a.index, index, a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the parked query was not answered within 30s of the shutdown")
 	}
 }

@@ -96,14 +96,16 @@ func (s *Store) Snapshot() *Snapshot {
 }
 
 // WaitRev waits until the store is at revision rev or later. It returns
-// the store's error once it stopped, or ctx's.
+// the store's error once it stopped short of rev, or ctx's. A stopped
+// store still serves the revisions it reached: what it holds is true of
+// them (a server shutting down answers its agents' last queries so).
 func (s *Store) WaitRev(ctx context.Context, rev int64) error {
-	if v := s.view.Load(); v.err != nil || v.rev >= rev {
-		return v.err
+	if v := s.view.Load(); v.rev >= rev || v.err != nil {
+		return stoppedShort(v.rev, rev, v.err)
 	}
 	s.mu.Lock()
-	if s.err != nil || s.rev >= rev {
-		err := s.err
+	if s.rev >= rev || s.err != nil {
+		err := stoppedShort(s.rev, rev, s.err)
 		s.mu.Unlock()
 		return err
 	}
@@ -124,12 +126,21 @@ func (s *Store) WaitRev(ctx context.Context, rev int64) error {
 	}
 }
 
+// stoppedShort is err when a store at revision at stopped with it short
+// of rev, else nil.
+func stoppedShort(at, rev int64, err error) error {
+	if at >= rev {
+		return nil
+	}
+	return err
+}
+
 // wakeLocked wakes the readers whose revision the store has reached, or
 // all of them once it stopped. s.mu is held.
 func (s *Store) wakeLocked() {
 	for len(s.waiters) > 0 && (s.err != nil || s.waiters[0].rev <= s.rev) {
 		w := heap.Pop(&s.waiters).(*revWaiter)
-		w.err = s.err
+		w.err = stoppedShort(s.rev, w.rev, s.err)
 		close(w.done)
 	}
 }

@@ -331,6 +331,11 @@ func TestWaitRev(t *testing.T) {
 	if err := s.WaitRev(context.Background(), 6); !errors.Is(err, stopped) {
 		t.Fatalf("WaitRev on a stopped store = %v", err)
 	}
+	// What it reached it still serves (a server's last answers while it
+	// shuts down).
+	if err := s.WaitRev(context.Background(), 5); err != nil {
+		t.Fatalf("WaitRev(5) on a store stopped at revision 5 = %v", err)
+	}
 }
 
 // TestAllocCountsMatchTheAllocs: whatever the writes, the counts the
