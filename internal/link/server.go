@@ -229,6 +229,9 @@ type serverConn struct {
 	// orphans are calls given up while their handler ran: out of calls,
 	// but still counted against maxInFlight until the handler returns.
 	orphans int
+	// answering counts calls out of calls whose answer is being written:
+	// a draining connection says goodbye only after the last is written.
+	answering int
 }
 
 // call is one request, from its frame to its answer.
@@ -242,6 +245,9 @@ type call struct {
 	stop     func() // while parked: takes its wake-up back
 	canceled bool
 	orphan   bool // given up while running (serverConn.orphans)
+	// answering: out of the calls, its answer being written
+	// (serverConn.answering) until its run ends.
+	answering bool
 }
 
 func (sc *serverConn) start(id uint64, msg []byte) {
@@ -359,6 +365,10 @@ func (sc *serverConn) ended(cl *call) {
 		cl.orphan = false
 		sc.orphans--
 	}
+	if cl.answering {
+		cl.answering = false
+		sc.answering--
+	}
 	bye := sc.byeLocked()
 	sc.mu.Unlock()
 	if bye {
@@ -405,8 +415,8 @@ func (sc *serverConn) wake(cl *call) {
 	go sc.run(cl, true)
 }
 
-// finish takes cl out of the connection's calls; false when it was
-// canceled (or the connection closed) meanwhile.
+// finish takes cl out of the connection's calls, to be answered; false
+// when it was canceled (or the connection closed) meanwhile.
 func (sc *serverConn) finish(cl *call) bool {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
@@ -415,7 +425,14 @@ func (sc *serverConn) finish(cl *call) bool {
 		return false
 	}
 	sc.remove(i)
-	return !cl.canceled
+	if cl.canceled {
+		return false
+	}
+	// Counted until its run ends (ended), in the same hold of the lock
+	// that took it out: a drain's goodbye cannot come between.
+	cl.answering = true
+	sc.answering++
+	return true
 }
 
 // find returns the index of request id in sc.calls, -1 when it is not
@@ -509,10 +526,10 @@ func (sc *serverConn) goodbye() {
 }
 
 // byeLocked reports whether the connection says goodbye now, and marks it
-// so: it drains, and has no call left, running or given up. sc.mu is
+// so: it drains, and has no call left, running, given up or being answered. sc.mu is
 // held.
 func (sc *serverConn) byeLocked() bool {
-	if !sc.draining || sc.bye || sc.closed || len(sc.calls) > 0 || sc.orphans > 0 {
+	if !sc.draining || sc.bye || sc.closed || len(sc.calls) > 0 || sc.orphans > 0 || sc.answering > 0 {
 		return false
 	}
 	sc.bye = true

@@ -53,11 +53,18 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 	errs = make([]error, len(updates))
 	akeys := make([]string, len(updates))
 	known := true
+	seen := make(map[string]bool, len(updates))
 	for i, u := range updates {
 		akeys[i], errs[i] = r.key(dirAllocs, "alloc id", u.ID)
 		if errs[i] == nil && (u.Status == nil || !slices.Contains(knownClientStatus, u.Status.ClientStatus)) {
 			errs[i] = fmt.Errorf("registry: alloc %q: missing or unknown client status: %w", u.ID, ErrInvalid)
 		}
+		if errs[i] == nil && seen[u.ID] {
+			// One put per key in a transaction: etcd refuses the
+			// whole of it otherwise (and with it a group's others).
+			errs[i] = fmt.Errorf("registry: alloc %q is reported twice in one batch; the first report stands: %w", u.ID, ErrInvalid)
+		}
+		seen[u.ID] = true
 		known = known && (errs[i] != nil || u.Known != nil)
 	}
 	for range casAttempts {
@@ -107,6 +114,9 @@ func (r *Registry) PutAllocStatuses(ctx context.Context, nodeID string, updates 
 			// other nodes' reports of the moment, in one transaction.
 			if r.statuses.write(ctx, r, &statusWrite{cmps: cmps, puts: puts, evs: evs}) {
 				return errs, nil
+			}
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("registry: status report of node %q not written: %w", nodeID, context.Cause(ctx))
 			}
 			continue // a guard failed, or the group's transaction: read and write alone
 		}
@@ -279,8 +289,12 @@ const (
 )
 
 // write queues w and waits until its group was written; false when it
-// was not (guards, etcd, or ctx ended first): the caller writes alone.
+// was not (guards, etcd: the caller writes alone; or ctx ended while it
+// was queued, and it never will be).
 func (g *statusGroup) write(ctx context.Context, r *Registry, w *statusWrite) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	w.ctx, w.done = ctx, make(chan struct{})
 	g.mu.Lock()
 	g.queue = append(g.queue, w)
@@ -293,8 +307,19 @@ func (g *statusGroup) write(ctx context.Context, r *Registry, w *statusWrite) bo
 	case <-w.done:
 		return w.ok
 	case <-ctx.Done():
-		return false // the caller's next write fails on ctx too
 	}
+	// Given up: taken out while still queued, so that what the caller is
+	// told (not written) stays true; once taken, it is being written,
+	// and the outcome is waited for (opTimeout bounds the transaction).
+	g.mu.Lock()
+	if i := slices.Index(g.queue, w); i >= 0 {
+		g.queue = slices.Delete(g.queue, i, i+1)
+		g.mu.Unlock()
+		return false
+	}
+	g.mu.Unlock()
+	<-w.done
+	return w.ok
 }
 
 // run writes groups until the queue is empty.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -241,5 +242,118 @@ func TestReportsOfAMomentShareATransaction(t *testing.T) {
 	}
 	if started != 2*nodes {
 		t.Errorf("%d task-started events in the history, want %d (one per report)", started, 2*nodes)
+	}
+}
+
+// A report whose caller gave up is either written and said so, or not
+// written at all: it was written after its caller had been told it failed
+// (and told that etcd did not answer).
+func TestAReportGivenUpIsWrittenOnlyIfSaidSo(t *testing.T) {
+	r := open(t, startEtcd(t))
+	l := campaign(t, r, "s1")
+	const n = 30
+	var allocs []*spec.Alloc
+	for i := range n {
+		allocs = append(allocs, testAlloc(fmt.Sprintf("g%02d", i), "web", "g", i, fmt.Sprintf("n%02d", i)))
+	}
+	mustCommit(t, l, &spec.Plan{Allocs: allocs})
+	bg, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	known := func(id string) *KnownAlloc {
+		a, err := r.GetAlloc(bg, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &KnownAlloc{Alloc: a, AllocRev: modRev(t, r, Prefix+dirAllocs+id), StatusRev: modRev(t, r, Prefix+dirAllocStatus+id)}
+	}
+	ks := make([]*KnownAlloc, n)
+	for i, a := range allocs {
+		ks[i] = known(a.ID)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, a := range allocs {
+		wg.Go(func() {
+			// Every other caller gives up at once, some while queued
+			// behind the others, some with their group on its way.
+			ctx, cancel := context.WithCancel(bg)
+			if i%2 == 1 {
+				go cancel()
+			} else {
+				defer cancel()
+			}
+			_, errs[i] = r.PutAllocStatuses(ctx, a.NodeID, []StatusUpdate{{ID: a.ID, Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning}, Known: ks[i]}})
+		})
+	}
+	wg.Wait()
+	time.Sleep(200 * time.Millisecond) // a report written late would show by now
+	for i, a := range allocs {
+		got, err := r.GetAlloc(bg, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := got.ClientStatusOr() == spec.ClientRunning
+		switch {
+		case errs[i] == nil && !written:
+			t.Errorf("%s: its caller was told it was written, and it is not", a.ID)
+		case errs[i] != nil && written:
+			t.Errorf("%s: its caller was told %v, and it was written all the same", a.ID, errs[i])
+		case errs[i] != nil && !errors.Is(errs[i], context.Canceled):
+			t.Errorf("%s: its caller gave up and was told %v, want its own cancellation", a.ID, errs[i])
+		}
+	}
+}
+
+// A batch naming an alloc twice is answered for each: the first written,
+// the second refused as invalid, and the other nodes' reports of the
+// moment still share their transactions (etcd refuses a transaction that
+// puts one key twice, and with it every report grouped with it).
+func TestABatchNamingAnAllocTwice(t *testing.T) {
+	r := open(t, startEtcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := campaign(t, r, "s1")
+	const nodes = 40
+	var allocs []*spec.Alloc
+	for i := range nodes {
+		allocs = append(allocs, testAlloc(fmt.Sprintf("d%02d", i), "web", "g", i, fmt.Sprintf("n%02d", i)))
+	}
+	mustCommit(t, l, &spec.Plan{Allocs: allocs})
+	ks := make([]*KnownAlloc, nodes)
+	for i, a := range allocs {
+		got, err := r.GetAlloc(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks[i] = &KnownAlloc{Alloc: got, AllocRev: modRev(t, r, Prefix+dirAllocs+a.ID), StatusRev: modRev(t, r, Prefix+dirAllocStatus+a.ID)}
+	}
+	txns := etcdTxns(t)
+	var wg sync.WaitGroup
+	var dupErrs []error
+	for i, a := range allocs {
+		wg.Go(func() {
+			up := StatusUpdate{ID: a.ID, Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning}, Known: ks[i]}
+			ups := []StatusUpdate{up}
+			if i == 0 {
+				ups = append(ups, up)
+			}
+			errs, err := r.PutAllocStatuses(ctx, a.NodeID, ups)
+			if err != nil {
+				t.Errorf("report of %s: %v", a.ID, err)
+				return
+			}
+			if i == 0 {
+				dupErrs = errs
+			} else if errs[0] != nil {
+				t.Errorf("report of %s: %v", a.ID, errs[0])
+			}
+		})
+	}
+	wg.Wait()
+	if n := etcdTxns(t) - txns; n >= nodes/2 {
+		t.Errorf("%d reports at once, one naming its alloc twice, took %d etcd transactions: the group failed", nodes, n)
+	}
+	if len(dupErrs) != 2 || dupErrs[0] != nil || !errors.Is(dupErrs[1], ErrInvalid) {
+		t.Errorf("the batch naming its alloc twice got %v, want the first written and the second ErrInvalid", dupErrs)
 	}
 }

@@ -442,9 +442,14 @@ func (s *Server) putNodeStatuses(w http.ResponseWriter, r *http.Request) error {
 	// What the state holds judges the batch and guards its write, so that
 	// a report costs etcd one transaction; a stale state costs a read.
 	ss := s.state.Snapshot()
+	first := make(map[string]int, len(rep.Allocs))
 	for i, e := range rep.Allocs {
 		if msg := spec.CheckName(e.ID); msg != "" {
 			ps.Add(fmt.Sprintf("allocs[%d].id", i), "alloc id %s", msg)
+		} else if j, dup := first[e.ID]; dup {
+			ps.Add(fmt.Sprintf("allocs[%d].id", i), "alloc %s is reported at allocs[%d] too; report each allocation once per batch", e.ID, j)
+		} else {
+			first[e.ID] = i
 		}
 		if e.Status == nil {
 			ps.Add(fmt.Sprintf("allocs[%d].status", i), "status is missing")

@@ -391,6 +391,11 @@ func TestNodeSecretMisuseIs403(t *testing.T) {
 			t.Errorf("%s %s with node-a's secret: %d %s", c.method, c.path, status, body)
 		}
 	}
+	// A batch naming an allocation twice is refused whole, saying where.
+	twice := `{"allocs":[{"id":"abcd1234","status":{"client_status":"running"}},{"id":"abcd1234","status":{"client_status":"running"}}]}`
+	if status, body := req("PUT", "/v1/nodes/node-a/allocations/status", a.Secret, twice); status != http.StatusBadRequest || !strings.Contains(string(body), "allocs[1].id") {
+		t.Errorf("a batch naming an allocation twice: %d %s, want 400 naming allocs[1].id", status, body)
+	}
 }
 
 // A first registration may bring the node's secret (an agent makes it and
