@@ -28,28 +28,17 @@ func TestStatusBatchJudgedByWhatTheServerKnows(t *testing.T) {
 		allocs = append(allocs, testAlloc(fmt.Sprintf("a%d", i), "web", "g", i, "n1"))
 	}
 	mustCommit(t, l, &spec.Plan{Allocs: allocs})
-	known := func(id string) *KnownAlloc {
-		t.Helper()
-		a, err := r.GetAlloc(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := &KnownAlloc{Alloc: a}
-		k.AllocRev = modRev(t, r, Prefix+dirAllocs+id)
-		k.StatusRev = modRev(t, r, Prefix+dirAllocStatus+id)
-		return k
-	}
 	running := &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: time.Unix(200, 0).UTC()}
 
 	for _, a := range allocs {
-		errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: a.ID, Status: running, Known: known(a.ID)}})
+		errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: a.ID, Status: running, Known: knownAlloc(t, r, a.ID)}})
 		if err != nil || errs[0] != nil {
 			t.Fatalf("report on %s: %v %v", a.ID, err, errs)
 		}
 	}
 	var reportTxns uint64
 	for _, a := range allocs[5:10] {
-		k := known(a.ID)
+		k := knownAlloc(t, r, a.ID)
 		txns := etcdTxns(t)
 		if errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: a.ID, Status: running, Known: k}}); err != nil || errs[0] != nil {
 			t.Fatalf("second report on %s: %v %v", a.ID, err, errs)
@@ -63,7 +52,7 @@ func TestStatusBatchJudgedByWhatTheServerKnows(t *testing.T) {
 	}
 
 	// The state was behind: it saw a0 running, etcd has it failed since.
-	stale := known("a0")
+	stale := knownAlloc(t, r, "a0")
 	failed := &spec.AllocStatus{ClientStatus: spec.ClientFailed, Description: "exit 1"}
 	if err := r.PutAllocStatus(ctx, "a0", "n1", failed); err != nil {
 		t.Fatal(err)
@@ -75,7 +64,7 @@ func TestStatusBatchJudgedByWhatTheServerKnows(t *testing.T) {
 	wantErr(t, errs[0], ErrConflict)
 	// The state was behind on the alloc's record: the report is still
 	// written, judged by etcd.
-	stale = known("a1")
+	stale = knownAlloc(t, r, "a1")
 	stale.AllocRev--
 	if errs, err := r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: "a1", Status: failed, Known: stale}}); err != nil || errs[0] != nil {
 		t.Fatalf("report with a stale alloc revision: %v %v", err, errs)
@@ -84,7 +73,7 @@ func TestStatusBatchJudgedByWhatTheServerKnows(t *testing.T) {
 		t.Fatalf("a1 after the report: %+v %v", a, err)
 	}
 	// The alloc is gone from etcd, the state still has it: not found.
-	stale = known("a2")
+	stale = knownAlloc(t, r, "a2")
 	mustCommit(t, l, &spec.Plan{DeleteAllocs: []string{"a2"}})
 	errs, err = r.PutAllocStatuses(ctx, "n1", []StatusUpdate{{ID: "a2", Status: running, Known: stale}})
 	if err != nil {
@@ -94,6 +83,17 @@ func TestStatusBatchJudgedByWhatTheServerKnows(t *testing.T) {
 	if n := countPrefix(t, r, Prefix+dirAllocStatus+"a2"); n != 0 {
 		t.Fatalf("a report on a deleted alloc left %d status keys", n)
 	}
+}
+
+// knownAlloc is alloc id as a server's state would know it: its record
+// and the mod revisions of its two keys, read from etcd.
+func knownAlloc(t *testing.T, r *Registry, id string) *KnownAlloc {
+	t.Helper()
+	a, err := r.GetAlloc(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &KnownAlloc{Alloc: a, AllocRev: modRev(t, r, Prefix+dirAllocs+id), StatusRev: modRev(t, r, Prefix+dirAllocStatus+id)}
 }
 
 func modRev(t *testing.T, r *Registry, key string) int64 {
@@ -185,18 +185,11 @@ func TestReportsOfAMomentShareATransaction(t *testing.T) {
 		allocs = append(allocs, testAlloc(fmt.Sprintf("a%02d", i), "web", "g", i, fmt.Sprintf("n%02d", i)))
 	}
 	mustCommit(t, l, &spec.Plan{Allocs: allocs})
-	knownOf := func(id string) *KnownAlloc {
-		a, err := r.GetAlloc(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &KnownAlloc{Alloc: a, AllocRev: modRev(t, r, Prefix+dirAllocs+id), StatusRev: modRev(t, r, Prefix+dirAllocStatus+id)}
-	}
 	report := func(round int, status spec.ClientStatus, stale string) uint64 {
 		t.Helper()
 		known := make([]*KnownAlloc, nodes)
 		for i, a := range allocs {
-			known[i] = knownOf(a.ID)
+			known[i] = knownAlloc(t, r, a.ID)
 			if a.ID == stale {
 				known[i].StatusRev-- // the server's state is behind on this one
 			}
@@ -259,16 +252,9 @@ func TestAReportGivenUpIsWrittenOnlyIfSaidSo(t *testing.T) {
 	mustCommit(t, l, &spec.Plan{Allocs: allocs})
 	bg, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	known := func(id string) *KnownAlloc {
-		a, err := r.GetAlloc(bg, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &KnownAlloc{Alloc: a, AllocRev: modRev(t, r, Prefix+dirAllocs+id), StatusRev: modRev(t, r, Prefix+dirAllocStatus+id)}
-	}
 	ks := make([]*KnownAlloc, n)
 	for i, a := range allocs {
-		ks[i] = known(a.ID)
+		ks[i] = knownAlloc(t, r, a.ID)
 	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -321,11 +307,7 @@ func TestABatchNamingAnAllocTwice(t *testing.T) {
 	mustCommit(t, l, &spec.Plan{Allocs: allocs})
 	ks := make([]*KnownAlloc, nodes)
 	for i, a := range allocs {
-		got, err := r.GetAlloc(ctx, a.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ks[i] = &KnownAlloc{Alloc: got, AllocRev: modRev(t, r, Prefix+dirAllocs+a.ID), StatusRev: modRev(t, r, Prefix+dirAllocStatus+a.ID)}
+		ks[i] = knownAlloc(t, r, a.ID)
 	}
 	txns := etcdTxns(t)
 	var wg sync.WaitGroup
