@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -73,3 +75,12 @@ func (c *limitConn) Close() error {
 }
 
 func (c *limitConn) release() { <-c.l.sem }
+
+// SyscallConn is the socket's, for a link's poller (link.WrapConn).
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
+}

@@ -143,7 +143,11 @@ func (l *handshakeListener) release(c net.Conn) {
 
 func (l *handshakeListener) handshake(c net.Conn) {
 	defer l.release(c)
-	tc := tls.Server(c, l.cfg)
+	nc := c
+	if l.links != nil {
+		nc = link.WrapConn(c) // an agent's link is read only when it has bytes
+	}
+	tc := tls.Server(nc, l.cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	c.SetDeadline(time.Now().Add(l.timeout))

@@ -118,3 +118,52 @@ func readFrame(r io.Reader, hdr *[headerLen]byte, max uint32) (typ byte, id uint
 	}
 	return typ, id, msg, nil
 }
+
+// frameReader reads frames a piece at a time: a read that fails with a
+// temporary error (a connection with nothing more to read yet: the
+// poller's) leaves what it had read in place, and the next call goes on
+// from there.
+type frameReader struct {
+	hdr [headerLen]byte
+	hn  int    // bytes of hdr read
+	msg []byte // the message being read, once its header is
+	mn  int    // bytes of msg read
+}
+
+// next returns the next frame of at most max bytes after its header, or
+// the error that stopped it.
+func (f *frameReader) next(r io.Reader, max uint32) (typ byte, id uint64, msg []byte, err error) {
+	for f.hn < headerLen {
+		n, err := r.Read(f.hdr[f.hn:])
+		f.hn += n
+		if f.hn < headerLen && err != nil {
+			if f.hn > 0 && err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, 0, nil, err
+		}
+	}
+	n := binary.BigEndian.Uint32(f.hdr[0:4])
+	if n < 9 {
+		return 0, 0, nil, fmt.Errorf("link: frame length %d is shorter than its header", n)
+	}
+	if n-9 > max {
+		return 0, 0, nil, fmt.Errorf("link: a frame of %d bytes; at most %d are taken", n-9, max)
+	}
+	if n > 9 && f.msg == nil {
+		f.msg = make([]byte, n-9)
+	}
+	for f.mn < len(f.msg) {
+		m, err := r.Read(f.msg[f.mn:])
+		f.mn += m
+		if f.mn < len(f.msg) && err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, 0, nil, err
+		}
+	}
+	typ, id, msg = f.hdr[4], binary.BigEndian.Uint64(f.hdr[5:13]), f.msg
+	f.hn, f.msg, f.mn = 0, nil, 0
+	return typ, id, msg, nil
+}

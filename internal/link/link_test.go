@@ -37,6 +37,10 @@ func tlsPair(t testing.TB) (server, agent *tls.Config) {
 	return server, agent
 }
 
+// plainConns: the test servers do not wrap their connections
+// (WrapConn), so each link is read on a goroutine of its own.
+var plainConns bool
+
 // linkServer serves h over links on a loopback port, as the API's
 // listener does, and counts the connections it accepted. serve, when not
 // nil, replaces ServeConn (a server that misbehaves).
@@ -74,7 +78,11 @@ func linkServerIdle(t testing.TB, h http.Handler, serve func(*tls.Conn), idle ti
 			conns = append(conns, c)
 			mu.Unlock()
 			wg.Go(func() {
-				tc := tls.Server(c, srvCfg)
+				nc := net.Conn(c)
+				if !plainConns {
+					nc = WrapConn(c)
+				}
+				tc := tls.Server(nc, srvCfg)
 				if err := tc.Handshake(); err != nil || tc.ConnectionState().NegotiatedProtocol != Proto {
 					c.Close()
 					return

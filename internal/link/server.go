@@ -102,9 +102,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	for _, sc := range conns {
-		// The TCP connection, not the TLS one: no close_notify, which
-		// could wait on a client that does not read.
-		sc.c.NetConn().Close()
+		sc.cut()
 	}
 	return nil
 }
@@ -139,10 +137,16 @@ func (s *Server) untrack(sc *serverConn) {
 }
 
 // ServeConn serves c until it closes or goes silent. c's handshake is
-// done. Call it on a goroutine of its own that has done nothing else: it
-// is the goroutine the connection keeps while it waits, and a goroutine's
-// stack only ever shrinks to what it has needed (a handshake's grew it to
-// 32 KB).
+// done.
+//
+// A connection made ready by WrapConn before its handshake is served
+// without a goroutine of its own: ServeConn reads what has arrived,
+// returns, and the connection's next bytes start a goroutine that reads
+// them (poller). An idle agent then costs no goroutine and no stack.
+// Another connection is served on the goroutine that called ServeConn,
+// which it keeps until the connection ends: call it on a goroutine of its
+// own that has done nothing else, since a goroutine's stack only ever
+// shrinks to what it has needed (a handshake's grew it to 32 KB).
 //
 // Only clients with a certificate (agents) are served: the link is theirs,
 // and a connection without one is closed, as is one that arrives once
@@ -165,53 +169,86 @@ func (s *Server) ServeConn(c *tls.Conn) {
 	if s.ConnContext != nil {
 		sc.base = s.ConnContext(sc.base)
 	}
-	defer func() {
-		c.Close()
-		sc.closeCalls()
-		s.untrack(sc)
-	}()
-	idle := s.IdleTimeout
-	if idle <= 0 {
-		idle = serverIdle
+	sc.idle = s.IdleTimeout
+	if sc.idle <= 0 {
+		sc.idle = serverIdle
 	}
+	if sc.pollStart() {
+		return
+	}
+	defer sc.end()
 	for {
 		sc.mu.Lock()
 		if !sc.bye { // after it, the linger's deadline stands (goodbye)
-			c.SetReadDeadline(time.Now().Add(idle))
+			c.SetReadDeadline(time.Now().Add(sc.idle))
 		}
 		sc.mu.Unlock()
-		typ, id, msg, err := readFrame(c, &sc.hdr, maxRequestFrame)
+		typ, id, msg, err := sc.fr.next(c, maxRequestFrame)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && s.Log != nil {
-				s.Log.Debug("link closed", "remote", c.RemoteAddr().String(), "err", err)
-			}
+			sc.readFailed(err)
 			return
 		}
-		switch typ {
-		case framePing:
-			if sc.saidBye() {
-				continue // nothing more is written; the client closes
-			}
-			if sc.write(framePong, id, nil) != nil {
-				return
-			}
-		case frameRequest:
-			sc.start(id, msg)
-		case frameCancel:
-			sc.cancel(id)
-		default:
-			if s.Log != nil {
-				s.Log.Warn("link: unknown frame type; closing the connection", "remote", c.RemoteAddr().String(), "type", typ)
-			}
+		if !sc.handle(typ, id, msg) {
 			return
 		}
 	}
 }
 
+// readFailed logs why reading the connection failed, unless it ended as
+// connections do.
+func (sc *serverConn) readFailed(err error) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && sc.srv.Log != nil {
+		sc.srv.Log.Debug("link closed", "remote", sc.c.RemoteAddr().String(), "err", err)
+	}
+}
+
+// handle acts on one frame read; false when the connection is to end.
+func (sc *serverConn) handle(typ byte, id uint64, msg []byte) bool {
+	switch typ {
+	case framePing:
+		if sc.saidBye() {
+			return true // nothing more is written; the client closes
+		}
+		return sc.write(framePong, id, nil) == nil
+	case frameRequest:
+		sc.start(id, msg)
+	case frameCancel:
+		sc.cancel(id)
+	default:
+		if sc.srv.Log != nil {
+			sc.srv.Log.Warn("link: unknown frame type; closing the connection", "remote", sc.c.RemoteAddr().String(), "type", typ)
+		}
+		return false
+	}
+	return true
+}
+
+// end closes the connection and ends what it had running or parked; the
+// first call does, later ones nothing.
+func (sc *serverConn) end() {
+	sc.endOnce.Do(func() {
+		sc.pollStop()
+		sc.c.Close()
+		sc.closeCalls()
+		sc.srv.untrack(sc)
+	})
+}
+
+// cut ends the connection without a word (no close_notify, which could
+// wait on a client that does not read).
+func (sc *serverConn) cut() {
+	sc.c.NetConn().Close()
+	sc.end()
+}
+
 type serverConn struct {
 	srv *Server
 	c   *tls.Conn
-	hdr [headerLen]byte // the frame header being read (ServeConn's)
+	fr  frameReader // the frame being read
+	// idle: a connection nothing arrives on for this long is closed.
+	idle    time.Duration
+	endOnce sync.Once
+	poll    *pollState // served without a goroutine (pollStart); nil: not
 	// base is what each request's context starts from (ConnContext).
 	base context.Context
 
@@ -533,6 +570,10 @@ func (sc *serverConn) byeLocked() bool {
 		return false
 	}
 	sc.bye = true
+	if sc.poll != nil {
+		sc.poll.linger()
+		return true
+	}
 	// Under sc.mu, as ServeConn sets its idle deadline: that one is not
 	// set again after this.
 	sc.c.SetReadDeadline(time.Now().Add(lingerAfterBye))
@@ -542,9 +583,10 @@ func (sc *serverConn) byeLocked() bool {
 // sendBye writes close_notify (tls.Conn.CloseWrite bounds it by 5s).
 func (sc *serverConn) sendBye() {
 	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	if sc.c.CloseWrite() != nil {
-		sc.c.NetConn().Close() // it cannot be said: nothing to wait for
+	err := sc.c.CloseWrite()
+	sc.wmu.Unlock()
+	if err != nil {
+		sc.cut() // it cannot be said: nothing to wait for
 	}
 }
 
@@ -609,7 +651,7 @@ func (sc *serverConn) respond(id uint64, w *responseWriter) {
 		return
 	}
 	if err := sc.writeRaw(appendFrame(make([]byte, 0, headerLen+b.Len()), frameResponse, id, b.Bytes())); err != nil {
-		sc.c.Close()
+		sc.end()
 	}
 }
 
