@@ -80,7 +80,7 @@ func rollout(bin string, count, parallel int, gate time.Duration) (*report, erro
 	job := func(version string, args ...string) *spec.Job {
 		j := &spec.Job{Name: "bench-rollout", Update: &spec.UpdateStrategy{
 			MaxParallel: &parallel, MinHealthyTime: spec.Duration(gate), HealthyDeadline: spec.Duration(gate + 5*time.Second),
-			ProgressDeadline: spec.Duration(gate + time.Minute), AutoRevert: new(true),
+			ProgressDeadline: new(spec.Duration(gate + time.Minute)), AutoRevert: new(true),
 		}, Groups: []*spec.Group{{
 			Name: "g", Count: count,
 			Network: &spec.Network{Ports: []spec.Port{{Label: "http"}}},

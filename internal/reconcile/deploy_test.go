@@ -43,14 +43,14 @@ func (w *world) pass() Result {
 	}
 	for _, st := range res.Stop {
 		a := w.alloc(st.Alloc.ID)
-		a.DesiredStatus, a.DesiredReason = spec.DesiredStop, st.Reason
+		a.DesiredStatus, a.DesiredReason, a.DesiredCause, a.ModifyTime = spec.DesiredStop, st.Reason, st.Cause, w.now
 		a.Status = &spec.AllocStatus{ClientStatus: spec.ClientComplete, UpdateTime: w.now}
 	}
 	for _, p := range res.Place {
 		w.seq++
 		a := &spec.Alloc{ID: fmt.Sprintf("a%03d", w.seq), Name: spec.AllocName(p.Job.Name, p.Group.Name, p.Index), Job: p.Job.Name,
 			JobVersion: p.Job.Version, Group: p.Group.Name, Index: p.Index, NodeID: "n1", Tasks: p.Group.Tasks, JobType: p.Job.Type,
-			DesiredStatus: spec.DesiredRun, DesiredReason: p.Reason, CreateIndex: int64(w.seq), Canary: p.Canary,
+			DesiredStatus: spec.DesiredRun, DesiredReason: p.Reason, DesiredCause: p.Cause, CreateIndex: int64(w.seq), Canary: p.Canary,
 			Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: w.now}}
 		if p.Deployment != nil {
 			a.DeploymentID = p.Deployment.ID
@@ -126,7 +126,14 @@ func withUpdate(g *spec.Group, u *spec.UpdateStrategy) *spec.Group {
 
 func upd(parallel, canary int, revert, promote bool) *spec.UpdateStrategy {
 	return &spec.UpdateStrategy{MaxParallel: &parallel, Canary: &canary, AutoRevert: &revert, AutoPromote: &promote,
-		MinHealthyTime: spec.Duration(time.Second), HealthyDeadline: spec.Duration(time.Minute), ProgressDeadline: spec.Duration(10 * time.Minute)}
+		MinHealthyTime: spec.Duration(time.Second), HealthyDeadline: spec.Duration(time.Minute), ProgressDeadline: new(spec.Duration(10 * time.Minute))}
+}
+
+// strict is u with progress_deadline 0, written out: the first unhealthy
+// instance fails the deployment.
+func strict(u *spec.UpdateStrategy) *spec.UpdateStrategy {
+	u.ProgressDeadline = new(spec.Duration(0))
+	return u
 }
 
 // deployedV1 is a world where version 1 of a 5-instance job rolled out
@@ -187,10 +194,12 @@ func TestRollingUpdateKeepsMinimumHealthy(t *testing.T) {
 	}
 }
 
+// With progress_deadline 0 the first unhealthy instance fails the
+// deployment, and auto_revert brings version 1 back.
 func TestBadBuildFailsAndReverts(t *testing.T) {
-	w := deployedV1(t, upd(2, 0, true, false))
+	w := deployedV1(t, strict(upd(2, 0, true, false)))
 	w.jobs[0].ModifyIndex = 40
-	v2 := svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(2, 0, true, false)))
+	v2 := svc("web", 2, withUpdate(grp("api", 5, "serve v2"), strict(upd(2, 0, true, false))))
 	v2.ModifyIndex = 41
 	w.update(v2)
 	w.pass()
@@ -200,7 +209,7 @@ func TestBadBuildFailsAndReverts(t *testing.T) {
 	w.judge(false, "check http failing")
 	res := w.pass()
 	d := w.latest()
-	if d.Status != spec.DeploymentFailed || !strings.Contains(d.Description, "unhealthy: check http failing") ||
+	if d.Status != spec.DeploymentFailed || d.Failure != spec.FailedUnhealthy || !strings.Contains(d.Description, "unhealthy: check http failing") ||
 		!strings.Contains(d.Description, "reverting to version 1") || d.RevertTo != 1 {
 		t.Fatalf("after unhealthy replacements: %s (%s), revert to %d", d.Status, d.Description, d.RevertTo)
 	}
@@ -221,7 +230,7 @@ func TestBadBuildFailsAndReverts(t *testing.T) {
 
 	// The revert: version 3 has version 1's tasks. The old instances stay;
 	// the bad ones are replaced, two at a time.
-	w.update(svc("web", 3, withUpdate(grp("api", 5, "serve v1"), upd(2, 0, true, false))))
+	w.update(svc("web", 3, withUpdate(grp("api", 5, "serve v1"), strict(upd(2, 0, true, false)))))
 	res = w.pass()
 	if len(res.Reverts) != 0 || len(res.Stop) != 2 || len(res.Place) != 2 {
 		t.Fatalf("revert pass: %d stops, %d places, reverts %v", len(res.Stop), len(res.Place), res.Reverts)
@@ -239,8 +248,8 @@ func TestBadBuildFailsAndReverts(t *testing.T) {
 }
 
 func TestFailedWithoutRevertHolds(t *testing.T) {
-	w := deployedV1(t, upd(1, 0, false, false))
-	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false))))
+	w := deployedV1(t, strict(upd(1, 0, false, false)))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), strict(upd(1, 0, false, false)))))
 	w.pass()
 	w.judge(false, "task main restarted")
 	w.pass()
@@ -298,14 +307,16 @@ func TestCanariesWaitForPromotion(t *testing.T) {
 	}
 }
 
+// With progress_deadline 0 an unhealthy canary fails the deployment and is
+// stopped; the old instances stay.
 func TestUnhealthyCanaryIsStopped(t *testing.T) {
-	w := deployedV1(t, upd(1, 1, false, true))
-	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 1, false, true))))
+	w := deployedV1(t, strict(upd(1, 1, false, true)))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), strict(upd(1, 1, false, true)))))
 	w.pass()
 	w.judge(false, "check http failing")
 	res := w.pass()
-	if d := w.latest(); d.Status != spec.DeploymentFailed {
-		t.Fatalf("deployment %s", d.Status)
+	if d := w.latest(); d.Status != spec.DeploymentFailed || d.Failure != spec.FailedUnhealthy {
+		t.Fatalf("deployment %s (%s: %s)", d.Status, d.Failure, d.Description)
 	}
 	if len(res.Stop) != 1 || !res.Stop[0].Alloc.Canary || len(w.live(1)) != 5 || len(w.live(2)) != 0 {
 		t.Fatalf("stops %v; live v1 %d, v2 %d", res.Stop, len(w.live(1)), len(w.live(2)))
@@ -323,8 +334,8 @@ func TestProgressDeadlineFails(t *testing.T) {
 	}
 	w.now = w.now.Add(10 * time.Minute)
 	w.pass()
-	if d := w.latest(); d.Status != spec.DeploymentFailed || !strings.Contains(d.Description, "progress_deadline 10m") {
-		t.Fatalf("deployment %s (%s)", d.Status, d.Description)
+	if d := w.latest(); d.Status != spec.DeploymentFailed || d.Failure != spec.FailedProgressDeadline || !strings.Contains(d.Description, "progress_deadline 10m") {
+		t.Fatalf("deployment %s (%s: %s)", d.Status, d.Failure, d.Description)
 	}
 }
 
@@ -365,7 +376,7 @@ func TestOperatorFailsDeployment(t *testing.T) {
 	w.pass()
 	w.latest().Request = &spec.DeploymentRequest{Fail: true, Time: w.now}
 	res := w.pass()
-	if d := w.latest(); d.Status != spec.DeploymentFailed || !strings.HasPrefix(d.Description, "failed by an operator") || len(res.Reverts) != 1 {
+	if d := w.latest(); d.Status != spec.DeploymentFailed || d.Failure != spec.FailedByOperator || !strings.HasPrefix(d.Description, "failed by an operator") || len(res.Reverts) != 1 {
 		t.Fatalf("deployment %s (%s), reverts %v", d.Status, d.Description, res.Reverts)
 	}
 }

@@ -43,6 +43,10 @@ const (
 	CauseCountReduced     DesiredCause = "count-reduced"
 	CauseDuplicate        DesiredCause = "duplicate" // another alloc runs the same instance
 	CauseCanaryUnpromoted DesiredCause = "canary-unpromoted"
+	// CauseUnhealthy: a running deployment's instance was judged unhealthy
+	// and is replaced as its group's reschedule policy says; it counts as
+	// a failure of the instance, as if it had failed on its own.
+	CauseUnhealthy DesiredCause = "unhealthy"
 	CauseNodeDown         DesiredCause = "node-down" // its node stopped heartbeating
 	CauseNodeGone         DesiredCause = "node-gone" // a system job's node is no longer registered
 	CauseNodeIneligible   DesiredCause = "node-ineligible"
