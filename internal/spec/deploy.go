@@ -26,16 +26,16 @@ import (
 // so wait for nothing. Pointers and zero durations are unset, and inherit:
 // a group's strategy from the job's, then from DefaultUpdate.
 type UpdateStrategy struct {
-	MaxParallel      *int     `json:"max_parallel,omitempty"`
-	HealthCheck      string   `json:"health_check,omitempty"`
-	MinHealthyTime   Duration `json:"min_healthy_time,omitempty"`
-	HealthyDeadline  Duration `json:"healthy_deadline,omitempty"`
+	MaxParallel     *int     `json:"max_parallel,omitempty"`
+	HealthCheck     string   `json:"health_check,omitempty"`
+	MinHealthyTime  Duration `json:"min_healthy_time,omitempty"`
+	HealthyDeadline Duration `json:"healthy_deadline,omitempty"`
 	// ProgressDeadline is a pointer so that a written 0 (no deadline: the
 	// first unhealthy instance fails the deployment) differs from unset.
 	ProgressDeadline *Duration `json:"progress_deadline,omitempty"`
-	AutoRevert       *bool    `json:"auto_revert,omitempty"`
-	Canary           *int     `json:"canary,omitempty"`
-	AutoPromote      *bool    `json:"auto_promote,omitempty"`
+	AutoRevert       *bool     `json:"auto_revert,omitempty"`
+	Canary           *int      `json:"canary,omitempty"`
+	AutoPromote      *bool     `json:"auto_promote,omitempty"`
 }
 
 // Health check modes of an update strategy.
