@@ -71,10 +71,12 @@ func buildTestapp(t *testing.T, dir string) string {
 	return bin
 }
 
-// The seed's bad build: version 2's health checks fail. The rollout stops
-// after its first replacement, at least count - max_parallel instances
-// stay healthy throughout, version 1 comes back on its own, and drover run
-// exits 1 saying why.
+// The seed's bad build: version 2's health checks fail. Its first
+// replacement is unhealthy after healthy_deadline (4s) and would be
+// replaced after the reschedule policy's 30s, but progress_deadline (20s)
+// passes first: the rollout stops after that one replacement, at least
+// count - max_parallel instances stay healthy throughout, version 1 comes
+// back on its own, and drover run exits 1 saying why.
 func TestBadBuildNeverDropsBelowMinimumHealthy(t *testing.T) {
 	dir := t.TempDir()
 	app := buildTestapp(t, dir)
@@ -162,7 +164,8 @@ func TestBadBuildNeverDropsBelowMinimumHealthy(t *testing.T) {
 			failed = dep
 		}
 	}
-	if failed == nil || failed.Status != spec.DeploymentFailed || failed.RevertTo != 1 || !strings.Contains(failed.Description, "unhealthy") {
+	if failed == nil || failed.Status != spec.DeploymentFailed || failed.Failure != spec.FailedProgressDeadline || failed.RevertTo != 1 ||
+		!strings.Contains(failed.Description, "unhealthy") {
 		t.Fatalf("version 2's deployment: %+v", failed)
 	}
 	if g := failed.Groups["web"]; g.Placed != 1 || g.Unhealthy != 1 {

@@ -24,12 +24,26 @@ import (
 //	                           order, so that at most max_parallel of the
 //	                           deployment's instances are undecided (no
 //	                           health verdict from their agent yet).
-//	an instance unhealthy      the deployment fails: nothing more is
-//	(its agent's verdict, or   replaced, unpromoted canaries are stopped,
-//	it failed before one)      and with auto_revert the job goes back to
-//	                           its newest version whose deployment succeeded
-//	no instance healthy for    the deployment fails, as above
-//	progress_deadline
+//	an instance unhealthy      replaced as the group's reschedule policy
+//	(its agent's verdict, or   says (after its delay; a running one is
+//	it failed before one),     stopped with cause unhealthy and counts as
+//	progress_deadline > 0      a failure); until then it takes a place in
+//	                           max_parallel. A canary's replacement is a
+//	                           canary. The deployment goes on.
+//	  its policy allows no     the deployment fails (reschedule-exhausted),
+//	  more replacements        as below: the group can make no more
+//	                           progress, so it does not wait for its deadline
+//	an instance unhealthy,     the deployment fails (unhealthy): nothing
+//	progress_deadline = 0      more is replaced, unpromoted canaries are
+//	                           stopped, and with auto_revert the job goes
+//	                           back to its newest version whose deployment
+//	                           succeeded
+//	no instance healthy by     the deployment fails (progress-deadline), as
+//	the group's deadline       above. The deadline is progress_deadline
+//	                           after the deployment starts, pushed back to
+//	                           progress_deadline after each instance's
+//	                           healthy verdict, a promotion and a resume
+//	an operator fails it       the deployment fails (operator) at once
 //	paused by an operator      no canary is placed and nothing more is
 //	                           replaced until resumed; the progress
 //	                           deadline runs again from the resume
@@ -37,11 +51,13 @@ import (
 //	every instance it placed   stable, a target for later reverts
 //	is healthy
 //
-// Every instance placed while the deployment runs (replacements, new
-// instances, replacements of failed ones) belongs to it and needs a
-// verdict. A newer version cancels a running deployment, as does a stop.
-// A version without update blocks has no deployment, and its changed
-// instances are replaced at once.
+// Why a deployment failed is data (spec.Deployment.Failure, in brackets
+// above); its description says it in words. Every instance placed while
+// the deployment runs (replacements, new instances, replacements of failed
+// or unhealthy ones) belongs to it and needs a verdict. A newer version
+// cancels a running deployment, as does a stop. A version without update
+// blocks has no deployment, and its changed instances are replaced at
+// once.
 
 // Revert asks the leader to store version ToVersion's spec as the job's next
 // version, if the job's ModifyIndex is still CheckIndex.
