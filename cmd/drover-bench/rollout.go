@@ -15,9 +15,11 @@ package main
 //     their check, so ceil(count/max_parallel) * min_healthy_time is time
 //     no rollout can save (the gates); the rest is drover's overhead
 //     (stopping, placing, starting, the first passing probe, reports).
-//   - bad build: version 3 answers /health with 503 (auto_revert on);
-//     times submit -> deployment failed and submit -> the revert's
-//     deployment successful.
+//   - bad build: version 3 answers /health with 503 (auto_revert on,
+//     progress_deadline 0: the first unhealthy instance fails the
+//     deployment, rather than being replaced until the deadline); times
+//     submit -> deployment failed and submit -> the revert's deployment
+//     successful.
 //
 // All along it samples the number of instances the service catalog serves
 // (checks passing) every 20ms, and reports the minimum: a rollout must
@@ -80,7 +82,7 @@ func rollout(bin string, count, parallel int, gate time.Duration) (*report, erro
 	job := func(version string, args ...string) *spec.Job {
 		j := &spec.Job{Name: "bench-rollout", Update: &spec.UpdateStrategy{
 			MaxParallel: &parallel, MinHealthyTime: spec.Duration(gate), HealthyDeadline: spec.Duration(gate + 5*time.Second),
-			ProgressDeadline: spec.Duration(gate + time.Minute), AutoRevert: new(true),
+			ProgressDeadline: new(spec.Duration(0)), AutoRevert: new(true),
 		}, Groups: []*spec.Group{{
 			Name: "g", Count: count,
 			Network: &spec.Network{Ports: []spec.Port{{Label: "http"}}},

@@ -71,10 +71,12 @@ func buildTestapp(t *testing.T, dir string) string {
 	return bin
 }
 
-// The seed's bad build: version 2's health checks fail. The rollout stops
-// after its first replacement, at least count - max_parallel instances
-// stay healthy throughout, version 1 comes back on its own, and drover run
-// exits 1 saying why.
+// The seed's bad build: version 2's health checks fail. Its first
+// replacement is unhealthy after healthy_deadline (4s) and would be
+// replaced after the reschedule policy's 30s, but progress_deadline (20s)
+// passes first: the rollout stops after that one replacement, at least
+// count - max_parallel instances stay healthy throughout, version 1 comes
+// back on its own, and drover run exits 1 saying why.
 func TestBadBuildNeverDropsBelowMinimumHealthy(t *testing.T) {
 	dir := t.TempDir()
 	app := buildTestapp(t, dir)
@@ -162,7 +164,8 @@ func TestBadBuildNeverDropsBelowMinimumHealthy(t *testing.T) {
 			failed = dep
 		}
 	}
-	if failed == nil || failed.Status != spec.DeploymentFailed || failed.RevertTo != 1 || !strings.Contains(failed.Description, "unhealthy") {
+	if failed == nil || failed.Status != spec.DeploymentFailed || failed.Failure != spec.FailedProgressDeadline || failed.RevertTo != 1 ||
+		!strings.Contains(failed.Description, "unhealthy") {
 		t.Fatalf("version 2's deployment: %+v", failed)
 	}
 	if g := failed.Groups["web"]; g.Placed != 1 || g.Unhealthy != 1 {
@@ -180,4 +183,102 @@ func TestBadBuildNeverDropsBelowMinimumHealthy(t *testing.T) {
 func passing(c *client.Client) (int, error) {
 	ins, _, err := c.Service(context.Background(), "e2edeploy", false, nil)
 	return len(ins), err
+}
+
+// flakyJob is a service whose task records each of its starts in a file
+// (%[1]s), one line each, and runs %[2]s; %[3]s is a version tag.
+const flakyJob = `
+job "e2eflaky" {
+  update {
+    max_parallel      = 1
+    health_check      = "task_states"
+    min_healthy_time  = "1s"
+    healthy_deadline  = "10s"
+    progress_deadline = "1m"
+  }
+  group "app" {
+    count = 2
+    restart {
+      attempts = 1
+      delay    = "5s"
+      mode     = "fail"
+    }
+    reschedule {
+      delay          = "1s"
+      delay_function = "constant"
+      unlimited      = true
+    }
+    task "main" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo $$ >> %[1]s; %[2]s"]
+      }
+      env {
+        VERSION = "%[3]s"
+      }
+      kill_timeout = "1s"
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+  }
+}
+`
+
+// As Nomad's with progress_deadline > 0: version 2's first instance
+// exits 3 on its first start, which makes it unhealthy (a task that exits
+// to be restarted is), and the deployment replaces it as the group's
+// reschedule policy says (after 1s, before its restart's 5s delay is up)
+// instead of failing; the replacement and the next instance are healthy,
+// and the deployment succeeds. The task's own record of its starts, and
+// /proc, say what ran.
+func TestDeploymentOutlivesAnInstanceThatFailsOnce(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	v1 := writeJob(t, dir, "v1.hcl", fmt.Sprintf(flakyJob, filepath.Join(dir, "starts-v1"), "exec sleep 600", "v1"))
+	// The first start of version 2 fails; every later one runs.
+	flaky := fmt.Sprintf(`if [ $(wc -l < %s) -eq 1 ]; then exit 3; fi; exec sleep 600`, starts)
+	v2 := writeJob(t, dir, "v2.hcl", fmt.Sprintf(flakyJob, starts, flaky, "v2"))
+	d := startDev(t, dir+"/data")
+
+	if out, errOut, code := d.cli("", "run", v1); code != 0 {
+		t.Fatalf("drover run v1: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code := d.cli("", "run", v2)
+	if code != 0 {
+		t.Fatalf("drover run v2, whose first instance fails once: exit %d, want 0 (the deployment goes on)\n%s\n%s", code, out, errOut)
+	}
+	c := d.client()
+	dep, _, err := c.LatestDeployment(context.Background(), "e2eflaky", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.JobVersion != 2 || dep.Status != spec.DeploymentSuccessful {
+		t.Fatalf("version 2's deployment: %s (%s: %s)", dep.Status, dep.Failure, dep.Description)
+	}
+	if g := dep.Groups["app"]; g.Unhealthy != 1 || g.Healthy != 2 || g.Placed != 3 {
+		t.Errorf("group progress %+v; want 3 placed, 1 unhealthy, 2 healthy", g)
+	}
+	// The task's own record: the failed start, the replacement, the
+	// second instance.
+	b, err := os.ReadFile(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Fields(string(b))); n != 3 {
+		t.Errorf("version 2 started %d times, want 3 (fail, replacement, second instance):\n%s", n, b)
+	}
+	waitFor(t, 10*time.Second, "two task processes of the job", func() bool { return len(taskProcs("e2eflaky")) == 2 })
+	st := d.jobStatus("e2eflaky")
+	stopped := 0
+	for _, a := range st.Allocations {
+		if a.DesiredStatus == spec.DesiredStop && a.DesiredCause == spec.CauseUnhealthy {
+			stopped++
+		}
+	}
+	if stopped != 1 {
+		t.Errorf("%d allocs stopped for being unhealthy, want 1", stopped)
+	}
 }

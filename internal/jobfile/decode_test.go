@@ -399,12 +399,12 @@ func TestUpdateFromFile(t *testing.T) {
 	sec := func(n int) spec.Duration { return spec.Duration(time.Duration(n) * time.Second) }
 	job := &spec.UpdateStrategy{
 		MaxParallel: &n2, HealthCheck: spec.HealthChecks, MinHealthyTime: sec(5), HealthyDeadline: sec(60),
-		ProgressDeadline: sec(600), AutoRevert: &yes, Canary: &n0, AutoPromote: &no,
+		ProgressDeadline: new(sec(600)), AutoRevert: &yes, Canary: &n0, AutoPromote: &no,
 	}
 	worker := *job
 	worker.MaxParallel = &n1
 	api := *job
-	api.Canary, api.AutoPromote, api.HealthCheck, api.ProgressDeadline = &n2, &yes, spec.HealthTaskStates, sec(900)
+	api.Canary, api.AutoPromote, api.HealthCheck, api.ProgressDeadline = &n2, &yes, spec.HealthTaskStates, new(sec(900))
 	want := map[string]*spec.UpdateStrategy{"": job, "web": job, "worker": &worker, "api": &api}
 	for _, name := range []string{"update.hcl", "update.json", "update.yaml"} {
 		j, err := decodeTestFile(t, filepath.Join("testdata/good", name))
@@ -553,6 +553,46 @@ func TestDatacentersAndNodePool(t *testing.T) {
 	for _, want := range []string{`bad.hcl:2:25: datacenters[1]: a datacenter must not be empty`, `bad.hcl:3:17: node_pool: node pool "a/b" contains '/'`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
+		}
+	}
+}
+
+// A progress_deadline written as 0 is kept as 0 (the first unhealthy
+// instance fails the deployment), not taken for unset and given the job's
+// or Nomad's 10m; it passes validation although it is below
+// healthy_deadline. Each format says it its own way.
+func TestProgressDeadlineZeroIsWritten(t *testing.T) {
+	files := map[string]string{
+		"zero.hcl": `job "web" {
+  update { progress_deadline = "15m" }
+  group "strict" {
+    update { progress_deadline = "0s" }
+    task "main" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+  group "inherits" {
+    task "main" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`,
+		"zero.json": `{"name": "web", "update": {"progress_deadline": "15m"}, "groups": [
+  {"name": "strict", "update": {"progress_deadline": "0s"}, "tasks": [{"name": "main", "driver": "exec", "config": {"command": "/bin/true"}}]},
+  {"name": "inherits", "tasks": [{"name": "main", "driver": "exec", "config": {"command": "/bin/true"}}]}]}`,
+	}
+	for name, src := range files {
+		j, err := Decode(name, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := j.UpdateOf(j.Group("strict")).Progress(); got != 0 {
+			t.Errorf("%s: group strict's progress_deadline %s, want 0 as written", name, got)
+		}
+		if got := j.UpdateOf(j.Group("inherits")).Progress(); got != spec.Duration(15*time.Minute) {
+			t.Errorf("%s: group inherits' progress_deadline %s, want the job's 15m", name, got)
 		}
 	}
 }

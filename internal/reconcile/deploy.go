@@ -24,12 +24,26 @@ import (
 //	                           order, so that at most max_parallel of the
 //	                           deployment's instances are undecided (no
 //	                           health verdict from their agent yet).
-//	an instance unhealthy      the deployment fails: nothing more is
-//	(its agent's verdict, or   replaced, unpromoted canaries are stopped,
-//	it failed before one)      and with auto_revert the job goes back to
-//	                           its newest version whose deployment succeeded
-//	no instance healthy for    the deployment fails, as above
-//	progress_deadline
+//	an instance unhealthy      replaced as the group's reschedule policy
+//	(its agent's verdict, or   says (after its delay; a running one is
+//	it failed before one),     stopped with cause unhealthy and counts as
+//	progress_deadline > 0      a failure); until then it takes a place in
+//	                           max_parallel. A canary's replacement is a
+//	                           canary. The deployment goes on.
+//	  its policy allows no     the deployment fails (reschedule-exhausted),
+//	  more replacements        as below: the group can make no more
+//	                           progress, so it does not wait for its deadline
+//	an instance unhealthy,     the deployment fails (unhealthy): nothing
+//	progress_deadline = 0      more is replaced, unpromoted canaries are
+//	                           stopped, and with auto_revert the job goes
+//	                           back to its newest version whose deployment
+//	                           succeeded
+//	no instance healthy by     the deployment fails (progress-deadline), as
+//	the group's deadline       above. The deadline is progress_deadline
+//	                           after the deployment starts, pushed back to
+//	                           progress_deadline after each instance's
+//	                           healthy verdict, a promotion and a resume
+//	an operator fails it       the deployment fails (operator) at once
 //	paused by an operator      no canary is placed and nothing more is
 //	                           replaced until resumed; the progress
 //	                           deadline runs again from the resume
@@ -37,11 +51,13 @@ import (
 //	every instance it placed   stable, a target for later reverts
 //	is healthy
 //
-// Every instance placed while the deployment runs (replacements, new
-// instances, replacements of failed ones) belongs to it and needs a
-// verdict. A newer version cancels a running deployment, as does a stop.
-// A version without update blocks has no deployment, and its changed
-// instances are replaced at once.
+// Why a deployment failed is data (spec.Deployment.Failure, in brackets
+// above); its description says it in words. Every instance placed while
+// the deployment runs (replacements, new instances, replacements of failed
+// or unhealthy ones) belongs to it and needs a verdict. A newer version
+// cancels a running deployment, as does a stop. A version without update
+// blocks has no deployment, and its changed instances are replaced at
+// once.
 
 // Revert asks the leader to store version ToVersion's spec as the job's next
 // version, if the job's ModifyIndex is still CheckIndex.
@@ -58,10 +74,19 @@ const keepDeployments = 10
 
 // rollout is one job's deployment as this pass sees and changes it.
 type rollout struct {
-	d       *spec.Deployment // a copy; compared with orig at the end
-	orig    *spec.Deployment // as read, or nil when new in this pass
-	failure string           // why it fails in this pass, or ""
+	d    *spec.Deployment // a copy; compared with orig at the end
+	orig *spec.Deployment // as read, or nil when new in this pass
+	// failure is why it fails in this pass, or ""; why says it in words.
+	failure spec.DeploymentFailure
+	why     string
 	groups  map[string]*groupRollout
+}
+
+// fail notes the first reason the deployment fails in this pass.
+func (ro *rollout) fail(cause spec.DeploymentFailure, why string) {
+	if ro.failure == "" {
+		ro.failure, ro.why = cause, why
+	}
 }
 
 // groupRollout is what one pass knows of one group in a running deployment.
@@ -73,6 +98,12 @@ type groupRollout struct {
 	undecided int
 	// old are the live instances to replace, by index.
 	old []*spec.Alloc
+	// pending are the group's instances whose newest alloc of the
+	// deployment is unhealthy (still running, or failed, or stopped for
+	// it) and that wait for a replacement, by index: what the reschedule
+	// policy says of each. Each takes one of max_parallel's places until
+	// its replacement is placed (which takes it over).
+	pending map[int]rescheduling
 	// canaries are the live unpromoted canaries of this deployment.
 	canaries []*spec.Alloc
 }
@@ -138,7 +169,7 @@ func (r *reconciler) startRollout(j *spec.Job, ds []*spec.Deployment) *rollout {
 	for _, g := range j.Groups {
 		if u := j.UpdateOf(g); u.Parallel() > 0 {
 			d.Groups[g.Name] = &spec.DeploymentGroup{Desired: g.Count, AutoRevert: u.Reverts(), AutoPromote: u.Promotes(),
-				RequireProgressBy: r.now.Add(u.ProgressDeadline.Std())}
+				RequireProgressBy: deadline(r.now, u)}
 		}
 	}
 	return &rollout{d: d, groups: map[string]*groupRollout{}}
@@ -153,14 +184,27 @@ func (ro *rollout) paused() bool {
 	return ro.d.Request != nil && ro.d.Request.Paused
 }
 
+// deadline is when a group with strategy u must have made progress, counted
+// from t: zero with progress_deadline 0 (no deadline).
+func deadline(t time.Time, u *spec.UpdateStrategy) time.Time {
+	if pd := u.Progress(); pd > 0 {
+		return t.Add(pd.Std())
+	}
+	return time.Time{}
+}
+
 // running reports whether ro is a deployment that still acts.
 func (ro *rollout) running() bool {
 	return ro != nil && ro.d.Status == spec.DeploymentRunning && ro.failure == ""
 }
 
 // tally counts, before any decision, what the deployment's instances of
-// each group say, and fails the deployment when one is unhealthy or
-// progress stalled. groupAllocs are the job's allocs by group.
+// each group say, and fails the deployment when it can make no more
+// progress: an instance unhealthy in a group without a progress deadline;
+// one unhealthy whose reschedule policy allows no more replacements; or
+// no instance healthy by the group's progress deadline. Other unhealthy
+// instances are pending: replaced as their reschedule policy says.
+// groupAllocs are the job's allocs by group.
 func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now time.Time) {
 	if !ro.running() {
 		return
@@ -168,7 +212,7 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 	d := ro.d
 	d.Description = running
 	if req := d.Request; req != nil && req.Fail {
-		ro.failure = "failed by an operator"
+		ro.fail(spec.FailedByOperator, "failed by an operator")
 	}
 	for _, g := range j.Groups {
 		u := j.UpdateOf(g)
@@ -177,16 +221,19 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 		}
 		dg := d.Groups[g.Name]
 		if dg == nil {
-			dg = &spec.DeploymentGroup{AutoRevert: u.Reverts(), AutoPromote: u.Promotes(), RequireProgressBy: now.Add(u.ProgressDeadline.Std())}
+			dg = &spec.DeploymentGroup{AutoRevert: u.Reverts(), AutoPromote: u.Promotes(), RequireProgressBy: deadline(now, u)}
 			d.Groups[g.Name] = dg
 		}
 		dg.Desired = g.Count
-		gr := &groupRollout{u: u, dg: dg}
+		gr := &groupRollout{u: u, dg: dg, pending: map[int]rescheduling{}}
 		ro.groups[g.Name] = gr
 		healthy, unhealthy, placed := 0, 0, 0
 		var lastHealthy time.Time
 		var canaries []string
+		var lastBad *spec.Alloc // the latest judged unhealthy, for the deadline's reason
+		slots := map[int][]*spec.Alloc{}
 		for _, a := range groupAllocs[g.Name] {
+			slots[a.Index] = append(slots[a.Index], a)
 			if a.DeploymentID != d.ID {
 				continue
 			}
@@ -203,8 +250,11 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 				}
 			case h != nil:
 				unhealthy++
-				if ro.failure == "" {
-					ro.failure = fmt.Sprintf("%s unhealthy: %s", a.Name, h.Reason)
+				if u.Progress() == 0 {
+					ro.fail(spec.FailedUnhealthy, fmt.Sprintf("%s unhealthy: %s", a.Name, h.Reason))
+				}
+				if lastBad == nil || h.Time.After(verdict(lastBad).Time) {
+					lastBad = a
 				}
 			case live(a):
 				gr.undecided++
@@ -212,19 +262,68 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 		}
 		slices.Sort(canaries)
 		dg.Placed, dg.Unhealthy, dg.PlacedCanaries = placed, unhealthy, canaries
-		if healthy > dg.Healthy && !lastHealthy.IsZero() {
-			dg.RequireProgressBy = lastHealthy.Add(u.ProgressDeadline.Std())
+		if u.Progress() > 0 {
+			ro.pending(j, g, gr, slots)
+		}
+		if healthy > dg.Healthy && !lastHealthy.IsZero() && u.Progress() > 0 {
+			dg.RequireProgressBy = deadline(lastHealthy, u)
 		}
 		dg.Healthy = healthy
 		// A pause stops the clock; a resume starts it again.
 		if req := d.Request; req != nil && !req.Resumed.IsZero() && !dg.RequireProgressBy.IsZero() {
-			if by := req.Resumed.Add(u.ProgressDeadline.Std()); by.After(dg.RequireProgressBy) {
+			if by := deadline(req.Resumed, u); by.After(dg.RequireProgressBy) {
 				dg.RequireProgressBy = by
 			}
 		}
-		if ro.failure == "" && !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
-			ro.failure = fmt.Sprintf("no instance of group %s became healthy within progress_deadline %s", g.Name, u.ProgressDeadline.Short())
+		if !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
+			why := fmt.Sprintf("no instance of group %s became healthy within progress_deadline %s", g.Name, u.Progress().Short())
+			if lastBad != nil {
+				why += fmt.Sprintf(" (last unhealthy: %s: %s)", lastBad.Name, verdict(lastBad).Reason)
+			}
+			ro.fail(spec.FailedProgressDeadline, why)
 		}
+	}
+}
+
+// pending finds group g's instances whose newest alloc of the deployment
+// is unhealthy and not yet replaced, and what their reschedule policy says;
+// one whose policy allows no more replacements fails the deployment (the
+// group can make no more progress there, so it does not wait for its
+// deadline, as Nomad does). slots are the group's allocs by index.
+func (ro *rollout) pending(j *spec.Job, g *spec.Group, gr *groupRollout, slots map[int][]*spec.Alloc) {
+	indexes := slices.Sorted(maps.Keys(slots))
+	for _, i := range indexes {
+		as := slots[i]
+		slices.SortFunc(as, oldestFirst)
+		var newest *spec.Alloc
+		for _, a := range as {
+			if a.DeploymentID == ro.d.ID {
+				newest = a
+			}
+		}
+		if newest == nil {
+			continue
+		}
+		h := verdict(newest)
+		if h == nil || h.Healthy || newest.NodeDown {
+			continue
+		}
+		var rs rescheduling
+		switch {
+		case live(newest):
+			rs = assessPending(j, g, as, newest)
+		case newest.DesiredStatus == spec.DesiredRun && newest.Terminal(), newest.DesiredCause == spec.CauseUnhealthy:
+			rs = assess(j, g, as)
+		default:
+			continue // stopped for another reason: the rules for that apply
+		}
+		if rs.exhausted {
+			attempts, _ := rs.policy.Limit()
+			ro.fail(spec.FailedRescheduleExhausted, fmt.Sprintf("%s unhealthy: %s; not replaced: its reschedule policy allows no more (attempts = %d)",
+				newest.Name, h.Reason, attempts))
+			continue
+		}
+		gr.pending[i] = rs
 	}
 }
 
@@ -285,10 +384,22 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 			if placed >= dg.DesiredCanaries {
 				break
 			}
-			if !have[a.Index] {
-				r.placeCanary(j, g, a.Index, fmt.Sprintf("canary for version %d", j.Version), a.ID)
-				placed++
+			if have[a.Index] {
+				continue
 			}
+			reason := fmt.Sprintf("canary for version %d", j.Version)
+			if rs, ok := gr.pending[a.Index]; ok {
+				// Its canary failed or was unhealthy: replaced as the
+				// reschedule policy says.
+				if rs.due.After(r.now) {
+					r.wakeAt(rs.due)
+					placed++
+					continue
+				}
+				reason += fmt.Sprintf(", replacing %s canary %s (%s)", endedWord(rs.last), spec.ShortID(rs.last.ID), rs.attempt())
+			}
+			r.placeCanary(j, g, a.Index, reason, a.ID)
+			placed++
 		}
 		healthy := 0
 		for _, a := range gr.canaries {
@@ -300,7 +411,11 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 		asked := ro.d.Request != nil && ro.d.Request.Promote
 		switch {
 		case ready && (u.Promotes() || asked):
+			// Nomad's rule: a promotion pushes the progress deadline back.
 			dg.Promoted = true
+			if by := deadline(r.now, u); by.After(dg.RequireProgressBy) {
+				dg.RequireProgressBy = by
+			}
 		case ready:
 			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for promotion (drover deployment promote %s)", g.Name, healthy, spec.ShortID(ro.d.ID)))
 			return
@@ -318,7 +433,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 		promoted[a.Index] = a
 	}
 	gr.canaries = nil
-	budget := u.Parallel() - gr.undecided
+	budget := u.Parallel() - gr.undecided - len(gr.pending)
 	var left []*spec.Alloc
 	for _, a := range gr.old {
 		if c := promoted[a.Index]; c != nil {
@@ -369,7 +484,7 @@ func (r *reconciler) finish(j *spec.Job, ro *rollout, stable uint64) {
 		}
 	case d.Status != spec.DeploymentRunning:
 	case ro.failure != "":
-		d.Status, d.Description = spec.DeploymentFailed, ro.failure
+		d.Status, d.Failure, d.Description = spec.DeploymentFailed, ro.failure, ro.why
 		revert := false
 		for _, dg := range d.Groups {
 			revert = revert || dg.AutoRevert
@@ -404,7 +519,7 @@ func (r *reconciler) finish(j *spec.Job, ro *rollout, stable uint64) {
 // old left, canaries promoted, every instance it placed healthy.
 func (ro *rollout) done() bool {
 	for _, gr := range ro.groups {
-		if len(gr.old) > 0 || len(gr.canaries) > 0 || gr.undecided > 0 {
+		if len(gr.old) > 0 || len(gr.canaries) > 0 || gr.undecided > 0 || len(gr.pending) > 0 {
 			return false
 		}
 		if gr.dg.DesiredCanaries > 0 && !gr.dg.Promoted {
@@ -475,7 +590,7 @@ func cloneDeployment(d *spec.Deployment) *spec.Deployment {
 
 // sameDeployment compares what the leader stores of a deployment.
 func sameDeployment(a, b *spec.Deployment) bool {
-	if a.Status != b.Status || a.Description != b.Description || a.RevertTo != b.RevertTo || len(a.Groups) != len(b.Groups) {
+	if a.Status != b.Status || a.Failure != b.Failure || a.Description != b.Description || a.RevertTo != b.RevertTo || len(a.Groups) != len(b.Groups) {
 		return false
 	}
 	return maps.EqualFunc(a.Groups, b.Groups, func(x, y *spec.DeploymentGroup) bool {

@@ -43,14 +43,18 @@ func (w *world) pass() Result {
 	}
 	for _, st := range res.Stop {
 		a := w.alloc(st.Alloc.ID)
-		a.DesiredStatus, a.DesiredReason = spec.DesiredStop, st.Reason
-		a.Status = &spec.AllocStatus{ClientStatus: spec.ClientComplete, UpdateTime: w.now}
+		a.DesiredStatus, a.DesiredReason, a.DesiredCause, a.ModifyTime = spec.DesiredStop, st.Reason, st.Cause, w.now
+		var h *spec.DeploymentHealth // a verdict is final: the stop keeps it
+		if a.Status != nil {
+			h = a.Status.DeploymentHealth
+		}
+		a.Status = &spec.AllocStatus{ClientStatus: spec.ClientComplete, UpdateTime: w.now, DeploymentHealth: h}
 	}
 	for _, p := range res.Place {
 		w.seq++
 		a := &spec.Alloc{ID: fmt.Sprintf("a%03d", w.seq), Name: spec.AllocName(p.Job.Name, p.Group.Name, p.Index), Job: p.Job.Name,
 			JobVersion: p.Job.Version, Group: p.Group.Name, Index: p.Index, NodeID: "n1", Tasks: p.Group.Tasks, JobType: p.Job.Type,
-			DesiredStatus: spec.DesiredRun, DesiredReason: p.Reason, CreateIndex: int64(w.seq), Canary: p.Canary,
+			DesiredStatus: spec.DesiredRun, DesiredReason: p.Reason, DesiredCause: p.Cause, CreateIndex: int64(w.seq), Canary: p.Canary,
 			Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: w.now}}
 		if p.Deployment != nil {
 			a.DeploymentID = p.Deployment.ID
@@ -126,7 +130,14 @@ func withUpdate(g *spec.Group, u *spec.UpdateStrategy) *spec.Group {
 
 func upd(parallel, canary int, revert, promote bool) *spec.UpdateStrategy {
 	return &spec.UpdateStrategy{MaxParallel: &parallel, Canary: &canary, AutoRevert: &revert, AutoPromote: &promote,
-		MinHealthyTime: spec.Duration(time.Second), HealthyDeadline: spec.Duration(time.Minute), ProgressDeadline: spec.Duration(10 * time.Minute)}
+		MinHealthyTime: spec.Duration(time.Second), HealthyDeadline: spec.Duration(time.Minute), ProgressDeadline: new(spec.Duration(10 * time.Minute))}
+}
+
+// strict is u with progress_deadline 0, written out: the first unhealthy
+// instance fails the deployment.
+func strict(u *spec.UpdateStrategy) *spec.UpdateStrategy {
+	u.ProgressDeadline = new(spec.Duration(0))
+	return u
 }
 
 // deployedV1 is a world where version 1 of a 5-instance job rolled out
@@ -187,10 +198,12 @@ func TestRollingUpdateKeepsMinimumHealthy(t *testing.T) {
 	}
 }
 
+// With progress_deadline 0 the first unhealthy instance fails the
+// deployment, and auto_revert brings version 1 back.
 func TestBadBuildFailsAndReverts(t *testing.T) {
-	w := deployedV1(t, upd(2, 0, true, false))
+	w := deployedV1(t, strict(upd(2, 0, true, false)))
 	w.jobs[0].ModifyIndex = 40
-	v2 := svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(2, 0, true, false)))
+	v2 := svc("web", 2, withUpdate(grp("api", 5, "serve v2"), strict(upd(2, 0, true, false))))
 	v2.ModifyIndex = 41
 	w.update(v2)
 	w.pass()
@@ -200,7 +213,7 @@ func TestBadBuildFailsAndReverts(t *testing.T) {
 	w.judge(false, "check http failing")
 	res := w.pass()
 	d := w.latest()
-	if d.Status != spec.DeploymentFailed || !strings.Contains(d.Description, "unhealthy: check http failing") ||
+	if d.Status != spec.DeploymentFailed || d.Failure != spec.FailedUnhealthy || !strings.Contains(d.Description, "unhealthy: check http failing") ||
 		!strings.Contains(d.Description, "reverting to version 1") || d.RevertTo != 1 {
 		t.Fatalf("after unhealthy replacements: %s (%s), revert to %d", d.Status, d.Description, d.RevertTo)
 	}
@@ -221,7 +234,7 @@ func TestBadBuildFailsAndReverts(t *testing.T) {
 
 	// The revert: version 3 has version 1's tasks. The old instances stay;
 	// the bad ones are replaced, two at a time.
-	w.update(svc("web", 3, withUpdate(grp("api", 5, "serve v1"), upd(2, 0, true, false))))
+	w.update(svc("web", 3, withUpdate(grp("api", 5, "serve v1"), strict(upd(2, 0, true, false)))))
 	res = w.pass()
 	if len(res.Reverts) != 0 || len(res.Stop) != 2 || len(res.Place) != 2 {
 		t.Fatalf("revert pass: %d stops, %d places, reverts %v", len(res.Stop), len(res.Place), res.Reverts)
@@ -239,8 +252,8 @@ func TestBadBuildFailsAndReverts(t *testing.T) {
 }
 
 func TestFailedWithoutRevertHolds(t *testing.T) {
-	w := deployedV1(t, upd(1, 0, false, false))
-	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false))))
+	w := deployedV1(t, strict(upd(1, 0, false, false)))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), strict(upd(1, 0, false, false)))))
 	w.pass()
 	w.judge(false, "task main restarted")
 	w.pass()
@@ -298,14 +311,16 @@ func TestCanariesWaitForPromotion(t *testing.T) {
 	}
 }
 
+// With progress_deadline 0 an unhealthy canary fails the deployment and is
+// stopped; the old instances stay.
 func TestUnhealthyCanaryIsStopped(t *testing.T) {
-	w := deployedV1(t, upd(1, 1, false, true))
-	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 1, false, true))))
+	w := deployedV1(t, strict(upd(1, 1, false, true)))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), strict(upd(1, 1, false, true)))))
 	w.pass()
 	w.judge(false, "check http failing")
 	res := w.pass()
-	if d := w.latest(); d.Status != spec.DeploymentFailed {
-		t.Fatalf("deployment %s", d.Status)
+	if d := w.latest(); d.Status != spec.DeploymentFailed || d.Failure != spec.FailedUnhealthy {
+		t.Fatalf("deployment %s (%s: %s)", d.Status, d.Failure, d.Description)
 	}
 	if len(res.Stop) != 1 || !res.Stop[0].Alloc.Canary || len(w.live(1)) != 5 || len(w.live(2)) != 0 {
 		t.Fatalf("stops %v; live v1 %d, v2 %d", res.Stop, len(w.live(1)), len(w.live(2)))
@@ -323,8 +338,8 @@ func TestProgressDeadlineFails(t *testing.T) {
 	}
 	w.now = w.now.Add(10 * time.Minute)
 	w.pass()
-	if d := w.latest(); d.Status != spec.DeploymentFailed || !strings.Contains(d.Description, "progress_deadline 10m") {
-		t.Fatalf("deployment %s (%s)", d.Status, d.Description)
+	if d := w.latest(); d.Status != spec.DeploymentFailed || d.Failure != spec.FailedProgressDeadline || !strings.Contains(d.Description, "progress_deadline 10m") {
+		t.Fatalf("deployment %s (%s: %s)", d.Status, d.Failure, d.Description)
 	}
 }
 
@@ -365,7 +380,7 @@ func TestOperatorFailsDeployment(t *testing.T) {
 	w.pass()
 	w.latest().Request = &spec.DeploymentRequest{Fail: true, Time: w.now}
 	res := w.pass()
-	if d := w.latest(); d.Status != spec.DeploymentFailed || !strings.HasPrefix(d.Description, "failed by an operator") || len(res.Reverts) != 1 {
+	if d := w.latest(); d.Status != spec.DeploymentFailed || d.Failure != spec.FailedByOperator || !strings.HasPrefix(d.Description, "failed by an operator") || len(res.Reverts) != 1 {
 		t.Fatalf("deployment %s (%s), reverts %v", d.Status, d.Description, res.Reverts)
 	}
 }
@@ -421,5 +436,169 @@ func TestPausedDeploymentStartsNoBatch(t *testing.T) {
 	d = w.latest()
 	if d.Status != spec.DeploymentRunning || !d.Groups["api"].RequireProgressBy.Equal(w.now.Add(10*time.Minute)) {
 		t.Fatalf("resumed: %s (%s), deadline %v; want running, deadline 10m after the resume", d.Status, d.Description, d.Groups["api"].RequireProgressBy)
+	}
+}
+
+// unhealthy counts the allocs stopped because a deployment judged them
+// unhealthy.
+func (w *world) stoppedUnhealthy() int {
+	n := 0
+	for _, a := range w.allocs {
+		if a.DesiredStatus == spec.DesiredStop && a.DesiredCause == spec.CauseUnhealthy {
+			n++
+		}
+	}
+	return n
+}
+
+// With progress_deadline > 0 (10m), as Nomad: an unhealthy instance is
+// replaced as the group's reschedule policy says (services: after 30s,
+// doubling) and the deployment goes on; while it waits it takes its place
+// in max_parallel, so no more old instances go. A replacement that fails
+// before its verdict is replaced the same way. Once replacements are
+// healthy the deployment succeeds.
+func TestUnhealthyIsReplacedBeforeTheDeadline(t *testing.T) {
+	w := deployedV1(t, upd(1, 0, false, false))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false))))
+	w.pass()
+	first := w.live(2)[0]
+	w.judge(false, "check http failing")
+	res := w.pass()
+	d := w.latest()
+	if d.Status != spec.DeploymentRunning || d.Groups["api"].Unhealthy != 1 {
+		t.Fatalf("after one unhealthy instance: %s (%s: %s), group %+v; want running", d.Status, d.Failure, d.Description, d.Groups["api"])
+	}
+	if len(res.Place)+len(res.Stop) != 0 || !res.NextRun.Equal(w.now.Add(30*time.Second)) {
+		t.Fatalf("before the reschedule delay: %d places, %d stops, next run %v; want nothing, and a look 30s after the verdict",
+			len(res.Place), len(res.Stop), res.NextRun)
+	}
+	w.now = w.now.Add(30 * time.Second)
+	res = w.pass()
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != first || res.Stop[0].Cause != spec.CauseUnhealthy ||
+		len(res.Place) != 1 || res.Place[0].Cause != spec.CauseReschedule || res.Place[0].Previous != first.ID ||
+		!strings.Contains(res.Place[0].Reason, "replaces unhealthy alloc "+first.ID) || res.Place[0].Deployment == nil {
+		t.Fatalf("after the delay: stops %+v, places %+v; want the unhealthy one stopped and replaced within the deployment", res.Stop, res.Place)
+	}
+	// The replacement fails before a verdict: replaced after 60s (the
+	// second failure), the deployment still running.
+	second := w.live(2)[0]
+	second.Status = &spec.AllocStatus{ClientStatus: spec.ClientFailed, Description: "exit code 1", UpdateTime: w.now}
+	res = w.pass()
+	if d := w.latest(); d.Status != spec.DeploymentRunning || len(res.Place) != 0 || !res.NextRun.Equal(w.now.Add(time.Minute)) {
+		t.Fatalf("replacement failed: %s (%s), %d places, next run %v", d.Status, d.Description, len(res.Place), res.NextRun)
+	}
+	w.now = w.now.Add(time.Minute)
+	if res = w.pass(); len(res.Place) != 1 || res.Place[0].Previous != second.ID || len(res.Stop) != 0 {
+		t.Fatalf("after the second delay: places %+v, stops %+v", res.Place, res.Stop)
+	}
+	for step := 0; step < 10 && w.latest().Status == spec.DeploymentRunning; step++ {
+		w.judge(true, "")
+		w.now = w.now.Add(time.Second)
+		w.pass()
+	}
+	d = w.latest()
+	if d.Status != spec.DeploymentSuccessful || len(w.live(2)) != 5 || len(w.live(1)) != 0 {
+		t.Fatalf("end: %s (%s), %d live of v2, %d of v1", d.Status, d.Description, len(w.live(2)), len(w.live(1)))
+	}
+	if g := d.Groups["api"]; g.Placed != 7 || g.Healthy != 5 || g.Unhealthy != 2 || w.stoppedUnhealthy() != 1 {
+		t.Fatalf("group %+v, %d stopped unhealthy; want 7 placed, 5 healthy, 2 unhealthy, 1 stopped for it", g, w.stoppedUnhealthy())
+	}
+	if w.healthy() != 5 {
+		t.Fatalf("%d healthy", w.healthy())
+	}
+}
+
+// No instance healthy by progress_deadline: the deployment fails with that
+// cause, not before, saying the last unhealthy reason; auto_revert goes
+// back to version 1.
+func TestNoHealthyInstanceByTheDeadlineFails(t *testing.T) {
+	w := deployedV1(t, upd(1, 0, true, false))
+	w.jobs[0].ModifyIndex = 40
+	v2 := svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 0, true, false)))
+	v2.ModifyIndex = 41
+	w.update(v2)
+	start := w.now
+	var res Result
+	for w.now.Before(start.Add(10 * time.Minute)) {
+		w.pass()
+		w.judge(false, "check http failing")
+		if d := w.latest(); d.Status != spec.DeploymentRunning {
+			t.Fatalf("at %v: %s (%s: %s), before the deadline", w.now.Sub(start), d.Status, d.Failure, d.Description)
+		}
+		w.now = w.now.Add(30 * time.Second)
+	}
+	res = w.pass()
+	d := w.latest()
+	if d.Status != spec.DeploymentFailed || d.Failure != spec.FailedProgressDeadline ||
+		!strings.Contains(d.Description, "within progress_deadline 10m") || !strings.Contains(d.Description, "check http failing") {
+		t.Fatalf("at the deadline: %s (%s: %s)", d.Status, d.Failure, d.Description)
+	}
+	if d.RevertTo != 1 || len(res.Reverts) != 1 || res.Reverts[0].ToVersion != 1 {
+		t.Fatalf("revert to %d, reverts %+v; want version 1", d.RevertTo, res.Reverts)
+	}
+	if w.stoppedUnhealthy() == 0 || len(w.live(1)) != 4 {
+		t.Fatalf("%d replaced for being unhealthy, %d of v1 live; want some, and 4 (one replaced at a time)", w.stoppedUnhealthy(), len(w.live(1)))
+	}
+}
+
+// An instance unhealthy again once its reschedule policy allows no more
+// replacements: the group can make no more progress, so the deployment
+// fails then, without waiting for its deadline.
+func TestRescheduleAttemptsUsedUpFailTheDeployment(t *testing.T) {
+	once := policy(1, time.Hour, 5*time.Second, spec.DelayConstant, time.Minute)
+	w := deployedV1(t, upd(1, 0, false, false))
+	w.update(svc("web", 2, withPolicy(withUpdate(grp("api", 5, "serve v2"), upd(1, 0, false, false)), once)))
+	w.pass()
+	w.judge(false, "task main restarted")
+	w.pass()
+	w.now = w.now.Add(5 * time.Second)
+	if res := w.pass(); len(res.Place) != 1 || !strings.Contains(res.Place[0].Reason, "attempt 1 of 1") {
+		t.Fatalf("first unhealthy: places %+v; want one replacement, attempt 1 of 1", res.Place)
+	}
+	w.judge(false, "task main restarted")
+	res := w.pass()
+	d := w.latest()
+	if d.Status != spec.DeploymentFailed || d.Failure != spec.FailedRescheduleExhausted || !strings.Contains(d.Description, "attempts = 1") {
+		t.Fatalf("second unhealthy: %s (%s: %s)", d.Status, d.Failure, d.Description)
+	}
+	if len(res.Place)+len(res.Stop) != 0 {
+		t.Fatalf("a failed deployment went on: %+v %+v", res.Place, res.Stop)
+	}
+}
+
+// With progress_deadline > 0 an unhealthy canary is replaced by another
+// canary, not promoted; the healthy one is, and the promotion pushes the
+// progress deadline back.
+func TestUnhealthyCanaryIsReplaced(t *testing.T) {
+	w := deployedV1(t, upd(1, 1, false, true))
+	w.update(svc("web", 2, withUpdate(grp("api", 5, "serve v2"), upd(1, 1, false, true))))
+	w.pass()
+	bad := w.live(2)[0]
+	w.judge(false, "check http failing")
+	if res := w.pass(); len(res.Place)+len(res.Stop) != 0 || w.latest().Groups["api"].Promoted {
+		t.Fatalf("unhealthy canary: %+v %+v, promoted %v", res.Place, res.Stop, w.latest().Groups["api"].Promoted)
+	}
+	w.now = w.now.Add(30 * time.Second)
+	res := w.pass()
+	if len(res.Stop) != 1 || res.Stop[0].Alloc != bad || res.Stop[0].Cause != spec.CauseUnhealthy ||
+		len(res.Place) != 1 || !res.Place[0].Canary || !strings.Contains(res.Place[0].Reason, "replacing unhealthy canary "+bad.ID) {
+		t.Fatalf("after the delay: stops %+v, places %+v; want the canary replaced by a canary", res.Stop, res.Place)
+	}
+	if d := w.latest(); d.Status != spec.DeploymentRunning || d.Groups["api"].Promoted || len(w.live(1)) != 5 {
+		t.Fatalf("%s, promoted %v, %d v1 live", d.Status, d.Groups["api"].Promoted, len(w.live(1)))
+	}
+	w.now = w.now.Add(time.Minute)
+	w.judge(true, "")
+	w.pass()
+	d := w.latest()
+	if !d.Groups["api"].Promoted || !d.Groups["api"].RequireProgressBy.Equal(w.now.Add(10*time.Minute)) {
+		t.Fatalf("healthy canary: promoted %v, deadline %v; want promoted, deadline 10m from the promotion", d.Groups["api"].Promoted, d.Groups["api"].RequireProgressBy)
+	}
+	for step := 0; step < 10 && w.latest().Status == spec.DeploymentRunning; step++ {
+		w.judge(true, "")
+		w.pass()
+	}
+	if d := w.latest(); d.Status != spec.DeploymentSuccessful || len(w.live(2)) != 5 {
+		t.Fatalf("end: %s (%s), %d of v2", d.Status, d.Description, len(w.live(2)))
 	}
 }

@@ -282,7 +282,8 @@ func (r *reconciler) place(j *spec.Job, g *spec.Group, index int, pin string, ca
 		r.wakeAt(r.waitDue) // in case the stopping alloc's end is never heard of
 	}
 	if r.gr != nil {
-		r.gr.undecided++ // every placement of a deployment needs a verdict
+		delete(r.gr.pending, index) // replaced: its successor takes its place
+		r.gr.undecided++            // every placement of a deployment needs a verdict
 	}
 }
 
@@ -386,9 +387,19 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 		case !live(a):
 		case r.unpromotedCanary(a):
 			if r.dep != nil && a.DeploymentID == r.dep.ID {
-				if r.gr != nil {
-					r.gr.canaries = append(r.gr.canaries, a)
+				if r.gr == nil {
+					break
 				}
+				if rs, ok := r.gr.pending[a.Index]; ok && rs.last == a {
+					// Unhealthy: stopped once its reschedule policy's
+					// delay has passed, and rollGroup places another.
+					if !rs.due.After(r.now) {
+						r.stop(a, spec.CauseUnhealthy, "unhealthy: "+verdict(a).Reason)
+						break
+					}
+					r.wakeAt(rs.due)
+				}
+				r.gr.canaries = append(r.gr.canaries, a)
 			} else {
 				r.stop(a, spec.CauseCanaryUnpromoted, "canary of a deployment that ended unpromoted")
 			}
@@ -422,6 +433,7 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 
 	if kept != nil {
 		switch {
+		case r.replaceUnhealthy(j, g, index, pin, kept):
 		case !outdated(j, g, kept):
 			r.considerMove(j, kept)
 		case r.hold:
@@ -495,6 +507,30 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 	}
 }
 
+// replaceUnhealthy replaces a, the live alloc of instance index, when it is
+// the running deployment's and was judged unhealthy (tally found it
+// pending): stopped and replaced once its reschedule policy's delay has
+// passed, as if it had failed. It reports whether a was such an alloc.
+func (r *reconciler) replaceUnhealthy(j *spec.Job, g *spec.Group, index int, pin string, a *spec.Alloc) bool {
+	if r.gr == nil || a.DeploymentID != r.dep.ID {
+		return false
+	}
+	rs, ok := r.gr.pending[index]
+	if !ok || rs.last != a {
+		return false
+	}
+	if rs.due.After(r.now) {
+		r.wakeAt(rs.due)
+		return true
+	}
+	r.stop(a, spec.CauseUnhealthy, "unhealthy: "+verdict(a).Reason)
+	savedFor, savedDue := r.waitFor, r.waitDue
+	r.waitFor, r.waitDue = a.ID, stopDue(a, r.now)
+	r.place(j, g, index, pin, spec.CauseReschedule, fmt.Sprintf("replaces unhealthy alloc %s (%s)", spec.ShortID(a.ID), rs.attempt()), a.ID, a.NodeID)
+	r.waitFor, r.waitDue = savedFor, savedDue
+	return true
+}
+
 // outdated reports whether a runs other tasks than the job's current
 // version of group g, mounts other volumes, or runs them in another
 // network mode: it must be replaced for the version to run.
@@ -534,12 +570,21 @@ type rescheduling struct {
 }
 
 // assess applies j's reschedule policy for group g to one instance whose
-// allocs, oldest first, are as.
+// allocs, oldest first, are as. An alloc a deployment stopped because it
+// was unhealthy (spec.CauseUnhealthy) counts as ended on its own, at its
+// verdict.
 func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
+	return assessPending(j, g, as, nil)
+}
+
+// assessPending is assess with pending, a live alloc of as that its
+// deployment judged unhealthy (or nil), taken as ended at its verdict: what
+// the policy says of replacing it.
+func assessPending(j *spec.Job, g *spec.Group, as []*spec.Alloc, pending *spec.Alloc) rescheduling {
 	rs := rescheduling{policy: j.ReschedulePolicyOf(g)}
 	var ended []*spec.Alloc
 	for _, a := range as {
-		if a.DesiredStatus == spec.DesiredRun && a.Terminal() {
+		if a == pending || (a.DesiredStatus == spec.DesiredRun && a.Terminal()) || stoppedUnhealthy(a) {
 			ended = append(ended, a)
 		}
 	}
@@ -561,13 +606,13 @@ func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
 	}
 
 	attempts, unlimited := rs.policy.Limit()
-	end := rs.last.Status.UpdateTime
+	end := endTime(rs.last)
 	for i := len(ended) - 1; i >= 0; i-- {
 		a := ended[i]
 		if a.JobVersion != j.Version || a.ClientStatusOr() == spec.ClientLost {
 			continue
 		}
-		if iv := rs.policy.Interval.Std(); iv > 0 && !a.Status.UpdateTime.After(end.Add(-iv)) {
+		if iv := rs.policy.Interval.Std(); iv > 0 && !endTime(a).After(end.Add(-iv)) {
 			continue
 		}
 		rs.failures++
@@ -585,6 +630,24 @@ func assess(j *spec.Job, g *spec.Group, as []*spec.Alloc) rescheduling {
 	}
 	rs.due = end.Add(delay(rs.policy, max(rs.failures, 1)))
 	return rs
+}
+
+// stoppedUnhealthy reports whether a deployment stopped a because it was
+// unhealthy.
+func stoppedUnhealthy(a *spec.Alloc) bool {
+	return a.DesiredStatus == spec.DesiredStop && a.DesiredCause == spec.CauseUnhealthy
+}
+
+// endTime is when a, an alloc assess counts, ended: its last report, or
+// for one judged unhealthy and not ended on its own, its verdict.
+func endTime(a *spec.Alloc) time.Time {
+	if a.DesiredStatus == spec.DesiredRun && a.Terminal() {
+		return a.Status.UpdateTime
+	}
+	if h := verdict(a); h != nil {
+		return h.Time
+	}
+	return a.ModifyTime
 }
 
 // attempt says which replacement this is: "attempt 2", or "attempt 2 of 3"
@@ -618,6 +681,9 @@ func lostReason(a *spec.Alloc) string {
 }
 
 func endedWord(a *spec.Alloc) string {
+	if stoppedUnhealthy(a) || live(a) {
+		return "unhealthy"
+	}
 	switch a.ClientStatusOr() {
 	case spec.ClientComplete:
 		return "completed"

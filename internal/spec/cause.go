@@ -43,9 +43,13 @@ const (
 	CauseCountReduced     DesiredCause = "count-reduced"
 	CauseDuplicate        DesiredCause = "duplicate" // another alloc runs the same instance
 	CauseCanaryUnpromoted DesiredCause = "canary-unpromoted"
-	CauseNodeDown         DesiredCause = "node-down" // its node stopped heartbeating
-	CauseNodeGone         DesiredCause = "node-gone" // a system job's node is no longer registered
-	CauseNodeIneligible   DesiredCause = "node-ineligible"
+	// CauseUnhealthy: a running deployment's instance was judged unhealthy
+	// and is replaced as its group's reschedule policy says; it counts as
+	// a failure of the instance, as if it had failed on its own.
+	CauseUnhealthy      DesiredCause = "unhealthy"
+	CauseNodeDown       DesiredCause = "node-down" // its node stopped heartbeating
+	CauseNodeGone       DesiredCause = "node-gone" // a system job's node is no longer registered
+	CauseNodeIneligible DesiredCause = "node-ineligible"
 	// Evictions make room for other work: the instance did nothing wrong,
 	// so it is placed again at once and not counted as a reschedule.
 	CausePreempted DesiredCause = "preempted" // by higher-priority work

@@ -11,8 +11,11 @@ import (
 // healthy (its checks passing, or with HealthCheck "task_states" its tasks
 // running, for MinHealthyTime without a restart) before it replaces more.
 // A replacement not healthy within HealthyDeadline of its start is
-// unhealthy; a deployment where no replacement became healthy for
-// ProgressDeadline fails. With Canary > 0 the new version first runs on
+// unhealthy. An unhealthy replacement is replaced in turn, as the group's
+// reschedule policy says, and the deployment fails only when none of its
+// instances became healthy for ProgressDeadline (or the policy allows no
+// more replacements); with ProgressDeadline 0, written out, the first
+// unhealthy instance fails it. With Canary > 0 the new version first runs on
 // Canary extra instances beside the old ones, and replaces the rest only
 // once promoted (by `drover deployment promote`, or by AutoPromote when
 // every canary is healthy). A failed deployment replaces nothing more; with
@@ -23,14 +26,16 @@ import (
 // so wait for nothing. Pointers and zero durations are unset, and inherit:
 // a group's strategy from the job's, then from DefaultUpdate.
 type UpdateStrategy struct {
-	MaxParallel      *int     `json:"max_parallel,omitempty"`
-	HealthCheck      string   `json:"health_check,omitempty"`
-	MinHealthyTime   Duration `json:"min_healthy_time,omitempty"`
-	HealthyDeadline  Duration `json:"healthy_deadline,omitempty"`
-	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
-	AutoRevert       *bool    `json:"auto_revert,omitempty"`
-	Canary           *int     `json:"canary,omitempty"`
-	AutoPromote      *bool    `json:"auto_promote,omitempty"`
+	MaxParallel     *int     `json:"max_parallel,omitempty"`
+	HealthCheck     string   `json:"health_check,omitempty"`
+	MinHealthyTime  Duration `json:"min_healthy_time,omitempty"`
+	HealthyDeadline Duration `json:"healthy_deadline,omitempty"`
+	// ProgressDeadline is a pointer so that a written 0 (no deadline: the
+	// first unhealthy instance fails the deployment) differs from unset.
+	ProgressDeadline *Duration `json:"progress_deadline,omitempty"`
+	AutoRevert       *bool     `json:"auto_revert,omitempty"`
+	Canary           *int      `json:"canary,omitempty"`
+	AutoPromote      *bool     `json:"auto_promote,omitempty"`
 }
 
 // Health check modes of an update strategy.
@@ -48,7 +53,7 @@ func DefaultUpdate() *UpdateStrategy {
 		HealthCheck:      HealthChecks,
 		MinHealthyTime:   Duration(10 * time.Second),
 		HealthyDeadline:  Duration(5 * time.Minute),
-		ProgressDeadline: Duration(10 * time.Minute),
+		ProgressDeadline: ptr(Duration(10 * time.Minute)),
 		AutoRevert:       ptr(false),
 		Canary:           ptr(0),
 		AutoPromote:      ptr(false),
@@ -88,8 +93,8 @@ func (u *UpdateStrategy) WithDefaults(parent *UpdateStrategy) *UpdateStrategy {
 	if out.HealthyDeadline == 0 {
 		out.HealthyDeadline = parent.HealthyDeadline
 	}
-	if out.ProgressDeadline == 0 {
-		out.ProgressDeadline = parent.ProgressDeadline
+	if out.ProgressDeadline == nil && parent.ProgressDeadline != nil {
+		out.ProgressDeadline = ptr(*parent.ProgressDeadline)
 	}
 	return &out
 }
@@ -121,6 +126,14 @@ func (u *UpdateStrategy) Canaries() int {
 	return *u.Canary
 }
 
+// Progress is the progress deadline: 0 when written as 0, or unset.
+func (u *UpdateStrategy) Progress() Duration {
+	if u == nil || u.ProgressDeadline == nil {
+		return 0
+	}
+	return *u.ProgressDeadline
+}
+
 func (u *UpdateStrategy) flag(b *bool) bool { return u != nil && b != nil && *b }
 
 // Reverts reports whether a failed deployment reverts the job.
@@ -141,15 +154,15 @@ func (u *UpdateStrategy) validate(ps *Problems, path string, jt JobType) {
 		ps.Add(path+".canary", "canary %d is out of range; use 0 to %d", *u.Canary, MaxCount)
 	}
 	validateHealth(ps, path, u.HealthCheck, namedDuration{"min_healthy_time", u.MinHealthyTime},
-		namedDuration{"healthy_deadline", u.HealthyDeadline}, namedDuration{"progress_deadline", u.ProgressDeadline})
+		namedDuration{"healthy_deadline", u.HealthyDeadline}, namedDuration{"progress_deadline", u.Progress()})
 	full := u.WithDefaults(DefaultUpdate())
 	if full.MinHealthyTime >= full.HealthyDeadline {
 		ps.Add(path+".healthy_deadline", "healthy_deadline (%s) must be longer than min_healthy_time (%s)",
 			full.HealthyDeadline.Short(), full.MinHealthyTime.Short())
 	}
-	if full.ProgressDeadline < full.HealthyDeadline {
-		ps.Add(path+".progress_deadline", "progress_deadline (%s) must be at least healthy_deadline (%s)",
-			full.ProgressDeadline.Short(), full.HealthyDeadline.Short())
+	if pd := full.Progress(); pd != 0 && pd < full.HealthyDeadline {
+		ps.Add(path+".progress_deadline", "progress_deadline (%s) must be at least healthy_deadline (%s), or 0 to fail the deployment at its first unhealthy instance",
+			pd.Short(), full.HealthyDeadline.Short())
 	}
 }
 
@@ -202,6 +215,10 @@ type Deployment struct {
 	Description string `json:"description,omitempty"`
 	// Groups is the progress per group with an update strategy.
 	Groups map[string]*DeploymentGroup `json:"groups"`
+	// Failure is why a failed deployment failed, as data; Description
+	// says it in words. "" for one that did not fail, or one failed by a
+	// server from before failures were typed.
+	Failure DeploymentFailure `json:"failure,omitempty"`
 	// RevertTo is, for a failed deployment with auto_revert, the version
 	// the job goes back to (its newest successful deployment's), or 0.
 	RevertTo uint64 `json:"revert_to,omitempty"`
@@ -213,6 +230,24 @@ type Deployment struct {
 	// ModifyIndex is the registry revision of its last write, set on read.
 	ModifyIndex int64 `json:"modify_index,omitempty"`
 }
+
+// DeploymentFailure is why a deployment failed (Deployment.Failure).
+type DeploymentFailure string
+
+const (
+	// FailedUnhealthy: an instance was unhealthy (its agent's verdict, or
+	// it failed before one) in a group whose progress_deadline is 0.
+	FailedUnhealthy DeploymentFailure = "unhealthy"
+	// FailedProgressDeadline: no instance of a group became healthy within
+	// its progress_deadline.
+	FailedProgressDeadline DeploymentFailure = "progress-deadline"
+	// FailedRescheduleExhausted: an instance was unhealthy and its group's
+	// reschedule policy allows no more replacements, so the group can make
+	// no more progress before its deadline.
+	FailedRescheduleExhausted DeploymentFailure = "reschedule-exhausted"
+	// FailedByOperator: drover deployment fail.
+	FailedByOperator DeploymentFailure = "operator"
+)
 
 // DeploymentGroup is one group's progress in a deployment.
 type DeploymentGroup struct {
