@@ -27,8 +27,10 @@ import (
 // v1 only: cgroup v2 cannot rename a cgroup (its directories take no
 // rename(2)), and v2 starts the task in its cgroup by clone3 anyway.
 //
-// A pooled cgroup is fresh: no limit, the kernel's default shares, no
-// process, no OOM count. It is handed out once, and never given back: a
+// A pooled cgroup is fresh: no process, no OOM count, and the limits the
+// last start asked for (the next burst's tasks, a job's instances, likely
+// ask the same: their start then writes none), or none before any start
+// asked. It is handed out once, and never given back: a
 // task's cgroup is removed when the task ends, since its counts (an OOM
 // kill) must not pass to the next task. The pool keeps minCgroupPool
 // cgroups ready at first; each start that finds it empty raises that by
@@ -54,7 +56,10 @@ var cgroupPools atomic.Uint64
 type cgroupPool struct {
 	s      *cgroupSetup
 	prefix string // pool-<pid>-<start>-<pool>-
-	ready  chan string
+	ready  chan pooledCgroup
+	// limits are what the last start asked for, which the cgroups made
+	// from then on get.
+	limits atomic.Pointer[v1Limits]
 	want   atomic.Int64
 	seq    atomic.Uint64
 	// off: making a cgroup failed; starts make their own from then on.
@@ -66,24 +71,35 @@ type cgroupPool struct {
 	taken atomic.Int64
 }
 
+// pooledCgroup is a cgroup the pool made, under its pool name, and the
+// limits written to it.
+type pooledCgroup struct {
+	name   string
+	limits v1Limits
+}
+
 // newCgroupPool returns the pool of v1 setup s and starts filling it.
 func newCgroupPool(s *cgroupSetup) *cgroupPool {
-	p := &cgroupPool{s: s, ready: make(chan string, maxCgroupPool),
+	p := &cgroupPool{s: s, ready: make(chan pooledCgroup, maxCgroupPool),
 		prefix: fmt.Sprintf("%s%d-%d-%d-", cgroupPoolPrefix, os.Getpid(), ownStartTicks(), cgroupPools.Add(1))}
 	p.want.Store(minCgroupPool)
 	p.kick()
 	return p
 }
 
-// take renames a ready cgroup to name in every hierarchy and reports
-// whether it did; false means the caller makes the cgroup itself (the
+// take renames a ready cgroup to name in every hierarchy and returns the
+// limits it holds; false means the caller makes the cgroup itself (the
 // pool is empty or off, or name exists: a cgroup an earlier agent left).
-func (p *cgroupPool) take(name string) bool {
+// The cgroups made from then on get the limits want.
+func (p *cgroupPool) take(name string, want v1Limits) (v1Limits, bool) {
 	if p == nil || p.off.Load() {
-		return false
+		return v1Limits{}, false
+	}
+	if l := p.limits.Load(); l == nil || *l != want {
+		p.limits.Store(&want)
 	}
 	p.lastTake.Store(time.Now().UnixNano())
-	var slot string
+	var slot pooledCgroup
 	select {
 	case slot = <-p.ready:
 	default:
@@ -91,22 +107,22 @@ func (p *cgroupPool) take(name string) bool {
 			p.want.Add(1)
 		}
 		p.kick()
-		return false
+		return v1Limits{}, false
 	}
 	defer p.kick()
 	for i, h := range p.s.v1 {
-		if err := unix.Renameat(h.dir, slot, h.dir, name); err != nil {
+		if err := unix.Renameat(h.dir, slot.name, h.dir, name); err != nil {
 			// Put back what was renamed, and drop the slot rather than
 			// judge which hierarchy holds what.
 			for _, g := range p.s.v1[:i] {
-				unix.Renameat(g.dir, name, g.dir, slot)
+				unix.Renameat(g.dir, name, g.dir, slot.name)
 			}
-			p.remove(slot)
-			return false
+			p.remove(slot.name)
+			return v1Limits{}, false
 		}
 	}
 	p.taken.Add(1)
-	return true
+	return slot.limits, true
 }
 
 // kick starts the goroutine that fills the pool, unless it runs or the
@@ -141,7 +157,7 @@ func (p *cgroupPool) fill() {
 			select {
 			case p.ready <- slot:
 			default:
-				p.remove(slot)
+				p.remove(slot.name)
 			}
 		}
 		p.filling.Store(false)
@@ -153,22 +169,30 @@ func (p *cgroupPool) fill() {
 	}
 }
 
-// make makes one pooled cgroup in every hierarchy. A name that exists
+// make makes one pooled cgroup in every hierarchy, with the limits the
+// last start asked for; where writing them fails, its limits are unknown
+// and the start that takes it writes each. A name that exists
 // is passed over for the next number: a cgroup of an earlier agent that
 // had the same pid and start time (as far as the clock ticks tell) and
 // was not removed. At most maxCgroupPool+1 names are tried, more than
 // such an agent could have left ready.
-func (p *cgroupPool) make() (string, error) {
+func (p *cgroupPool) make() (pooledCgroup, error) {
 	var err error
 	for range maxCgroupPool + 1 {
-		slot := p.prefix + strconv.FormatUint(p.seq.Add(1), 10)
-		if err = p.mkdir(slot); err == nil {
+		slot := pooledCgroup{name: p.prefix + strconv.FormatUint(p.seq.Add(1), 10)}
+		if err = p.mkdir(slot.name); err == nil {
+			if l := p.limits.Load(); l != nil {
+				slot.limits = *l
+				if p.s.writeV1Limits(slot.name, v1Limits{}, slot.limits) != nil {
+					slot.limits = unknownV1Limits
+				}
+			}
 			return slot, nil
 		} else if !errors.Is(err, unix.EEXIST) {
-			return "", err
+			return pooledCgroup{}, err
 		}
 	}
-	return "", err
+	return pooledCgroup{}, err
 }
 
 // mkdir makes cgroup slot in every hierarchy, or in none.
@@ -195,7 +219,7 @@ func (p *cgroupPool) close() {
 	for {
 		select {
 		case slot := <-p.ready:
-			p.remove(slot)
+			p.remove(slot.name)
 		default:
 			return
 		}

@@ -246,3 +246,75 @@ func TestCloseRemovesThePool(t *testing.T) {
 		}
 	}
 }
+
+// The pool makes its cgroups with the limits the last start asked for,
+// so that the next start asking the same (a burst of one job's
+// instances) writes none: read from the kernel's files, the cgroups it
+// made after a start hold that start's memory limit and CPU shares. A
+// start asking other limits than its pooled cgroup holds gets its own,
+// the kernel's defaults where it asks none: every start here, whether its
+// cgroup was pooled before the first start (no limits) or after (the
+// first start's), ends with its own limits.
+func TestPooledCgroupsHoldTheLastStartsLimits(t *testing.T) {
+	d := v1Driver(t)
+	if !execdriver.FillCgroupPool(d, 16, 30*time.Second) {
+		t.Fatal("the cgroup pool did not fill to 16 within 30s")
+	}
+	prefix := execdriver.CgroupPoolPrefix(d)
+	dirs := droverDirs(t)
+	before := inodes(t, dirs[0], prefix)
+	startTask(t, d, spec.Resources{CPU: 300, MemoryMB: 48}, "sleep", "30")
+	if !execdriver.FillCgroupPool(d, len(before)+8, 30*time.Second) {
+		t.Fatalf("the cgroup pool did not fill to %d within 30s", len(before)+8)
+	}
+	read := func(dir, name, file string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	swap := exists(filepath.Join(dirs[0], "memory.memsw.limit_in_bytes"))
+	made := 0
+	for ino, name := range inodes(t, dirs[0], prefix) {
+		if _, ok := before[ino]; ok {
+			continue
+		}
+		made++
+		if got := read(dirs[0], name, "memory.limit_in_bytes"); got != strconv.Itoa(48<<20) {
+			t.Errorf("pooled cgroup %s made after the start: memory.limit_in_bytes = %s, want %d", name, got, 48<<20)
+		}
+		if got := read(dirs[0], name, "memory.memsw.limit_in_bytes"); swap && got != strconv.Itoa(48<<20) {
+			t.Errorf("pooled cgroup %s made after the start: memory.memsw.limit_in_bytes = %s, want %d", name, got, 48<<20)
+		}
+		if got := read(dirs[1], name, "cpu.shares"); got != "300" {
+			t.Errorf("pooled cgroup %s made after the start: cpu.shares = %s, want 300", name, got)
+		}
+	}
+	if made < 8 {
+		t.Fatalf("the pool made %d cgroups after the start, want at least 8", made)
+	}
+	// Other limits, no CPU: each takes a pooled cgroup, old or new.
+	unlimited := read(dirs[0], "", "memory.limit_in_bytes") // the kernel's "no limit", as it reads back
+	for i := range len(before) + 8 {
+		h, id := startTask(t, d, spec.Resources{MemoryMB: 32, MemoryMaxMB: 96}, "sleep", "30")
+		name := id.AllocID + "-web"
+		want := map[string]string{"memory.limit_in_bytes": strconv.Itoa(96 << 20), "memory.soft_limit_in_bytes": strconv.Itoa(32 << 20)}
+		if swap {
+			want["memory.memsw.limit_in_bytes"] = strconv.Itoa(96 << 20)
+		}
+		for f, v := range want {
+			if got := read(dirs[0], name, f); got != v {
+				t.Errorf("start %d (pid %d): %s = %s, want %s", i, h.PID(), f, got, v)
+			}
+		}
+		if got := read(dirs[1], name, "cpu.shares"); got != "1024" {
+			t.Errorf("start %d (pid %d): cpu.shares = %s, want the default 1024", i, h.PID(), got)
+		}
+	}
+	// And unlimited again: the pool's cgroups now hold the 96 MB limit.
+	h, id := startTask(t, d, spec.Resources{CPU: 100}, "sleep", "30")
+	if got := read(dirs[0], id.AllocID+"-web", "memory.limit_in_bytes"); got != unlimited {
+		t.Errorf("start without memory (pid %d): memory.limit_in_bytes = %s, want no limit (%s)", h.PID(), got, unlimited)
+	}
+}

@@ -265,64 +265,115 @@ func (s *cgroupSetup) newTaskCgroup(id driver.TaskID, hook bool, r spec.Resource
 // a cgroup from the pool renamed (cgpool.go), or three mkdirs, then a
 // write per limit, relative to the open drover directories. (The
 // library's Apply and Set cost some forty system calls here: a stat walk
-// before each mkdir, and each limit written, then read back.) A cgroup
-// left by a task that ran before (an agent killed before it removed it)
-// is reused, its limits set anew; a fresh one has none, so only the
-// limits a task has are written.
+// before each mkdir, and each limit written, then read back.) Only the
+// limits the cgroup does not hold yet are written: a pooled cgroup was
+// made with the limits the last start asked for (none when a burst of
+// one job's tasks asks the same), a fresh one holds the kernel's
+// defaults. A cgroup left by a task that ran before (an agent killed
+// before it removed it) is reused, every limit written anew.
 func (s *cgroupSetup) makeV1(name string, r spec.Resources) error {
-	fresh := s.pool.take(name)
-	if !fresh {
-		fresh = true
+	want := s.v1Limits(r)
+	have, ok := s.pool.take(name, want)
+	if !ok {
+		have = v1Limits{}
 		for _, h := range s.v1 {
 			err := unix.Mkdirat(h.dir, name, 0o755)
 			if err == unix.EEXIST {
-				fresh = false
+				have = unknownV1Limits
 			} else if err != nil {
 				return fmt.Errorf("mkdir in the %s hierarchy: %w", h.controllers, err)
 			}
 		}
 	}
+	return s.writeV1Limits(name, have, want)
+}
+
+// v1Limits are the values of a v1 task cgroup's limit files, as written
+// to them; "" is the kernel's default, which a new cgroup holds.
+type v1Limits struct {
+	memory, memsw, soft, shares string
+}
+
+// unknownV1Limits stands for the limits of a cgroup whose files nobody
+// knows (one an earlier agent left): none equals a value a task wants,
+// so each is written.
+var unknownV1Limits = v1Limits{memory: "?", memsw: "?", soft: "?", shares: "?"}
+
+// The v1 kernel's defaults, written where a task wants none but the
+// cgroup holds one: no memory limit (-1 reads back as the largest
+// number), 1024 CPU shares.
+const (
+	v1NoMemoryLimit  = "-1"
+	v1DefaultShares  = "1024"
+	v1MemoryLimit    = "memory.limit_in_bytes"
+	v1MemswLimit     = "memory.memsw.limit_in_bytes"
+	v1SoftLimit      = "memory.soft_limit_in_bytes"
+	v1CPUSharesLimit = "cpu.shares"
+)
+
+// v1Limits are the limit files' values for a task reserving r.
+func (s *cgroupSetup) v1Limits(r spec.Resources) v1Limits {
 	res := s.resources(r)
-	mem, cpu := s.v1Dir("memory"), s.v1Dir("cpu")
-	if res.Memory != 0 {
-		// -1, no hard limit, is what v1 reads as unlimited.
-		limit := strconv.FormatInt(res.Memory, 10)
-		files := []string{"memory.limit_in_bytes"}
+	var l v1Limits
+	if res.Memory > 0 {
+		// -1, no hard limit, is the default: nothing to write.
+		l.memory = strconv.FormatInt(res.Memory, 10)
 		if res.MemorySwap != 0 {
-			files = append(files, "memory.memsw.limit_in_bytes")
-		}
-		err := writeCgroupFiles(mem, name, files, limit)
-		if errors.Is(err, unix.EINVAL) && len(files) == 2 {
-			// A reused cgroup whose memory+swap limit is below the new
-			// memory limit: the kernel keeps memsw >= memory, so raise
-			// that first.
-			err = writeCgroupFiles(mem, name, []string{files[1], files[0]}, limit)
-		}
-		if err != nil {
-			return err
-		}
-		// A reused cgroup may hold a soft limit from before: set it there
-		// even when the task has none.
-		if res.MemoryReservation > 0 || !fresh {
-			soft := "-1"
-			if res.MemoryReservation > 0 {
-				soft = strconv.FormatInt(res.MemoryReservation, 10)
-			}
-			if err := writeCgroupFiles(mem, name, []string{"memory.soft_limit_in_bytes"}, soft); err != nil {
-				return err
-			}
+			l.memsw = l.memory
 		}
 	}
+	if res.MemoryReservation > 0 {
+		l.soft = strconv.FormatInt(res.MemoryReservation, 10)
+	}
 	if res.CpuShares > 0 {
-		return writeCgroupFiles(cpu, name, []string{"cpu.shares"}, strconv.FormatUint(res.CpuShares, 10))
+		l.shares = strconv.FormatUint(res.CpuShares, 10)
+	}
+	return l
+}
+
+// writeV1Limits writes to cgroup name each limit of want that differs
+// from what it holds (have), the kernel's default where want has none.
+func (s *cgroupSetup) writeV1Limits(name string, have, want v1Limits) error {
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	mem, cpu := s.v1Dir("memory"), s.v1Dir("cpu")
+	var files, values []string
+	if have.memory != want.memory {
+		files, values = append(files, v1MemoryLimit), append(values, or(want.memory, v1NoMemoryLimit))
+	}
+	if s.swap && have.memsw != want.memsw {
+		files, values = append(files, v1MemswLimit), append(values, or(want.memsw, v1NoMemoryLimit))
+	}
+	err := writeCgroupValues(mem, name, files, values)
+	if errors.Is(err, unix.EINVAL) && len(files) == 2 {
+		// The kernel keeps memory+swap >= memory: a memory limit raised
+		// above the memory+swap one the cgroup holds needs that raised
+		// first.
+		err = writeCgroupValues(mem, name, []string{files[1], files[0]}, []string{values[1], values[0]})
+	}
+	if err != nil {
+		return err
+	}
+	if have.soft != want.soft {
+		if err := writeAt(mem, name+"/"+v1SoftLimit, or(want.soft, v1NoMemoryLimit)); err != nil {
+			return err
+		}
+	}
+	if have.shares != want.shares {
+		return writeAt(cpu, name+"/"+v1CPUSharesLimit, or(want.shares, v1DefaultShares))
 	}
 	return nil
 }
 
-// writeCgroupFiles writes value to each file of cgroup name under dir, in order.
-func writeCgroupFiles(dir int, name string, files []string, value string) error {
-	for _, f := range files {
-		if err := writeAt(dir, name+"/"+f, value); err != nil {
+// writeCgroupValues writes values[i] to files[i] of cgroup name under
+// dir, in order.
+func writeCgroupValues(dir int, name string, files, values []string) error {
+	for i, f := range files {
+		if err := writeAt(dir, name+"/"+f, values[i]); err != nil {
 			return err
 		}
 	}
@@ -347,23 +398,30 @@ func writeAt(dir int, path, value string) error {
 // task's cgroup; nothing was started.
 var errJoin = errors.New("join cgroup")
 
+// thisThread is what a thread writes to a v1 tasks file to move itself.
+// The kernel moves the writer then without taking the lock that holds
+// every fork and exit on the machine still for a thread named by its ID
+// (cgroup_threadgroup_rwsem, taken for writing, which first waits out an
+// RCU grace period when it was idle).
+var thisThread = []byte("0")
+
 // startInV1 runs start, which forks the task, with the task born in its
 // cgroup name: v1 has no clone3 CLONE_INTO_CGROUP, but a child is born in
 // the cgroups of the thread that forks it, and v1 moves single threads
 // (the tasks file). So start runs on an OS thread of its own, never the
 // main thread (thread.go), moved into the task's cgroup in each hierarchy
-// and back into the agent's after the fork. Nothing the task runs, from
-// its first instruction, escapes its limits (joining after the fork left
-// the task outside for the microseconds of its exec and loader, and what
-// it allocated then charged to the agent). A thread that cannot go back
-// is ended rather than left to run the agent's work in this task's
-// cgroup, or to fork other tasks into it.
+// and back into the agent's after the fork, each move written by the
+// thread itself (thisThread). Nothing the task runs, from its first
+// instruction, escapes its limits (joining after the fork left the task
+// outside for the microseconds of its exec and loader, and what it
+// allocated then charged to the agent). A thread that cannot go back is
+// ended rather than left to run the agent's work in this task's cgroup,
+// or to fork other tasks into it.
 func (s *cgroupSetup) startInV1(name string, start func() error) error {
 	return offMainThread(func() (astray bool, err error) {
-		tid := []byte(strconv.Itoa(unix.Gettid()))
 		joined := 0
 		for _, h := range s.v1 {
-			if err = writeAt(h.dir, name+"/tasks", string(tid)); err != nil {
+			if err = writeAt(h.dir, name+"/tasks", string(thisThread)); err != nil {
 				err = fmt.Errorf("%w in the %s hierarchy: %w", errJoin, h.controllers, err)
 				break
 			}
@@ -376,7 +434,7 @@ func (s *cgroupSetup) startInV1(name string, start func() error) error {
 			return true, err
 		}
 		for _, h := range s.v1[:joined] {
-			if _, herr := unix.Pwrite(h.home, tid, 0); herr != nil {
+			if _, herr := unix.Pwrite(h.home, thisThread, 0); herr != nil {
 				return true, err // the task started, or not, as start says
 			}
 		}

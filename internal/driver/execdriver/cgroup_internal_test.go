@@ -60,7 +60,7 @@ func TestOpenV1ListsCoMountedControllersOnce(t *testing.T) {
 		t.Fatalf("makeV1: %v", err)
 	}
 	for _, h := range []string{"memory", "cpu,cpuacct"} {
-		for _, name := range []string{slot, "alloc-web"} {
+		for _, name := range []string{slot.name, "alloc-web"} {
 			if fi, err := os.Stat(filepath.Join(root, h, cgroupDirName, name)); err != nil || !fi.IsDir() {
 				t.Errorf("%s/%s: %v, want a directory", h, name, err)
 			}
@@ -80,8 +80,8 @@ func TestCgroupPoolSkipsLeftoverNames(t *testing.T) {
 		}
 	}
 	slot, err := p.make()
-	if err != nil || slot != "pool-test-3" {
-		t.Fatalf("make = %q, %v; want pool-test-3, nil", slot, err)
+	if err != nil || slot.name != "pool-test-3" {
+		t.Fatalf("make = %q, %v; want pool-test-3, nil", slot.name, err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "memory/drover/pool-test-2")); !os.IsNotExist(err) {
 		t.Errorf("memory/drover/pool-test-2, made while trying that name, is still there (%v)", err)
@@ -89,6 +89,64 @@ func TestCgroupPoolSkipsLeftoverNames(t *testing.T) {
 	for _, d := range []string{"memory/drover/pool-test-1", "cpu,cpuacct/drover/pool-test-2", "memory/drover/pool-test-3", "cpu,cpuacct/drover/pool-test-3"} {
 		if _, err := os.Stat(filepath.Join(root, d)); err != nil {
 			t.Errorf("%s: %v", d, err)
+		}
+	}
+}
+
+// writeV1Limits writes only the limits a cgroup does not hold, and the
+// kernel's defaults where the task wants none but the cgroup holds one;
+// a cgroup whose limits are unknown (left by an earlier agent) gets each.
+// Plain files stand for the kernel's, each empty at first (not written).
+func TestWriteV1LimitsWritesWhatDiffers(t *testing.T) {
+	s, root := fakeV1(t)
+	s.swap = true
+	files := map[string]string{"memory.limit_in_bytes": "memory", "memory.memsw.limit_in_bytes": "memory",
+		"memory.soft_limit_in_bytes": "memory", "cpu.shares": "cpu,cpuacct"}
+	reset := func() {
+		for f, h := range files {
+			dir := filepath.Join(root, h, cgroupDirName, "alloc-web")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func() map[string]string {
+		got := map[string]string{}
+		for f, h := range files {
+			b, err := os.ReadFile(filepath.Join(root, h, cgroupDirName, "alloc-web", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[f] = string(b)
+		}
+		return got
+	}
+	job := s.v1Limits(spec.Resources{CPU: 300, MemoryMB: 48})
+	soft := s.v1Limits(spec.Resources{MemoryMB: 32, MemoryMaxMB: 96})
+	for _, c := range []struct {
+		what       string
+		have, want v1Limits
+		written    map[string]string
+	}{
+		{"a pooled cgroup holding the task's limits", job, job, map[string]string{}},
+		{"a new cgroup", v1Limits{}, job, map[string]string{"memory.limit_in_bytes": "50331648", "memory.memsw.limit_in_bytes": "50331648", "cpu.shares": "300"}},
+		{"a pooled cgroup holding another job's limits", job, soft, map[string]string{"memory.limit_in_bytes": "100663296",
+			"memory.memsw.limit_in_bytes": "100663296", "memory.soft_limit_in_bytes": "33554432", "cpu.shares": "1024"}},
+		{"a pooled cgroup holding limits, for a task without", job, v1Limits{}, map[string]string{"memory.limit_in_bytes": "-1", "memory.memsw.limit_in_bytes": "-1", "cpu.shares": "1024"}},
+		{"a left cgroup", unknownV1Limits, job, map[string]string{"memory.limit_in_bytes": "50331648", "memory.memsw.limit_in_bytes": "50331648",
+			"memory.soft_limit_in_bytes": "-1", "cpu.shares": "300"}},
+	} {
+		reset()
+		if err := s.writeV1Limits("alloc-web", c.have, c.want); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		for f, got := range read() {
+			if want := c.written[f]; got != want {
+				t.Errorf("%s: %s = %q, want %q", c.what, f, got, want)
+			}
 		}
 	}
 }
