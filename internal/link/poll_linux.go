@@ -122,14 +122,23 @@ func (sc *serverConn) pollStart() bool {
 	}
 	ps := &pollState{sc: sc, pc: pc}
 	ps.lastRead.Store(time.Now().UnixNano())
+	// In one hold of sc.mu, as end (pollStop) and the goodbye (linger)
+	// look at sc.poll: either sees it whole, with its key and timer, or
+	// not at all, and then this sees what they did.
 	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return true // ended already (Close): nothing to register
+	}
+	ps.id = p.add(ps)
+	if sc.bye { // drained already: the linger's, not the idle check
+		ps.timer = time.AfterFunc(lingerAfterBye, sc.end)
+	} else {
+		ps.timer = time.AfterFunc(sc.idle, ps.idleCheck)
+	}
 	sc.poll = ps
 	sc.mu.Unlock()
-	ps.id = p.add(sc)
 	pc.polling.Store(true)
-	sc.mu.Lock()
-	ps.timer = time.AfterFunc(sc.idle, ps.idleCheck)
-	sc.mu.Unlock()
 	// The handshake may have read the first frames already; this
 	// goroutine (ServeConn's) reads them, and ends.
 	ps.readable()
@@ -191,15 +200,15 @@ func (ps *pollState) linger() {
 // pollStop takes the connection out of the poller (end).
 func (sc *serverConn) pollStop() {
 	sc.mu.Lock()
+	sc.closed = true // a pollStart under way registers nothing
 	ps := sc.poll
-	sc.mu.Unlock()
-	if ps == nil {
-		return
+	if ps != nil {
+		ps.timer.Stop()
 	}
-	sc.mu.Lock()
-	ps.timer.Stop()
 	sc.mu.Unlock()
-	thePollerMust().remove(ps.id)
+	if ps != nil {
+		thePollerMust().remove(ps.id)
+	}
 }
 
 // poller is the process's epoll set of served connections.
@@ -293,11 +302,11 @@ func (p *poller) run(f *os.File) {
 }
 
 // add notes ps under a new key (registered by its first arm).
-func (p *poller) add(sc *serverConn) uint64 {
+func (p *poller) add(ps *pollState) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next++
-	p.conns[p.next] = sc.poll
+	p.conns[p.next] = ps
 	return p.next
 }
 

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package link
+
+func pollerHolds(*Server) int { return 0 }
