@@ -3,6 +3,7 @@
 package link
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -155,6 +156,11 @@ func (ps *pollState) readable() {
 		typ, id, msg, err := sc.fr.next(sc.c, maxRequestFrame)
 		if err == errWouldBlock {
 			if err := thePollerMust().arm(ps); err != nil {
+				if !errors.Is(err, net.ErrClosed) && sc.srv.Log != nil {
+					// The kernel's limit on watched descriptors
+					// (fs.epoll.max_user_watches), or worse.
+					sc.srv.Log.Warn("link: cannot wait for the link's next bytes; closing it", "remote", sc.c.RemoteAddr().String(), "err", err)
+				}
 				sc.end()
 			}
 			return
