@@ -83,7 +83,9 @@ func (w *world) agentsReport() {
 //     the new version with a healthy verdict, and no old one.
 func TestReviewDeploymentTranscriptProperties(t *testing.T) {
 	for _, slow := range []bool{false, true} {
-		t.Run(fmt.Sprintf("slow=%v", slow), func(t *testing.T) { reviewDeploymentProperties(t, slow, false) })
+		for _, completes := range []bool{false, true} {
+			t.Run(fmt.Sprintf("slow=%v,completes=%v", slow, completes), func(t *testing.T) { reviewDeploymentProperties(t, slow, completes) })
+		}
 	}
 }
 
