@@ -275,7 +275,11 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 				dg.RequireProgressBy = by
 			}
 		}
-		if !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
+		// A group with nothing left to do (every instance served by a
+		// live alloc of the version: unchanged, or placed by the
+		// deployment and healthy) has no deadline to meet, as Nomad's
+		// deployments skip done groups.
+		if !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) && !groupDone(j, g, d, dg, slots) {
 			why := fmt.Sprintf("no instance of group %s became healthy within progress_deadline %s", g.Name, u.Progress().Short())
 			if lastBad != nil {
 				why += fmt.Sprintf(" (last unhealthy: %s: %s)", lastBad.Name, verdict(lastBad).Reason)
@@ -283,6 +287,34 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 			ro.fail(spec.FailedProgressDeadline, why)
 		}
 	}
+}
+
+// groupDone reports whether every wanted instance of group g is served by
+// a live alloc that stays: one of the job's current tasks that the
+// deployment did not place, or one it placed that is healthy (a canary
+// only once promoted). slots are the group's allocs by index.
+func groupDone(j *spec.Job, g *spec.Group, d *spec.Deployment, dg *spec.DeploymentGroup, slots map[int][]*spec.Alloc) bool {
+	for i := range g.Count {
+		ok := false
+		for _, a := range slots[i] {
+			if !live(a) || outdated(j, g, a) || (a.Canary && !dg.Promoted) {
+				continue
+			}
+			if a.DeploymentID != d.ID {
+				ok = true
+				continue
+			}
+			if h := verdict(a); h == nil || !h.Healthy {
+				ok = false
+				break
+			}
+			ok = true
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // pending finds group g's instances whose newest alloc of the deployment
