@@ -80,6 +80,10 @@ type rollout struct {
 	failure spec.DeploymentFailure
 	why     string
 	groups  map[string]*groupRollout
+	// canariesReady: every group that waits for a promotion has all its
+	// canaries live and healthy; autoPromote: every such group has
+	// auto_promote. As Nomad, a deployment's groups are promoted together.
+	canariesReady, autoPromote bool
 }
 
 // fail notes the first reason the deployment fails in this pass.
@@ -214,6 +218,7 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 	if req := d.Request; req != nil && req.Fail {
 		ro.fail(spec.FailedByOperator, "failed by an operator")
 	}
+	ro.canariesReady, ro.autoPromote = true, true
 	for _, g := range j.Groups {
 		u := j.UpdateOf(g)
 		if u.Parallel() == 0 {
@@ -261,6 +266,16 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 			}
 		}
 		slices.Sort(canaries)
+		if u.Canaries() > 0 && !dg.Promoted && dg.DesiredCanaries > 0 {
+			ready := 0
+			for _, a := range groupAllocs[g.Name] {
+				if h := verdict(a); a.DeploymentID == d.ID && a.Canary && live(a) && h != nil && h.Healthy {
+					ready++
+				}
+			}
+			ro.canariesReady = ro.canariesReady && ready == dg.DesiredCanaries
+			ro.autoPromote = ro.autoPromote && u.Promotes()
+		}
 		dg.Placed, dg.Unhealthy, dg.PlacedCanaries = placed, unhealthy, canaries
 		if u.Progress() > 0 {
 			ro.pending(j, g, gr, slots)
@@ -442,7 +457,10 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 		ready := healthy == dg.DesiredCanaries && len(gr.canaries) == dg.DesiredCanaries
 		asked := ro.d.Request != nil && ro.d.Request.Promote
 		switch {
-		case ready && (u.Promotes() || asked):
+		case ready && !ro.canariesReady:
+			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for the other groups' canaries", g.Name, healthy))
+			return
+		case ready && (ro.autoPromote || asked):
 			// Nomad's rule: a promotion pushes the progress deadline back.
 			dg.Promoted = true
 			if by := deadline(r.now, u); by.After(dg.RequireProgressBy) {
