@@ -381,10 +381,16 @@ func verdict(a *spec.Alloc) *spec.DeploymentHealth {
 	if a.Status != nil && a.Status.DeploymentHealth != nil {
 		return a.Status.DeploymentHealth
 	}
-	if a.DesiredStatus == spec.DesiredRun && a.ClientStatusOr() == spec.ClientFailed {
+	// A service that completes on its own failed as a service (assess
+	// reschedules it as a failure): unhealthy too.
+	completed := a.ClientStatusOr() == spec.ClientComplete && !a.JobType.Completes()
+	if a.DesiredStatus == spec.DesiredRun && (a.ClientStatusOr() == spec.ClientFailed || completed) {
 		why := "failed"
+		if completed {
+			why = "completed"
+		}
 		if a.Status.Description != "" {
-			why = "failed: " + a.Status.Description
+			why += ": " + a.Status.Description
 		}
 		return &spec.DeploymentHealth{Healthy: false, Time: a.Status.UpdateTime, Reason: why}
 	}
