@@ -80,6 +80,10 @@ type rollout struct {
 	failure spec.DeploymentFailure
 	why     string
 	groups  map[string]*groupRollout
+	// canariesReady: every group that waits for a promotion has all its
+	// canaries live and healthy; autoPromote: every such group has
+	// auto_promote. As Nomad, a deployment's groups are promoted together.
+	canariesReady, autoPromote bool
 }
 
 // fail notes the first reason the deployment fails in this pass.
@@ -214,6 +218,7 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 	if req := d.Request; req != nil && req.Fail {
 		ro.fail(spec.FailedByOperator, "failed by an operator")
 	}
+	ro.canariesReady, ro.autoPromote = true, true
 	for _, g := range j.Groups {
 		u := j.UpdateOf(g)
 		if u.Parallel() == 0 {
@@ -261,6 +266,16 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 			}
 		}
 		slices.Sort(canaries)
+		if u.Canaries() > 0 && !dg.Promoted && dg.DesiredCanaries > 0 {
+			ready := 0
+			for _, a := range groupAllocs[g.Name] {
+				if h := verdict(a); a.DeploymentID == d.ID && a.Canary && live(a) && h != nil && h.Healthy {
+					ready++
+				}
+			}
+			ro.canariesReady = ro.canariesReady && ready == dg.DesiredCanaries
+			ro.autoPromote = ro.autoPromote && u.Promotes()
+		}
 		dg.Placed, dg.Unhealthy, dg.PlacedCanaries = placed, unhealthy, canaries
 		if u.Progress() > 0 {
 			ro.pending(j, g, gr, slots)
@@ -275,7 +290,11 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 				dg.RequireProgressBy = by
 			}
 		}
-		if !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) {
+		// A group with nothing left to do (every instance served by a
+		// live alloc of the version: unchanged, or placed by the
+		// deployment and healthy) has no deadline to meet, as Nomad's
+		// deployments skip done groups.
+		if !ro.paused() && !dg.RequireProgressBy.IsZero() && !now.Before(dg.RequireProgressBy) && !groupDone(j, g, d, dg, slots) {
 			why := fmt.Sprintf("no instance of group %s became healthy within progress_deadline %s", g.Name, u.Progress().Short())
 			if lastBad != nil {
 				why += fmt.Sprintf(" (last unhealthy: %s: %s)", lastBad.Name, verdict(lastBad).Reason)
@@ -283,6 +302,34 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 			ro.fail(spec.FailedProgressDeadline, why)
 		}
 	}
+}
+
+// groupDone reports whether every wanted instance of group g is served by
+// a live alloc that stays: one of the job's current tasks that the
+// deployment did not place, or one it placed that is healthy (a canary
+// only once promoted). slots are the group's allocs by index.
+func groupDone(j *spec.Job, g *spec.Group, d *spec.Deployment, dg *spec.DeploymentGroup, slots map[int][]*spec.Alloc) bool {
+	for i := range g.Count {
+		ok := false
+		for _, a := range slots[i] {
+			if !live(a) || outdated(j, g, a) || (a.Canary && !dg.Promoted) {
+				continue
+			}
+			if a.DeploymentID != d.ID {
+				ok = true
+				continue
+			}
+			if h := verdict(a); h == nil || !h.Healthy {
+				ok = false
+				break
+			}
+			ok = true
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // pending finds group g's instances whose newest alloc of the deployment
@@ -334,10 +381,16 @@ func verdict(a *spec.Alloc) *spec.DeploymentHealth {
 	if a.Status != nil && a.Status.DeploymentHealth != nil {
 		return a.Status.DeploymentHealth
 	}
-	if a.DesiredStatus == spec.DesiredRun && a.ClientStatusOr() == spec.ClientFailed {
+	// A service that completes on its own failed as a service (assess
+	// reschedules it as a failure): unhealthy too.
+	completed := a.ClientStatusOr() == spec.ClientComplete && !a.JobType.Completes()
+	if a.DesiredStatus == spec.DesiredRun && (a.ClientStatusOr() == spec.ClientFailed || completed) {
 		why := "failed"
+		if completed {
+			why = "completed"
+		}
 		if a.Status.Description != "" {
-			why = "failed: " + a.Status.Description
+			why += ": " + a.Status.Description
 		}
 		return &spec.DeploymentHealth{Healthy: false, Time: a.Status.UpdateTime, Reason: why}
 	}
@@ -410,7 +463,10 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 		ready := healthy == dg.DesiredCanaries && len(gr.canaries) == dg.DesiredCanaries
 		asked := ro.d.Request != nil && ro.d.Request.Promote
 		switch {
-		case ready && (u.Promotes() || asked):
+		case ready && !ro.canariesReady:
+			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for the other groups' canaries", g.Name, healthy))
+			return
+		case ready && (ro.autoPromote || asked):
 			// Nomad's rule: a promotion pushes the progress deadline back.
 			dg.Promoted = true
 			if by := deadline(r.now, u); by.After(dg.RequireProgressBy) {

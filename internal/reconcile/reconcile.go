@@ -390,9 +390,10 @@ func (r *reconciler) instance(j *spec.Job, g *spec.Group, index int, pin string,
 				if r.gr == nil {
 					break
 				}
-				if rs, ok := r.gr.pending[a.Index]; ok && rs.last == a {
+				if rs, ok := r.gr.pending[a.Index]; ok && rs.last == a && !r.depPaused() {
 					// Unhealthy: stopped once its reschedule policy's
-					// delay has passed, and rollGroup places another.
+					// delay has passed, and rollGroup places another
+					// (not while paused: it places nothing then).
 					if !rs.due.After(r.now) {
 						r.stop(a, spec.CauseUnhealthy, "unhealthy: "+verdict(a).Reason)
 						break
@@ -519,6 +520,9 @@ func (r *reconciler) replaceUnhealthy(j *spec.Job, g *spec.Group, index int, pin
 	if !ok || rs.last != a {
 		return false
 	}
+	if r.depPaused() {
+		return true // replaced once resumed, as nothing else is meanwhile
+	}
 	if rs.due.After(r.now) {
 		r.wakeAt(rs.due)
 		return true
@@ -529,6 +533,12 @@ func (r *reconciler) replaceUnhealthy(j *spec.Job, g *spec.Group, index int, pin
 	r.place(j, g, index, pin, spec.CauseReschedule, fmt.Sprintf("replaces unhealthy alloc %s (%s)", spec.ShortID(a.ID), rs.attempt()), a.ID, a.NodeID)
 	r.waitFor, r.waitDue = savedFor, savedDue
 	return true
+}
+
+// depPaused reports whether the running deployment of the group being
+// decided is paused by an operator.
+func (r *reconciler) depPaused() bool {
+	return r.dep != nil && r.dep.Request != nil && r.dep.Request.Paused
 }
 
 // outdated reports whether a runs other tasks than the job's current
