@@ -85,10 +85,11 @@ func TestDeploymentOutcome(t *testing.T) {
 		"api":    {Desired: 3, DesiredCanaries: 1, PlacedCanaries: []string{"x"}, Placed: 1, Healthy: 1},
 		"worker": {Desired: 1, Placed: 1, Unhealthy: 1},
 	}
-	d := func(st spec.DeploymentStatus, desc string, revertTo uint64, req *spec.DeploymentRequest) *spec.Deployment {
-		return &spec.Deployment{ID: "6c2f0e1a-1111", Job: "web", JobVersion: 2, Status: st, Description: desc, RevertTo: revertTo, Request: req, Groups: groups}
-	}
 	waiting := "group api: 1 canaries healthy, waiting for promotion (drover deployment promote 6c2f0e1a)"
+	d := func(st spec.DeploymentStatus, desc string, revertTo uint64, req *spec.DeploymentRequest) *spec.Deployment {
+		return &spec.Deployment{ID: "6c2f0e1a-1111", Job: "web", JobVersion: 2, Status: st, Description: desc, RevertTo: revertTo, Request: req, Groups: groups,
+			AwaitingPromotion: desc == waiting}
+	}
 	cases := []struct {
 		name string
 		d    *spec.Deployment
@@ -102,6 +103,12 @@ func TestDeploymentOutcome(t *testing.T) {
 		{"waits for promotion", d(spec.DeploymentRunning, waiting, 0, nil), true, 0,
 			"canaries healthy; promote with: drover deployment promote 6c2f0e1a\n"},
 		{"promotion asked, not acted on yet", d(spec.DeploymentRunning, waiting, 0, &spec.DeploymentRequest{Promote: true}), false, 0, ""},
+		// The words alone decide nothing: the leader's flag does.
+		{"says it waits, flag unset", func() *spec.Deployment {
+			x := d(spec.DeploymentRunning, waiting, 0, nil)
+			x.AwaitingPromotion = false
+			return x
+		}(), false, 0, ""},
 		{"failed and reverted", d(spec.DeploymentFailed, "web.worker[0] unhealthy: task w restarted: exit code 1; reverting to version 1", 1, nil), true, 1,
 			"✗ Deployment 6c2f0e1a of job \"web\" version 2 failed: web.worker[0] unhealthy: task w restarted: exit code 1; reverting to version 1\n" +
 				"Job \"web\" reverted to version 1: that spec is now the job's next version (drover history web).\n"},

@@ -180,10 +180,10 @@ func deploymentOutcome(w io.Writer, d *spec.Deployment) (done bool, err error) {
 }
 
 // waitsForPromotion reports whether d waits for an operator to promote it,
-// and none has asked yet. The leader says so in the description.
+// and none has asked yet (the leader's AwaitingPromotion).
 func waitsForPromotion(d *spec.Deployment) bool {
 	asked := d.Request != nil && d.Request.Promote
-	return d.Status == spec.DeploymentRunning && !asked && strings.Contains(d.Description, "waiting for promotion")
+	return d.Status == spec.DeploymentRunning && !asked && d.AwaitingPromotion
 }
 
 // answer is one answer of a blocking query.

@@ -215,6 +215,7 @@ func (ro *rollout) tally(j *spec.Job, groupAllocs map[string][]*spec.Alloc, now 
 	}
 	d := ro.d
 	d.Description = running
+	d.AwaitingPromotion = false
 	if req := d.Request; req != nil && req.Fail {
 		ro.fail(spec.FailedByOperator, "failed by an operator")
 	}
@@ -473,6 +474,7 @@ func (r *reconciler) rollGroup(j *spec.Job, g *spec.Group, ro *rollout, gr *grou
 				dg.RequireProgressBy = by
 			}
 		case ready:
+			ro.d.AwaitingPromotion = true
 			ro.wait(fmt.Sprintf("group %s: %d canaries healthy, waiting for promotion (drover deployment promote %s)", g.Name, healthy, spec.ShortID(ro.d.ID)))
 			return
 		case asked:
@@ -646,7 +648,7 @@ func cloneDeployment(d *spec.Deployment) *spec.Deployment {
 
 // sameDeployment compares what the leader stores of a deployment.
 func sameDeployment(a, b *spec.Deployment) bool {
-	if a.Status != b.Status || a.Failure != b.Failure || a.Description != b.Description || a.RevertTo != b.RevertTo || len(a.Groups) != len(b.Groups) {
+	if a.Status != b.Status || a.Failure != b.Failure || a.Description != b.Description || a.AwaitingPromotion != b.AwaitingPromotion || a.RevertTo != b.RevertTo || len(a.Groups) != len(b.Groups) {
 		return false
 	}
 	return maps.EqualFunc(a.Groups, b.Groups, func(x, y *spec.DeploymentGroup) bool {

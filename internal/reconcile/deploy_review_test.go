@@ -138,8 +138,8 @@ func TestReviewPromotionWithAnUnhealthyCanaryInAnotherGroup(t *testing.T) {
 	}
 	w.pass()
 	d := w.latest()
-	if strings.Contains(d.Description, "waiting for promotion") {
-		t.Errorf("group b's canary unhealthy, yet the deployment reads %q", d.Description)
+	if d.AwaitingPromotion || strings.Contains(d.Description, "waiting for promotion") {
+		t.Errorf("group b's canary unhealthy, yet the deployment awaits promotion (%v) and reads %q", d.AwaitingPromotion, d.Description)
 	}
 	d.Request = &spec.DeploymentRequest{Promote: true, Time: w.now}
 	res := w.pass()

@@ -286,8 +286,8 @@ func TestCanariesWaitForPromotion(t *testing.T) {
 			res = w.pass()
 			d := w.latest()
 			if !auto {
-				if len(res.Place)+len(res.Stop) != 0 || !strings.Contains(d.Description, "waiting for promotion") {
-					t.Fatalf("without promotion: %d places, %d stops, %q", len(res.Place), len(res.Stop), d.Description)
+				if len(res.Place)+len(res.Stop) != 0 || !d.AwaitingPromotion || !strings.Contains(d.Description, "waiting for promotion") {
+					t.Fatalf("without promotion: %d places, %d stops, %q (awaiting promotion %v)", len(res.Place), len(res.Stop), d.Description, d.AwaitingPromotion)
 				}
 				d.Request = &spec.DeploymentRequest{Promote: true, Time: w.now}
 				res = w.pass()

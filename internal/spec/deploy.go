@@ -219,6 +219,10 @@ type Deployment struct {
 	// says it in words. "" for one that did not fail, or one failed by a
 	// server from before failures were typed.
 	Failure DeploymentFailure `json:"failure,omitempty"`
+	// AwaitingPromotion: every canary is healthy and the deployment
+	// waits for an operator to promote it (no auto_promote), as data;
+	// the description says it in words.
+	AwaitingPromotion bool `json:"awaiting_promotion,omitempty"`
 	// RevertTo is, for a failed deployment with auto_revert, the version
 	// the job goes back to (its newest successful deployment's), or 0.
 	RevertTo uint64 `json:"revert_to,omitempty"`
