@@ -20,9 +20,11 @@ package planner
 //	job NAME [type=service] [priority=50] [version=1]
 //	    Opens a job; the group lines below it add to it.
 //	group NAME [count=1] [cpu=100] [mem=300] [command=true] [update=0]
-//	      [auto_revert=false]
+//	      [auto_revert=false] [progress_deadline=10m]
 //	    A group of one task running command. update=N gives the group an
-//	    update block with max_parallel N (and auto_revert): its versions
+//	    update block with max_parallel N (and auto_revert, progress_deadline;
+//	    progress_deadline=0s fails a deployment at its first unhealthy
+//	    instance): its versions
 //	    roll out as deployments.
 //	alloc ID NODE JOB.GROUP[INDEX] [version=the job's] [command=the group's]
 //	      [status=running] [desired=run] [deployment=] [healthy=]
@@ -257,7 +259,7 @@ func (s *script) newGroup(args []string) error {
 	if s.job == nil {
 		return errors.New("group before any job; write a job line first")
 	}
-	o, err := parseOptions(args, "count", "cpu", "mem", "command", "update", "auto_revert")
+	o, err := parseOptions(args, "count", "cpu", "mem", "command", "update", "auto_revert", "progress_deadline")
 	if err != nil {
 		return err
 	}
@@ -279,6 +281,14 @@ func (s *script) newGroup(args []string) error {
 		g.Update = &spec.UpdateStrategy{MaxParallel: &parallel}
 		if g.Update.AutoRevert, err = o.bool("auto_revert"); err != nil {
 			return err
+		}
+		if v, ok := o.opts["progress_deadline"]; ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("progress_deadline=%s: %w", v, err)
+			}
+			pd := spec.Duration(d)
+			g.Update.ProgressDeadline = &pd
 		}
 	} else if _, ok := o.opts["auto_revert"]; ok {
 		return errors.New("auto_revert needs an update block: give update=N too")
