@@ -19,18 +19,7 @@ import (
 func (w *world) slowPass() Result {
 	w.t.Helper()
 	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
-	for _, d := range res.Deployments {
-		if d.ID == "" {
-			w.seq++
-			d.ID = fmt.Sprintf("dep%d", w.seq)
-		}
-		i := slices.IndexFunc(w.deps, func(x *spec.Deployment) bool { return x.ID == d.ID })
-		if i < 0 {
-			w.deps = append(w.deps, d)
-		} else {
-			w.deps[i] = d
-		}
-	}
+	w.keepDeployments(res)
 	for _, st := range res.Stop {
 		a := w.alloc(st.Alloc.ID)
 		a.DesiredStatus, a.DesiredReason, a.DesiredCause, a.ModifyTime = spec.DesiredStop, st.Reason, st.Cause, w.now

@@ -26,9 +26,9 @@ func newWorld(t *testing.T, j *spec.Job) *world {
 	return &world{t: t, jobs: []*spec.Job{j}, now: now}
 }
 
-func (w *world) pass() Result {
-	w.t.Helper()
-	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
+// keepDeployments stores the deployments a pass wrote, as the leader
+// does, giving new ones an ID.
+func (w *world) keepDeployments(res Result) {
 	for _, d := range res.Deployments {
 		if d.ID == "" {
 			w.seq++
@@ -41,6 +41,12 @@ func (w *world) pass() Result {
 			w.deps[i] = d
 		}
 	}
+}
+
+func (w *world) pass() Result {
+	w.t.Helper()
+	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
+	w.keepDeployments(res)
 	for _, st := range res.Stop {
 		a := w.alloc(st.Alloc.ID)
 		a.DesiredStatus, a.DesiredReason, a.DesiredCause, a.ModifyTime = spec.DesiredStop, st.Reason, st.Cause, w.now
