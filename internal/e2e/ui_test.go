@@ -210,7 +210,21 @@ func TestWebUIInARealBrowser(t *testing.T) {
 	// Log out: the login screen again, and the session is gone on the
 	// server (the API refuses the browser), so dev's used link cannot
 	// bring it back.
-	b.step("log out", chromedp.Click(`#logout`), chromedp.WaitVisible(`#login`))
+	// A page still loading when the user logs out must not be drawn over
+	// the login screen when its answer comes: the page's reads are held
+	// back 1.5 s (the log out's DELETE is not), the user logs out at
+	// once, and 2.5 s later the login screen is still what shows.
+	var still bool
+	b.step("log out while a page loads",
+		chromedp.Evaluate(`(() => { const f = window.fetch; window.fetch = (u, o) => (o && o.method && o.method !== "GET") ? f(u, o) : new Promise((r) => setTimeout(r, 1500)).then(() => f(u, o)); })()`, nil),
+		chromedp.Evaluate(`location.hash = "#/servers"`, nil), chromedp.Sleep(200*time.Millisecond),
+		clickJS(`#logout`), chromedp.WaitVisible(`#login`), chromedp.Sleep(2500*time.Millisecond),
+		chromedp.Evaluate(`!!document.getElementById("login")`, &still))
+	if !still {
+		var body string
+		chromedp.Run(b.ctx, chromedp.Evaluate(`document.body.innerText`, &body))
+		t.Errorf("a page that finished loading after the log out replaced the login screen:\n%s", body)
+	}
 	b.step("the used link again", chromedp.Navigate(link), chromedp.WaitVisible(`#login-error`), chromedp.Text(`#login-error`, &text))
 	if !strings.Contains(text, "used already") {
 		t.Errorf("the used link says %q", text)

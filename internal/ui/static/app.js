@@ -1011,6 +1011,8 @@ async function render() {
     actionSeq = 0;
     denied = new Set();
     let out = String(await views[view](args[0], args[1], params));
+    // Logged out while the page loaded: the login screen stays.
+    if (!me) return;
     if (denied.size) out = String(html`<p class="why" id="denied">Some actions are disabled: ${[...denied].join("; ")}.</p>`) + out;
     // An open log or an input being typed into is not redrawn under the user.
     const typing = document.activeElement && main.contains(document.activeElement) && ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
@@ -1026,7 +1028,7 @@ async function render() {
     actions = building;
     main.dataset.key = key;
   } catch (e) {
-    if (e instanceof APIError && e.status === 401) { me = null; showLogin(); return; }
+    if (!me || (e instanceof APIError && e.status === 401)) { me = null; showLogin(); return; }
     main.innerHTML = String(html`<p class="error">${e.message}</p>`);
     main.dataset.key = "";
     lastHTML = "";
