@@ -22,6 +22,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/uuid"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -97,7 +98,8 @@ func (d *Driver) Name() string { return "docker" }
 func (d *Driver) Info() driver.Info { return driver.Info{OwnFilesystem: true, OwnNetwork: true} }
 
 // ContainerName is the name of task t's container: one per task of an
-// alloc, so that a leftover can never run beside a new start.
+// alloc, so that a leftover can never run beside a new start (a dead one
+// the daemon cannot remove excepted: see clearLeftovers).
 func ContainerName(id driver.TaskID) string {
 	return "drover-" + id.Task + "-" + id.AllocID
 }
@@ -197,13 +199,11 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		hcfg.CPUShares = 2 // the kernel's minimum; docker refuses 1
 	}
 
-	name := ContainerName(t.ID)
-	// A container of this name is a leftover (a start that crashed half
-	// way, or one the agent lost track of): it must not run beside this one.
-	if _, err := d.c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("docker: removing leftover container %s: %w", name, err)
+	name, err := d.clearLeftovers(ctx, t.ID)
+	if err != nil {
+		return nil, err
 	}
-	created, err := d.c.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: ccfg, HostConfig: hcfg})
+	created, err := d.create(ctx, client.ContainerCreateOptions{Name: name, Config: ccfg, HostConfig: hcfg})
 	if err != nil {
 		return nil, fmt.Errorf("docker: create container %s: %w", name, err)
 	}
@@ -217,6 +217,61 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		return nil, fmt.Errorf("docker: inspect container %s: %w", name, err)
 	}
 	return d.follow(created.ID, ins.Container.State.Pid, "", t.Stdout, t.Stderr), nil
+}
+
+// clearLeftovers removes every container of task id left from before (a
+// start that crashed half way, or one the agent lost track of): none may
+// run beside the new one. It returns the name the new container takes:
+// ContainerName, or, when a dead leftover the daemon cannot remove holds
+// that name, the name with a suffix.
+//
+// A dead container never runs again (the daemon refuses to start one), so
+// it is left beside the new one. dockerd makes such containers: one whose
+// start it abandoned as it shut down can keep its root file system
+// mounted under the daemon's own mount of its data root, where no
+// unmount reaches it, and every removal then fails with "device or
+// resource busy" until the machine restarts. Any other leftover that
+// cannot be removed fails the start, as it might run.
+func (d *Driver) clearLeftovers(ctx context.Context, id driver.TaskID) (string, error) {
+	name := ContainerName(id)
+	list, err := d.c.ContainerList(ctx, client.ContainerListOptions{
+		All: true, Filters: make(client.Filters).Add("label", LabelAllocID+"="+id.AllocID).Add("label", LabelTask+"="+id.Task),
+	})
+	if err != nil {
+		return "", fmt.Errorf("docker: looking for leftover containers of task %s: %w", id.Task, err)
+	}
+	taken := false
+	for _, c := range list.Items {
+		err := d.removeCtx(ctx, c.ID)
+		if err == nil {
+			continue
+		}
+		ins, ierr := d.c.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if ierr != nil || ins.Container.State == nil || !ins.Container.State.Dead || ins.Container.State.Running || ins.Container.State.Pid != 0 {
+			return "", fmt.Errorf("docker: removing leftover container %.12s of task %s: %w", c.ID, id.Task, err)
+		}
+		if strings.TrimPrefix(ins.Container.Name, "/") == name {
+			taken = true
+		}
+	}
+	if taken {
+		name += "-" + uuid.NewString()[:8]
+	}
+	return name, nil
+}
+
+// create creates the container; a container of its name that lacks the
+// labels (made by hand) is a leftover too, removed and the create tried
+// once more.
+func (d *Driver) create(ctx context.Context, opts client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
+	created, err := d.c.ContainerCreate(ctx, opts)
+	if !cerrdefs.IsConflict(err) {
+		return created, err
+	}
+	if rerr := d.removeCtx(ctx, opts.Name); rerr != nil {
+		return created, fmt.Errorf("%w (removing the container of that name: %v)", err, rerr)
+	}
+	return d.c.ContainerCreate(ctx, opts)
 }
 
 // checkPolicy refuses what reaches past the container unless the agent

@@ -423,6 +423,110 @@ func TestFindExitedAndRemove(t *testing.T) {
 	}
 }
 
+// A dockerd that shuts down while it starts a container can leave that
+// container's root file system mounted under the daemon's own mount of its
+// data root, where no unmount reaches it: every removal then fails ("device
+// or resource busy") and the container is dead, for good. The task must
+// still start (beside the dead one, which never runs again), and any other
+// leftover of it must still go. The test makes such a container on a
+// private daemon the way dockerd does: a mount on the container's root,
+// then a bind mount of the daemon's data root over itself, which hides it.
+func TestDeadLeftoverTheDaemonCannotRemoveDoesNotBlockTheTask(t *testing.T) {
+	t.Parallel()
+	pd := dockertest.StartDaemon(t)
+	drv, err := dockerdriver.New(dockerdriver.Config{Host: pd.Host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	e := &env{t: t, c: pd.Client, d: drv, image: dockertest.ImageIn(t, pd.Client), node: "test-" + uuid.NewString()}
+	task := e.task("-listen", "127.0.0.1:8080")
+	ctx := context.Background()
+	labels := map[string]string{dockerdriver.LabelNodeID: e.node, dockerdriver.LabelAllocID: task.ID.AllocID, dockerdriver.LabelTask: task.ID.Task}
+	stuck, err := e.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: dockerdriver.ContainerName(task.ID), Config: &container.Config{Image: e.image, Labels: labels},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another leftover of the task, removable: it must go.
+	other, err := e.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: dockerdriver.ContainerName(task.ID) + "-other", Config: &container.Config{Image: e.image, Labels: labels},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := e.c.ContainerInspect(ctx, stuck.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged := ins.Container.GraphDriver.Data["MergedDir"]
+	if merged == "" {
+		t.Fatalf("docker: the private daemon's storage driver %q names no MergedDir", ins.Container.GraphDriver.Name)
+	}
+	if err := os.MkdirAll(merged, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", merged, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mounting a tmpfs on the container's root %s: %v", merged, err)
+	}
+	info, err := e.c.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := info.Info.DockerRootDir
+	if !strings.HasPrefix(merged, root+"/") {
+		t.Fatalf("the container's root %s is not below the daemon's %s", merged, root)
+	}
+	if err := syscall.Mount(root, root, "", syscall.MS_BIND, ""); err != nil {
+		syscall.Unmount(merged, syscall.MNT_DETACH)
+		t.Fatalf("bind-mounting %s over itself: %v", root, err)
+	}
+	t.Cleanup(func() {
+		syscall.Unmount(root, syscall.MNT_DETACH)
+		syscall.Unmount(merged, syscall.MNT_DETACH)
+	})
+	if _, err := e.c.ContainerRemove(ctx, stuck.ID, client.ContainerRemoveOptions{Force: true}); err == nil {
+		t.Fatal("the daemon removed the container whose root is mounted out of its reach: the test shows nothing")
+	} else {
+		t.Logf("the daemon alone: %v", err)
+	}
+
+	h := e.start(task)
+	defer h.Stop(ctx, time.Second)
+	waitLog(t, task.Stdout, "listening")
+	if !e.gone(other.ID) {
+		t.Error("the removable leftover is still there")
+	}
+	res, err := e.c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", dockerdriver.LabelAllocID+"="+task.ID.AllocID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, c := range res.Items {
+		if c.ID == stuck.ID {
+			// Dead, or "removing" while a removal of it is in progress.
+			if c.State != container.StateDead && c.State != container.StateRemoving {
+				t.Errorf("the leftover the daemon cannot remove is %s, want dead", c.State)
+			}
+			ins, _ := e.c.ContainerInspect(ctx, stuck.ID, client.ContainerInspectOptions{})
+			t.Logf("the dead leftover: %s, %+v", c.Status, *ins.Container.State)
+			continue
+		}
+		live = append(live, fmt.Sprintf("%.12s %s %v", c.ID, c.State, c.Names))
+		if c.ID != h.(containerIDer).ContainerID() || c.State != container.StateRunning {
+			t.Errorf("container %.12s (%s) besides the task's own", c.ID, c.State)
+		}
+	}
+	if len(live) != 1 {
+		t.Errorf("containers of the alloc other than the dead one: %v, want the task's own, running", live)
+	}
+	// The dead one cannot be started: it never runs beside the task.
+	if _, err := e.c.ContainerStart(ctx, stuck.ID, client.ContainerStartOptions{}); err == nil {
+		t.Error("the daemon started the dead leftover")
+	}
+}
+
 func TestLeftoverOfSameNameIsReplaced(t *testing.T) {
 	e := setup(t)
 	task := e.task()
