@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/drover-org/drover/internal/spec"
@@ -262,8 +263,10 @@ func statusEvents(a *spec.Alloc, old, now *spec.AllocStatus) []spec.Event {
 // the queue; one writer at a time takes what is queued (up to what a
 // transaction holds) and commits it with every report's guards; those
 // that came meanwhile go in the next. When the transaction's guards fail
-// (one alloc changed since the server saw it) or it fails, each report
-// of it is written again alone, as it would have been without the group.
+// (one alloc changed since the server saw it), the reports whose guards
+// held are committed again together, and the others are each written
+// again alone, as they would have been without the group; when it fails
+// otherwise, each report is.
 type statusGroup struct {
 	mu      sync.Mutex
 	queue   []*statusWrite
@@ -352,13 +355,26 @@ func (g *statusGroup) run(r *Registry) {
 	}
 }
 
-// commit writes one group and tells its reports how it went.
+// commit writes one group and tells its reports how it went. When guards
+// fail, the transaction's else branch has read every guarded key's
+// revision: the reports whose guards held are committed again as one
+// group, once, and only the others are written alone by their callers.
 func (g *statusGroup) commit(r *Registry, batch []*statusWrite) {
 	defer func() {
 		for _, w := range batch {
 			close(w.done)
 		}
 	}()
+	held := g.try(r, batch, true)
+	if len(held) > 0 && len(held) < len(batch) {
+		g.try(r, held, false)
+	}
+}
+
+// try commits batch as one transaction and marks its reports written;
+// when its guards fail and reread is set, it returns the reports whose
+// guards held, judged by the revisions the transaction read instead.
+func (g *statusGroup) try(r *Registry, batch []*statusWrite, reread bool) []*statusWrite {
 	var cmps []clientv3.Cmp
 	var puts []clientv3.Op
 	var evs []spec.Event
@@ -370,15 +386,52 @@ func (g *statusGroup) commit(r *Registry, batch []*statusWrite) {
 	if len(evs) > 0 {
 		ops, _, err := r.eventOps(evs, r.now())
 		if err != nil {
-			return
+			return nil
 		}
 		puts = append(puts, ops...)
 	}
+	var keys []string
+	if reread && len(batch) > 1 {
+		seen := make(map[string]bool, len(cmps))
+		for i := range cmps {
+			if k := string(cmps[i].KeyBytes()); !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > groupMaxOps {
+			keys = nil // past what etcd takes in a branch: each goes alone
+		}
+	}
+	gets := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		gets[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	resp, err := r.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
-	if err != nil || !resp.Succeeded {
-		return
+	resp, err := r.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+	if err != nil {
+		return nil
+	}
+	if !resp.Succeeded {
+		if len(keys) == 0 || len(resp.Responses) != len(keys) {
+			return nil
+		}
+		revs := make(map[string]int64, len(keys))
+		for i, k := range keys {
+			if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				revs[k] = kvs[0].ModRevision
+			} else {
+				revs[k] = 0
+			}
+		}
+		var held []*statusWrite
+		for _, w := range batch {
+			if guardsHold(w.cmps, revs) {
+				held = append(held, w)
+			}
+		}
+		return held
 	}
 	for _, w := range batch {
 		w.ok = true
@@ -386,4 +439,22 @@ func (g *statusGroup) commit(r *Registry, batch []*statusWrite) {
 			raise(&s.written, resp.Header.Revision)
 		}
 	}
+	return nil
+}
+
+// guardsHold says whether every guard of a report (each "the key's
+// revision is R") holds at the revisions read; a guard of another kind
+// counts as failed, and its report is written alone.
+func guardsHold(cmps []clientv3.Cmp, revs map[string]int64) bool {
+	for i := range cmps {
+		c := cmps[i].GetCompare()
+		mod, ok := c.TargetUnion.(*etcdserverpb.Compare_ModRevision)
+		if !ok || c.Target != etcdserverpb.Compare_MOD || c.Result != etcdserverpb.Compare_EQUAL || len(c.RangeEnd) > 0 {
+			return false
+		}
+		if rev, read := revs[string(c.Key)]; !read || rev != mod.ModRevision {
+			return false
+		}
+	}
+	return true
 }
