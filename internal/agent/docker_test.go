@@ -17,6 +17,7 @@ import (
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/driver/execdriver"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // startDockerAgent is startAgent with the docker driver besides exec; the
@@ -126,7 +127,7 @@ func TestDockerTaskEnvironmentAndDirs(t *testing.T) {
 		Restart:     restart(0, time.Minute, 100*time.Millisecond, spec.RestartFail),
 	}
 	j := job("dockerenv", spec.JobBatch, task)
-	host := freePort(t)
+	host := testkit.FreePort(t)
 	j.Groups[0].Network = &spec.Network{Ports: []spec.Port{{Label: "http", Static: host, To: 8080}}}
 	c.submit(j)
 	a := c.alloc("dockerenv", 60*time.Second, "the report task complete", func(a *spec.Alloc) bool {

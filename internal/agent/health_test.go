@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // The health check tests run internal/testapp as the task, through the
@@ -69,21 +69,8 @@ func webJob(t *testing.T, name string, checks ...*spec.Check) *spec.Job {
 		Services:    []*spec.Service{{Name: "web", PortLabel: "http", Checks: checks}},
 	}
 	j := job(name, spec.JobService, task)
-	j.Groups[0].Network = &spec.Network{Ports: []spec.Port{{Label: "http", Static: freePort(t)}}}
+	j.Groups[0].Network = &spec.Network{Ports: []spec.Port{{Label: "http", Static: testkit.FreePort(t)}}}
 	return j
-}
-
-// freePort returns a port nothing listens on now. Each test's cluster
-// hands out dynamic ports from the same first one, so tests running in
-// parallel would have their testapps collide on it.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func fastCheck(c *spec.Check) *spec.Check {

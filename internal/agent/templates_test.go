@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // TestTemplatesRenderBeforeTheStart: a task's templates are in its
@@ -77,7 +78,7 @@ func TestTemplateSignalsOnCatalogChange(t *testing.T) {
 	a := c.alloc("front", 10*time.Second, "front running", running("f"))
 	waitFor(t, 5*time.Second, "front to print start", func() bool { return strings.Contains(logs(t, c.client, a.ID, "f", false), "start") })
 
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	c.submit(backendJob(t, port))
 	waitFor(t, 30*time.Second, "front to be signalled with the backend's address", func() bool {
 		return strings.Contains(logs(t, c.client, a.ID, "f", false), "HUP\n127.0.0.1:"+strconv.Itoa(port)+"\n")
@@ -109,7 +110,7 @@ func TestTemplateRestartsOnCatalogChange(t *testing.T) {
 	c.submit(job("front-restart", spec.JobService, front))
 	a := c.alloc("front-restart", 10*time.Second, "front running", running("f"))
 
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	c.submit(backendJob(t, port))
 	want := "run UP=\nrun UP=" + strconv.Itoa(port) + "\n"
 	waitFor(t, 30*time.Second, "front to run again with the backend's port", func() bool {

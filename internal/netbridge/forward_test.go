@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/drover-org/drover/internal/netbridge"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // ownNetnsEnv names, in the environment of a test binary started by
@@ -233,7 +234,7 @@ func TestBridgeForwardPastDropPolicy(t *testing.T) {
 		t.Fatalf("forward rules: %v", err)
 	}
 	alloc := "4a000000-0000-0000-0000-000000000001"
-	hostPort := freePort(t)
+	hostPort := testkit.FreePort(t)
 	n, err := m.Setup(alloc, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: hostPort, To: 8082}})
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +370,7 @@ func TestBridgeHairpin(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := "5a000000-0000-0000-0000-000000000001", "5b000000-0000-0000-0000-000000000002"
-	hostPort := freePort(t)
+	hostPort := testkit.FreePort(t)
 	na, err := m.Setup(a, netbridge.ModeBridge, nil)
 	if err != nil {
 		t.Fatal(err)

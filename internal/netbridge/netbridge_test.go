@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/drover-org/drover/internal/netbridge"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // open opens a manager on a bridge of the test's own (name and subnet),
@@ -80,16 +81,6 @@ func serveIn(t *testing.T, path string, port int) {
 	t.Cleanup(func() { srv.Close() })
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // dnatRules counts the rules of the table's prerouting and output chains
 // tagged with alloc, read through nftables.
 func dnatRules(t *testing.T, m *netbridge.Manager, alloc string) int {
@@ -132,7 +123,7 @@ func TestBridgePortMapping(t *testing.T) {
 	const bridge = "drvtest0"
 	m := open(t, bridge, "10.213.0.0/24")
 	alloc := "0b1dfa00-1111-2222-3333-444455556666"
-	host := freePort(t)
+	host := testkit.FreePort(t)
 	n, err := m.Setup(alloc, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: host, To: 8080}})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +177,7 @@ func TestBridgeRecoverAndCleanup(t *testing.T) {
 	m := open(t, bridge, "10.213.1.0/24")
 	kept, gone := "1a000000-0000-0000-0000-000000000001", "1b000000-0000-0000-0000-000000000002"
 	for _, id := range []string{kept, gone} {
-		if _, err := m.Setup(id, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: freePort(t), To: 80}}); err != nil {
+		if _, err := m.Setup(id, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: testkit.FreePort(t), To: 80}}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Teardown(id) })
@@ -283,12 +274,12 @@ func TestBridgeSharedByTwoAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	ida, idb := "3a000000-0000-0000-0000-000000000001", "3b000000-0000-0000-0000-000000000002"
-	na, err := a.Setup(ida, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: freePort(t), To: 80}})
+	na, err := a.Setup(ida, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: testkit.FreePort(t), To: 80}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Teardown(ida) })
-	nb, err := b.Setup(idb, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: freePort(t), To: 80}})
+	nb, err := b.Setup(idb, netbridge.ModeBridge, []netbridge.Mapping{{HostPort: testkit.FreePort(t), To: 80}})
 	if err != nil {
 		t.Fatal(err)
 	}

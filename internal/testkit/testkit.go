@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,3 +121,37 @@ func Golden(t *testing.T, pkg string, update bool, run func(path, src string) (s
 		})
 	}
 }
+
+// FreePort returns a loopback TCP port that nothing listens on now, for a
+// test to give a task as a static port. It is taken from 10000-19999:
+// below the ports the scheduler hands out (20000-32000), which a test
+// cluster of another test hands out from the same first one, and below
+// the kernel's ephemeral range (32768 up), where a port found free by
+// listening on :0 can become the local port of any outgoing connection
+// (of this test binary or of another package's) before the task binds it.
+// A port is handed out once per test binary.
+func FreePort(t *testing.T) int {
+	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := 10000 + rand.IntN(10000)
+		if portsGiven[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsGiven[p] = true
+		return p
+	}
+	t.Fatal("testkit: no free port in 10000-19999 after 1000 tries")
+	return 0
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)

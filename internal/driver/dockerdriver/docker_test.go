@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,6 +27,7 @@ import (
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // The tests run real containers of the testapp image on the local daemon.
@@ -141,16 +141,6 @@ func waitLog(t *testing.T, w io.Writer, s string) {
 	})
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func get(t *testing.T, port int) string {
 	t.Helper()
 	var body string
@@ -169,7 +159,7 @@ func get(t *testing.T, port int) string {
 
 func TestStartServesPortAndStops(t *testing.T) {
 	e := setup(t)
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	task := e.task()
 	task.Ports = []spec.AllocPort{{Label: "http", Value: port, HostIP: "127.0.0.1", To: 8080}}
 	task.Config.Ports = []string{"http"}
@@ -208,7 +198,7 @@ func TestStartServesPortAndStops(t *testing.T) {
 
 func TestEnvReachesContainer(t *testing.T) {
 	e := setup(t)
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	task := e.task()
 	// testapp listens on $DROVER_PORT_http: the task's own env decides
 	// where it listens, and "web" maps the host port there.
@@ -348,7 +338,7 @@ func TestRefusals(t *testing.T) {
 
 func TestAdoptAfterRestart(t *testing.T) {
 	e := setup(t)
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	task := e.task()
 	task.Ports = []spec.AllocPort{{Label: "http", Value: port, HostIP: "127.0.0.1", To: 8080}}
 	task.Config.Ports = []string{"http"}

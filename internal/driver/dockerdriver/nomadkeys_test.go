@@ -17,6 +17,7 @@ import (
 	"github.com/drover-org/drover/internal/driver"
 	"github.com/drover-org/drover/internal/driver/dockerdriver"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // allowing returns a driver whose agent allows volumes and, with
@@ -145,7 +146,7 @@ func TestNomadDockerCapabilities(t *testing.T) {
 // at the port it gives, without ports naming it.
 func TestNomadDockerPortMap(t *testing.T) {
 	e := setup(t)
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	task := e.task()
 	task.Env = []string{"DROVER_PORT_http=8099"}
 	task.Ports = []spec.AllocPort{{Label: "web", Value: port, HostIP: "127.0.0.1"}}
@@ -164,7 +165,7 @@ func TestNomadDockerPortMap(t *testing.T) {
 // answers. Nothing leaves the machine.
 func TestNomadDockerPulls(t *testing.T) {
 	e := setup(t)
-	closed := freePort(t)
+	closed := testkit.FreePort(t)
 	local := "127.0.0.1:" + strconv.Itoa(closed) + "/drover-forcepull:" + uuid.NewString()[:8]
 	ctx := context.Background()
 	if _, err := e.c.ImageTag(ctx, client.ImageTagOptions{Source: e.image, Target: local}); err != nil {
