@@ -254,6 +254,9 @@ func printDeployment(w io.Writer, d *spec.Deployment, now time.Time) {
 	fmt.Fprintf(w, "Job          %s (version %d)\n", d.Job, d.JobVersion)
 	fmt.Fprintf(w, "Status       %s\n", d.Status)
 	fmt.Fprintf(w, "Description  %s\n", dash(d.Description))
+	if d.Failure != "" {
+		fmt.Fprintf(w, "Failure      %s\n", failureLine(d.Failure))
+	}
 	if d.RevertTo != 0 {
 		fmt.Fprintf(w, "Reverted     to version %d\n", d.RevertTo)
 	}
@@ -275,6 +278,28 @@ func printDeployment(w io.Writer, d *spec.Deployment, now time.Time) {
 	fmt.Fprintf(w, "Started      %s ago\n", age(now, d.CreateTime))
 	fmt.Fprintln(w)
 	printDeploymentGroups(w, d, now)
+}
+
+// failureLine is a failed deployment's typed cause (Deployment.Failure)
+// as deployment status shows it: the value, which scripts may match, and
+// what it means. A cause this CLI does not know (a newer server's) is
+// shown as it is.
+func failureLine(f spec.DeploymentFailure) string {
+	meaning := ""
+	switch f {
+	case spec.FailedUnhealthy:
+		meaning = "an instance was unhealthy, in a group whose progress_deadline is 0 (the first unhealthy instance fails it)"
+	case spec.FailedProgressDeadline:
+		meaning = "no instance of a group became healthy within its progress_deadline"
+	case spec.FailedRescheduleExhausted:
+		meaning = "an instance was unhealthy and its group's reschedule policy allows no more replacements"
+	case spec.FailedByOperator:
+		meaning = "an operator failed it (drover deployment fail)"
+	}
+	if meaning == "" {
+		return string(f)
+	}
+	return string(f) + ": " + meaning
 }
 
 // printDeploymentGroups is the per-group progress table.

@@ -45,7 +45,7 @@ worker  2        -             1       0        1          -
 	}
 
 	b.Reset()
-	failed := &spec.Deployment{ID: "bbbbbbbb-2", Job: "web", JobVersion: 2, Status: spec.DeploymentFailed, RevertTo: 1,
+	failed := &spec.Deployment{ID: "bbbbbbbb-2", Job: "web", JobVersion: 2, Status: spec.DeploymentFailed, RevertTo: 1, Failure: spec.FailedUnhealthy,
 		Description: "web.api[1] unhealthy: task server restarted: exit code 1; reverting to version 1",
 		Request:     &spec.DeploymentRequest{Fail: true}, CreateTime: now.Add(-time.Hour)}
 	printDeployment(&b, failed, now)
@@ -53,6 +53,7 @@ worker  2        -             1       0        1          -
 Job          web (version 2)
 Status       failed
 Description  web.api[1] unhealthy: task server restarted: exit code 1; reverting to version 1
+Failure      unhealthy: an instance was unhealthy, in a group whose progress_deadline is 0 (the first unhealthy instance fails it)
 Reverted     to version 1
 Started      1h ago
 
@@ -60,6 +61,28 @@ No groups yet.
 `
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("printDeployment of a failed one (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeploymentStatusShowsTheFailure: deployment status shows a failed
+// deployment's typed cause, each with what it means; an unknown one (a
+// newer server's) as it is; none for a deployment that did not fail.
+func TestDeploymentStatusShowsTheFailure(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	for f, want := range map[spec.DeploymentFailure]string{
+		spec.FailedUnhealthy:           "Failure      unhealthy: an instance was unhealthy, in a group whose progress_deadline is 0",
+		spec.FailedProgressDeadline:    "Failure      progress-deadline: no instance of a group became healthy within its progress_deadline\n",
+		spec.FailedRescheduleExhausted: "Failure      reschedule-exhausted: an instance was unhealthy and its group's reschedule policy allows no more replacements\n",
+		spec.FailedByOperator:          "Failure      operator: an operator failed it (drover deployment fail)\n",
+		"out-of-cheese":                "Failure      out-of-cheese\n",
+		"":                             "",
+	} {
+		var b strings.Builder
+		printDeployment(&b, &spec.Deployment{ID: "cccccccc-3", Job: "web", JobVersion: 4, Status: spec.DeploymentFailed, Failure: f, CreateTime: now}, now)
+		got := b.String()
+		if want == "" && strings.Contains(got, "Failure") || !strings.Contains(got, want) {
+			t.Errorf("failure %q: printed\n%s\nwant a line %q", f, got, want)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-org/drover/internal/client"
+	"github.com/drover-org/drover/internal/reconcile"
 	"github.com/drover-org/drover/internal/spec"
 )
 
@@ -122,7 +123,9 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 			drawn = strings.Count(b.String(), "\n")
 			io.WriteString(out, b.String())
 		} else {
-			for _, a := range current {
+			// Every alloc that was meant to run, a failed one whose
+			// replacement is placed too: each change is a line.
+			for _, a := range wantedAllocs(st) {
 				s := string(a.ClientStatusOr())
 				if seen[a.ID] != s {
 					seen[a.ID] = s
@@ -146,8 +149,15 @@ func monitor(ctx context.Context, c *client.Client, out io.Writer, job *spec.Job
 	}
 }
 
-// currentAllocs are the instances of the current version, one per index.
+// currentAllocs are the job's instances, each by the alloc that represents
+// it (reconcile.InstanceAllocs): a failed alloc whose reschedule policy has
+// placed its replacement is no longer one.
 func currentAllocs(st *spec.JobStatus) []*spec.Alloc {
+	return reconcile.InstanceAllocs(st.Job, st.Allocations)
+}
+
+// wantedAllocs are the allocs meant to run, by name, replaced ones too.
+func wantedAllocs(st *spec.JobStatus) []*spec.Alloc {
 	var out []*spec.Alloc
 	for _, a := range st.Allocations {
 		if a.DesiredStatus == spec.DesiredRun {
@@ -173,13 +183,14 @@ func verdict(out io.Writer, st *spec.JobStatus, minHealthy time.Duration, now ti
 	if err := placementFailure(out, st); err != nil {
 		return true, 0, err
 	}
-	// An instance of this version failed. Its replacement, when the
+	// An instance of this version failed (its failed alloc still stands
+	// for it: no replacement is placed yet). Its replacement, when the
 	// reschedule policy makes one within replacementWait (Nomad's batch
 	// default is 5 s), is waited for: the job may yet run. One due later
 	// (the service default's first is 30 s, then doubling), or none, ends
 	// the follow now rather than after the delay: a crashing service is
 	// said at once (drover status shows its replacement coming).
-	for _, a := range st.Allocations {
+	for _, a := range currentAllocs(st) {
 		if a.DesiredStatus == spec.DesiredRun && a.JobVersion == j.Version && a.ClientStatusOr() == spec.ClientFailed {
 			desc := ""
 			if a.Status != nil {

@@ -62,3 +62,49 @@ func TestVerdictWaitsForASoonReplacement(t *testing.T) {
 		})
 	}
 }
+
+// TestVerdictAfterTheReplacementIsPlaced: once the reschedule policy has
+// placed a failed instance's replacement (a new alloc, with a new ID, of
+// the same index), the failed alloc no longer stands for the instance:
+// drover run follows the replacement, and declares the job running once it
+// has stayed up, as Nomad's reschedule makes a job such as its
+// rescheduling_success test end up running. A replacement that fails in
+// turn is the instance's failure.
+func TestVerdictAfterTheReplacementIsPlaced(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	failed := &spec.Alloc{ID: "a1", Name: "web.g[0]", Job: "web", Group: "g", JobVersion: 1, DesiredStatus: spec.DesiredRun, CreateIndex: 10,
+		Status: &spec.AllocStatus{ClientStatus: spec.ClientFailed, Description: "task t failed: exit code 255"}}
+	next := func(cs spec.ClientStatus, ts spec.TaskStateName, desc string) *spec.Alloc {
+		return &spec.Alloc{ID: "a2", Name: "web.g[0]", Job: "web", Group: "g", JobVersion: 1, DesiredStatus: spec.DesiredRun, CreateIndex: 20,
+			Status: &spec.AllocStatus{ClientStatus: cs, Description: desc,
+				Tasks: map[string]*spec.TaskState{"t": {State: ts, StartedAt: now.Add(-time.Minute)}}}}
+	}
+	status := func(state spec.JobState, running int, replacement *spec.Alloc) *spec.JobStatus {
+		return &spec.JobStatus{
+			Job:         &spec.Job{Name: "web", Version: 1, Type: spec.JobService},
+			Summary:     spec.JobSummary{State: state, Desired: 1, Running: running},
+			Allocations: []*spec.Alloc{failed, replacement},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		st   *spec.JobStatus
+		done bool
+		ok   bool
+	}{
+		{"replacement pending", status(spec.JobPending, 0, next(spec.ClientPending, spec.TaskPending, "")), false, false},
+		{"replacement running for a minute", status(spec.JobRunning, 1, next(spec.ClientRunning, spec.TaskRunning, "")), true, true},
+		{"replacement failed too", status(spec.JobFailed, 0, next(spec.ClientFailed, spec.TaskDead, "task t failed: exit code 1")), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			done, _, err := verdict(&out, tc.st, 5*time.Second, now, map[string]bool{})
+			if done != tc.done || (err == nil) != (tc.ok || !tc.done) {
+				t.Fatalf("verdict: done %v, err %v, printed %q; want done %v, success %v", done, err, out.String(), tc.done, tc.ok)
+			}
+			if tc.done && !tc.ok && !strings.Contains(err.Error(), "exit code 1") {
+				t.Errorf("failure %q, want the replacement's (exit code 1), not the replaced alloc's", err)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -171,6 +172,44 @@ func instances(job *spec.Job, g *spec.Group, allocs []*spec.Alloc, nodes []*spec
 	for _, as := range out {
 		slices.SortFunc(as, oldestFirst)
 	}
+	return out
+}
+
+// InstanceAllocs returns the alloc that represents each instance of job
+// among allocs, as Summarize counts it (see current): the live one, else
+// the newest that ended on its own; an instance being placed again after
+// an eviction or a lost node has none. A failed alloc whose replacement has
+// been placed no longer represents its instance. Instances are told apart
+// by group and index, or for a system or sysbatch job by group and node,
+// whether or not the node is still eligible. The result is sorted by name,
+// then node name.
+func InstanceAllocs(job *spec.Job, allocs []*spec.Alloc) []*spec.Alloc {
+	type instance struct {
+		group string
+		index int
+		node  string
+	}
+	byInstance := map[instance][]*spec.Alloc{}
+	for _, a := range allocs {
+		if a.Job != job.Name {
+			continue
+		}
+		k := instance{group: a.Group, index: a.Index}
+		if job.Type.PerNode() {
+			k = instance{group: a.Group, node: a.NodeID}
+		}
+		byInstance[k] = append(byInstance[k], a)
+	}
+	var out []*spec.Alloc
+	for _, as := range byInstance {
+		slices.SortFunc(as, oldestFirst)
+		if a := current(as); a != nil {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b *spec.Alloc) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.NodeName, b.NodeName), oldestFirst(a, b))
+	})
 	return out
 }
 

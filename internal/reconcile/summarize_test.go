@@ -305,3 +305,54 @@ func due(d time.Duration) *time.Time {
 	t := now.Add(d)
 	return &t
 }
+
+// TestInstanceAllocs: each instance is represented by the alloc Summarize
+// counts for it: a failed alloc whose replacement is placed is not one, the
+// live alloc is; an instance with only a failed alloc is that alloc; an
+// evicted instance waiting to be placed again has none; a stopped alloc
+// represents nothing; a system job's instances are told apart by node,
+// all of index 0.
+func TestInstanceAllocs(t *testing.T) {
+	web := svc("web", 2, grp("api", 3, "serve"))
+	sys := system("logs", 2, grp("ship", 1, "ship"))
+	ids := func(as []*spec.Alloc) []string {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		job    *spec.Job
+		allocs []*spec.Alloc
+		want   []string
+	}{
+		{"a replaced failure is its replacement's", web, []*spec.Alloc{
+			mk("f0", web, "api", 0, 1, spec.ClientFailed),
+			mk("p0", web, "api", 0, 5, spec.ClientPending),
+			mk("f1", web, "api", 1, 2, spec.ClientFailed),
+			mk("r2", web, "api", 2, 3, spec.ClientRunning),
+			mk("s2", web, "api", 2, 4, spec.ClientComplete, stopped),
+		}, []string{"p0", "f1", "r2"}},
+		{"the newest failure of an instance not yet replaced", web, []*spec.Alloc{
+			mk("f0", web, "api", 0, 1, spec.ClientFailed),
+			mk("g0", web, "api", 0, 2, spec.ClientFailed),
+		}, []string{"g0"}},
+		{"an evicted instance has none", web, []*spec.Alloc{
+			mk("e0", web, "api", 0, 1, spec.ClientRunning, evicted("preempted")),
+			mk("r1", web, "api", 1, 2, spec.ClientRunning),
+		}, []string{"r1"}},
+		{"a system job's instances by node", sys, []*spec.Alloc{
+			mk("a", sys, "ship", 0, 1, spec.ClientFailed, on("n1")),
+			mk("b", sys, "ship", 0, 2, spec.ClientRunning, on("n2")),
+			mk("c", sys, "ship", 0, 3, spec.ClientFailed, on("n2")),
+		}, []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ids(InstanceAllocs(tc.job, tc.allocs))); diff != "" {
+				t.Errorf("InstanceAllocs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
