@@ -14,6 +14,15 @@ package main
 // rates, which a busy machine moves a lot, it reports the CPU time a start
 // costs: drover dev's (server, etcd and agent) from the submit until every
 // instance is seen running, and this process's for raw fork/exec.
+//
+// Each measured window (a job's submit to its last start, and the raw
+// fork/exec loop) starts on a quiet agent: before it, the bench waits until
+// drover dev's CPU time, read from /proc/PID/stat, has grown by at most
+// quietCPU over the last quietWindow, so that the previous job's purge (its
+// tasks stopped, their directories recycled and cgroups removed) and the
+// pools refilling after it are not counted in the next window, nor slow
+// raw fork/exec. -quiet-timeout bounds each wait; a wait that hits it is
+// reported (the line "quiet waits") and the window measured anyway.
 
 import (
 	"context"
@@ -46,13 +55,68 @@ func startsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	pprof := fs.String("pprof-addr", "", "have drover dev serve Go profiles here")
 	first := fs.String("first", "exec", "the driver of each run's first job, exec or raw_exec: the first job on a fresh agent finds fewer directory trees made ahead")
 	gap := fs.Duration("gap", 0, "pause before each job's submit: time for the agent to make directories and cgroups ahead, as between bursts of starts on a node")
+	quiet := fs.Duration("quiet-timeout", time.Minute, "before each measured window (each job, and raw fork/exec), wait at most this long for drover dev to be quiet: its CPU time grown by at most 20 ms over the last second (read from /proc), the previous job's purge and the pools' refill done; a wait that hits it is reported. 0: no wait, each window begins as soon as the previous job's allocs are gone")
 	warmup := fs.Bool("warmup", false, "first run one unmeasured job of each driver, of the same size: the measured jobs then find the agent as one that has run a burst that size before (its directory and cgroup pools grown to it), not fresh")
 	return func() (*report, error) {
-		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof, *first, *gap, *warmup)
+		return starts(o.drover, sized(fs, o, "instances", *instances, 50), *runs, *pprof, *first, *gap, *quiet, *warmup)
 	}
 }
 
-func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration, warmup bool) (*report, error) {
+// An agent is quiet when its CPU time grew by at most quietCPU over the
+// last quietWindow, sampled every quietPoll. An idle drover dev (heartbeats,
+// etcd) used 5 to 10 ms a second on the VM of docs/performance.md; the
+// purge of 500 tasks uses hundreds.
+const (
+	quietCPU    = 20 * time.Millisecond
+	quietWindow = time.Second
+	quietPoll   = 100 * time.Millisecond
+)
+
+// quietWaits records the bench's waits for a quiet agent.
+type quietWaits struct {
+	n, timeouts int
+	total, max  time.Duration
+}
+
+// waitQuiet waits until process pid has been quiet (quietCPU over
+// quietWindow), at most timeout (0: not at all). It records how long it
+// waited, and whether it gave up, in w.
+func (w *quietWaits) waitQuiet(ctx context.Context, pid int, timeout time.Duration) error {
+	if timeout <= 0 {
+		return nil
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	// samples[i] is the CPU time at start + i*quietPoll.
+	var samples []time.Duration
+	per := int(quietWindow / quietPoll)
+	for {
+		cpu, err := cpuTime(pid)
+		if err != nil {
+			return fmt.Errorf("waiting for drover dev to be quiet: %w", err)
+		}
+		samples = append(samples, cpu)
+		if len(samples) > per && cpu-samples[len(samples)-1-per] <= quietCPU {
+			break
+		}
+		if time.Now().After(deadline) {
+			w.timeouts++
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(quietPoll):
+		}
+	}
+	d := time.Since(start)
+	w.n++
+	w.total += d
+	w.max = max(w.max, d)
+	return nil
+}
+
+func starts(bin string, n, runs int, pprofAddr, first string, gap, quietTimeout time.Duration, warmup bool) (*report, error) {
 	if first != "exec" && first != "raw_exec" {
 		return nil, fmt.Errorf("-first %q: want exec or raw_exec", first)
 	}
@@ -79,9 +143,11 @@ func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration,
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
+	var quiet quietWaits
+	settle := func() error { return quiet.waitQuiet(ctx, pid, quietTimeout) }
 	if warmup {
 		for _, drv := range []string{"exec", "raw_exec"} {
-			if _, _, _, _, _, err := submitToRunning(ctx, c, pid, "warmup-"+drv, drv, n, 0); err != nil {
+			if _, _, _, _, _, err := submitToRunning(ctx, c, pid, "warmup-"+drv, drv, n, 0, nil); err != nil {
 				return nil, fmt.Errorf("warm-up job: %w", err)
 			}
 		}
@@ -94,14 +160,14 @@ func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration,
 	var droverCPU, rawExecCPU, rawCPU time.Duration
 	for r := 0; r < runs; r++ {
 		execJob := func() error {
-			l, p, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n, gap)
+			l, p, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d", r), "exec", n, gap, settle)
 			lat, placed, received = append(lat, l...), append(placed, p...), append(received, rc...)
 			droverSpan += span
 			droverCPU += cpu
 			return err
 		}
 		rawExecJob := func() error {
-			l, _, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n, gap)
+			l, _, rc, span, cpu, err := submitToRunning(ctx, c, pid, fmt.Sprintf("bench%d-raw", r), "raw_exec", n, gap, settle)
 			rawExecLat, rawExecReceived = append(rawExecLat, l...), append(rawExecReceived, rc...)
 			rawExecSpan += span
 			rawExecCPU += cpu
@@ -112,6 +178,9 @@ func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration,
 			jobs[0], jobs[1] = rawExecJob, execJob
 		}
 		if err := jobs[0](); err != nil {
+			return nil, err
+		}
+		if err := settle(); err != nil {
 			return nil, err
 		}
 		rw, rspan, cpu, err := rawForkExec(n)
@@ -146,6 +215,16 @@ func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration,
 		dr, der, rr, dr/rr, der/rr, startsTarget, verdict(dr/rr >= startsTarget), verdict(der/rr >= startsTarget))
 	rep.linef("CPU per start: drover dev exec %.2f ms, raw_exec %.2f ms (submit to all seen running); raw fork/exec %.2f ms",
 		perStart(droverCPU), perStart(rawExecCPU), perStart(rawCPU))
+	if quietTimeout > 0 {
+		rep.linef("quiet waits: %d before the windows, %.1f s in all, longest %.1f s; %d hit -quiet-timeout %s (drover dev's CPU still above %d ms a second: that window measured anyway)",
+			quiet.n, quiet.total.Seconds(), quiet.max.Seconds(), quiet.timeouts, quietTimeout, quietCPU.Milliseconds())
+	} else {
+		rep.linef("quiet waits: none (-quiet-timeout 0): each window begins as soon as the previous job's allocs are gone")
+	}
+	rep.set("quiet_waits", quiet.n)
+	rep.set("quiet_wait_total_ms", quiet.total)
+	rep.set("quiet_wait_max_ms", quiet.max)
+	rep.set("quiet_wait_timeouts", quiet.timeouts)
 	rep.set("instances", n)
 	rep.set("runs", runs)
 	rep.set("starts_per_second", dr)
@@ -167,10 +246,17 @@ func starts(bin string, n, runs int, pprofAddr, first string, gap time.Duration,
 // submit call to its task's start as recorded by the agent, the time to
 // the last one, and the CPU time process pid (drover dev) used from the
 // submit until all were seen running. It stops and purges the job afterwards.
-func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int, gap time.Duration) (lat, placed, received []time.Duration, span, cpu time.Duration, err error) {
+// settle, when not nil, waits for a quiet agent after the gap, just before
+// the submit.
+func submitToRunning(ctx context.Context, c *client.Client, pid int, name, drv string, n int, gap time.Duration, settle func() error) (lat, placed, received []time.Duration, span, cpu time.Duration, err error) {
 	job := sleepJob(name, n)
 	job.Groups[0].Tasks[0].Driver = drv
 	time.Sleep(gap)
+	if settle != nil {
+		if err := settle(); err != nil {
+			return nil, nil, nil, 0, 0, err
+		}
+	}
 	cpu0, err := cpuTime(pid)
 	if err != nil {
 		return nil, nil, nil, 0, 0, err
