@@ -51,7 +51,7 @@ var wantKeys = map[string][]string{
 	"loss": {"agents", "agents_startup_ms", "false_downs", "killed", "killed_seen_down", "log_warnings", "lost_instances", "node_ttl_ms",
 		"node_watch_errors", "registrations_after_kill", "replacements_placed", "time_to_replacements_placed_ms",
 		"time_to_replacements_running_ms", "time_to_seen_down_ms", "warnings_after_kill"},
-	"starts": {"instances", "runs", "starts_per_second", "raw_exec_starts_per_second", "raw_fork_exec_per_second", "ratio_to_raw", "raw_exec_ratio_to_raw",
+	"starts": {"instances", "runs", "starts_per_second", "raw_exec_starts_per_second", "raw_fork_exec_per_second", "raw_fork_exec_before_exec_per_second", "raw_fork_exec_before_raw_exec_per_second", "ratio_to_raw", "raw_exec_ratio_to_raw",
 		"exec_cpu_ms_per_start", "raw_exec_cpu_ms_per_start", "raw_fork_exec_cpu_ms_per_start",
 		"submit_to_running_p50_ms", "submit_to_running_p99_ms", "submit_to_running_max_ms",
 		"raw_exec_submit_to_running_p50_ms", "raw_exec_submit_to_running_p99_ms", "raw_exec_submit_to_running_max_ms",
