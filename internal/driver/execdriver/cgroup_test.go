@@ -2,6 +2,7 @@ package execdriver_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -577,5 +578,61 @@ func TestExecMemoryMaxUnlimitedClearsALeftLimit(t *testing.T) {
 	}
 	if v := readCgroupFile(t, filepath.Join(left, "memory.soft_limit_in_bytes")); v != strconv.Itoa(64<<20) {
 		t.Errorf("memory.soft_limit_in_bytes = %s, want %d", v, 64<<20)
+	}
+}
+
+// TestFailedStartRemovesItsCgroup: a start that fails after its task's
+// cgroup was made (here: no descriptor left for the output pipes) leaves
+// no cgroup behind, in any hierarchy.
+func TestFailedStartRemovesItsCgroup(t *testing.T) {
+	d := isolatingDriver(t)
+	t.Cleanup(func() { d.Close() })
+	// The pool full: its goroutine opens no descriptor during the start.
+	execdriver.FillCgroupPool(d, 16, time.Minute)
+	id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+	var dirs []string
+	if d.Isolation() == execdriver.IsolationV2 {
+		dirs = []string{filepath.Join("/sys/fs/cgroup/drover", id.AllocID+"-web")}
+	} else {
+		for _, c := range []string{"memory", "cpu", "cpuacct"} {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", c, cgroupOf(t, os.Getpid(), c), "drover", id.AllocID+"-web"))
+		}
+	}
+	t.Cleanup(func() {
+		for _, dir := range dirs {
+			os.Remove(dir)
+		}
+	})
+	// Room for one more descriptor, the most the cgroup's making holds
+	// at once (v2: the cgroup directory opened for clone3), and none for
+	// a pipe, which needs two.
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = uint64(len(fds)) // the listing's own descriptor is closed: one free
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Start(context.Background(), driver.Task{Command: "sleep", Args: []string{"30"}, Env: []string{testPATH},
+		Dir: t.TempDir(), ID: id, Resources: spec.Resources{CPU: 100, MemoryMB: 64}})
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatal("Start succeeded with no descriptor left for its pipes")
+	}
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("Start: %v, want EMFILE (the pipes)", err)
+	}
+	for _, dir := range dirs {
+		if exists(dir) {
+			t.Errorf("cgroup %s left after the failed start (%v)", dir, err)
+		}
 	}
 }
