@@ -111,7 +111,7 @@ func (p *cgroupPool) take(name string, want v1Limits) (v1Limits, bool) {
 	}
 	defer p.kick()
 	for i, h := range p.s.v1 {
-		if err := unix.Renameat(h.dir, slot.name, h.dir, name); err != nil {
+		if err := rawRenameat(h.dir, slot.name, name); err != nil {
 			// Put back what was renamed, and drop the slot rather than
 			// judge which hierarchy holds what.
 			for _, g := range p.s.v1[:i] {
