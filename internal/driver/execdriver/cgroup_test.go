@@ -636,3 +636,52 @@ func TestFailedStartRemovesItsCgroup(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStartParallel is BenchmarkStart with starts four at a time, as
+// the agent makes them (its start slots: two per CPU on the two-CPU VM of
+// docs/performance.md), the cgroup pool holding b.N cgroups.
+func BenchmarkStartParallel(b *testing.B) {
+	for _, name := range []string{"exec", "raw_exec"} {
+		b.Run(name, func(b *testing.B) {
+			d := execdriver.New(name)
+			res := spec.Resources{CPU: 100, MemoryMB: 64}
+			if name == "exec" {
+				h, err := d.Start(context.Background(), driver.Task{Command: "/bin/true", Env: []string{testPATH}, Dir: b.TempDir(),
+					ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-h.Wait()
+				execdriver.FillCgroupPool(d, b.N, time.Minute)
+			}
+			dir := b.TempDir()
+			hs := make(chan driver.Handle, b.N)
+			defer func() {
+				close(hs)
+				for h := range hs {
+					syscall.Kill(-h.PID(), syscall.SIGKILL)
+					<-h.Wait()
+				}
+			}()
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			b.SetParallelism(2) // 2 x GOMAXPROCS goroutines
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					h, err := d.Start(context.Background(), driver.Task{Command: "/bin/sleep", Args: []string{"600"}, Env: []string{testPATH}, Dir: dir,
+						ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					hs <- h
+				}
+			})
+			b.StopTimer()
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
