@@ -58,7 +58,7 @@ func startsFlags(fs *flag.FlagSet, o *options) func() (*report, error) {
 	runs := fs.Int("runs", 1, "jobs to submit, one after the other")
 	pprof := fs.String("pprof-addr", "", "have drover dev serve Go profiles here")
 	first := fs.String("first", "exec", "the driver of each run's first job, exec or raw_exec: the first job on a fresh agent finds fewer directory trees made ahead")
-	gap := fs.Duration("gap", 0, "pause before each job's submit: time for the agent to make directories and cgroups ahead, as between bursts of starts on a node")
+	gap := fs.Duration("gap", 0, "pause before each job (then the wait for a quiet agent and the raw fork/exec baseline): time for the agent to make directories and cgroups ahead, as between bursts of starts on a node")
 	quiet := fs.Duration("quiet-timeout", time.Minute, "before each measured window (each job, and raw fork/exec), wait at most this long for drover dev to be quiet: its CPU time grown by at most 20 ms over the last second (read from /proc), the previous job's purge and the pools' refill done; a wait that hits it is reported. 0: no wait, each window begins as soon as the previous job's allocs are gone")
 	warmup := fs.Bool("warmup", false, "first run one unmeasured job of each driver, of the same size: the measured jobs then find the agent as one that has run a burst that size before (its directory and cgroup pools grown to it), not fresh")
 	return func() (*report, error) {

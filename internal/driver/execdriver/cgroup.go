@@ -400,9 +400,10 @@ func writeAt(dir int, path, value string) error {
 // scheduler: each takes 10 to 30 µs on cgroup v1, long enough for sysmon
 // to take the P of a thread in a system call and wake another thread to
 // run it, and to keep sysmon itself waking every 20 µs all through a
-// burst of starts (in an exec burst of 500 it was 4 to 6% of drover dev's
-// CPU). They hold no lock a Go thread could wait for; at worst one waits
-// in the kernel for the cgroup mutex, holding its P meanwhile.
+// burst of starts (in the window of a 500-task exec job sysmon was about
+// 5% of drover dev's CPU, 2.5% with these calls raw; docs/performance.md).
+// They hold no lock a Go thread could wait for; at worst one waits in the
+// kernel for the cgroup mutex, holding its P meanwhile.
 
 // rawWriteAt writes value to the file at path relative to dir, as writeAt,
 // in raw system calls.
