@@ -111,7 +111,7 @@ func (p *cgroupPool) take(name string, want v1Limits) (v1Limits, bool) {
 	}
 	defer p.kick()
 	for i, h := range p.s.v1 {
-		if err := unix.Renameat(h.dir, slot.name, h.dir, name); err != nil {
+		if err := rawRenameat(h.dir, slot.name, name); err != nil {
 			// Put back what was renamed, and drop the slot rather than
 			// judge which hierarchy holds what.
 			for _, g := range p.s.v1[:i] {
@@ -195,7 +195,8 @@ func (p *cgroupPool) make() (pooledCgroup, error) {
 	return pooledCgroup{}, err
 }
 
-// mkdir makes cgroup slot in every hierarchy, or in none.
+// mkdir makes cgroup slot in every hierarchy, or in none, and looks up its
+// tasks file in each.
 func (p *cgroupPool) mkdir(slot string) error {
 	for i, h := range p.s.v1 {
 		if err := unix.Mkdirat(h.dir, slot, 0o755); err != nil {
@@ -204,6 +205,12 @@ func (p *cgroupPool) mkdir(slot string) error {
 			}
 			return fmt.Errorf("mkdir %s in the %s hierarchy: %w", slot, h.controllers, err)
 		}
+		// Look its tasks file up now, while starts are quiet: the
+		// kernel makes its dentry and inode at the first lookup, which
+		// would otherwise be the start's open of it to join the cgroup
+		// (they follow the cgroup's rename). Best effort.
+		var st unix.Stat_t
+		unix.Fstatat(h.dir, slot+"/tasks", &st, 0)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
@@ -394,6 +395,66 @@ func writeAt(dir int, path, value string) error {
 	return nil
 }
 
+// The cgroup system calls of a v1 start (the renames that take a pooled
+// cgroup, the forking thread's moves) are made raw, without telling the Go
+// scheduler: each takes 10 to 30 µs on cgroup v1, long enough for sysmon
+// to take the P of a thread in a system call and wake another thread to
+// run it, and to keep sysmon itself waking every 20 µs all through a
+// burst of starts (in the window of a 500-task exec job sysmon was about
+// 5% of drover dev's CPU, 2.5% with these calls raw; docs/performance.md).
+// They hold no lock a Go thread could wait for; at worst one waits in the
+// kernel for the cgroup mutex, holding its P meanwhile.
+
+// rawWriteAt writes value to the file at path relative to dir, as writeAt,
+// in raw system calls.
+func rawWriteAt(dir int, path string, value []byte) error {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	fd, _, e := unix.RawSyscall6(unix.SYS_OPENAT, uintptr(dir), uintptr(unsafe.Pointer(p)), unix.O_WRONLY|unix.O_CLOEXEC, 0, 0, 0)
+	if e != 0 {
+		return &os.PathError{Op: "open", Path: path, Err: e}
+	}
+	err = rawPwrite(int(fd), value)
+	unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+	if err != nil {
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// rawPwrite writes value at offset 0 of fd (a cgroup file, which takes a
+// value in one write or fails) in a raw system call.
+func rawPwrite(fd int, value []byte) error {
+	if len(value) == 0 {
+		return nil
+	}
+	_, _, e := unix.RawSyscall6(unix.SYS_PWRITE64, uintptr(fd), uintptr(unsafe.Pointer(&value[0])), uintptr(len(value)), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// rawRenameat renames from to to, both relative to dir, in a raw system
+// call.
+func rawRenameat(dir int, from, to string) error {
+	f, err := unix.BytePtrFromString(from)
+	if err != nil {
+		return err
+	}
+	t, err := unix.BytePtrFromString(to)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.RawSyscall6(unix.SYS_RENAMEAT, uintptr(dir), uintptr(unsafe.Pointer(f)), uintptr(dir), uintptr(unsafe.Pointer(t)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
 // errJoin marks a start that failed because its thread could not join the
 // task's cgroup; nothing was started.
 var errJoin = errors.New("join cgroup")
@@ -416,12 +477,13 @@ var thisThread = []byte("0")
 // outside for the microseconds of its exec and loader, and what it
 // allocated then charged to the agent). A thread that cannot go back is
 // ended rather than left to run the agent's work in this task's cgroup,
-// or to fork other tasks into it.
+// or to fork other tasks into it. The moves are raw system calls (see
+// rawWriteAt).
 func (s *cgroupSetup) startInV1(name string, start func() error) error {
 	return offMainThread(func() (astray bool, err error) {
 		joined := 0
 		for _, h := range s.v1 {
-			if err = writeAt(h.dir, name+"/tasks", string(thisThread)); err != nil {
+			if err = rawWriteAt(h.dir, name+"/tasks", thisThread); err != nil {
 				err = fmt.Errorf("%w in the %s hierarchy: %w", errJoin, h.controllers, err)
 				break
 			}
@@ -434,7 +496,7 @@ func (s *cgroupSetup) startInV1(name string, start func() error) error {
 			return true, err
 		}
 		for _, h := range s.v1[:joined] {
-			if _, herr := unix.Pwrite(h.home, thisThread, 0); herr != nil {
+			if herr := rawPwrite(h.home, thisThread); herr != nil {
 				return true, err // the task started, or not, as start says
 			}
 		}

@@ -2,6 +2,7 @@ package execdriver_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -577,5 +578,110 @@ func TestExecMemoryMaxUnlimitedClearsALeftLimit(t *testing.T) {
 	}
 	if v := readCgroupFile(t, filepath.Join(left, "memory.soft_limit_in_bytes")); v != strconv.Itoa(64<<20) {
 		t.Errorf("memory.soft_limit_in_bytes = %s, want %d", v, 64<<20)
+	}
+}
+
+// TestFailedStartRemovesItsCgroup: a start that fails after its task's
+// cgroup was made (here: no descriptor left for the output pipes) leaves
+// no cgroup behind, in any hierarchy.
+func TestFailedStartRemovesItsCgroup(t *testing.T) {
+	d := isolatingDriver(t)
+	t.Cleanup(func() { d.Close() })
+	// The pool full: its goroutine opens no descriptor during the start.
+	execdriver.FillCgroupPool(d, 16, time.Minute)
+	id := driver.TaskID{AllocID: uuid.NewString(), Task: "web"}
+	var dirs []string
+	if d.Isolation() == execdriver.IsolationV2 {
+		dirs = []string{filepath.Join("/sys/fs/cgroup/drover", id.AllocID+"-web")}
+	} else {
+		for _, c := range []string{"memory", "cpu", "cpuacct"} {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", c, cgroupOf(t, os.Getpid(), c), "drover", id.AllocID+"-web"))
+		}
+	}
+	t.Cleanup(func() {
+		for _, dir := range dirs {
+			os.Remove(dir)
+		}
+	})
+	// Room for one more descriptor, the most the cgroup's making holds
+	// at once (v2: the cgroup directory opened for clone3), and none for
+	// a pipe, which needs two.
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = uint64(len(fds)) // the listing's own descriptor is closed: one free
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Start(context.Background(), driver.Task{Command: "sleep", Args: []string{"30"}, Env: []string{testPATH},
+		Dir: t.TempDir(), ID: id, Resources: spec.Resources{CPU: 100, MemoryMB: 64}})
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatal("Start succeeded with no descriptor left for its pipes")
+	}
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("Start: %v, want EMFILE (the pipes)", err)
+	}
+	for _, dir := range dirs {
+		if exists(dir) {
+			t.Errorf("cgroup %s left after the failed start (%v)", dir, err)
+		}
+	}
+}
+
+// BenchmarkStartParallel is BenchmarkStart with starts four at a time, as
+// the agent makes them (its start slots: two per CPU on the two-CPU VM of
+// docs/performance.md), the cgroup pool holding b.N cgroups.
+func BenchmarkStartParallel(b *testing.B) {
+	for _, name := range []string{"exec", "raw_exec"} {
+		b.Run(name, func(b *testing.B) {
+			d := execdriver.New(name)
+			res := spec.Resources{CPU: 100, MemoryMB: 64}
+			if name == "exec" {
+				h, err := d.Start(context.Background(), driver.Task{Command: "/bin/true", Env: []string{testPATH}, Dir: b.TempDir(),
+					ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-h.Wait()
+				execdriver.FillCgroupPool(d, b.N, time.Minute)
+			}
+			dir := b.TempDir()
+			hs := make(chan driver.Handle, b.N)
+			defer func() {
+				close(hs)
+				for h := range hs {
+					syscall.Kill(-h.PID(), syscall.SIGKILL)
+					<-h.Wait()
+				}
+			}()
+			var ru0, ru1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			b.SetParallelism(2) // 2 x GOMAXPROCS goroutines
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					h, err := d.Start(context.Background(), driver.Task{Command: "/bin/sleep", Args: []string{"600"}, Env: []string{testPATH}, Dir: dir,
+						ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					hs <- h
+				}
+			})
+			b.StopTimer()
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(ru1.Utime.Nano() - ru0.Utime.Nano() + ru1.Stime.Nano() - ru0.Stime.Nano())
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
 	}
 }

@@ -137,13 +137,16 @@ func (d *Driver) Start(ctx context.Context, t driver.Task) (driver.Handle, error
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
 	}
 
+	// From here on, a start that fails removes the cgroup it took.
 	stdout, err := pipeTo(t.Stdout)
 	if err != nil {
+		removeCgroup(cg)
 		return nil, err
 	}
 	stderr, err := pipeTo(t.Stderr)
 	if err != nil {
 		stdout.close()
+		removeCgroup(cg)
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
