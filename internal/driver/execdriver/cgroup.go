@@ -438,7 +438,8 @@ func rawPwrite(fd int, value []byte) error {
 }
 
 // rawRenameat renames from to to, both relative to dir, in a raw system
-// call.
+// call (renameat, or renameat2 with no flags where there is no renameat:
+// sysRenameat).
 func rawRenameat(dir int, from, to string) error {
 	f, err := unix.BytePtrFromString(from)
 	if err != nil {
@@ -448,7 +449,7 @@ func rawRenameat(dir int, from, to string) error {
 	if err != nil {
 		return err
 	}
-	_, _, e := unix.RawSyscall6(unix.SYS_RENAMEAT, uintptr(dir), uintptr(unsafe.Pointer(f)), uintptr(dir), uintptr(unsafe.Pointer(t)), 0, 0)
+	_, _, e := unix.RawSyscall6(sysRenameat, uintptr(dir), uintptr(unsafe.Pointer(f)), uintptr(dir), uintptr(unsafe.Pointer(t)), 0, 0)
 	if e != 0 {
 		return e
 	}
