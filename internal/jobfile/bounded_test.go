@@ -2,9 +2,10 @@ package jobfile
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // TestLargeFilesDecodeInLinearTime: files shaped to hit the decoders'
@@ -28,20 +29,10 @@ func TestLargeFilesDecodeInLinearTime(t *testing.T) {
 	// do not inflate as they do the wall clock (no test of this package
 	// runs beside this one: it is not parallel).
 	for _, c := range cases {
-		start := processCPU(t)
+		start := testkit.ProcessCPU(t)
 		Decode(c.name, []byte(c.src))
-		if took := processCPU(t) - start; took > 5*time.Second {
+		if took := testkit.ProcessCPU(t) - start; took > 5*time.Second {
 			t.Errorf("%s (%d bytes): decoding took %v of CPU", c.what, len(c.src), took)
 		}
 	}
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU(t *testing.T) time.Duration {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

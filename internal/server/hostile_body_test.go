@@ -6,13 +6,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/drover-org/drover/internal/client"
 	"github.com/drover-org/drover/internal/inputlimit"
 	"github.com/drover-org/drover/internal/spec"
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // TestHostileBodiesAreRefusedInBoundedTime is reliability case 25: a body
@@ -61,7 +61,7 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 		method, path, _ := strings.Cut(endpoint, " ")
 		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
 		req.Header.Set(client.NodeSecretHeader, secret)
-		start := processCPU(t)
+		start := testkit.ProcessCPU(t)
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestHostileBodiesAreRefusedInBoundedTime(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		var e spec.APIError
 		json.Unmarshal(b, &e)
-		return resp.StatusCode, e.Error, processCPU(t) - start
+		return resp.StatusCode, e.Error, testkit.ProcessCPU(t) - start
 	}
 	refuseWithin, validateWithin := 4*time.Second*raceSlowdown, 10*time.Second*raceSlowdown
 	for _, b := range bodies {
@@ -134,14 +134,4 @@ func TestDeepInputIsRefusedAndTheServerStaysUp(t *testing.T) {
 	if st, body := f.call("management", "GET", "/v1/jobs/deep", ""); st != http.StatusNotFound {
 		t.Errorf("GET the refused job: %d %s; want 404", st, body)
 	}
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU(t *testing.T) time.Duration {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

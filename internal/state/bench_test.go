@@ -3,9 +3,10 @@ package state
 import (
 	"context"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-org/drover/internal/testkit"
 )
 
 // BenchmarkCommitWithWaitingReaders: what a commit costs the process while
@@ -23,7 +24,7 @@ func BenchmarkCommitWithWaitingReaders(b *testing.B) {
 	}
 	time.Sleep(100 * time.Millisecond) // all waiting
 	rev := int64(0)
-	cpu0 := processCPU(b)
+	cpu0 := testkit.ProcessCPU(b)
 	b.ResetTimer()
 	for b.Loop() {
 		rev++
@@ -31,15 +32,7 @@ func BenchmarkCommitWithWaitingReaders(b *testing.B) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/commit")
+	b.ReportMetric(float64(testkit.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/commit")
 	cancel()
 	wg.Wait()
-}
-
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

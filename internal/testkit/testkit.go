@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,3 +156,15 @@ var (
 	portsMu    sync.Mutex
 	portsGiven = map[int]bool{}
 )
+
+// ProcessCPU is the CPU time this process has used, user and system: for
+// bounds on the work a test's code does, which other tests loading the
+// machine do not inflate as they do the wall clock.
+func ProcessCPU(t testing.TB) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
