@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,45 +15,13 @@ import (
 // until agentsReport; a placement that waits for a stopping alloc
 // (Place.WaitFor) is created only once that alloc has ended, as the
 // leader does (a later pass places it again).
-func (w *world) slowPass() Result {
-	w.t.Helper()
-	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
-	w.keepDeployments(res)
-	for _, st := range res.Stop {
-		a := w.alloc(st.Alloc.ID)
-		a.DesiredStatus, a.DesiredReason, a.DesiredCause, a.ModifyTime = spec.DesiredStop, st.Reason, st.Cause, w.now
-	}
-	for _, p := range res.Place {
-		if p.WaitFor != "" {
-			if a := w.alloc(p.WaitFor); !a.Terminal() {
-				continue
-			}
-		}
-		w.seq++
-		a := &spec.Alloc{ID: fmt.Sprintf("a%03d", w.seq), Name: spec.AllocName(p.Job.Name, p.Group.Name, p.Index), Job: p.Job.Name,
-			JobVersion: p.Job.Version, Group: p.Group.Name, Index: p.Index, NodeID: "n1", Tasks: p.Group.Tasks, JobType: p.Job.Type,
-			DesiredStatus: spec.DesiredRun, DesiredReason: p.Reason, DesiredCause: p.Cause, CreateIndex: int64(w.seq), Canary: p.Canary,
-			Status: &spec.AllocStatus{ClientStatus: spec.ClientRunning, UpdateTime: w.now}}
-		if p.Deployment != nil {
-			a.DeploymentID = p.Deployment.ID
-		}
-		w.allocs = append(w.allocs, a)
-	}
-	for _, id := range res.DeleteDeployments {
-		w.deps = slices.DeleteFunc(w.deps, func(d *spec.Deployment) bool { return d.ID == id })
-	}
-	return res
-}
+func (w *world) slowPass() Result { return w.apply(true) }
 
 // agentsReport ends every alloc told to stop, keeping its verdict.
 func (w *world) agentsReport() {
 	for _, a := range w.allocs {
 		if a.DesiredStatus == spec.DesiredStop && !a.Terminal() {
-			var h *spec.DeploymentHealth
-			if a.Status != nil {
-				h = a.Status.DeploymentHealth
-			}
-			a.Status = &spec.AllocStatus{ClientStatus: spec.ClientComplete, UpdateTime: w.now, DeploymentHealth: h}
+			a.Status = endedKeepingVerdict(a, w.now)
 		}
 	}
 }

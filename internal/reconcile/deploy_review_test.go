@@ -25,14 +25,7 @@ func TestReviewUnchangedGroupDeadlineDoesNotFailProgressingDeployment(t *testing
 		t.Fatalf("version 1: %s (%s)", d.Status, d.Description)
 	}
 	w.update(svc("web", 2, withUpdate(grp("fast", 1, "fast v1"), u()), withUpdate(grp("slow", 5, "slow v2"), u())))
-	for step := 0; step < 20 && w.latest().Status == spec.DeploymentRunning || step == 0; step++ {
-		w.pass()
-		if d := w.latest(); d.Status != spec.DeploymentRunning {
-			break
-		}
-		w.now = w.now.Add(4 * time.Minute)
-		w.judge(true, "")
-	}
+	w.progressEvery(4 * time.Minute)
 	d := w.latest()
 	if d.JobVersion != 2 || d.Status != spec.DeploymentSuccessful {
 		t.Fatalf("version 2 made progress every 4 minutes (deadline 10m): %s (%s: %s) at +%v; group fast %+v",
@@ -50,14 +43,7 @@ func TestReviewDoneGroupDeadlineDoesNotFailProgressingDeployment(t *testing.T) {
 	w.judge(true, "")
 	w.pass()
 	w.update(svc("web", 2, withUpdate(grp("fast", 1, "fast v2"), u()), withUpdate(grp("slow", 5, "slow v2"), u())))
-	for step := 0; step < 20; step++ {
-		w.pass()
-		if d := w.latest(); d.Status != spec.DeploymentRunning {
-			break
-		}
-		w.now = w.now.Add(4 * time.Minute)
-		w.judge(true, "")
-	}
+	w.progressEvery(4 * time.Minute)
 	d := w.latest()
 	if d.JobVersion != 2 || d.Status != spec.DeploymentSuccessful {
 		t.Fatalf("version 2 made progress every 4 minutes (deadline 10m): %s (%s: %s) at +%v", d.Status, d.Failure, d.Description, w.now.Sub(now))
@@ -100,6 +86,19 @@ func TestReviewPausedDeploymentUnhealthyCanary(t *testing.T) {
 	}
 }
 
+// progressEvery runs passes until the deployment ends (at most 20), its
+// new instances judged healthy every interval between them.
+func (w *world) progressEvery(interval time.Duration) {
+	for range 20 {
+		w.pass()
+		if w.latest().Status != spec.DeploymentRunning {
+			return
+		}
+		w.now = w.now.Add(interval)
+		w.judge(true, "")
+	}
+}
+
 func stops(res Result) []string {
 	var out []string
 	for _, s := range res.Stop {
@@ -115,8 +114,6 @@ func places(res Result) []string {
 	}
 	return out
 }
-
-var _ = strings.Contains
 
 // Two groups with a canary each. Group b's canary is unhealthy and waits
 // for its replacement (reschedule delay 30s); group a's is healthy. The

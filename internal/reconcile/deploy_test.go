@@ -43,20 +43,28 @@ func (w *world) keepDeployments(res Result) {
 	}
 }
 
-func (w *world) pass() Result {
+func (w *world) pass() Result { return w.apply(false) }
+
+// apply runs one reconcile pass and carries its result out as the leader
+// and the agents would: with slow agents, a stopped alloc keeps running
+// until agentsReport and a placement waiting for it is left for a later
+// pass; otherwise a stop ends the alloc at once, its verdict kept (a
+// verdict is final).
+func (w *world) apply(slow bool) Result {
 	w.t.Helper()
 	res := Reconcile(Input{Jobs: w.jobs, Allocs: w.allocs, Deployments: w.deps, Now: w.now})
 	w.keepDeployments(res)
 	for _, st := range res.Stop {
 		a := w.alloc(st.Alloc.ID)
 		a.DesiredStatus, a.DesiredReason, a.DesiredCause, a.ModifyTime = spec.DesiredStop, st.Reason, st.Cause, w.now
-		var h *spec.DeploymentHealth // a verdict is final: the stop keeps it
-		if a.Status != nil {
-			h = a.Status.DeploymentHealth
+		if !slow {
+			a.Status = endedKeepingVerdict(a, w.now)
 		}
-		a.Status = &spec.AllocStatus{ClientStatus: spec.ClientComplete, UpdateTime: w.now, DeploymentHealth: h}
 	}
 	for _, p := range res.Place {
+		if slow && p.WaitFor != "" && !w.alloc(p.WaitFor).Terminal() {
+			continue
+		}
 		w.seq++
 		a := &spec.Alloc{ID: fmt.Sprintf("a%03d", w.seq), Name: spec.AllocName(p.Job.Name, p.Group.Name, p.Index), Job: p.Job.Name,
 			JobVersion: p.Job.Version, Group: p.Group.Name, Index: p.Index, NodeID: "n1", Tasks: p.Group.Tasks, JobType: p.Job.Type,
@@ -71,6 +79,16 @@ func (w *world) pass() Result {
 		w.deps = slices.DeleteFunc(w.deps, func(d *spec.Deployment) bool { return d.ID == id })
 	}
 	return res
+}
+
+// endedKeepingVerdict is a's status once its task ended after a stop: the
+// deployment verdict it had stays.
+func endedKeepingVerdict(a *spec.Alloc, at time.Time) *spec.AllocStatus {
+	var h *spec.DeploymentHealth
+	if a.Status != nil {
+		h = a.Status.DeploymentHealth
+	}
+	return &spec.AllocStatus{ClientStatus: spec.ClientComplete, UpdateTime: at, DeploymentHealth: h}
 }
 
 func (w *world) alloc(id string) *spec.Alloc {
