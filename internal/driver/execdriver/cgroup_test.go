@@ -410,15 +410,7 @@ func BenchmarkStart(b *testing.B) {
 			res := spec.Resources{CPU: 100, MemoryMB: 64}
 			switch name {
 			case "exec":
-				// A start first, as the burst before would have: the pool
-				// makes its cgroups with the limits starts ask for.
-				h, err := d.Start(context.Background(), driver.Task{Command: "/bin/true", Env: []string{testPATH}, Dir: b.TempDir(),
-					ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
-				if err != nil {
-					b.Fatal(err)
-				}
-				<-h.Wait()
-				execdriver.FillCgroupPool(d, b.N, time.Minute)
+				warmPool(b, d, res)
 			case "exec-cold":
 				execdriver.StopCgroupPool(d)
 			}
@@ -637,6 +629,20 @@ func TestFailedStartRemovesItsCgroup(t *testing.T) {
 	}
 }
 
+// warmPool readies d's cgroup pool as a burst of b.N starts before would
+// have: one start first (the pool makes its cgroups with the limits starts
+// ask for), then the pool filled to b.N.
+func warmPool(b *testing.B, d *execdriver.Driver, res spec.Resources) {
+	b.Helper()
+	h, err := d.Start(context.Background(), driver.Task{Command: "/bin/true", Env: []string{testPATH}, Dir: b.TempDir(),
+		ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-h.Wait()
+	execdriver.FillCgroupPool(d, b.N, time.Minute)
+}
+
 // BenchmarkStartParallel is BenchmarkStart with starts four at a time, as
 // the agent makes them (its start slots: two per CPU on the two-CPU VM of
 // docs/performance.md), the cgroup pool holding b.N cgroups.
@@ -646,13 +652,7 @@ func BenchmarkStartParallel(b *testing.B) {
 			d := execdriver.New(name)
 			res := spec.Resources{CPU: 100, MemoryMB: 64}
 			if name == "exec" {
-				h, err := d.Start(context.Background(), driver.Task{Command: "/bin/true", Env: []string{testPATH}, Dir: b.TempDir(),
-					ID: driver.TaskID{AllocID: uuid.NewString(), Task: "t"}, Resources: res})
-				if err != nil {
-					b.Fatal(err)
-				}
-				<-h.Wait()
-				execdriver.FillCgroupPool(d, b.N, time.Minute)
+				warmPool(b, d, res)
 			}
 			dir := b.TempDir()
 			hs := make(chan driver.Handle, b.N)
